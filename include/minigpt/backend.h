@@ -1,0 +1,70 @@
+// The ops the forward pass needs, one interface for every device. The forward pass (model.cpp) is
+// written once over it; a backend only implements ops. Every op takes its output first.
+//
+// Dimension letters: T = tokens in the batch, C = n_embd, H = n_head, D = head dim (C / H),
+// F = n_inner, V = n_vocab, S = n_ctx (KV-cache rows).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "minigpt/config.h"
+#include "minigpt/tensor.h"
+
+namespace minigpt {
+
+// How a linear layer's weight matrix is stored. GPT-2's Conv1D keeps W as [n_in, n_out]; nn.Linear and
+// the tied LM head (wte) keep it as [n_out, n_in].
+enum class WeightLayout { InOut, OutIn };
+
+// y = x W + b
+struct Linear {
+  Tensor w;  // [n_in, n_out] (InOut) or [n_out, n_in] (OutIn)
+  Tensor b;  // [1, n_out], or empty for no bias
+  WeightLayout layout = WeightLayout::InOut;
+  int64_t n_in = 0;
+  int64_t n_out = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual Device device() const = 0;
+  virtual int n_threads() const { return 1; }
+
+  // Zero-filled memory on this backend's device.
+  virtual std::unique_ptr<Buffer> alloc(size_t bytes) = 0;
+  // Makes a weight usable by this backend's ops. `host` lies in host memory in its stored dtype
+  // (usually inside a mapped file). The result may alias `host` or live in a buffer appended to `keep`.
+  virtual Tensor prepare_weight(const Tensor& host, std::vector<std::unique_ptr<Buffer>>& keep) = 0;
+  // Copies a tensor of this backend to host F32 (contiguous rows * cols).
+  virtual void to_host(float* dst, const Tensor& src) = 0;
+
+  // out[t] = wte[tokens[t]] + wpe[pos0 + t]                 out: [T, C]; tokens: host ids, checked by caller
+  virtual void embed(Tensor out, const int32_t* tokens, int64_t n_tokens, int64_t pos0, const Tensor& wte,
+                     const Tensor& wpe) = 0;
+  // out = (in - mean) / sqrt(var + eps) * w + b, per row   out, in: [T, C]; w, b: [1, C]
+  virtual void layer_norm(Tensor out, const Tensor& in, const Tensor& w, const Tensor& b, float eps) = 0;
+  // out = in W + b, or out += in W + b when `accumulate` (the residual add)   in: [T, n_in]; out: [T, n_out]
+  virtual void linear(Tensor out, const Tensor& in, const Linear& lin, bool accumulate) = 0;
+  // x = act(x) in place                                      x: [T, F]
+  virtual void activation(Tensor x, Activation act) = 0;
+  // dst = src, element-wise between two equally shaped (possibly strided) views
+  virtual void copy(Tensor dst, const Tensor& src) = 0;
+  // Causal attention of T queries at positions pos0 .. pos0+T-1 over the cached keys/values 0 .. pos0+T-1.
+  //   out: [T, C]; q: [T, C] (may be strided); k_cache, v_cache: [S, C]; head h uses columns h*D .. h*D+D-1.
+  //   scores are scale * q.k; softmax over the causal window.
+  virtual void attention(Tensor out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t pos0,
+                         int64_t n_head, float scale) = 0;
+  // Waits for queued work (a no-op on synchronous backends).
+  virtual void synchronize() {}
+};
+
+// The CPU backend: OpenBLAS for matrix products, own kernels for the rest, `n_threads` workers
+// (0 = the number of cores).
+std::shared_ptr<Backend> make_cpu_backend(int n_threads = 0);
+
+}  // namespace minigpt

@@ -1,0 +1,68 @@
+// A loaded GPT-2-family model: config plus weights prepared for one backend. Immutable after load, so
+// several Sessions may share it.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "minigpt/backend.h"
+#include "minigpt/config.h"
+#include "minigpt/safetensors.h"
+
+namespace minigpt {
+
+struct LayerWeights {
+  Tensor ln_1_w, ln_1_b;  // [1, C]
+  Linear attn_qkv;        // C -> 3C   (q | k | v, heads side by side in each)
+  Linear attn_proj;       // C -> C
+  Tensor ln_2_w, ln_2_b;  // [1, C]
+  Linear mlp_fc;          // C -> F
+  Linear mlp_proj;        // F -> C
+};
+
+struct ModelWeights {
+  Tensor wte;  // [V, C] token embeddings
+  Tensor wpe;  // [S, C] position embeddings (learned, or the sinusoidal table built at load)
+  std::vector<LayerWeights> layers;
+  Tensor ln_f_w, ln_f_b;  // [1, C]
+  Linear lm_head;         // C -> V, W stored [V, C] (wte itself when tied)
+};
+
+struct LoadOptions {
+  std::shared_ptr<Backend> backend;  // null: the CPU backend with n_threads
+  int n_threads = 0;                 // 0: all cores
+};
+
+class Model {
+ public:
+  // Loads `dir` (config.json + model.safetensors, or shards + model.safetensors.index.json).
+  static std::shared_ptr<const Model> load(const std::filesystem::path& dir, const LoadOptions& options = {});
+
+  const Config& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  Backend& backend() const { return *backend_; }
+  const std::filesystem::path& dir() const { return dir_; }
+  int64_t n_params() const { return n_params_; }
+  // Bytes of weights as stored in the files, by dtype name ("F32" -> bytes).
+  const std::vector<std::pair<std::string, size_t>>& stored_bytes() const { return stored_bytes_; }
+
+ private:
+  Model() = default;
+  Config config_;
+  std::filesystem::path dir_;
+  std::shared_ptr<Backend> backend_;
+  std::vector<std::shared_ptr<SafeTensorsFile>> files_;  // keeps the mappings alive
+  std::vector<std::unique_ptr<Buffer>> owned_;           // weights the backend converted or uploaded
+  ModelWeights weights_;
+  int64_t n_params_ = 0;
+  std::vector<std::pair<std::string, size_t>> stored_bytes_;
+  std::vector<float> sinusoid_;  // the position table of a sinusoidal model
+};
+
+// The sinusoidal table of "Attention Is All You Need": PE(p, 2i) = sin(p / 10000^(2i/d)),
+// PE(p, 2i+1) = cos(p / 10000^(2i/d)); computed in double, stored as float. [n_pos * d], row-major.
+std::vector<float> sinusoidal_positions(int64_t n_pos, int64_t d);
+
+}  // namespace minigpt

@@ -1,0 +1,36 @@
+// Models with random weights in the exact Hugging Face layout, for tests and benchmarks of shapes whose
+// trained weights are not at hand. The values come from a counter-based generator that
+// tools/make_reference.py implements too, so transformers' logits for the same weights can be committed
+// without committing the weights:
+//   seed = splitmix64(fnv1a64(bare name)); z = splitmix64(seed + j) for element j (row-major);
+//   u = ((z >> 40) + 0.5) / 2^24; value = float((2u - 1) * sqrt(3) * std + mean), in double, in this order;
+//   (mean, std) = (1, 0.1) for ln_1.weight, ln_2.weight, ln_f.weight, else (0, 0.02).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "minigpt/config.h"
+#include "minigpt/tensor.h"
+
+namespace minigpt {
+
+uint64_t splitmix64(uint64_t x);
+uint64_t fnv1a64(std::string_view s);
+// Values [first, first + n) of the tensor named `bare_name`.
+void fill_counter_random(float* dst, size_t n, std::string_view bare_name, uint64_t first = 0);
+
+// (bare name, shape) of every tensor of a GPT-2 model with this config, in Hugging Face's stored layout.
+std::vector<std::pair<std::string, std::vector<int64_t>>> gpt2_tensor_shapes(const Config& c);
+
+// The published shapes: gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2.
+Config gpt2_preset(std::string_view name);
+
+// Writes config.json + model.safetensors (bare names) with counter-random weights stored as `dtype`.
+void write_random_model(const std::filesystem::path& dir, const Config& c, DType dtype = DType::F32);
+
+}  // namespace minigpt

@@ -1,0 +1,246 @@
+// The CPU backend: OpenBLAS for matrix products, plain loops (vectorised by the compiler) for the rest,
+// spread over a persistent thread pool.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <thread>
+
+#include "cpu/thread_pool.h"
+#include "minigpt/backend.h"
+#include "minigpt/error.h"
+
+namespace minigpt {
+namespace {
+
+class HostBuffer final : public Buffer {
+ public:
+  explicit HostBuffer(size_t bytes) : bytes_(bytes) {
+    // 64-byte alignment: whole cache lines, and aligned AVX-512 loads where the kernels want them.
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    if (data_ == nullptr) throw std::bad_alloc();
+    std::memset(data_, 0, rounded == 0 ? 64 : rounded);
+  }
+  ~HostBuffer() override { std::free(data_); }
+  void* data() override { return data_; }
+  size_t bytes() const override { return bytes_; }
+  Device device() const override { return Device::Host; }
+
+ private:
+  void* data_;
+  size_t bytes_;
+};
+
+inline float dot(const float* a, const float* b, int64_t n) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int n_threads) : pool_(n_threads) {
+    // Our pool and OpenBLAS's take turns (one op at a time), so both may use every thread we were given.
+    openblas_set_num_threads(pool_.size());
+  }
+
+  std::string name() const override { return "cpu"; }
+  Device device() const override { return Device::Host; }
+  int n_threads() const override { return pool_.size(); }
+
+  std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<HostBuffer>(bytes); }
+
+  Tensor prepare_weight(const Tensor& host, std::vector<std::unique_ptr<Buffer>>& keep) override {
+    const bool aligned = reinterpret_cast<uintptr_t>(host.data) % alignof(float) == 0;
+    if (host.dtype == DType::F32 && aligned && host.stride == host.cols) return host;  // use the mapping as is
+    // 16-bit weights are widened once here: the F32 OpenBLAS path is the reference CPU path.
+    auto buf = alloc(size_t(host.numel()) * sizeof(float));
+    float* dst = static_cast<float*>(buf->data());
+    for (int64_t r = 0; r < host.rows; ++r) {
+      const char* src = static_cast<const char*>(host.data) + size_t(r * host.stride) * dtype_size(host.dtype);
+      convert_to_f32(dst + r * host.cols, src, host.dtype, size_t(host.cols));
+    }
+    Tensor t = make_tensor(dst, DType::F32, Device::Host, host.rows, host.cols);
+    keep.push_back(std::move(buf));
+    return t;
+  }
+
+  void to_host(float* dst, const Tensor& src) override {
+    for (int64_t r = 0; r < src.rows; ++r) {
+      std::memcpy(dst + r * src.cols, src.ptr<float>() + r * src.stride, size_t(src.cols) * sizeof(float));
+    }
+  }
+
+  void embed(Tensor out, const int32_t* tokens, int64_t n_tokens, int64_t pos0, const Tensor& wte,
+             const Tensor& wpe) override {
+    const int64_t C = out.cols;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      float* o = out.ptr<float>() + t * out.stride;
+      const float* e = wte.ptr<float>() + int64_t(tokens[t]) * wte.stride;
+      const float* p = wpe.ptr<float>() + (pos0 + t) * wpe.stride;
+      for (int64_t i = 0; i < C; ++i) o[i] = e[i] + p[i];
+    }
+  }
+
+  void layer_norm(Tensor out, const Tensor& in, const Tensor& w, const Tensor& b, float eps) override {
+    const int64_t C = in.cols;
+    const float* wp = w.ptr<float>();
+    const float* bp = b.ptr<float>();
+    auto rows = [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* x = in.ptr<float>() + r * in.stride;
+        float* y = out.ptr<float>() + r * out.stride;
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t i = 0; i < C; ++i) sum += x[i];
+        const float mean = sum / float(C);
+        float var = 0.0f;
+#pragma omp simd reduction(+ : var)
+        for (int64_t i = 0; i < C; ++i) var += (x[i] - mean) * (x[i] - mean);
+        const float rstd = 1.0f / std::sqrt(var / float(C) + eps);
+        for (int64_t i = 0; i < C; ++i) y[i] = (x[i] - mean) * rstd * wp[i] + bp[i];
+      }
+    };
+    if (in.rows < 8) {
+      rows(0, in.rows);
+    } else {
+      pool_.parallel_for(in.rows, rows);
+    }
+  }
+
+  void linear(Tensor out, const Tensor& in, const Linear& lin, bool accumulate) override {
+    const int64_t T = in.rows;
+    const int64_t N = lin.n_out;
+    const int64_t K = lin.n_in;
+    // Bias first, so that one BLAS call with beta = 1 adds the product (and, when accumulating, the
+    // residual already in `out`).
+    for (int64_t t = 0; t < T; ++t) {
+      float* o = out.ptr<float>() + t * out.stride;
+      if (!lin.b.empty()) {
+        const float* b = lin.b.ptr<float>();
+        if (accumulate) {
+          for (int64_t i = 0; i < N; ++i) o[i] += b[i];
+        } else {
+          std::memcpy(o, b, size_t(N) * sizeof(float));
+        }
+      } else if (!accumulate) {
+        std::memset(o, 0, size_t(N) * sizeof(float));
+      }
+    }
+    const bool in_out = lin.layout == WeightLayout::InOut;
+    if (T == 1) {
+      // y[N] += W^T x (InOut, W row-major [K, N]) or W x (OutIn, [N, K])
+      cblas_sgemv(CblasRowMajor, in_out ? CblasTrans : CblasNoTrans, in_out ? int(K) : int(N),
+                  in_out ? int(N) : int(K), 1.0f, lin.w.ptr<float>(), int(lin.w.stride), in.ptr<float>(), 1, 1.0f,
+                  out.ptr<float>(), 1);
+    } else {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, in_out ? CblasNoTrans : CblasTrans, int(T), int(N), int(K), 1.0f,
+                  in.ptr<float>(), int(in.stride), lin.w.ptr<float>(), int(lin.w.stride), 1.0f, out.ptr<float>(),
+                  int(out.stride));
+    }
+  }
+
+  void activation(Tensor x, Activation act) override {
+    const int64_t F = x.cols;
+    auto rows = [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        float* v = x.ptr<float>() + r * x.stride;
+        switch (act) {
+          case Activation::GeluTanh: {
+            const float k = std::sqrt(2.0f / float(M_PI));
+            for (int64_t i = 0; i < F; ++i) {
+              const float a = v[i];
+              v[i] = 0.5f * a * (1.0f + std::tanh(k * (a + 0.044715f * a * a * a)));
+            }
+            break;
+          }
+          case Activation::GeluErf:
+            for (int64_t i = 0; i < F; ++i) v[i] = 0.5f * v[i] * (1.0f + std::erf(v[i] * float(M_SQRT1_2)));
+            break;
+          case Activation::Relu:
+            for (int64_t i = 0; i < F; ++i) v[i] = v[i] > 0.0f ? v[i] : 0.0f;
+            break;
+        }
+      }
+    };
+    pool_.parallel_for(x.rows, rows);
+  }
+
+  void copy(Tensor dst, const Tensor& src) override {
+    for (int64_t r = 0; r < src.rows; ++r) {
+      std::memcpy(dst.ptr<float>() + r * dst.stride, src.ptr<float>() + r * src.stride,
+                  size_t(src.cols) * sizeof(float));
+    }
+  }
+
+  void attention(Tensor out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t pos0,
+                 int64_t n_head, float scale) override {
+    const int64_t T = q.rows;
+    const int64_t D = q.cols / n_head;
+    // One task per (query, head); each owns its output slice, so no two tasks write the same memory.
+    pool_.parallel_for(T * n_head, [&](int64_t begin, int64_t end) {
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t t = task / n_head;
+        const int64_t h = task % n_head;
+        attend_one(out.ptr<float>() + t * out.stride + h * D, q.ptr<float>() + t * q.stride + h * D,
+                   k_cache.ptr<float>() + h * D, v_cache.ptr<float>() + h * D, k_cache.stride, pos0 + t + 1, D,
+                   scale);
+      }
+    });
+  }
+
+ private:
+  // Block-wise online softmax (flash-attention style): scores of one block of keys at a time, the running
+  // maximum m and denominator l rescaling what was accumulated so far. Memory: one block of scores.
+  static void attend_one(float* o, const float* q, const float* k, const float* v, int64_t kv_stride,
+                         int64_t n_keys, int64_t D, float scale) {
+    constexpr int64_t kBlock = 64;
+    float s[kBlock];
+    float m = -std::numeric_limits<float>::infinity();
+    float l = 0.0f;
+    std::memset(o, 0, size_t(D) * sizeof(float));
+    for (int64_t j0 = 0; j0 < n_keys; j0 += kBlock) {
+      const int64_t nb = std::min(kBlock, n_keys - j0);
+      float block_max = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < nb; ++j) {
+        s[j] = scale * dot(q, k + (j0 + j) * kv_stride, D);
+        block_max = std::max(block_max, s[j]);
+      }
+      const float m_new = std::max(m, block_max);
+      const float correction = std::exp(m - m_new);  // 0 on the first block (m = -inf)
+      if (correction != 1.0f) {
+        l *= correction;
+        for (int64_t i = 0; i < D; ++i) o[i] *= correction;
+      }
+      for (int64_t j = 0; j < nb; ++j) {
+        const float p = std::exp(s[j] - m_new);
+        l += p;
+        const float* vj = v + (j0 + j) * kv_stride;
+#pragma omp simd
+        for (int64_t i = 0; i < D; ++i) o[i] += p * vj[i];
+      }
+      m = m_new;
+    }
+    const float inv = 1.0f / l;
+    for (int64_t i = 0; i < D; ++i) o[i] *= inv;
+  }
+
+  cpu::ThreadPool pool_;
+};
+
+}  // namespace
+
+std::shared_ptr<Backend> make_cpu_backend(int n_threads) {
+  if (n_threads < 0 || n_threads > 1024) {
+    throw Error(ErrorKind::Argument, "thread count " + std::to_string(n_threads) + " is out of range [0, 1024]");
+  }
+  if (n_threads == 0) n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  return std::make_shared<CpuBackend>(n_threads);
+}
+
+}  // namespace minigpt

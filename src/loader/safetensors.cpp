@@ -1,0 +1,250 @@
+#include "minigpt/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "minigpt/error.h"
+
+namespace minigpt {
+namespace {
+
+using json = nlohmann::json;
+
+// The reference implementation refuses headers over 100 MB; so do we, before allocating anything.
+constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+
+[[noreturn]] void fail(const std::string& source, const std::string& what) {
+  throw Error(ErrorKind::Format, source + ": " + what);
+}
+
+uint64_t read_u64_le(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+uint64_t json_u64(const json& v, const std::string& source, const std::string& what) {
+  if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0)) {
+    fail(source, what + " must be a non-negative integer, got " + v.dump());
+  }
+  return v.get<uint64_t>();
+}
+
+}  // namespace
+
+int64_t SafeTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::shared_ptr<SafeTensorsFile> SafeTensorsFile::open(const std::filesystem::path& path) {
+  const std::string source = path.string();
+  const int fd = ::open(source.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(ErrorKind::Io, source + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw Error(ErrorKind::Io, source + ": cannot stat: " + std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(ErrorKind::Io, source + ": not a regular file");
+  }
+  const size_t size = size_t(st.st_size);
+  if (size < 8) {
+    ::close(fd);
+    fail(source, "truncated: " + std::to_string(size) + " bytes, smaller than the 8-byte header length");
+  }
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int map_errno = errno;
+  ::close(fd);
+  if (map == MAP_FAILED) throw Error(ErrorKind::Io, source + ": cannot mmap: " + std::strerror(map_errno));
+
+  std::shared_ptr<SafeTensorsFile> file(new SafeTensorsFile());
+  file->source_ = source;
+  file->map_ = map;
+  file->map_size_ = size;
+  file->parse(static_cast<const uint8_t*>(map), size);  // on throw, the destructor unmaps
+  return file;
+}
+
+std::shared_ptr<SafeTensorsFile> SafeTensorsFile::from_memory(const uint8_t* bytes, size_t size,
+                                                              std::string source) {
+  std::shared_ptr<SafeTensorsFile> file(new SafeTensorsFile());
+  file->source_ = std::move(source);
+  if (size < 8) {
+    fail(file->source_, "truncated: " + std::to_string(size) + " bytes, smaller than the 8-byte header length");
+  }
+  file->parse(bytes, size);
+  return file;
+}
+
+SafeTensorsFile::~SafeTensorsFile() {
+  if (map_ != nullptr) ::munmap(map_, map_size_);
+}
+
+void SafeTensorsFile::parse(const uint8_t* bytes, size_t size) {
+  const std::string& src = source_;
+  const uint64_t header_len = read_u64_le(bytes);
+  if (header_len > size - 8) {
+    fail(src, "header length " + std::to_string(header_len) + " exceeds the file size (" + std::to_string(size) +
+                  " bytes): truncated or not a safetensors file");
+  }
+  if (header_len > kMaxHeaderBytes) fail(src, "header length " + std::to_string(header_len) + " exceeds 100 MB");
+  if (header_len < 2) fail(src, "header of " + std::to_string(header_len) + " bytes is too short to be JSON");
+  const char* header = reinterpret_cast<const char*>(bytes + 8);
+  if (header[0] != '{') fail(src, "header does not start with '{': not a safetensors file");
+
+  json h;
+  try {
+    h = json::parse(header, header + header_len);
+  } catch (const json::parse_error& e) {
+    fail(src, std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!h.is_object()) fail(src, "header is not a JSON object");
+
+  const uint8_t* data = bytes + 8 + header_len;
+  const uint64_t data_size = size - 8 - header_len;
+
+  struct Span {
+    uint64_t begin, end;
+    size_t index;
+  };
+  std::vector<Span> spans;
+  for (auto it = h.begin(); it != h.end(); ++it) {
+    const std::string& name = it.key();
+    if (name == "__metadata__") {
+      if (!it->is_object()) fail(src, "__metadata__ is not an object");
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        if (!m->is_string()) fail(src, "__metadata__ value '" + m.key() + "' is not a string");
+        metadata_[m.key()] = m->get<std::string>();
+      }
+      continue;
+    }
+    const std::string where = "tensor '" + name + "'";
+    const json& e = *it;
+    if (!e.is_object()) fail(src, where + ": entry is not an object");
+    if (!e.contains("dtype") || !e["dtype"].is_string()) fail(src, where + ": missing or non-string 'dtype'");
+    if (!e.contains("shape") || !e["shape"].is_array()) fail(src, where + ": missing or non-array 'shape'");
+    if (!e.contains("data_offsets") || !e["data_offsets"].is_array() || e["data_offsets"].size() != 2) {
+      fail(src, where + ": 'data_offsets' must be an array [begin, end]");
+    }
+    SafeTensor t;
+    t.name = name;
+    const std::string dt = e["dtype"].get<std::string>();
+    if (!dtype_from_name(dt, &t.dtype)) fail(src, where + ": unknown dtype '" + dt + "'");
+
+    // numel * element size without overflow: every intermediate stays below 2^63.
+    uint64_t numel = 1;
+    for (const json& d : e["shape"]) {
+      const uint64_t dim = json_u64(d, src, where + ": shape dimension");
+      if (dim > uint64_t(std::numeric_limits<int64_t>::max())) fail(src, where + ": shape dimension too large");
+      if (dim != 0 && numel > (uint64_t(1) << 62) / dim) fail(src, where + ": shape has too many elements");
+      numel *= dim;
+      t.shape.push_back(int64_t(dim));
+    }
+    if (numel > (uint64_t(1) << 59)) fail(src, where + ": shape has too many elements");
+    const uint64_t nbytes = numel * dtype_size(t.dtype);  // < 2^62: no overflow
+    const uint64_t begin = json_u64(e["data_offsets"][0], src, where + ": data_offsets[0]");
+    const uint64_t end = json_u64(e["data_offsets"][1], src, where + ": data_offsets[1]");
+    if (end < begin) fail(src, where + ": data_offsets end " + std::to_string(end) + " < begin " + std::to_string(begin));
+    if (end > data_size) {
+      fail(src, where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                    "] run past the end of the data (" + std::to_string(data_size) + " bytes): file truncated?");
+    }
+    if (end - begin != nbytes) {
+      fail(src, where + ": data_offsets cover " + std::to_string(end - begin) + " bytes but dtype " + dt +
+                    " and the shape need " + std::to_string(nbytes));
+    }
+    t.data = data + begin;
+    t.nbytes = size_t(nbytes);
+    spans.push_back({begin, end, tensors_.size()});
+    tensors_.push_back(std::move(t));
+  }
+
+  // The tensors must tile the data section exactly: no overlap, no gap, nothing left over.
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t expect = 0;
+  const std::string* prev = nullptr;
+  for (const Span& s : spans) {
+    const std::string& name = tensors_[s.index].name;
+    if (s.begin < expect) {
+      fail(src, "tensors '" + (prev ? *prev : name) + "' and '" + name + "' overlap (byte " +
+                    std::to_string(s.begin) + " < " + std::to_string(expect) + ")");
+    }
+    if (s.begin > expect) {
+      fail(src, "bytes " + std::to_string(expect) + ".." + std::to_string(s.begin) +
+                    " of the data belong to no tensor (gap before '" + name + "')");
+    }
+    expect = s.end;
+    prev = &name;
+  }
+  if (expect != data_size) {
+    fail(src, "the data section has " + std::to_string(data_size - expect) +
+                  " bytes after the last tensor that belong to no tensor");
+  }
+}
+
+const SafeTensor* SafeTensorsFile::find(std::string_view name) const {
+  for (const auto& t : tensors_) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+void write_safetensors(const std::filesystem::path& path, const std::vector<SafeTensorWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  json h = json::object();
+  if (!metadata.empty()) h["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  std::vector<uint64_t> sizes;
+  for (const auto& t : tensors) {
+    uint64_t n = dtype_size(t.dtype);
+    for (int64_t d : t.shape) n *= uint64_t(d);
+    h[t.name] = {{"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape}, {"data_offsets", {offset, offset + n}}};
+    sizes.push_back(n);
+    offset += n;
+  }
+  std::string header = h.dump();
+  header.append((8 - header.size() % 8) % 8, ' ');
+
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error(ErrorKind::Io, tmp.string() + ": cannot create");
+    uint8_t len[8];
+    for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
+    out.write(reinterpret_cast<const char*>(len), 8);
+    out.write(header.data(), std::streamsize(header.size()));
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      out.write(static_cast<const char*>(tensors[i].data), std::streamsize(sizes[i]));
+    }
+    out.flush();
+    if (!out) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      throw Error(ErrorKind::Io, tmp.string() + ": write failed");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw Error(ErrorKind::Io, path.string() + ": cannot rename the temporary file into place");
+  }
+}
+
+}  // namespace minigpt

@@ -1,0 +1,129 @@
+// The forward pass, written once over the Backend interface.
+#include "minigpt/session.h"
+
+#include <cmath>
+
+#include "minigpt/error.h"
+
+namespace minigpt {
+
+Session::Session(std::shared_ptr<const Model> model, const SessionOptions& options) : model_(std::move(model)) {
+  if (!model_) throw Error(ErrorKind::Argument, "Session: no model");
+  const Config& c = model_->config();
+  if (options.max_batch < 1) throw Error(ErrorKind::Argument, "Session: max_batch must be >= 1");
+  max_batch_ = std::min(options.max_batch, c.n_ctx);
+  Backend& be = model_->backend();
+  const int64_t C = c.n_embd, S = c.n_ctx, B = max_batch_;
+  auto tensor = [&](int64_t rows, int64_t cols) {
+    buffers_.push_back(be.alloc(size_t(rows * cols) * sizeof(float)));
+    return make_tensor(buffers_.back()->data(), DType::F32, be.device(), rows, cols);
+  };
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    k_cache_.push_back(tensor(S, C));
+    v_cache_.push_back(tensor(S, C));
+  }
+  x_ = tensor(B, C);
+  xn_ = tensor(B, C);
+  qkv_ = tensor(B, 3 * C);
+  att_ = tensor(B, C);
+  h_ = tensor(B, c.n_inner);
+  ensure_logit_rows(1);
+  logits_.resize(size_t(c.n_vocab));
+}
+
+Session::~Session() = default;
+
+int64_t Session::n_ctx() const { return model_->config().n_ctx; }
+
+void Session::ensure_logit_rows(int64_t rows) {
+  if (rows <= logit_rows_) return;
+  Backend& be = model_->backend();
+  const int64_t V = model_->config().n_vocab;
+  buffers_.push_back(be.alloc(size_t(rows * V) * sizeof(float)));
+  logits_dev_ = make_tensor(buffers_.back()->data(), DType::F32, be.device(), rows, V);
+  logit_rows_ = rows;
+}
+
+void Session::check_tokens(std::span<const int32_t> tokens) const {
+  const Config& c = model_->config();
+  if (tokens.empty()) throw Error(ErrorKind::Argument, "eval: no tokens");
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= c.n_vocab) {
+      throw Error(ErrorKind::Argument, "eval: token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
+                                           " is outside the vocabulary [0, " + std::to_string(c.n_vocab) + ")");
+    }
+  }
+  if (int64_t(tokens.size()) > c.n_ctx - n_past_) {
+    throw Error(ErrorKind::Argument, "eval: context overflow: " + std::to_string(n_past_) + " tokens in the context + " +
+                                         std::to_string(tokens.size()) + " new > n_ctx " + std::to_string(c.n_ctx));
+  }
+}
+
+std::span<const float> Session::eval(std::span<const int32_t> tokens) {
+  check_tokens(tokens);
+  const int64_t n = int64_t(tokens.size());
+  for (int64_t i = 0; i < n; i += max_batch_) {
+    const int64_t len = std::min(max_batch_, n - i);
+    // Only the last chunk's last row is wanted; earlier chunks just fill the KV cache.
+    forward(tokens.data() + i, len, false, i + len == n ? logits_.data() : nullptr);
+  }
+  return {logits_.data(), logits_.size()};
+}
+
+std::span<const float> Session::eval_all(std::span<const int32_t> tokens) {
+  check_tokens(tokens);
+  const int64_t n = int64_t(tokens.size());
+  const int64_t V = model_->config().n_vocab;
+  ensure_logit_rows(std::min(n, max_batch_));
+  all_logits_.resize(size_t(n * V));
+  for (int64_t i = 0; i < n; i += max_batch_) {
+    const int64_t len = std::min(max_batch_, n - i);
+    forward(tokens.data() + i, len, true, all_logits_.data() + i * V);
+  }
+  return {all_logits_.data(), all_logits_.size()};
+}
+
+void Session::forward(const int32_t* tokens, int64_t n, bool all_logits, float* logits_out) {
+  const Model& m = *model_;
+  const Config& c = m.config();
+  const ModelWeights& w = m.weights();
+  Backend& be = m.backend();
+  const int64_t C = c.n_embd;
+  const int64_t pos0 = n_past_;
+
+  Tensor x = x_.row_slice(0, n);
+  Tensor xn = xn_.row_slice(0, n);
+  Tensor qkv = qkv_.row_slice(0, n);
+  Tensor att = att_.row_slice(0, n);
+  Tensor h = h_.row_slice(0, n);
+
+  be.embed(x, tokens, n, pos0, w.wte, w.wpe);
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& L = w.layers[size_t(l)];
+    // attention block: x += proj(attn(ln_1(x)))
+    be.layer_norm(xn, x, L.ln_1_w, L.ln_1_b, c.layer_norm_epsilon);
+    be.linear(qkv, xn, L.attn_qkv, false);
+    be.copy(k_cache_[size_t(l)].row_slice(pos0, n), qkv.col_slice(C, C));
+    be.copy(v_cache_[size_t(l)].row_slice(pos0, n), qkv.col_slice(2 * C, C));
+    float scale = c.scale_attn_weights ? 1.0f / std::sqrt(float(c.head_dim())) : 1.0f;
+    if (c.scale_attn_by_inverse_layer_idx) scale /= float(l + 1);
+    be.attention(att, qkv.col_slice(0, C), k_cache_[size_t(l)], v_cache_[size_t(l)], pos0, c.n_head, scale);
+    be.linear(x, att, L.attn_proj, true);
+    // MLP block: x += proj(act(fc(ln_2(x))))
+    be.layer_norm(xn, x, L.ln_2_w, L.ln_2_b, c.layer_norm_epsilon);
+    be.linear(h, xn, L.mlp_fc, false);
+    be.activation(h, c.activation);
+    be.linear(x, h, L.mlp_proj, true);
+  }
+  n_past_ += n;
+  if (logits_out == nullptr) return;
+  const int64_t rows = all_logits ? n : 1;
+  Tensor xs = x.row_slice(n - rows, rows);
+  Tensor xf = xn.row_slice(0, rows);
+  be.layer_norm(xf, xs, w.ln_f_w, w.ln_f_b, c.layer_norm_epsilon);
+  Tensor logits = logits_dev_.row_slice(0, rows);
+  be.linear(logits, xf, w.lm_head, false);
+  be.to_host(logits_out, logits);
+}
+
+}  // namespace minigpt

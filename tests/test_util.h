@@ -1,0 +1,91 @@
+// Helpers shared by the test files.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "minigpt/config.h"
+#include "minigpt/error.h"
+#include "minigpt/safetensors.h"
+
+namespace minigpt::test {
+
+inline std::filesystem::path source_dir() { return MINIGPT_SOURCE_DIR; }
+inline std::filesystem::path fixture_dir(const std::string& name) {
+  return source_dir() / "tests" / "fixtures" / "models" / name;
+}
+
+// A fresh directory under the system temp dir, removed with everything in it at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device rd;
+    path_ = std::filesystem::temp_directory_path() / ("minigpt-test-" + std::to_string(rd()) + std::to_string(rd()));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& s) const { return path_ / s; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+inline void write_file(const std::filesystem::path& p, const std::string& s) {
+  std::ofstream(p, std::ios::binary) << s;
+}
+
+// A small config for tests that build their own random model.
+inline Config tiny_config() {
+  Config c;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.n_ctx = 24;
+  c.n_vocab = 40;
+  c.n_inner = 64;
+  return c;
+}
+
+// Runs `body`, expects a minigpt::Error of `kind` whose message contains every string in `needles`.
+template <typename Fn>
+void expect_error(Fn&& body, ErrorKind kind, const std::vector<std::string>& needles) {
+  try {
+    body();
+    ADD_FAILURE() << "expected a minigpt::Error, nothing was thrown";
+  } catch (const Error& e) {
+    EXPECT_EQ(int(e.kind()), int(kind)) << e.what();
+    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "'" << n << "' not in: " << e.what();
+  }
+}
+
+struct CommandResult {
+  int status;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+// Runs the minigpt CLI with `args` (a shell-quoted string), capturing stdout and stderr.
+inline CommandResult run_cli(const std::string& args, const std::string& stdin_text = "") {
+  TempDir tmp;
+  const auto out = tmp / "out", err = tmp / "err", in = tmp / "in";
+  write_file(in, stdin_text);
+  const std::string cmd = std::string(MINIGPT_CLI_PATH) + " " + args + " <" + in.string() + " >" + out.string() +
+                          " 2>" + err.string();
+  const int rc = std::system(cmd.c_str());
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc), read_file(out), read_file(err)};
+}
+
+}  // namespace minigpt::test
