@@ -24,7 +24,9 @@ struct Config {
   bool scale_attn_by_inverse_layer_idx = false;  // scores /= (layer + 1)
   bool tie_word_embeddings = true;               // lm_head.weight is wte.weight
   PositionEncoding position_encoding = PositionEncoding::Learned;
-  int64_t bos_token_id = -1;  // -1: the model has none
+  // -1: the model has none. transformers accepts ids outside the vocabulary (its default 50256 in a small
+  // model's config), so these may be >= n_vocab; whoever uses them checks.
+  int64_t bos_token_id = -1;
   int64_t eos_token_id = -1;
 
   int64_t head_dim() const { return n_embd / n_head; }

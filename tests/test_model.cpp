@@ -1,0 +1,231 @@
+// The forward pass against transformers' logits (fixtures from tools/make_reference.py), and the
+// session's guarantees: KV cache == full prefill, chunking, independent sessions.
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "minigpt/model.h"
+#include "minigpt/random_weights.h"
+#include "minigpt/session.h"
+#include "test_util.h"
+
+namespace minigpt {
+namespace {
+
+struct Reference {
+  std::vector<int32_t> tokens;
+  std::vector<float> logits;  // [T, V]
+};
+
+template <typename T>
+std::vector<T> read_tensor(const SafeTensorsFile& f, const std::string& name, DType dtype) {
+  const SafeTensor* t = f.find(name);
+  if (t == nullptr || t->dtype != dtype) throw std::runtime_error(f.path() + ": no " + name);
+  std::vector<T> v(size_t(t->numel()));
+  std::memcpy(v.data(), t->data, t->nbytes);
+  return v;
+}
+
+Reference load_reference(const std::string& fixture) {
+  auto f = SafeTensorsFile::open(test::fixture_dir(fixture) / "reference.safetensors");
+  return {read_tensor<int32_t>(*f, "tokens", DType::I32), read_tensor<float>(*f, "logits", DType::F32)};
+}
+
+int64_t argmax(const float* v, int64_t n) { return std::max_element(v, v + n) - v; }
+
+// max |a - b| over n values, and the first position (row of width V) where the argmax differs (-1: none).
+struct Diff {
+  double max_abs = 0;
+  int64_t argmax_mismatch = -1;
+};
+Diff compare(const float* got, const float* want, int64_t rows, int64_t V) {
+  Diff d;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < V; ++i) d.max_abs = std::max(d.max_abs, double(std::fabs(got[r * V + i] - want[r * V + i])));
+    if (d.argmax_mismatch < 0 && argmax(got + r * V, V) != argmax(want + r * V, V)) d.argmax_mismatch = r;
+  }
+  return d;
+}
+
+std::shared_ptr<const Model> load(const std::string& fixture, int threads = 2) {
+  return Model::load(test::fixture_dir(fixture), {nullptr, threads});
+}
+
+// F32 arithmetic in a different order than PyTorch's: differences are rounding noise of ~1e-6 on logits
+// of magnitude ~1, so the 1e-4 bound has two orders of margin and still catches any real bug
+// (a wrong scale, epsilon or activation moves logits by 1e-2 or more on these fixtures).
+constexpr double kTolF32 = 1e-4;
+
+class Fixture : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(Fixture, LogitsMatchTransformers) {
+  const Reference ref = load_reference(GetParam());
+  auto model = load(GetParam());
+  const int64_t V = model->config().n_vocab, T = int64_t(ref.tokens.size());
+  ASSERT_EQ(int64_t(ref.logits.size()), T * V);
+  Session s(model);
+  auto got = s.eval_all(ref.tokens);
+  const Diff d = compare(got.data(), ref.logits.data(), T, V);
+  std::printf("[ measured ] %s: max |logit - transformers| = %.3g over %lld positions\n", GetParam(), d.max_abs,
+              (long long)T);
+  EXPECT_LE(d.max_abs, kTolF32) << GetParam();
+  EXPECT_EQ(d.argmax_mismatch, -1) << GetParam() << ": argmax differs at position " << d.argmax_mismatch;
+  // eval() returns the last row of the same computation.
+  s.reset();
+  auto last = s.eval(ref.tokens);
+  EXPECT_LE(compare(last.data(), ref.logits.data() + (T - 1) * V, 1, V).max_abs, kTolF32);
+}
+
+TEST_P(Fixture, TokenByTokenWithTheKvCacheEqualsPrefill) {
+  const Reference ref = load_reference(GetParam());
+  auto model = load(GetParam());
+  const int64_t V = model->config().n_vocab, T = int64_t(ref.tokens.size());
+  Session s(model);
+  for (int64_t t = 0; t < T; ++t) {
+    auto row = s.eval(std::span<const int32_t>(&ref.tokens[size_t(t)], 1));
+    const Diff d = compare(row.data(), ref.logits.data() + t * V, 1, V);
+    ASSERT_LE(d.max_abs, kTolF32) << GetParam() << " position " << t;
+    ASSERT_EQ(d.argmax_mismatch, -1) << GetParam() << " position " << t;
+  }
+  EXPECT_EQ(s.n_past(), T);
+}
+
+TEST_P(Fixture, PrefillInChunksOf1And7AndAllAgree) {
+  const Reference ref = load_reference(GetParam());
+  auto model = load(GetParam());
+  const int64_t V = model->config().n_vocab, T = int64_t(ref.tokens.size());
+  Session whole(model);
+  auto whole_span = whole.eval_all(ref.tokens);
+  const std::vector<float> all(whole_span.begin(), whole_span.end());
+  for (int64_t chunk : {1, 7}) {
+    // Chunks given by the caller...
+    Session s(model);
+    std::vector<float> got;
+    for (int64_t i = 0; i < T; i += chunk) {
+      const int64_t n = std::min(chunk, T - i);
+      auto part = s.eval_all(std::span<const int32_t>(ref.tokens.data() + i, size_t(n)));
+      got.insert(got.end(), part.begin(), part.end());
+    }
+    // ...and chunks made by the session itself (max_batch).
+    Session small(model, SessionOptions{chunk});
+    auto inner = small.eval_all(ref.tokens);
+    // Same kernels, different batch shapes (GEMV vs GEMM): rounding-level differences only.
+    EXPECT_LE(compare(got.data(), ref.logits.data(), T, V).max_abs, kTolF32) << "chunk " << chunk;
+    EXPECT_LE(compare(got.data(), all.data(), T, V).max_abs, 1e-5) << "chunk " << chunk;
+    EXPECT_LE(compare(inner.data(), all.data(), T, V).max_abs, 1e-5) << "max_batch " << chunk;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transformers, Fixture,
+                         ::testing::Values("tiny", "tiny-untied", "tiny-f16", "tiny-bf16", "tiny-sharded",
+                                           "tiny-relu-legacy", "tiny-sinusoidal"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+TEST(Session, TwoSessionsOnOneModelDoNotDisturbEachOther) {
+  const Reference ref = load_reference("tiny");
+  auto model = load("tiny");
+  const int64_t V = model->config().n_vocab;
+  std::vector<int32_t> other(ref.tokens.rbegin(), ref.tokens.rend());
+  Session alone(model);
+  auto alone_span = alone.eval_all(other);
+  const std::vector<float> other_want(alone_span.begin(), alone_span.end());
+
+  // Interleaved on one thread.
+  Session a(model), b(model);
+  for (size_t t = 0; t < ref.tokens.size(); ++t) {
+    auto ra = a.eval(std::span<const int32_t>(&ref.tokens[t], 1));
+    ASSERT_LE(compare(ra.data(), ref.logits.data() + int64_t(t) * V, 1, V).max_abs, kTolF32) << t;
+    auto rb = b.eval(std::span<const int32_t>(&other[t], 1));
+    ASSERT_LE(compare(rb.data(), other_want.data() + int64_t(t) * V, 1, V).max_abs, 1e-5) << t;
+  }
+
+  // Concurrently on two threads.
+  std::vector<float> got_a, got_b;
+  std::thread ta([&] {
+    Session s(model);
+    auto r = s.eval_all(ref.tokens);
+    got_a.assign(r.begin(), r.end());
+  });
+  std::thread tb([&] {
+    Session s(model);
+    auto r = s.eval_all(other);
+    got_b.assign(r.begin(), r.end());
+  });
+  ta.join();
+  tb.join();
+  const int64_t T = int64_t(ref.tokens.size());
+  EXPECT_LE(compare(got_a.data(), ref.logits.data(), T, V).max_abs, kTolF32);
+  EXPECT_LE(compare(got_b.data(), other_want.data(), T, V).max_abs, 1e-5);
+}
+
+TEST(Session, ResetStartsOver) {
+  const Reference ref = load_reference("tiny-untied");
+  auto model = load("tiny-untied", 1);
+  const int64_t V = model->config().n_vocab, T = int64_t(ref.tokens.size());
+  Session s(model);
+  s.eval(std::span<const int32_t>(ref.tokens.data(), 5));
+  s.reset();
+  EXPECT_EQ(s.n_past(), 0);
+  auto got = s.eval_all(ref.tokens);
+  EXPECT_LE(compare(got.data(), ref.logits.data(), T, V).max_abs, kTolF32);
+}
+
+TEST(Session, BadTokensAndContextOverflowLeaveTheSessionUnchanged) {
+  auto model = load("tiny", 1);
+  const int64_t V = model->config().n_vocab, S = model->config().n_ctx;
+  Session s(model);
+  const std::vector<int32_t> bad = {1, int32_t(V)};
+  test::expect_error([&] { s.eval(bad); }, ErrorKind::Argument, {"token id 320", "index 1", "[0, 320)"});
+  const std::vector<int32_t> neg = {-1};
+  test::expect_error([&] { s.eval(neg); }, ErrorKind::Argument, {"token id -1"});
+  test::expect_error([&] { s.eval({}); }, ErrorKind::Argument, {"no tokens"});
+  EXPECT_EQ(s.n_past(), 0);
+  std::vector<int32_t> full(size_t(S), 3);
+  s.eval(full);  // exactly n_ctx tokens fit
+  const std::vector<int32_t> one = {3};
+  test::expect_error([&] { s.eval(one); }, ErrorKind::Argument, {"context overflow", "64 tokens in the context + 1 new > n_ctx 64"});
+  EXPECT_EQ(s.n_past(), S);
+}
+
+// The exact 124M gpt2 shape: weights from the counter-based generator (written to a temporary file and
+// loaded through the normal path), logits compared with transformers' for the same weights.
+TEST(Gpt2Shape, Random124MMatchesTransformers) {
+  const auto dir = test::fixture_dir("gpt2-124m-splitmix");
+  auto ref = SafeTensorsFile::open(dir / "reference.safetensors");
+  const auto tokens = read_tensor<int32_t>(*ref, "tokens", DType::I32);
+  const auto want_argmax = read_tensor<int32_t>(*ref, "argmax", DType::I32);
+  const auto logits_last = read_tensor<float>(*ref, "logits_last", DType::F32);
+  const auto vocab_ids = read_tensor<int32_t>(*ref, "vocab_ids", DType::I32);
+  const auto logits_sub = read_tensor<float>(*ref, "logits_sub", DType::F32);
+
+  test::TempDir tmp;
+  const Config c = load_config(dir / "config.json");
+  EXPECT_EQ(c.n_layer, 12);
+  EXPECT_EQ(c.n_embd, 768);
+  EXPECT_EQ(c.n_vocab, 50257);
+  write_random_model(tmp.path(), c);
+  auto model = Model::load(tmp.path(), {nullptr, 2});
+  EXPECT_EQ(model->n_params(), 124439808);  // GPT-2 small: 124M with the tied head counted once
+  Session s(model);
+  const int64_t V = c.n_vocab, T = int64_t(tokens.size()), K = int64_t(vocab_ids.size());
+  auto got = s.eval_all(tokens);
+  // Sums over 768..3072 terms in 12 layers; logits ~0.5 in size: rounding noise stays near 1e-5.
+  double max_abs = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    EXPECT_EQ(argmax(got.data() + t * V, V), want_argmax[size_t(t)]) << "position " << t;
+    for (int64_t k = 0; k < K; ++k) {
+      max_abs = std::max(max_abs, double(std::fabs(got[size_t(t * V + vocab_ids[size_t(k)])] - logits_sub[size_t(t * K + k)])));
+    }
+  }
+  const double last = compare(got.data() + (T - 1) * V, logits_last.data(), 1, V).max_abs;
+  std::printf("[ measured ] gpt2 124M shape: max |logit - transformers| = %.3g (subset), %.3g (last row)\n", max_abs, last);
+  EXPECT_LE(max_abs, kTolF32);
+  EXPECT_LE(compare(got.data() + (T - 1) * V, logits_last.data(), 1, V).max_abs, kTolF32);
+}
+
+}  // namespace
+}  // namespace minigpt
