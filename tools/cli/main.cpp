@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <exception>
 #include <map>
+#include <string>
 
 #include "command.h"
 #include "minigpt/error.h"
@@ -28,14 +29,24 @@ int main(int argc, char** argv) {
     runners[sub] = c.setup(*sub);
   }
 
+  // CLI11 would only say "A subcommand is required" for a misspelt command; name it instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string name = argv[1];
+    if (std::none_of(commands.begin(), commands.end(), [&](const Command& c) { return c.name == name; })) {
+      std::string known;
+      for (const auto& c : commands) known += (known.empty() ? "" : ", ") + c.name;
+      std::fprintf(stderr, "minigpt: error: unknown command '%s' (commands: %s)\n", name.c_str(), known.c_str());
+      return 2;
+    }
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // One line on stderr, non-zero exit; CLI11's own wording names the flag.
-    std::fprintf(stderr, "minigpt: error: %s\n", e.what());
-    std::fprintf(stderr, "Run with --help for more information.\n");
+    std::fprintf(stderr, "minigpt: error: %s (see minigpt --help)\n", e.what());
     return e.get_exit_code() == 0 ? 2 : e.get_exit_code();
   }
 
