@@ -2,6 +2,7 @@
 #include "minigpt/model.h"
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include <sstream>
 
 #include "minigpt/error.h"
+#include "minigpt/random_weights.h"
 
 namespace minigpt {
 namespace {
@@ -95,6 +97,14 @@ std::vector<float> sinusoidal_positions(int64_t n_pos, int64_t d) {
   return pe;
 }
 
+struct Model::HostTensor {
+  const uint8_t* data;
+  DType dtype;
+  std::vector<int64_t> shape;
+  size_t nbytes;
+  std::string file;  // where it came from, for messages
+};
+
 std::shared_ptr<const Model> Model::load(const fs::path& dir, const LoadOptions& options) {
   if (!fs::exists(dir)) throw Error(ErrorKind::Io, "model directory '" + dir.string() + "' does not exist");
   if (!fs::is_directory(dir)) throw Error(ErrorKind::Io, "'" + dir.string() + "' is not a directory");
@@ -106,39 +116,60 @@ std::shared_ptr<const Model> Model::load(const fs::path& dir, const LoadOptions&
   std::shared_ptr<Model> m(new Model());
   m->dir_ = dir;
   m->config_ = load_config(config_path);
-  m->backend_ = options.backend ? options.backend : make_cpu_backend(options.n_threads);
   m->files_ = open_weight_files(dir);
-  const Config& c = m->config_;
-
-  struct Found {
-    const SafeTensor* tensor;
-    const SafeTensorsFile* file;
-  };
-  std::map<std::string, Found> all;
+  std::map<std::string, HostTensor> all;
   for (const auto& f : m->files_) {
     for (const auto& t : f->tensors()) {
-      if (!all.emplace(t.name, Found{&t, f.get()}).second) {
+      if (!all.emplace(t.name, HostTensor{t.data, t.dtype, t.shape, t.nbytes, f->path()}).second) {
         throw Error(ErrorKind::Format, f->path() + ": tensor '" + t.name + "' also appears in another shard");
       }
     }
   }
   // save_pretrained writes "transformer.wte.weight"; the hub's original gpt2 files write "wte.weight".
   const std::string prefix = all.count("transformer.wte.weight") ? "transformer." : "";
+  m->assemble(all, prefix, options);
+  return m;
+}
+
+std::shared_ptr<const Model> Model::random(const Config& config, const LoadOptions& options) {
+  config.validate("random model config");
+  std::shared_ptr<Model> m(new Model());
+  m->config_ = config;
+  std::map<std::string, HostTensor> all;
+  for (const auto& [name, shape] : gpt2_tensor_shapes(config)) {
+    size_t n = 1;
+    for (int64_t d : shape) n *= size_t(d);
+    m->random_storage_.emplace_back(n);
+    fill_counter_random(m->random_storage_.back().data(), n, name);
+    all.emplace(name, HostTensor{reinterpret_cast<const uint8_t*>(m->random_storage_.back().data()), DType::F32, shape,
+                                 n * sizeof(float), "<random>"});
+  }
+  m->assemble(all, "", options);
+  return m;
+}
+
+void Model::assemble(const std::map<std::string, HostTensor>& all, const std::string& prefix, const LoadOptions& options) {
+  const Config& c = config_;
+  if (options.weight_dtype && !is_float_weight_dtype(*options.weight_dtype)) {
+    throw Error(ErrorKind::Argument, "weight dtype must be F32, F16 or BF16");
+  }
+  backend_ = options.backend ? options.backend : make_cpu_backend(options.n_threads);
+  Backend& be = *backend_;
+  const std::string config_name = dir_.empty() ? std::string("config") : (dir_ / "config.json").string();
   std::set<std::string> used;
   std::map<std::string, size_t> bytes_by_dtype;
-  Backend& be = *m->backend_;
 
-  // Looks a tensor up, checks dtype and shape, and returns it prepared for the backend as [rows, cols].
-  auto get = [&](const std::string& bare, std::vector<int64_t> shape, bool with_prefix = true) -> Tensor {
+  // Looks a tensor up and checks its dtype and shape against the config: a host view [rows, cols].
+  auto find = [&](const std::string& bare, std::vector<int64_t> shape, bool with_prefix = true) -> Tensor {
     const std::string name = (with_prefix ? prefix : "") + bare;
     auto it = all.find(name);
     if (it == all.end()) {
-      const std::string where = m->files_.size() == 1 ? m->files_[0]->path() : (dir / "model.safetensors.index.json").string();
+      const std::string where = files_.size() == 1 ? files_[0]->path() : (dir_ / "model.safetensors.index.json").string();
       throw Error(ErrorKind::Shape, where + ": missing tensor '" + name + "' (config.json implies shape " +
                                         shape_str(shape) + ")");
     }
-    const SafeTensor& t = *it->second.tensor;
-    const std::string where = it->second.file->path() + ": tensor '" + name + "'";
+    const HostTensor& t = it->second;
+    const std::string where = t.file + ": tensor '" + name + "'";
     if (!is_float_weight_dtype(t.dtype)) {
       throw Error(ErrorKind::Shape, where + " has dtype " + std::string(dtype_name(t.dtype)) +
                                         "; weights must be F32, F16 or BF16");
@@ -148,72 +179,89 @@ std::shared_ptr<const Model> Model::load(const fs::path& dir, const LoadOptions&
                                         shape_str(shape));
     }
     if (used.insert(name).second) {
-      m->n_params_ += t.numel();
+      n_params_ += int64_t(t.nbytes / dtype_size(t.dtype));
       bytes_by_dtype[std::string(dtype_name(t.dtype))] += t.nbytes;
     }
     const int64_t rows = shape.size() == 2 ? shape[0] : 1;
-    const int64_t cols = shape.back();
-    return be.prepare_weight(make_tensor(const_cast<uint8_t*>(t.data), t.dtype, Device::Host, rows, cols), m->owned_);
+    return make_tensor(const_cast<uint8_t*>(t.data), t.dtype, Device::Host, rows, shape.back());
   };
+  auto vec = [&](const std::string& bare, int64_t n) {
+    Tensor t = be.prepare_weight(find(bare, {n}), owned_);
+    bytes_per_token_ += size_t(n) * sizeof(float);
+    return t;
+  };
+  // The compute dtype of a matrix: the requested one, else its stored one.
+  auto matrix_dtype = [&](const Tensor& host) { return options.weight_dtype ? *options.weight_dtype : host.dtype; };
   auto linear = [&](const std::string& base, int64_t n_in, int64_t n_out) {
     Linear l;
-    l.w = get(base + ".weight", {n_in, n_out});
-    l.b = get(base + ".bias", {n_out});
+    l.w = find(base + ".weight", {n_in, n_out});
+    l.b = find(base + ".bias", {n_out});
     l.layout = WeightLayout::InOut;
     l.n_in = n_in;
     l.n_out = n_out;
+    l = be.prepare_linear(l, matrix_dtype(l.w), owned_);
+    bytes_per_token_ += size_t(n_in * n_out) * dtype_size(l.w.dtype) + size_t(n_out) * sizeof(float);
     return l;
   };
 
   const int64_t C = c.n_embd, V = c.n_vocab, S = c.n_ctx, F = c.n_inner;
-  ModelWeights& w = m->weights_;
-  w.wte = get("wte.weight", {V, C});
+  ModelWeights& w = weights_;
+  // wte is an embedding and, when tied, the LM head [V, C] = [n_out, n_in]: prepared as a linear layer.
+  Linear wte;
+  wte.w = find("wte.weight", {V, C});
+  wte.layout = WeightLayout::OutIn;
+  wte.n_in = C;
+  wte.n_out = V;
+  wte = be.prepare_linear(wte, matrix_dtype(wte.w), owned_);
+  w.wte = wte.w;
   if (c.position_encoding == PositionEncoding::Learned) {
-    w.wpe = get("wpe.weight", {S, C});
+    w.wpe = be.prepare_weight(find("wpe.weight", {S, C}), owned_);
   } else {
     if (all.count(prefix + "wpe.weight")) {
-      throw Error(ErrorKind::Config, config_path.string() + ": position_embedding_type is 'sinusoidal' but the weights have '" +
+      throw Error(ErrorKind::Config, config_name + ": position_embedding_type is 'sinusoidal' but the weights have '" +
                                          prefix + "wpe.weight'");
     }
-    m->sinusoid_ = sinusoidal_positions(S, C);
-    w.wpe = be.prepare_weight(make_tensor(m->sinusoid_.data(), DType::F32, Device::Host, S, C), m->owned_);
+    sinusoid_ = sinusoidal_positions(S, C);
+    w.wpe = be.prepare_weight(make_tensor(sinusoid_.data(), DType::F32, Device::Host, S, C), owned_);
   }
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string h = "h." + std::to_string(l) + ".";
     LayerWeights L;
-    L.ln_1_w = get(h + "ln_1.weight", {C});
-    L.ln_1_b = get(h + "ln_1.bias", {C});
+    L.ln_1_w = vec(h + "ln_1.weight", C);
+    L.ln_1_b = vec(h + "ln_1.bias", C);
     L.attn_qkv = linear(h + "attn.c_attn", C, 3 * C);
     L.attn_proj = linear(h + "attn.c_proj", C, C);
-    L.ln_2_w = get(h + "ln_2.weight", {C});
-    L.ln_2_b = get(h + "ln_2.bias", {C});
+    L.ln_2_w = vec(h + "ln_2.weight", C);
+    L.ln_2_b = vec(h + "ln_2.bias", C);
     L.mlp_fc = linear(h + "mlp.c_fc", C, F);
     L.mlp_proj = linear(h + "mlp.c_proj", F, C);
     w.layers.push_back(L);
   }
-  w.ln_f_w = get("ln_f.weight", {C});
-  w.ln_f_b = get("ln_f.bias", {C});
-  w.lm_head.layout = WeightLayout::OutIn;
-  w.lm_head.n_in = C;
-  w.lm_head.n_out = V;
+  w.ln_f_w = vec("ln_f.weight", C);
+  w.ln_f_b = vec("ln_f.bias", C);
   if (c.tie_word_embeddings) {
-    w.lm_head.w = w.wte;
+    w.lm_head = wte;
     if (all.count("lm_head.weight")) used.insert("lm_head.weight");  // a saved copy of wte; transformers ties it too
   } else {
     if (!all.count("lm_head.weight")) {
-      throw Error(ErrorKind::Shape, config_path.string() + ": tie_word_embeddings is false but the weights have no 'lm_head.weight'");
+      throw Error(ErrorKind::Shape, config_name + ": tie_word_embeddings is false but the weights have no 'lm_head.weight'");
     }
-    w.lm_head.w = get("lm_head.weight", {V, C}, /*with_prefix=*/false);
+    Linear head;
+    head.w = find("lm_head.weight", {V, C}, /*with_prefix=*/false);
+    head.layout = WeightLayout::OutIn;
+    head.n_in = C;
+    head.n_out = V;
+    w.lm_head = be.prepare_linear(head, matrix_dtype(head.w), owned_);
   }
+  bytes_per_token_ += size_t(V * C) * dtype_size(w.lm_head.w.dtype);
 
-  for (const auto& [name, found] : all) {
+  for (const auto& [name, t] : all) {
     if (used.count(name) || is_legacy_buffer(name)) continue;
-    throw Error(ErrorKind::Shape, found.file->path() + ": unexpected tensor '" + name +
+    throw Error(ErrorKind::Shape, t.file + ": unexpected tensor '" + name +
                                       "' (not part of a GPT-2 model with this config.json: n_layer = " +
                                       std::to_string(c.n_layer) + ")");
   }
-  for (const auto& [dtype, bytes] : bytes_by_dtype) m->stored_bytes_.emplace_back(dtype, bytes);
-  return m;
+  for (const auto& [dtype, bytes] : bytes_by_dtype) stored_bytes_.emplace_back(dtype, bytes);
 }
 
 }  // namespace minigpt

@@ -48,7 +48,7 @@ Diff compare(const float* got, const float* want, int64_t rows, int64_t V) {
 }
 
 std::shared_ptr<const Model> load(const std::string& fixture, int threads = 2) {
-  return Model::load(test::fixture_dir(fixture), {nullptr, threads});
+  return Model::load(test::fixture_dir(fixture), {.n_threads = threads});
 }
 
 // F32 arithmetic in a different order than PyTorch's: differences are rounding noise of ~1e-6 on logits
@@ -208,7 +208,7 @@ TEST(Gpt2Shape, Random124MMatchesTransformers) {
   EXPECT_EQ(c.n_embd, 768);
   EXPECT_EQ(c.n_vocab, 50257);
   write_random_model(tmp.path(), c);
-  auto model = Model::load(tmp.path(), {nullptr, 2});
+  auto model = Model::load(tmp.path(), {.n_threads = 2});
   EXPECT_EQ(model->n_params(), 124439808);  // GPT-2 small: 124M with the tied head counted once
   Session s(model);
   const int64_t V = c.n_vocab, T = int64_t(tokens.size()), K = int64_t(vocab_ids.size());

@@ -39,11 +39,16 @@ class Backend {
   virtual std::unique_ptr<Buffer> alloc(size_t bytes) = 0;
   // Makes a weight usable by this backend's ops. `host` lies in host memory in its stored dtype
   // (usually inside a mapped file). The result may alias `host` or live in a buffer appended to `keep`.
+  // The result is F32 (vectors, position tables).
   virtual Tensor prepare_weight(const Tensor& host, std::vector<std::unique_ptr<Buffer>>& keep) = 0;
+  // Makes a linear layer usable by `linear()`, its weight matrix in `dtype` (F32, F16 or BF16). The backend
+  // picks the layout; the bias becomes F32. `host.w` is in host memory in its stored dtype.
+  virtual Linear prepare_linear(const Linear& host, DType dtype, std::vector<std::unique_ptr<Buffer>>& keep) = 0;
   // Copies a tensor of this backend to host F32 (contiguous rows * cols).
   virtual void to_host(float* dst, const Tensor& src) = 0;
 
   // out[t] = wte[tokens[t]] + wpe[pos0 + t]                 out: [T, C]; tokens: host ids, checked by caller
+  //   wte: [V, C] in any weight dtype (it doubles as the tied LM head); wpe: [S, C] F32
   virtual void embed(Tensor out, const int32_t* tokens, int64_t n_tokens, int64_t pos0, const Tensor& wte,
                      const Tensor& wpe) = 0;
   // out = (in - mean) / sqrt(var + eps) * w + b, per row   out, in: [T, C]; w, b: [1, C]

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,12 +35,17 @@ struct ModelWeights {
 struct LoadOptions {
   std::shared_ptr<Backend> backend;  // null: the CPU backend with n_threads
   int n_threads = 0;                 // 0: all cores
+  // The dtype the weight matrices are computed in (F32, F16, BF16), converted at load; unset: as stored
+  // (a file of mixed dtypes keeps each). Layer norms, biases and positions stay F32.
+  std::optional<DType> weight_dtype;
 };
 
 class Model {
  public:
   // Loads `dir` (config.json + model.safetensors, or shards + model.safetensors.index.json).
   static std::shared_ptr<const Model> load(const std::filesystem::path& dir, const LoadOptions& options = {});
+  // A model of this config with the counter-based random weights of random_weights.h, built in memory.
+  static std::shared_ptr<const Model> random(const Config& config, const LoadOptions& options = {});
 
   const Config& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
@@ -47,6 +54,8 @@ class Model {
   int64_t n_params() const { return n_params_; }
   // Bytes of weights as stored in the files, by dtype name ("F32" -> bytes).
   const std::vector<std::pair<std::string, size_t>>& stored_bytes() const { return stored_bytes_; }
+  // Bytes of weights one decode step reads as the backend holds them (every matrix and vector once).
+  size_t bytes_per_token() const { return bytes_per_token_; }
 
  private:
   Model() = default;
@@ -59,6 +68,11 @@ class Model {
   int64_t n_params_ = 0;
   std::vector<std::pair<std::string, size_t>> stored_bytes_;
   std::vector<float> sinusoid_;  // the position table of a sinusoidal model
+  std::vector<std::vector<float>> random_storage_;  // the weights of Model::random
+  size_t bytes_per_token_ = 0;
+
+  struct HostTensor;
+  void assemble(const std::map<std::string, HostTensor>& all, const std::string& prefix, const LoadOptions& options);
 };
 
 // The sinusoidal table of "Attention Is All You Need": PE(p, 2i) = sin(p / 10000^(2i/d)),

@@ -3,12 +3,15 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <thread>
 
+#include "cpu/kernels.h"
 #include "cpu/thread_pool.h"
 #include "minigpt/backend.h"
 #include "minigpt/error.h"
@@ -44,10 +47,7 @@ inline float dot(const float* a, const float* b, int64_t n) {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int n_threads) : pool_(n_threads) {
-    // Our pool and OpenBLAS's take turns (one op at a time), so both may use every thread we were given.
-    openblas_set_num_threads(pool_.size());
-  }
+  explicit CpuBackend(int n_threads) : pool_(n_threads) { use_blas_threads(); }
 
   std::string name() const override { return "cpu"; }
   Device device() const override { return Device::Host; }
@@ -70,6 +70,39 @@ class CpuBackend final : public Backend {
     return t;
   }
 
+  Linear prepare_linear(const Linear& host, DType dtype, std::vector<std::unique_ptr<Buffer>>& keep) override {
+    Linear l = host;
+    if (!host.b.empty()) l.b = prepare_weight(host.b, keep);
+    if (dtype == DType::F32) {
+      // OpenBLAS takes either layout, so an F32 matrix stays as stored: used straight from the mapping.
+      l.w = prepare_weight(host.w, keep);
+      return l;
+    }
+    // 16-bit matrices are kept [n_out, n_in] (row n = the weights of output n, contiguous in k), the layout
+    // the dot-product kernels stream, transposing GPT-2's Conv1D [n_in, n_out] once here.
+    const int64_t N = host.n_out, K = host.n_in;
+    auto buf = alloc(size_t(N * K) * sizeof(uint16_t));
+    uint16_t* dst = static_cast<uint16_t*>(buf->data());
+    const bool in_out = host.layout == WeightLayout::InOut;
+    std::vector<float> row(size_t(host.w.cols));
+    for (int64_t r = 0; r < host.w.rows; ++r) {
+      const char* src = static_cast<const char*>(host.w.data) + size_t(r * host.w.stride) * dtype_size(host.w.dtype);
+      convert_to_f32(row.data(), src, host.w.dtype, row.size());
+      for (int64_t c = 0; c < host.w.cols; ++c) {
+        const uint16_t v = dtype == DType::BF16 ? f32_to_bf16(row[size_t(c)]) : f32_to_f16(row[size_t(c)]);
+        if (in_out) {
+          dst[c * K + r] = v;  // W[k = r, n = c] -> [n, k]
+        } else {
+          dst[r * K + c] = v;
+        }
+      }
+    }
+    l.w = make_tensor(dst, dtype, Device::Host, N, K);
+    l.layout = WeightLayout::OutIn;
+    keep.push_back(std::move(buf));
+    return l;
+  }
+
   void to_host(float* dst, const Tensor& src) override {
     for (int64_t r = 0; r < src.rows; ++r) {
       std::memcpy(dst + r * src.cols, src.ptr<float>() + r * src.stride, size_t(src.cols) * sizeof(float));
@@ -81,9 +114,14 @@ class CpuBackend final : public Backend {
     const int64_t C = out.cols;
     for (int64_t t = 0; t < n_tokens; ++t) {
       float* o = out.ptr<float>() + t * out.stride;
-      const float* e = wte.ptr<float>() + int64_t(tokens[t]) * wte.stride;
+      const int64_t row = int64_t(tokens[t]) * wte.stride;
+      if (wte.dtype == DType::F32) {
+        std::memcpy(o, wte.ptr<float>() + row, size_t(C) * sizeof(float));
+      } else {
+        cpu::widen_rows(o, C, wte.ptr<uint16_t>() + row, C, 1, C, wte.dtype == DType::BF16);
+      }
       const float* p = wpe.ptr<float>() + (pos0 + t) * wpe.stride;
-      for (int64_t i = 0; i < C; ++i) o[i] = e[i] + p[i];
+      for (int64_t i = 0; i < C; ++i) o[i] += p[i];
     }
   }
 
@@ -132,12 +170,27 @@ class CpuBackend final : public Backend {
         std::memset(o, 0, size_t(N) * sizeof(float));
       }
     }
+    if (lin.w.dtype != DType::F32) {
+      if (T <= kGemvMaxRows) {
+        for (int64_t t = 0; t < T; ++t) gemv16(out.ptr<float>() + t * out.stride, in.ptr<float>() + t * in.stride, lin);
+      } else {
+        gemm16(out, in, lin);
+      }
+      return;
+    }
     const bool in_out = lin.layout == WeightLayout::InOut;
+    if (T == 1 && !in_out) {
+      // [n_out, n_in] rows are contiguous: our dot-product kernel, split over the threads by rows.
+      pool_.parallel_for(N, [&](int64_t n0, int64_t n1) {
+        cpu::gemv_f32(out.ptr<float>() + n0, lin.w.ptr<float>() + n0 * lin.w.stride, lin.w.stride, in.ptr<float>(),
+                      n1 - n0, K, true);
+      });
+      return;
+    }
+    use_blas_threads();
     if (T == 1) {
-      // y[N] += W^T x (InOut, W row-major [K, N]) or W x (OutIn, [N, K])
-      cblas_sgemv(CblasRowMajor, in_out ? CblasTrans : CblasNoTrans, in_out ? int(K) : int(N),
-                  in_out ? int(N) : int(K), 1.0f, lin.w.ptr<float>(), int(lin.w.stride), in.ptr<float>(), 1, 1.0f,
-                  out.ptr<float>(), 1);
+      cblas_sgemv(CblasRowMajor, CblasTrans, int(K), int(N), 1.0f, lin.w.ptr<float>(), int(lin.w.stride),
+                  in.ptr<float>(), 1, 1.0f, out.ptr<float>(), 1);
     } else {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, in_out ? CblasNoTrans : CblasTrans, int(T), int(N), int(K), 1.0f,
                   in.ptr<float>(), int(in.stride), lin.w.ptr<float>(), int(lin.w.stride), 1.0f, out.ptr<float>(),
@@ -151,14 +204,9 @@ class CpuBackend final : public Backend {
       for (int64_t r = r0; r < r1; ++r) {
         float* v = x.ptr<float>() + r * x.stride;
         switch (act) {
-          case Activation::GeluTanh: {
-            const float k = std::sqrt(2.0f / float(M_PI));
-            for (int64_t i = 0; i < F; ++i) {
-              const float a = v[i];
-              v[i] = 0.5f * a * (1.0f + std::tanh(k * (a + 0.044715f * a * a * a)));
-            }
+          case Activation::GeluTanh:
+            cpu::gelu_tanh(v, F);
             break;
-          }
           case Activation::GeluErf:
             for (int64_t i = 0; i < F; ++i) v[i] = 0.5f * v[i] * (1.0f + std::erf(v[i] * float(M_SQRT1_2)));
             break;
@@ -230,7 +278,57 @@ class CpuBackend final : public Backend {
     for (int64_t i = 0; i < D; ++i) o[i] *= inv;
   }
 
+  // Up to this many rows, a 16-bit linear layer runs as row-by-row GEMV (reads each weight once per row);
+  // beyond, as blocks widened to F32 and multiplied by OpenBLAS sgemm.
+  static constexpr int64_t kGemvMaxRows = 4;
+
+  // y (+)= W x for one row, the weight rows split over the threads. y already holds the bias.
+  void gemv16(float* y, const float* x, const Linear& lin) {
+    const int64_t N = lin.n_out, K = lin.n_in;
+    const bool bf16 = lin.w.dtype == DType::BF16;
+    pool_.run([&](int ith, int nth) {
+      // Split by rows in multiples of 4 (the kernel's unroll).
+      const int64_t quads = (N + 3) / 4;
+      const int64_t per = (quads + nth - 1) / nth;
+      const int64_t n0 = std::min(N, per * 4 * ith), n1 = std::min(N, n0 + per * 4);
+      if (n0 >= n1) return;
+      if (bf16) {
+        cpu::gemv_bf16(y + n0, lin.w.ptr<uint16_t>() + n0 * lin.w.stride, lin.w.stride, x, n1 - n0, K, true);
+      } else {
+        cpu::gemv_f16(y + n0, lin.w.ptr<uint16_t>() + n0 * lin.w.stride, lin.w.stride, x, n1 - n0, K, true);
+      }
+    });
+  }
+
+  // out (+)= in W^T for a batch: blocks of W widened to F32, then sgemm. Holds a lock: the widening
+  // scratch is shared by every session of this backend.
+  void gemm16(Tensor out, const Tensor& in, const Linear& lin) {
+    std::lock_guard<std::mutex> lock(gemm_mutex_);
+    const int64_t N = lin.n_out, K = lin.n_in;
+    const int64_t block = std::max<int64_t>(64, (int64_t(4) << 20) / K);  // ~16 MB of F32 per block
+    if (gemm_scratch_.size() < size_t(std::min(block, N) * K)) gemm_scratch_.resize(size_t(std::min(block, N) * K));
+    const bool bf16 = lin.w.dtype == DType::BF16;
+    for (int64_t n0 = 0; n0 < N; n0 += block) {
+      const int64_t nb = std::min(block, N - n0);
+      pool_.parallel_for(nb, [&](int64_t r0, int64_t r1) {
+        cpu::widen_rows(gemm_scratch_.data() + r0 * K, K, lin.w.ptr<uint16_t>() + (n0 + r0) * lin.w.stride,
+                        lin.w.stride, r1 - r0, K, bf16);
+      });
+      use_blas_threads();
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(in.rows), int(nb), int(K), 1.0f, in.ptr<float>(),
+                  int(in.stride), gemm_scratch_.data(), int(K), 1.0f, out.ptr<float>() + n0, int(out.stride));
+    }
+  }
+
+  // OpenBLAS's thread count is global; several backends (bench -t 1,2) each set their own before a call.
+  void use_blas_threads() {
+    static std::atomic<int> current{-1};
+    if (current.exchange(pool_.size()) != pool_.size()) openblas_set_num_threads(pool_.size());
+  }
+
   cpu::ThreadPool pool_;
+  std::mutex gemm_mutex_;
+  std::vector<float> gemm_scratch_;
 };
 
 }  // namespace

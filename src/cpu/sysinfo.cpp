@@ -1,0 +1,89 @@
+#include "minigpt/sysinfo.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+namespace minigpt {
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  }
+  return "unknown";
+}
+
+int cpu_count() { return int(std::max(1u, std::thread::hardware_concurrency())); }
+
+namespace {
+float sum_read(const float* p, size_t n) {
+#if defined(__AVX2__)
+  // Four independent accumulators keep enough loads in flight to reach the memory limit.
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  float s = 0;
+  for (float l : lanes) s += l;
+  for (; i < n; ++i) s += p[i];
+  return s;
+#else
+  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) s0 += p[i], s1 += p[i + 1], s2 += p[i + 2], s3 += p[i + 3];
+  for (; i < n; ++i) s0 += p[i];
+  return s0 + s1 + s2 + s3;
+#endif
+}
+}  // namespace
+
+double measure_read_bandwidth(int n_threads, size_t bytes, int reps) {
+  n_threads = std::max(1, n_threads);
+  const size_t n = bytes / sizeof(float) / 64 * 64;
+  float* buf = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
+  if (buf == nullptr) return 0.0;
+  std::memset(buf, 0, n * sizeof(float));
+  std::vector<double> rates;
+  volatile float sink = 0;
+  for (int r = 0; r <= reps; ++r) {
+    std::vector<std::thread> threads;
+    std::vector<float> sums(static_cast<size_t>(n_threads));
+    const size_t per = n / size_t(n_threads) / 64 * 64;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int t = 0; t < n_threads; ++t) {
+      threads.emplace_back([&, t] {
+        const size_t begin = per * size_t(t);
+        const size_t len = t == n_threads - 1 ? n - begin : per;
+        sums[size_t(t)] = sum_read(buf + begin, len);
+      });
+    }
+    for (auto& th : threads) th.join();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (float v : sums) sink = sink + v;
+    if (r > 0) rates.push_back(double(n * sizeof(float)) / s / 1e9);
+  }
+  std::free(buf);
+  std::sort(rates.begin(), rates.end());
+  return rates[rates.size() / 2];
+}
+
+}  // namespace minigpt

@@ -1,0 +1,231 @@
+// minigpt bench: tokens/sec of prefill and decode, like llama-bench. Times cover forward passes only.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "command.h"
+#include "minigpt/error.h"
+#include "minigpt/model.h"
+#include "minigpt/random_weights.h"
+#include "minigpt/session.h"
+#include "minigpt/sysinfo.h"
+
+namespace minigpt::cli {
+namespace {
+
+using json = nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+
+struct BenchOptions {
+  std::string model_dir;
+  std::string random;
+  std::vector<int64_t> n_prompt{512};
+  std::vector<int64_t> n_gen{128};
+  std::vector<int64_t> depth{0};
+  int reps = 5;
+  std::vector<int> threads;
+  std::vector<std::string> dtypes;
+  std::string output = "md";
+  std::string backend = "cpu";
+};
+
+struct Stats {
+  double median = 0, stddev = 0;
+};
+Stats stats(std::vector<double> v) {
+  Stats s;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  double mean = 0;
+  for (double x : v) mean += x;
+  mean /= double(n);
+  for (double x : v) s.stddev += (x - mean) * (x - mean);
+  s.stddev = n > 1 ? std::sqrt(s.stddev / double(n - 1)) : 0.0;
+  return s;
+}
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, size_t(std::ceil(p / 100.0 * double(v.size()))) - (p > 0 ? 1 : 0));
+  return v[i];
+}
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+std::optional<DType> parse_dtype(const std::string& s) {
+  if (s == "f32") return DType::F32;
+  if (s == "f16") return DType::F16;
+  if (s == "bf16") return DType::BF16;
+  if (s == "stored") return std::nullopt;
+  throw Error(ErrorKind::Argument, "--dtype: '" + s + "' is not one of f32, f16, bf16, stored");
+}
+
+std::string dtype_label(const Model& m) {
+  // The dtype the matrices are computed in (all matrices share one unless the file mixes them).
+  return std::string(dtype_name(m.weights().lm_head.w.dtype));
+}
+
+int run_bench(const BenchOptions& o) {
+  if (o.model_dir.empty() == o.random.empty()) {
+    throw Error(ErrorKind::Argument, "bench: give exactly one of -m DIR or --random NAME");
+  }
+  if (o.backend != "cpu") {
+    throw Error(ErrorKind::Unsupported, "--backend: '" + o.backend + "' is not available in this build (cpu)");
+  }
+  for (int64_t p : o.n_prompt)
+    if (p < 1) throw Error(ErrorKind::Argument, "-p: prompt length " + std::to_string(p) + " must be >= 1");
+  for (int64_t n : o.n_gen)
+    if (n < 1) throw Error(ErrorKind::Argument, "-n: generation length " + std::to_string(n) + " must be >= 1");
+  for (int64_t d : o.depth)
+    if (d < 0) throw Error(ErrorKind::Argument, "-d: depth " + std::to_string(d) + " must be >= 0");
+  if (o.reps < 1 || o.reps > 1000) throw Error(ErrorKind::Argument, "-r: repetitions must be in [1, 1000]");
+  std::vector<int> threads = o.threads.empty() ? std::vector<int>{cpu_count()} : o.threads;
+  for (int t : threads)
+    if (t < 1 || t > 1024) throw Error(ErrorKind::Argument, "-t: thread count " + std::to_string(t) + " must be in [1, 1024]");
+  std::vector<std::string> dtypes = o.dtypes.empty() ? std::vector<std::string>{"stored"} : o.dtypes;
+  for (const auto& d : dtypes) parse_dtype(d);
+  if (o.output != "md" && o.output != "json") throw Error(ErrorKind::Argument, "-o: '" + o.output + "' is not md or json");
+
+  const std::string model_name = o.random.empty() ? o.model_dir : o.random + " (random weights)";
+  json machine = {{"cpu", cpu_model_name()}, {"cores", cpu_count()}};
+  json results = json::array();
+  std::map<int, double> bandwidth;
+  std::mt19937 rng(1234);
+
+  if (o.output == "md") {
+    std::printf("| model | backend | dtype | threads | test | tok/s | ± | GB/s | roofline | notes |\n");
+    std::printf("|---|---|---|---:|---|---:|---:|---:|---:|---|\n");
+    std::fflush(stdout);
+  }
+  for (int t : threads) {
+    if (!bandwidth.count(t)) bandwidth[t] = measure_read_bandwidth(t);
+    machine["read_bandwidth_gb_s"][std::to_string(t)] = bandwidth[t];
+    for (const auto& dt : dtypes) {
+      LoadOptions lo;
+      lo.n_threads = t;
+      lo.weight_dtype = parse_dtype(dt);
+      auto model = o.random.empty() ? Model::load(o.model_dir, lo) : Model::random(gpt2_preset(o.random), lo);
+      const Config& c = model->config();
+      auto tokens = [&](int64_t n) {
+        std::vector<int32_t> v(static_cast<size_t>(n));
+        for (auto& x : v) x = int32_t(rng() % uint32_t(c.n_vocab));
+        return v;
+      };
+      Session s(model);
+      auto emit = [&](json r, const std::string& notes) {
+        r["model"] = model_name;
+        r["backend"] = model->backend().name();
+        r["dtype"] = dtype_label(*model);
+        r["threads"] = t;
+        r["reps"] = o.reps;
+        r["n_params"] = model->n_params();
+        if (o.output == "md") {
+          std::string gbs = "", roof = "";
+          if (r.contains("gb_s")) {
+            char b[32];
+            std::snprintf(b, sizeof b, "%.1f", r["gb_s"].get<double>());
+            gbs = b;
+            std::snprintf(b, sizeof b, "%.0f%%", r["roofline_pct"].get<double>());
+            roof = b;
+          }
+          std::printf("| %s | %s | %s | %d | %s | %.1f | %.1f | %s | %s | %s |\n", model_name.c_str(),
+                      r["backend"].get<std::string>().c_str(), r["dtype"].get<std::string>().c_str(), t,
+                      r["test"].get<std::string>().c_str(), r["tok_s"].get<double>(), r["tok_s_std"].get<double>(),
+                      gbs.c_str(), roof.c_str(), notes.c_str());
+          std::fflush(stdout);
+        }
+        results.push_back(std::move(r));
+      };
+
+      for (int64_t p : o.n_prompt) {
+        if (p > c.n_ctx) throw Error(ErrorKind::Argument, "-p: " + std::to_string(p) + " exceeds the model's context of " + std::to_string(c.n_ctx));
+        const auto prompt = tokens(p);
+        std::vector<double> rates, times;
+        for (int r = -1; r < o.reps; ++r) {  // r = -1: warm-up
+          s.reset();
+          const auto t0 = clock_type::now();
+          s.eval(prompt);
+          const double sec = seconds_since(t0);
+          if (r >= 0) rates.push_back(double(p) / sec), times.push_back(sec);
+        }
+        const Stats st = stats(rates);
+        const double ttft_ms = stats(times).median * 1e3;
+        char notes[64];
+        std::snprintf(notes, sizeof notes, "TTFT %.1f ms", ttft_ms);
+        emit({{"test", "pp" + std::to_string(p)}, {"tok_s", st.median}, {"tok_s_std", st.stddev}, {"ttft_ms", ttft_ms}}, notes);
+      }
+      for (int64_t n : o.n_gen) {
+        for (int64_t d : o.depth) {
+          if (d + n > c.n_ctx) {
+            throw Error(ErrorKind::Argument, "-n/-d: depth " + std::to_string(d) + " + " + std::to_string(n) +
+                                                 " tokens exceed the model's context of " + std::to_string(c.n_ctx));
+          }
+          const auto prefix = tokens(d);
+          const auto gen = tokens(n);
+          std::vector<double> rates, latencies;
+          for (int r = -1; r < o.reps; ++r) {
+            s.reset();
+            if (d > 0) s.eval(prefix);
+            const auto t0 = clock_type::now();
+            for (int64_t i = 0; i < n; ++i) {
+              const auto ti = clock_type::now();
+              s.eval(std::span<const int32_t>(&gen[size_t(i)], 1));
+              if (r >= 0) latencies.push_back(seconds_since(ti) * 1e3);
+            }
+            if (r >= 0) rates.push_back(double(n) / seconds_since(t0));
+          }
+          const Stats st = stats(rates);
+          // A decode step reads every weight once plus the KV cache up to its position (F32 K and V).
+          const double avg_ctx = double(d) + double(n + 1) / 2.0;
+          const double kv_bytes = 2.0 * double(c.n_layer) * avg_ctx * double(c.n_embd) * sizeof(float);
+          const double bytes = double(model->bytes_per_token()) + kv_bytes;
+          const double gb_s = bytes * st.median / 1e9;
+          json r = {{"test", "tg" + std::to_string(n) + (d > 0 ? "@d" + std::to_string(d) : "")},
+                    {"tok_s", st.median},
+                    {"tok_s_std", st.stddev},
+                    {"bytes_per_token", bytes},
+                    {"gb_s", gb_s},
+                    {"roofline_pct", 100.0 * gb_s / bandwidth[t]},
+                    {"itl_p50_ms", percentile(latencies, 50)},
+                    {"itl_p99_ms", percentile(latencies, 99)}};
+          char notes[96];
+          std::snprintf(notes, sizeof notes, "ITL p50 %.2f ms, p99 %.2f ms", r["itl_p50_ms"].get<double>(),
+                        r["itl_p99_ms"].get<double>());
+          emit(r, notes);
+        }
+      }
+    }
+  }
+  if (o.output == "json") {
+    std::printf("%s\n", json{{"machine", machine}, {"results", results}}.dump(2).c_str());
+  } else {
+    std::printf("\nmachine: %s, %d cores; read bandwidth:", machine["cpu"].get<std::string>().c_str(), cpu_count());
+    for (const auto& [t, bw] : bandwidth) std::printf(" %.1f GB/s (%d thread%s)", bw, t, t == 1 ? "" : "s");
+    std::printf("\n");
+  }
+  return 0;
+}
+
+const bool registered = register_command("bench", "Measure prefill and decode tokens/sec (like llama-bench)", [](CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  app.add_option("-m,--model", o->model_dir, "Model directory");
+  app.add_option("--random", o->random, "Benchmark a model of this shape with random weights built in memory")
+      ->check(CLI::IsMember({"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "distilgpt2"}));
+  app.add_option("-p,--n-prompt", o->n_prompt, "Prompt lengths (prefill tests), comma-separated")->delimiter(',');
+  app.add_option("-n,--n-gen", o->n_gen, "Generated tokens (decode tests), comma-separated")->delimiter(',');
+  app.add_option("-d,--depth", o->depth, "KV-cache depths for the decode tests, comma-separated")->delimiter(',');
+  app.add_option("-r,--repetitions", o->reps, "Timed repetitions after one warm-up");
+  app.add_option("-t,--threads", o->threads, "Thread counts, comma-separated (default: all cores)")->delimiter(',');
+  app.add_option("--dtype", o->dtypes, "Weight dtypes: f32, f16, bf16, stored (comma-separated)")->delimiter(',');
+  app.add_option("-o,--output", o->output, "md or json");
+  app.add_option("--backend", o->backend, "cpu");
+  return [o] { return run_bench(*o); };
+});
+
+}  // namespace
+}  // namespace minigpt::cli
