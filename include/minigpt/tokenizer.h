@@ -38,6 +38,8 @@ class Tokenizer {
   static Tokenizer byte_level();
 
   std::vector<int32_t> encode(std::string_view text, bool allow_special = false) const;
+  // The GPT-2 pre-tokens of `text` (views into it); encode() merges each one on its own.
+  std::vector<std::string_view> pre_tokenize(std::string_view text) const;
   // Throws Error(Argument) for an id outside [0, n_vocab()) or one no token has.
   std::string decode(std::span<const int32_t> ids) const;
   // The bytes one token stands for (a special token: its text).
@@ -76,8 +78,7 @@ class Tokenizer {
   std::vector<bool> has_id_;                        // id -> a token has it
   std::unordered_map<uint64_t, Merge> merges_;      // (left << 32 | right) -> rank, merged id
   std::vector<std::pair<std::string, int32_t>> specials_;  // added tokens, longest first
-  // Shared so that a Tokenizer copies cheaply; the compiled pattern is immutable. Null when there
-  // are no merges: then splitting cannot change the ids.
+  // Shared so that a Tokenizer copies cheaply; the compiled pattern is immutable.
   std::shared_ptr<const tokenizer_detail::PreTokenizer> pre_;
 };
 

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "minigpt/error.h"
+#include "tokenizer/unicode_extra.h"
 
 namespace minigpt::tokenizer_detail {
 namespace {
@@ -12,10 +13,16 @@ namespace {
 // in HF tokenizers, fancy-regex in tiktoken) use. PCRE2's UCP \s also matches U+180E (Mongolian
 // vowel separator, no longer White_Space since Unicode 6.3), which would split differently.
 #define MINIGPT_WS "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+// Letters and numbers are widened by those assigned after the Unicode version of PCRE2's tables
+// (unicode_extra.h), as the reference engine knows them.
+#define MINIGPT_L "\\p{L}" MINIGPT_EXTRA_L
+#define MINIGPT_N "\\p{N}" MINIGPT_EXTRA_N
 constexpr const char* kPattern =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" MINIGPT_WS "\\p{L}\\p{N}]+"
+    "'s|'t|'re|'ve|'m|'ll|'d| ?[" MINIGPT_L "]+| ?[" MINIGPT_N "]+| ?[^" MINIGPT_WS MINIGPT_L MINIGPT_N "]+"
     "|[" MINIGPT_WS "]+(?![^" MINIGPT_WS "])|[" MINIGPT_WS "]+";
 #undef MINIGPT_WS
+#undef MINIGPT_L
+#undef MINIGPT_N
 
 }  // namespace
 

@@ -295,7 +295,7 @@ Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
     // A later duplicate wins, as in HF tokenizers (it collects the merges into a map).
     t.merges_.insert_or_assign(pair_key(li->second, ri->second), Merge{static_cast<int32_t>(r), mi->second});
   }
-  if (!t.merges_.empty()) t.pre_ = std::make_shared<const PreTokenizer>();
+  t.pre_ = std::make_shared<const PreTokenizer>();
   return t;
 }
 
@@ -311,6 +311,7 @@ Tokenizer Tokenizer::byte_level() {
     t.id_symbols_[b] = alphabet().symbol(static_cast<unsigned char>(b));
   }
   t.sort_specials();
+  t.pre_ = std::make_shared<const PreTokenizer>();
   return t;
 }
 
@@ -434,7 +435,7 @@ std::vector<int32_t> Tokenizer::bpe_for_test(std::string_view piece, BpeImpl imp
 }
 
 void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out) const {
-  if (!pre_) {
+  if (merges_.empty()) {
     // No merges: every byte is its own token whatever the split, so skip the regex.
     for (unsigned char c : text) out.push_back(byte_ids_[c]);
     return;
@@ -463,10 +464,21 @@ void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out
   });
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {
+static void check_utf8(std::string_view text) {
   size_t bad = tokenizer_detail::utf8_first_invalid(text);
   if (bad != std::string_view::npos)
     throw Error(ErrorKind::Argument, "tokenizer: the text is not valid UTF-8 at byte offset " + std::to_string(bad));
+}
+
+std::vector<std::string_view> Tokenizer::pre_tokenize(std::string_view text) const {
+  check_utf8(text);
+  std::vector<std::string_view> pieces;
+  pre_->split(text, [&](std::string_view piece) { pieces.push_back(piece); });
+  return pieces;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {
+  check_utf8(text);
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 8);
   if (!allow_special || specials_.empty()) {
