@@ -20,7 +20,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace minigpt {
@@ -76,7 +75,14 @@ class Tokenizer {
   std::vector<std::string> id_bytes_;               // id -> bytes; empty = no token (a hole)
   std::vector<std::string> id_symbols_;             // id -> symbol as the vocabulary spells it
   std::vector<bool> has_id_;                        // id -> a token has it
-  std::unordered_map<uint64_t, Merge> merges_;      // (left << 32 | right) -> rank, merged id
+  // (left << 32 | right) -> rank, merged id: open addressing, the hottest lookup of encode().
+  struct MergeSlot {
+    uint64_t key = UINT64_MAX;  // UINT64_MAX: empty (ids are < 2^24, so no pair has it)
+    Merge merge{};
+  };
+  std::vector<MergeSlot> merge_slots_;
+  size_t n_merges_ = 0;
+  void add_merge(uint64_t key, Merge m);
   std::vector<std::pair<std::string, int32_t>> specials_;  // added tokens, longest first
   // Shared so that a Tokenizer copies cheaply; the compiled pattern is immutable.
   std::shared_ptr<const tokenizer_detail::PreTokenizer> pre_;

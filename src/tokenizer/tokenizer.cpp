@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <queue>
 #include <sstream>
+#include <unordered_map>
 
 #include "minigpt/error.h"
 #include "tokenizer/pretokenizer.h"
@@ -284,7 +286,9 @@ Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
                                          ", so not every text can be encoded");
     t.byte_ids_[b] = it->second;
   }
-  t.merges_.reserve(raw.merges.size());
+  size_t cap = 1024;
+  while (cap < raw.merges.size() * 2) cap *= 2;
+  t.merge_slots_.assign(cap, MergeSlot{});
   for (size_t r = 0; r < raw.merges.size(); ++r) {
     auto& [l, rt] = raw.merges[r];
     auto li = sym_to_id.find(l), ri = sym_to_id.find(rt), mi = sym_to_id.find(l + rt);
@@ -293,7 +297,7 @@ Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
       throw Error(ErrorKind::Format, where + ": merge " + std::to_string(raw.merge_lines[r]) + " (\"" + l + " " + rt +
                                          "\"): the " + missing + " token is not in the vocabulary");
     // A later duplicate wins, as in HF tokenizers (it collects the merges into a map).
-    t.merges_.insert_or_assign(pair_key(li->second, ri->second), Merge{static_cast<int32_t>(r), mi->second});
+    t.add_merge(pair_key(li->second, ri->second), Merge{static_cast<int32_t>(r), mi->second});
   }
   t.pre_ = std::make_shared<const PreTokenizer>();
   return t;
@@ -323,9 +327,25 @@ void Tokenizer::sort_specials() {
 
 // --- encoding -----------------------------------------------------------------------------------
 
+static size_t merge_slot(uint64_t key, size_t mask) { return (key * 0x9E3779B97F4A7C15ull >> 20) & mask; }
+
+void Tokenizer::add_merge(uint64_t key, Merge m) {
+  size_t mask = merge_slots_.size() - 1;
+  size_t i = merge_slot(key, mask);
+  while (merge_slots_[i].key != UINT64_MAX && merge_slots_[i].key != key) i = (i + 1) & mask;
+  if (merge_slots_[i].key == UINT64_MAX) ++n_merges_;
+  merge_slots_[i] = {key, m};
+}
+
 const Tokenizer::Merge* Tokenizer::find_merge(int32_t left, int32_t right) const {
-  auto it = merges_.find(pair_key(left, right));
-  return it == merges_.end() ? nullptr : &it->second;
+  if (n_merges_ == 0) return nullptr;
+  uint64_t key = pair_key(left, right);
+  size_t mask = merge_slots_.size() - 1;
+  for (size_t i = merge_slot(key, mask);; i = (i + 1) & mask) {
+    const MergeSlot& s = merge_slots_[i];
+    if (s.key == key) return &s.merge;
+    if (s.key == UINT64_MAX) return nullptr;
+  }
 }
 
 void Tokenizer::bpe(std::string_view piece, std::vector<int32_t>& out) const {
@@ -434,33 +454,102 @@ std::vector<int32_t> Tokenizer::bpe_for_test(std::string_view piece, BpeImpl imp
   return out;
 }
 
+namespace {
+
+uint64_t hash_bytes(std::string_view s) {
+  // Multiply-xorshift over 8-byte words: pre-tokens are short, so this beats std::hash's loop.
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 31;
+  }
+  if (i < s.size()) {
+    uint64_t w = 0;
+    std::memcpy(&w, s.data() + i, s.size() - i);
+    h = (h ^ w) * 0x94D049BB133111EBull;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+// The ids of the pre-tokens seen so far in one encode() call: open addressing, keys are views of
+// the caller's text, values are spans of one shared id array. Exact: a hit compares the bytes.
+class PieceCache {
+ public:
+  PieceCache() : slots_(1024) {}
+
+  // The cached ids of `piece`, or null; on a miss `hash` is kept for insert().
+  const int32_t* find(std::string_view piece, uint32_t& n) {
+    hash_ = hash_bytes(piece);
+    for (size_t i = hash_ & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
+      const Slot& s = slots_[i];
+      if (!s.key.data()) {
+        free_ = i;
+        return nullptr;
+      }
+      if (s.hash == hash_ && s.key == piece) {
+        n = s.len;
+        return ids_.data() + s.begin;
+      }
+    }
+  }
+
+  // After a find() miss of the same piece.
+  void insert(std::string_view piece, const int32_t* ids, uint32_t n) {
+    slots_[free_] = Slot{hash_, piece, static_cast<uint32_t>(ids_.size()), n};
+    ids_.insert(ids_.end(), ids, ids + n);
+    if (++used_ * 2 > slots_.size()) grow();
+  }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;
+    std::string_view key;  // data() == nullptr: empty
+    uint32_t begin = 0, len = 0;
+  };
+  void grow() {
+    std::vector<Slot> old(slots_.size() * 2);
+    old.swap(slots_);
+    for (const Slot& s : old) {
+      if (!s.key.data()) continue;
+      size_t i = s.hash & (slots_.size() - 1);
+      while (slots_[i].key.data()) i = (i + 1) & (slots_.size() - 1);
+      slots_[i] = s;
+    }
+  }
+  std::vector<Slot> slots_;
+  std::vector<int32_t> ids_;
+  size_t used_ = 0, free_ = 0;
+  uint64_t hash_ = 0;
+};
+
+}  // namespace
+
 void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out) const {
-  if (merges_.empty()) {
+  if (n_merges_ == 0) {
     // No merges: every byte is its own token whatever the split, so skip the regex.
     for (unsigned char c : text) out.push_back(byte_ids_[c]);
     return;
   }
-  // Cache of this call's pre-tokens: text is mostly a few thousand distinct words repeated. The key
-  // views the caller's text, so the cache cannot outlive the call (and no lock is needed).
-  struct Span {
-    uint32_t begin, len;
-  };
-  std::unordered_map<std::string_view, Span> cache;
-  std::vector<int32_t> cached;
+  // Text is mostly a few thousand distinct words repeated. The cache lives in this call (its keys
+  // view the caller's text), so concurrent encodes share nothing and need no lock.
+  PieceCache cache;
   pre_->split(text, [&](std::string_view piece) {
     if (piece.size() == 1) {
       out.push_back(byte_ids_[static_cast<unsigned char>(piece[0])]);
       return;
     }
-    auto [it, inserted] = cache.try_emplace(piece, Span{0, 0});
-    if (inserted) {
-      size_t before = out.size();
-      bpe(piece, out);
-      it->second = {static_cast<uint32_t>(cached.size()), static_cast<uint32_t>(out.size() - before)};
-      cached.insert(cached.end(), out.begin() + before, out.end());
-    } else {
-      out.insert(out.end(), cached.begin() + it->second.begin, cached.begin() + it->second.begin + it->second.len);
+    uint32_t n = 0;
+    if (const int32_t* ids = cache.find(piece, n)) {
+      out.insert(out.end(), ids, ids + n);
+      return;
     }
+    size_t before = out.size();
+    bpe(piece, out);
+    cache.insert(piece, out.data() + before, static_cast<uint32_t>(out.size() - before));
   });
 }
 
