@@ -7,6 +7,11 @@
 // - Special tokens (`added_tokens` of tokenizer.json; `<|endoftext|>` for vocab.json + merges.txt)
 //   are recognised in the text only with allow_special = true (tiktoken's `allowed_special="all"`);
 //   otherwise "<|endoftext|>" in the text is ordinary text (tiktoken's `disallowed_special=()`).
+//   The flags lstrip / rstrip / single_word / normalized of added tokens are not applied (GPT-2's
+//   <|endoftext|> has them all false): an added token matches exactly where its text occurs.
+// - Pre-tokenization is GPT-2's regex on PCRE2 (UTF, UCP, JIT), \s spelled as Unicode White_Space,
+//   and \p{L} / \p{N} widened by the letters and numbers assigned after PCRE2's Unicode tables
+//   (src/tokenizer/unicode_extra.h), so that the splits match HF tokenizers over all code points.
 // - decode() returns raw bytes: a sequence of ids may end inside a multi-byte character. Use
 //   StreamDecoder to print text while generating.
 // - A Tokenizer is immutable after load; encode() and decode() may be called from many threads at
