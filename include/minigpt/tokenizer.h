@@ -1,0 +1,114 @@
+// GPT-2 byte-level BPE: the tokenizer of GPT-2 and of the project's byte-level models.
+//
+// Behaviour, decided once here:
+// - Input text must be valid UTF-8. encode() throws Error(ErrorKind::Argument, "... byte offset N")
+//   otherwise: Hugging Face `tokenizers` only accepts str, so there is no reference behaviour to copy,
+//   and an error is better than a silent U+FFFD substitution.
+// - Special tokens (`added_tokens` of tokenizer.json; `<|endoftext|>` for vocab.json + merges.txt)
+//   are recognised in the text only with allow_special = true (tiktoken's `allowed_special="all"`);
+//   otherwise "<|endoftext|>" in the text is ordinary text (tiktoken's `disallowed_special=()`).
+//   The flags lstrip / rstrip / single_word / normalized of added tokens are not applied (GPT-2's
+//   <|endoftext|> has them all false): an added token matches exactly where its text occurs.
+// - Pre-tokenization is GPT-2's regex on PCRE2 (UTF, UCP, JIT), \s spelled as Unicode White_Space,
+//   and \p{L} / \p{N} widened by the letters and numbers assigned after PCRE2's Unicode tables
+//   (src/tokenizer/unicode_extra.h), so that the splits match HF tokenizers over all code points.
+// - decode() returns raw bytes: a sequence of ids may end inside a multi-byte character. Use
+//   StreamDecoder to print text while generating.
+// - A Tokenizer is immutable after load; encode() and decode() may be called from many threads at
+//   once. The cache of repeated pre-tokens lives inside one encode() call (no shared mutable state).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace minigpt {
+
+namespace tokenizer_detail {
+class PreTokenizer;  // the compiled GPT-2 split pattern (PCRE2), see src/tokenizer/pretokenizer.h
+}
+
+class Tokenizer {
+ public:
+  // Reads `dir`/tokenizer.json if it exists, else `dir`/vocab.json + `dir`/merges.txt. Throws
+  // Error (Io, Format, Unsupported) naming the file. A directory with no weights is fine.
+  static Tokenizer load(const std::filesystem::path& dir);
+  // The 256 byte symbols and no merges, no special tokens: id == byte value.
+  static Tokenizer byte_level();
+
+  std::vector<int32_t> encode(std::string_view text, bool allow_special = false) const;
+  // The GPT-2 pre-tokens of `text` (views into it); encode() merges each one on its own.
+  std::vector<std::string_view> pre_tokenize(std::string_view text) const;
+  // Throws Error(Argument) for an id outside [0, n_vocab()) or one no token has.
+  std::string decode(std::span<const int32_t> ids) const;
+  // The bytes one token stands for (a special token: its text).
+  std::string token_bytes(int32_t id) const;
+  // The token as the vocabulary spells it ("Ġworld"); always valid UTF-8, for display and JSON.
+  std::string token_symbol(int32_t id) const;
+  int32_t n_vocab() const { return n_vocab_; }
+  std::optional<int32_t> special_id(std::string_view text) const;
+  // <|endoftext|> when the vocabulary has it: GPT-2 uses it as both bos and eos.
+  std::optional<int32_t> eos_id() const { return special_id("<|endoftext|>"); }
+  std::optional<int32_t> bos_id() const { return eos_id(); }
+
+  // The BPE merge of one pre-token, exposed for tests: the O(n log n) heap merge used for long
+  // pre-tokens, the in-place scan used for short ones (at most 48 bytes), and a slow obvious
+  // reference. All three must agree.
+  enum class BpeImpl { reference, scan, heap };
+  std::vector<int32_t> bpe_for_test(std::string_view piece, BpeImpl impl) const;
+
+ private:
+  Tokenizer() = default;
+  struct Merge {
+    int32_t rank;
+    int32_t id;
+  };
+  void sort_specials();
+  void bpe(std::string_view piece, std::vector<int32_t>& out) const;
+  void bpe_short(std::string_view piece, std::vector<int32_t>& out) const;
+  void bpe_long(std::string_view piece, std::vector<int32_t>& out) const;
+  void encode_ordinary(std::string_view text, std::vector<int32_t>& out) const;
+  const Merge* find_merge(int32_t left, int32_t right) const;
+
+  int32_t n_vocab_ = 0;
+  int32_t byte_ids_[256] = {};                      // byte value -> id of its one-byte token
+  std::vector<std::string> id_bytes_;               // id -> bytes; empty = no token (a hole)
+  std::vector<std::string> id_symbols_;             // id -> symbol as the vocabulary spells it
+  std::vector<bool> has_id_;                        // id -> a token has it
+  // (left << 32 | right) -> rank, merged id: open addressing, the hottest lookup of encode().
+  struct MergeSlot {
+    uint64_t key = UINT64_MAX;  // UINT64_MAX: empty (ids are < 2^24, so no pair has it)
+    Merge merge{};
+  };
+  std::vector<MergeSlot> merge_slots_;
+  size_t n_merges_ = 0;
+  void add_merge(uint64_t key, Merge m);
+  std::vector<std::pair<std::string, int32_t>> specials_;  // added tokens, longest first
+  // Shared so that a Tokenizer copies cheaply; the compiled pattern is immutable.
+  std::shared_ptr<const tokenizer_detail::PreTokenizer> pre_;
+};
+
+// Turns ids into text while generating: emits only complete UTF-8 characters, holds the bytes of a
+// character split across tokens, and emits U+FFFD for each maximal invalid byte sequence (the
+// replacement policy of Python's bytes.decode(errors="replace")).
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tokenizer) : tokenizer_(&tokenizer) {}
+  std::string push(int32_t id);
+  // What is still held, as U+FFFD (it can only be an incomplete character); resets the decoder.
+  std::string flush();
+
+ private:
+  const Tokenizer* tokenizer_;
+  std::string pending_;
+};
+
+// Replaces each maximal invalid UTF-8 subsequence of `bytes` by U+FFFD (Python's errors="replace").
+std::string utf8_sanitize(std::string_view bytes);
+
+}  // namespace minigpt

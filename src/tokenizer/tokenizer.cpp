@@ -1,0 +1,673 @@
+#include "minigpt/tokenizer.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <queue>
+#include <sstream>
+#include <unordered_map>
+
+#include "minigpt/error.h"
+#include "tokenizer/pretokenizer.h"
+#include "tokenizer/utf8.h"
+
+namespace minigpt {
+
+using tokenizer_detail::PreTokenizer;
+using tokenizer_detail::Utf8Status;
+using json = nlohmann::json;
+
+namespace {
+
+// Ids beyond this are surely a corrupt file, and would make the id tables huge.
+constexpr int64_t kMaxId = 1 << 24;
+// Pre-tokens longer than this (in bytes) go through the heap merge; shorter ones through the
+// simple scan, which is faster when there are only a few symbols.
+constexpr size_t kHeapThreshold = 48;
+
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+// GPT-2's bytes_to_unicode(): printable Latin-1 bytes stand for themselves, the other 68 bytes are
+// shifted to U+0100.. so that every vocabulary symbol is printable text.
+struct ByteAlphabet {
+  uint32_t byte_to_cp[256];
+  int16_t cp_to_byte[512];  // -1: not a byte symbol; all byte code points are < 256 + 68
+  ByteAlphabet() {
+    std::fill(std::begin(cp_to_byte), std::end(cp_to_byte), int16_t{-1});
+    uint32_t shifted = 256;
+    for (uint32_t b = 0; b < 256; ++b) {
+      bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      byte_to_cp[b] = printable ? b : shifted++;
+      cp_to_byte[byte_to_cp[b]] = static_cast<int16_t>(b);
+    }
+  }
+  std::string symbol(unsigned char b) const {
+    std::string s;
+    append_utf8(s, byte_to_cp[b]);
+    return s;
+  }
+};
+
+const ByteAlphabet& alphabet() {
+  static const ByteAlphabet a;
+  return a;
+}
+
+// The bytes a vocabulary symbol stands for. A symbol with characters outside the byte alphabet
+// (e.g. an added "<pad>" is fine, but "<é>" is not) can only be a special token: it stands for its
+// own UTF-8 text.
+std::string symbol_to_bytes(std::string_view sym) {
+  std::string out;
+  auto p = reinterpret_cast<const unsigned char*>(sym.data());
+  size_t i = 0;
+  while (i < sym.size()) {
+    size_t len = 0;
+    if (tokenizer_detail::utf8_next(p + i, sym.size() - i, len) != Utf8Status::Valid) return std::string(sym);
+    uint32_t cp = p[i];
+    if (len == 2) cp = ((p[i] & 0x1Fu) << 6) | (p[i + 1] & 0x3Fu);
+    if (len > 2) return std::string(sym);
+    int b = cp < 512 ? alphabet().cp_to_byte[cp] : -1;
+    if (b < 0) return std::string(sym);
+    out += static_cast<char>(b);
+    i += len;
+  }
+  return out;
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(ErrorKind::Io, path.string() + ": cannot open");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) throw Error(ErrorKind::Io, path.string() + ": read failed");
+  return std::move(ss).str();
+}
+
+json parse_json(const std::filesystem::path& path) {
+  std::string text = read_file(path);
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    throw Error(ErrorKind::Format, path.string() + ": not valid JSON: " + e.what());
+  }
+}
+
+uint64_t pair_key(int32_t left, int32_t right) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+}
+
+// What load() gathers from either file format before building the tables.
+struct RawTokenizer {
+  std::vector<std::pair<std::string, int64_t>> vocab;       // symbol, id
+  std::vector<std::pair<std::string, std::string>> merges;  // left, right symbols, by rank
+  std::vector<size_t> merge_lines;                           // where each merge came from
+  std::vector<std::pair<std::string, int64_t>> specials;    // content, id
+};
+
+void read_vocab_object(const json& v, const std::string& where, RawTokenizer& raw) {
+  if (!v.is_object()) throw Error(ErrorKind::Format, where + ": the vocabulary is not a JSON object");
+  raw.vocab.reserve(v.size());
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (!it.value().is_number_integer())
+      throw Error(ErrorKind::Format, where + ": the id of token \"" + it.key() + "\" is not an integer");
+    raw.vocab.emplace_back(it.key(), it.value().get<int64_t>());
+  }
+}
+
+void split_merge_line(std::string_view line, size_t line_no, const std::string& where, RawTokenizer& raw) {
+  size_t sp = line.find(' ');
+  if (sp == std::string_view::npos || sp == 0 || sp + 1 >= line.size() ||
+      line.find(' ', sp + 1) != std::string_view::npos)
+    throw Error(ErrorKind::Format, where + ": merge " + std::to_string(line_no) + " is not two symbols separated by a space: \"" +
+                                       std::string(line) + "\"");
+  raw.merges.emplace_back(std::string(line.substr(0, sp)), std::string(line.substr(sp + 1)));
+  raw.merge_lines.push_back(line_no);
+}
+
+RawTokenizer read_vocab_merges(const std::filesystem::path& dir) {
+  RawTokenizer raw;
+  auto vocab_path = dir / "vocab.json";
+  auto merges_path = dir / "merges.txt";
+  read_vocab_object(parse_json(vocab_path), vocab_path.string(), raw);
+  std::string text = read_file(merges_path);
+  std::string_view rest(text);
+  size_t line_no = 0;
+  while (!rest.empty()) {
+    size_t nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty() || (line_no == 1 && line.starts_with("#version"))) continue;
+    split_merge_line(line, line_no, merges_path.string(), raw);
+  }
+  // GPT-2's files carry no list of special tokens; <|endoftext|> is the one GPT-2 uses.
+  for (auto& [sym, id] : raw.vocab)
+    if (sym == "<|endoftext|>") raw.specials.emplace_back(sym, id);
+  return raw;
+}
+
+// Only what GPT-2 uses is accepted; anything else would silently give different ids.
+void check_tokenizer_json_options(const json& j, const std::string& where) {
+  auto is_null_or = [&](const json& obj, const char* key, const json& ok) {
+    return !obj.contains(key) || obj[key].is_null() || obj[key] == ok;
+  };
+  if (j.contains("normalizer") && !j["normalizer"].is_null())
+    throw Error(ErrorKind::Unsupported, where + ": a normalizer is not supported (GPT-2 has none)");
+  const json& pre = j.value("pre_tokenizer", json());
+  if (!pre.is_object() || pre.value("type", "") != "ByteLevel")
+    throw Error(ErrorKind::Unsupported, where + ": only the ByteLevel pre_tokenizer is supported");
+  if (!is_null_or(pre, "add_prefix_space", false) || !is_null_or(pre, "use_regex", true))
+    throw Error(ErrorKind::Unsupported, where + ": ByteLevel with add_prefix_space or without use_regex is not supported");
+  const json& model = j["model"];
+  if (!is_null_or(model, "dropout", 0.0) || !is_null_or(model, "continuing_subword_prefix", "") ||
+      !is_null_or(model, "end_of_word_suffix", "") || !is_null_or(model, "byte_fallback", false) ||
+      !is_null_or(model, "ignore_merges", false))
+    throw Error(ErrorKind::Unsupported,
+                where + ": BPE options dropout, continuing_subword_prefix, end_of_word_suffix, byte_fallback, "
+                        "ignore_merges are not supported");
+}
+
+RawTokenizer read_tokenizer_json(const std::filesystem::path& path) {
+  RawTokenizer raw;
+  const std::string where = path.string();
+  json j = parse_json(path);
+  if (!j.is_object() || !j.contains("model") || !j["model"].is_object())
+    throw Error(ErrorKind::Format, where + ": no \"model\" object");
+  const json& model = j["model"];
+  if (model.value("type", "") != "BPE")
+    throw Error(ErrorKind::Unsupported, where + ": model type \"" + model.value("type", "") + "\" is not BPE");
+  check_tokenizer_json_options(j, where);
+  if (!model.contains("vocab")) throw Error(ErrorKind::Format, where + ": model has no \"vocab\"");
+  read_vocab_object(model["vocab"], where, raw);
+  const json& merges = model.value("merges", json::array());
+  if (!merges.is_array()) throw Error(ErrorKind::Format, where + ": model.merges is not an array");
+  size_t rank = 0;
+  for (const json& m : merges) {
+    ++rank;
+    // Older files spell a merge "left right", newer ones ["left", "right"].
+    if (m.is_string()) {
+      split_merge_line(m.get_ref<const std::string&>(), rank, where, raw);
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      raw.merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+      raw.merge_lines.push_back(rank);
+    } else {
+      throw Error(ErrorKind::Format, where + ": merge " + std::to_string(rank) + " is neither \"a b\" nor [\"a\", \"b\"]");
+    }
+  }
+  const json& added = j.value("added_tokens", json::array());
+  if (!added.is_array()) throw Error(ErrorKind::Format, where + ": added_tokens is not an array");
+  for (const json& a : added) {
+    if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
+        !a["content"].is_string())
+      throw Error(ErrorKind::Format, where + ": an added token lacks an integer \"id\" or a string \"content\"");
+    raw.specials.emplace_back(a["content"].get<std::string>(), a["id"].get<int64_t>());
+  }
+  return raw;
+}
+
+}  // namespace
+
+// --- building the tables ------------------------------------------------------------------------
+
+Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
+  Tokenizer t;
+  RawTokenizer raw;
+  std::string where;
+  if (std::filesystem::exists(dir / "tokenizer.json")) {
+    where = (dir / "tokenizer.json").string();
+    raw = read_tokenizer_json(dir / "tokenizer.json");
+  } else if (std::filesystem::exists(dir / "vocab.json") && std::filesystem::exists(dir / "merges.txt")) {
+    where = (dir / "merges.txt").string();
+    raw = read_vocab_merges(dir);
+  } else {
+    throw Error(ErrorKind::Io, dir.string() + ": no tokenizer.json, nor vocab.json + merges.txt");
+  }
+
+  std::unordered_map<std::string, int32_t> sym_to_id;
+  sym_to_id.reserve(raw.vocab.size());
+  int64_t max_id = -1;
+  for (auto& [sym, id] : raw.vocab) {
+    if (id < 0 || id >= kMaxId)
+      throw Error(ErrorKind::Format, where + ": token \"" + sym + "\" has id " + std::to_string(id) + ", out of range");
+    max_id = std::max(max_id, id);
+    sym_to_id.emplace(sym, static_cast<int32_t>(id));
+  }
+  for (auto& [content, id] : raw.specials) {
+    if (id < 0 || id >= kMaxId)
+      throw Error(ErrorKind::Format, where + ": special token \"" + content + "\" has id " + std::to_string(id) +
+                                         ", out of range");
+    if (content.empty()) throw Error(ErrorKind::Format, where + ": a special token is empty");
+    max_id = std::max(max_id, id);
+  }
+  t.n_vocab_ = static_cast<int32_t>(max_id + 1);
+  t.id_bytes_.assign(t.n_vocab_, std::string());
+  t.id_symbols_.assign(t.n_vocab_, std::string());
+  t.has_id_.assign(t.n_vocab_, false);
+  for (auto& [sym, id] : raw.vocab) {
+    if (t.has_id_[id])
+      throw Error(ErrorKind::Format, where + ": id " + std::to_string(id) + " is given to both \"" +
+                                         t.id_symbols_[id] + "\" and \"" + sym + "\"");
+    t.has_id_[id] = true;
+    t.id_symbols_[id] = sym;
+    t.id_bytes_[id] = symbol_to_bytes(sym);
+  }
+  for (auto& [content, id] : raw.specials) {
+    // A special token stands for its text as is, even where the vocabulary also has its id.
+    t.has_id_[id] = true;
+    t.id_symbols_[id] = content;
+    t.id_bytes_[id] = content;
+    t.specials_.emplace_back(content, static_cast<int32_t>(id));
+  }
+  t.sort_specials();
+
+  for (int b = 0; b < 256; ++b) {
+    auto it = sym_to_id.find(alphabet().symbol(static_cast<unsigned char>(b)));
+    if (it == sym_to_id.end())
+      throw Error(ErrorKind::Format, where + ": the vocabulary lacks the symbol of byte " + std::to_string(b) +
+                                         ", so not every text can be encoded");
+    t.byte_ids_[b] = it->second;
+  }
+  size_t cap = 1024;
+  while (cap < raw.merges.size() * 2) cap *= 2;
+  t.merge_slots_.assign(cap, MergeSlot{});
+  for (size_t r = 0; r < raw.merges.size(); ++r) {
+    auto& [l, rt] = raw.merges[r];
+    auto li = sym_to_id.find(l), ri = sym_to_id.find(rt), mi = sym_to_id.find(l + rt);
+    const char* missing = li == sym_to_id.end() ? "left" : ri == sym_to_id.end() ? "right" : mi == sym_to_id.end() ? "merged" : nullptr;
+    if (missing)
+      throw Error(ErrorKind::Format, where + ": merge " + std::to_string(raw.merge_lines[r]) + " (\"" + l + " " + rt +
+                                         "\"): the " + missing + " token is not in the vocabulary");
+    // A later duplicate wins, as in HF tokenizers (it collects the merges into a map).
+    t.add_merge(pair_key(li->second, ri->second), Merge{static_cast<int32_t>(r), mi->second});
+  }
+  t.pre_ = std::make_shared<const PreTokenizer>();
+  return t;
+}
+
+Tokenizer Tokenizer::byte_level() {
+  Tokenizer t;
+  t.n_vocab_ = 256;
+  t.id_bytes_.resize(256);
+  t.id_symbols_.resize(256);
+  t.has_id_.assign(256, true);
+  for (int b = 0; b < 256; ++b) {
+    t.byte_ids_[b] = b;
+    t.id_bytes_[b] = std::string(1, static_cast<char>(b));
+    t.id_symbols_[b] = alphabet().symbol(static_cast<unsigned char>(b));
+  }
+  t.sort_specials();
+  t.pre_ = std::make_shared<const PreTokenizer>();
+  return t;
+}
+
+void Tokenizer::sort_specials() {
+  // Longest first, so that of two specials starting at the same place the longer one is taken.
+  std::stable_sort(specials_.begin(), specials_.end(),
+                   [](auto& a, auto& b) { return a.first.size() > b.first.size(); });
+}
+
+// --- encoding -----------------------------------------------------------------------------------
+
+static size_t merge_slot(uint64_t key, size_t mask) { return (key * 0x9E3779B97F4A7C15ull >> 20) & mask; }
+
+void Tokenizer::add_merge(uint64_t key, Merge m) {
+  size_t mask = merge_slots_.size() - 1;
+  size_t i = merge_slot(key, mask);
+  while (merge_slots_[i].key != UINT64_MAX && merge_slots_[i].key != key) i = (i + 1) & mask;
+  if (merge_slots_[i].key == UINT64_MAX) ++n_merges_;
+  merge_slots_[i] = {key, m};
+}
+
+const Tokenizer::Merge* Tokenizer::find_merge(int32_t left, int32_t right) const {
+  if (n_merges_ == 0) return nullptr;
+  uint64_t key = pair_key(left, right);
+  size_t mask = merge_slots_.size() - 1;
+  for (size_t i = merge_slot(key, mask);; i = (i + 1) & mask) {
+    const MergeSlot& s = merge_slots_[i];
+    if (s.key == key) return &s.merge;
+    if (s.key == UINT64_MAX) return nullptr;
+  }
+}
+
+void Tokenizer::bpe(std::string_view piece, std::vector<int32_t>& out) const {
+  if (piece.size() == 1) {
+    out.push_back(byte_ids_[static_cast<unsigned char>(piece[0])]);
+  } else if (piece.size() > kHeapThreshold) {
+    bpe_long(piece, out);
+  } else {
+    bpe_short(piece, out);
+  }
+}
+
+// Repeatedly merges the adjacent pair of lowest rank, leftmost first: O(n^2), but for a handful of
+// symbols a linear scan beats any heap.
+void Tokenizer::bpe_short(std::string_view piece, std::vector<int32_t>& out) const {
+  int32_t syms[kHeapThreshold + 1];
+  int32_t ranks[kHeapThreshold + 1];  // ranks[i]: rank of the pair (syms[i], syms[i+1])
+  size_t n = piece.size();
+  for (size_t i = 0; i < n; ++i) syms[i] = byte_ids_[static_cast<unsigned char>(piece[i])];
+  auto rank_at = [&](size_t i) {
+    const Merge* m = find_merge(syms[i], syms[i + 1]);
+    return m ? m->rank : INT32_MAX;
+  };
+  for (size_t i = 0; i + 1 < n; ++i) ranks[i] = rank_at(i);
+  while (n > 1) {
+    size_t best = 0;
+    for (size_t i = 1; i + 1 < n; ++i)
+      if (ranks[i] < ranks[best]) best = i;
+    if (ranks[best] == INT32_MAX) break;
+    syms[best] = find_merge(syms[best], syms[best + 1])->id;
+    for (size_t i = best + 1; i + 1 < n; ++i) {
+      syms[i] = syms[i + 1];
+      ranks[i] = ranks[i + 1];
+    }
+    --n;
+    if (best > 0) ranks[best - 1] = rank_at(best - 1);
+    if (best + 1 < n) ranks[best] = rank_at(best);
+  }
+  out.insert(out.end(), syms, syms + n);
+}
+
+// The same merge order as bpe_short (lowest rank, then leftmost), with a heap over candidate pairs
+// and a linked list of symbols: O(n log n), so that a pre-token of 100k identical characters does
+// not take minutes. Stale heap entries are skipped when popped, as in HF tokenizers' Word::merge_all.
+void Tokenizer::bpe_long(std::string_view piece, std::vector<int32_t>& out) const {
+  struct Cand {
+    int32_t rank;
+    int32_t pos;
+    int32_t left, right;  // the pair when pushed: if either symbol changed since, the entry is stale
+    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  const int32_t n = static_cast<int32_t>(piece.size());
+  std::vector<int32_t> sym(n), prev(n), next(n);
+  for (int32_t i = 0; i < n; ++i) {
+    sym[i] = byte_ids_[static_cast<unsigned char>(piece[i])];
+    prev[i] = i - 1;
+    next[i] = i + 1 < n ? i + 1 : -1;
+  }
+  std::vector<Cand> heap_store;
+  heap_store.reserve(n);
+  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap(std::greater<Cand>(), std::move(heap_store));
+  auto push = [&](int32_t i) {
+    if (i < 0 || next[i] < 0) return;
+    if (const Merge* m = find_merge(sym[i], sym[next[i]])) heap.push({m->rank, i, sym[i], sym[next[i]]});
+  };
+  for (int32_t i = 0; i + 1 < n; ++i) push(i);
+  while (!heap.empty()) {
+    Cand c = heap.top();
+    heap.pop();
+    int32_t i = c.pos;
+    if (sym[i] != c.left || next[i] < 0 || sym[next[i]] != c.right) continue;
+    int32_t j = next[i];
+    sym[i] = find_merge(c.left, c.right)->id;
+    sym[j] = -1;  // removed
+    next[i] = next[j];
+    if (next[i] >= 0) prev[next[i]] = i;
+    push(prev[i]);
+    push(i);
+  }
+  for (int32_t i = 0; i >= 0; i = next[i]) out.push_back(sym[i]);
+}
+
+std::vector<int32_t> Tokenizer::bpe_for_test(std::string_view piece, BpeImpl impl) const {
+  std::vector<int32_t> out;
+  if (piece.empty()) return out;
+  if (impl == BpeImpl::heap) {
+    bpe_long(piece, out);
+  } else if (impl == BpeImpl::scan) {
+    if (piece.size() > kHeapThreshold) throw Error(ErrorKind::Argument, "bpe_for_test: piece too long for the scan");
+    bpe_short(piece, out);
+  } else {
+    // The obvious reference: find the lowest-rank pair (leftmost on ties), merge it, repeat.
+    for (unsigned char ch : piece) out.push_back(byte_ids_[ch]);
+    while (out.size() > 1) {
+      size_t best = 0;
+      int32_t best_rank = INT32_MAX;
+      for (size_t i = 0; i + 1 < out.size(); ++i) {
+        const Merge* m = find_merge(out[i], out[i + 1]);
+        if (m && m->rank < best_rank) best_rank = m->rank, best = i;
+      }
+      if (best_rank == INT32_MAX) break;
+      out[best] = find_merge(out[best], out[best + 1])->id;
+      out.erase(out.begin() + best + 1);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+uint64_t hash_bytes(std::string_view s) {
+  // Multiply-xorshift over 8-byte words: pre-tokens are short, so this beats std::hash's loop.
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 31;
+  }
+  if (i < s.size()) {
+    uint64_t w = 0;
+    std::memcpy(&w, s.data() + i, s.size() - i);
+    h = (h ^ w) * 0x94D049BB133111EBull;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+// The ids of the pre-tokens seen so far in one encode() call: open addressing, keys are views of
+// the caller's text, values are spans of one shared id array. Exact: a hit compares the bytes.
+class PieceCache {
+ public:
+  PieceCache() : slots_(1024) {}
+
+  // The cached ids of `piece`, or null; on a miss `hash` is kept for insert().
+  const int32_t* find(std::string_view piece, uint32_t& n) {
+    hash_ = hash_bytes(piece);
+    for (size_t i = hash_ & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
+      const Slot& s = slots_[i];
+      if (!s.key.data()) {
+        free_ = i;
+        return nullptr;
+      }
+      if (s.hash == hash_ && s.key == piece) {
+        n = s.len;
+        return ids_.data() + s.begin;
+      }
+    }
+  }
+
+  // After a find() miss of the same piece.
+  void insert(std::string_view piece, const int32_t* ids, uint32_t n) {
+    slots_[free_] = Slot{hash_, piece, static_cast<uint32_t>(ids_.size()), n};
+    ids_.insert(ids_.end(), ids, ids + n);
+    if (++used_ * 2 > slots_.size()) grow();
+  }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;
+    std::string_view key;  // data() == nullptr: empty
+    uint32_t begin = 0, len = 0;
+  };
+  void grow() {
+    std::vector<Slot> old(slots_.size() * 2);
+    old.swap(slots_);
+    for (const Slot& s : old) {
+      if (!s.key.data()) continue;
+      size_t i = s.hash & (slots_.size() - 1);
+      while (slots_[i].key.data()) i = (i + 1) & (slots_.size() - 1);
+      slots_[i] = s;
+    }
+  }
+  std::vector<Slot> slots_;
+  std::vector<int32_t> ids_;
+  size_t used_ = 0, free_ = 0;
+  uint64_t hash_ = 0;
+};
+
+}  // namespace
+
+void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out) const {
+  if (n_merges_ == 0) {
+    // No merges: every byte is its own token whatever the split, so skip the regex.
+    for (unsigned char c : text) out.push_back(byte_ids_[c]);
+    return;
+  }
+  // Text is mostly a few thousand distinct words repeated. The cache lives in this call (its keys
+  // view the caller's text), so concurrent encodes share nothing and need no lock.
+  PieceCache cache;
+  pre_->split(text, [&](std::string_view piece) {
+    if (piece.size() == 1) {
+      out.push_back(byte_ids_[static_cast<unsigned char>(piece[0])]);
+      return;
+    }
+    uint32_t n = 0;
+    if (const int32_t* ids = cache.find(piece, n)) {
+      out.insert(out.end(), ids, ids + n);
+      return;
+    }
+    size_t before = out.size();
+    bpe(piece, out);
+    cache.insert(piece, out.data() + before, static_cast<uint32_t>(out.size() - before));
+  });
+}
+
+static void check_utf8(std::string_view text) {
+  size_t bad = tokenizer_detail::utf8_first_invalid(text);
+  if (bad != std::string_view::npos)
+    throw Error(ErrorKind::Argument, "tokenizer: the text is not valid UTF-8 at byte offset " + std::to_string(bad));
+}
+
+std::vector<std::string_view> Tokenizer::pre_tokenize(std::string_view text) const {
+  check_utf8(text);
+  std::vector<std::string_view> pieces;
+  pre_->split(text, [&](std::string_view piece) { pieces.push_back(piece); });
+  return pieces;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {
+  check_utf8(text);
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3 + 8);
+  if (!allow_special || specials_.empty()) {
+    encode_ordinary(text, out);
+    return out;
+  }
+  // Split at each special token (leftmost, then longest), and encode the text between as usual.
+  std::vector<size_t> next_at(specials_.size(), 0);  // next occurrence of each special from pos
+  for (size_t k = 0; k < specials_.size(); ++k) next_at[k] = text.find(specials_[k].first);
+  size_t pos = 0;
+  while (true) {
+    size_t best = std::string_view::npos, best_k = 0;
+    for (size_t k = 0; k < specials_.size(); ++k) {
+      if (next_at[k] != std::string_view::npos && next_at[k] < pos) next_at[k] = text.find(specials_[k].first, pos);
+      if (next_at[k] < best) best = next_at[k], best_k = k;
+    }
+    if (best == std::string_view::npos) break;
+    encode_ordinary(text.substr(pos, best - pos), out);
+    out.push_back(specials_[best_k].second);
+    pos = best + specials_[best_k].first.size();
+  }
+  encode_ordinary(text.substr(pos), out);
+  return out;
+}
+
+// --- decoding -----------------------------------------------------------------------------------
+
+std::string Tokenizer::token_bytes(int32_t id) const {
+  if (id < 0 || id >= n_vocab_ || !has_id_[id])
+    throw Error(ErrorKind::Argument, "tokenizer: token id " + std::to_string(id) + " is not in the vocabulary (n_vocab " +
+                                         std::to_string(n_vocab_) + ")");
+  return id_bytes_[id];
+}
+
+std::string Tokenizer::token_symbol(int32_t id) const {
+  token_bytes(id);  // the range check
+  return id_symbols_[id];
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids) const {
+  std::string out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    int32_t id = ids[i];
+    if (id < 0 || id >= n_vocab_ || !has_id_[id])
+      throw Error(ErrorKind::Argument, "tokenizer: id " + std::to_string(id) + " at position " + std::to_string(i) +
+                                           " is not in the vocabulary (n_vocab " + std::to_string(n_vocab_) + ")");
+    out += id_bytes_[id];
+  }
+  return out;
+}
+
+std::optional<int32_t> Tokenizer::special_id(std::string_view text) const {
+  for (auto& [content, id] : specials_)
+    if (content == text) return id;
+  return std::nullopt;
+}
+
+// --- UTF-8 for display --------------------------------------------------------------------------
+
+namespace {
+constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+
+// Appends the decodable part of `bytes` to out with U+FFFD for invalid subparts; returns how many
+// bytes were consumed. With final = false a trailing incomplete character is left unconsumed.
+size_t sanitize_into(std::string_view bytes, std::string& out, bool final) {
+  auto p = reinterpret_cast<const unsigned char*>(bytes.data());
+  size_t i = 0, n = bytes.size();
+  while (i < n) {
+    size_t len = 0;
+    Utf8Status st = tokenizer_detail::utf8_next(p + i, n - i, len);
+    if (st == Utf8Status::Truncated && !final) break;
+    if (st == Utf8Status::Valid) {
+      out.append(bytes.substr(i, len));
+    } else {
+      out.append(kReplacement);
+    }
+    i += len;
+  }
+  return i;
+}
+}  // namespace
+
+std::string utf8_sanitize(std::string_view bytes) {
+  std::string out;
+  sanitize_into(bytes, out, true);
+  return out;
+}
+
+std::string StreamDecoder::push(int32_t id) {
+  pending_ += tokenizer_->token_bytes(id);
+  std::string out;
+  size_t used = sanitize_into(pending_, out, false);
+  pending_.erase(0, used);
+  return out;
+}
+
+std::string StreamDecoder::flush() {
+  std::string out = utf8_sanitize(pending_);
+  pending_.clear();
+  return out;
+}
+
+}  // namespace minigpt

@@ -1,0 +1,78 @@
+// Helpers shared by the tokenizer test files.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace minigpt::test {
+
+inline const std::filesystem::path kGpt2Dir = MINIGPT_SOURCE_DIR "/../shared/tokenizers/gpt2";
+inline const std::filesystem::path kFixtures = MINIGPT_SOURCE_DIR "/tests/fixtures/tokenizer";
+
+inline std::string read_all(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return std::move(ss).str();
+}
+
+inline nlohmann::json read_json(const std::filesystem::path& p) { return nlohmann::json::parse(read_all(p)); }
+
+// The same FNV-1a 64 as tools/make_tokenizer_reference.py: each value as 4 little-endian bytes.
+template <typename Seq>
+std::string fnv1a64(const Seq& values) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (auto v : values) {
+    auto u = static_cast<uint32_t>(v);
+    for (int k = 0; k < 4; ++k) h = (h ^ ((u >> (8 * k)) & 0xFF)) * 0x100000001B3ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+inline std::string encode_cp(uint32_t cp) {
+  std::string s;
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    s += static_cast<char>(0xC0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    s += static_cast<char>(0xE0 | (cp >> 12));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    s += static_cast<char>(0xF0 | (cp >> 18));
+    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return s;
+}
+
+// A fresh directory under the system temp dir, removed when the object goes.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& name) {
+    // ctest runs each test as its own process, maybe in parallel: the pid keeps the names apart.
+    static int counter = 0;
+    path = std::filesystem::temp_directory_path() /
+           ("minigpt_" + name + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  void write(const std::string& file, const std::string& text) const {
+    std::ofstream(path / file, std::ios::binary) << text;
+  }
+};
+
+}  // namespace minigpt::test

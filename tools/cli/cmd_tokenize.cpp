@@ -1,0 +1,110 @@
+// minigpt tokenize: text -> GPT-2 ids (or ids -> text with --decode), with the model dir's tokenizer.
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <fstream>
+#include <sstream>
+
+#include "command.h"
+#include "minigpt/error.h"
+#include "minigpt/tokenizer.h"
+
+namespace minigpt::cli {
+namespace {
+
+struct TokenizeOptions {
+  std::string model_dir;
+  std::string text;
+  std::string file;
+  bool json = false;
+  bool decode = false;
+  bool special = false;
+};
+
+std::string read_input(const TokenizeOptions& o, bool have_text) {
+  if (have_text) return o.text;
+  if (!o.file.empty()) {
+    std::ifstream f(o.file, std::ios::binary);
+    if (!f) throw Error(ErrorKind::Io, o.file + ": cannot open");
+    std::ostringstream ss;
+    ss << f.rdbuf();
+    return std::move(ss).str();
+  }
+  std::freopen(nullptr, "rb", stdin);  // no newline translation of the bytes we tokenize
+  std::string s;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) s.append(buf, n);
+  return s;
+}
+
+// Strict: decimal digits only, separated by whitespace; a bad token is named with its position.
+std::vector<int32_t> parse_ids(std::string_view s) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (true) {
+    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+    if (i >= s.size()) break;
+    size_t start = i;
+    while (i < s.size() && !std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+    std::string_view tok = s.substr(start, i - start);
+    int64_t v = 0;
+    bool ok = tok.size() <= 10;
+    for (char c : tok) {
+      if (c < '0' || c > '9') ok = false;
+      if (ok) v = v * 10 + (c - '0');
+    }
+    if (!ok || v > INT32_MAX)
+      throw Error(ErrorKind::Argument, "--decode: \"" + std::string(tok.substr(0, 40)) + "\" (id #" +
+                                           std::to_string(ids.size() + 1) + ", byte offset " + std::to_string(start) +
+                                           ") is not a token id (a decimal integer from 0 to 2147483647)");
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  return ids;
+}
+
+void write_out(const std::string& s) {
+  std::fwrite(s.data(), 1, s.size(), stdout);
+  std::fflush(stdout);
+}
+
+bool registered = register_command(
+    "tokenize", "Text to GPT-2 token ids (stdin when neither TEXT nor --file), or ids to text with --decode",
+    [](CLI::App& app) -> std::function<int()> {
+      auto o = std::make_shared<TokenizeOptions>();
+      app.add_option("-m,--model", o->model_dir, "Model (or tokenizer-only) directory")->required();
+      auto* text_opt = app.add_option("text", o->text, "The text (or, with --decode, the ids)");
+      app.add_option("--file", o->file, "Read the text (or ids) from this file")->excludes(text_opt);
+      app.add_flag("--json", o->json, "Print {\"ids\": [...], \"tokens\": [...]}");
+      app.add_flag("--decode", o->decode, "Read ids, print the text they stand for (raw bytes, no newline added)");
+      app.add_flag("--special", o->special, "Recognise special tokens such as <|endoftext|> in the text");
+      return [o, text_opt]() {
+        Tokenizer tok = Tokenizer::load(o->model_dir);
+        std::string input = read_input(*o, text_opt->count() > 0);
+        if (o->decode) {
+          write_out(tok.decode(parse_ids(input)));
+          return 0;
+        }
+        std::vector<int32_t> ids = tok.encode(input, o->special);
+        std::string out;
+        if (o->json) {
+          nlohmann::json j;
+          j["ids"] = ids;
+          auto& tokens = j["tokens"] = nlohmann::json::array();
+          for (int32_t id : ids) tokens.push_back(tok.token_symbol(id));
+          out = j.dump();
+        } else {
+          for (size_t i = 0; i < ids.size(); ++i) {
+            if (i) out += ' ';
+            out += std::to_string(ids[i]);
+          }
+        }
+        out += '\n';
+        write_out(out);
+        return 0;
+      };
+    });
+
+}  // namespace
+}  // namespace minigpt::cli
