@@ -239,7 +239,7 @@ void rewrite_weights(const std::filesystem::path& dir, Edit&& edit) {
 TEST(Loader, LoadsARandomModel) {
   TempDir tmp;
   write_random_model(tmp.path(), test::tiny_config());
-  auto m = Model::load(tmp.path(), {.n_threads = 1});
+  auto m = Model::load(tmp.path(), LoadOptions::threads(1));
   EXPECT_EQ(m->config().n_layer, 2);
   // wte + wpe + 2 layers + ln_f
   const int64_t C = 16, F = 64;
@@ -266,7 +266,7 @@ TEST(Loader, MissingTensor) {
   rewrite_weights(tmp.path(), [](auto& w, auto&) {
     std::erase_if(w, [](const SafeTensorWrite& t) { return t.name == "h.1.mlp.c_fc.bias"; });
   });
-  expect_error([&] { Model::load(tmp.path(), {.n_threads = 1}); }, ErrorKind::Shape,
+  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Shape,
                {"model.safetensors", "missing tensor 'h.1.mlp.c_fc.bias'", "[64]"});
 }
 
@@ -276,7 +276,7 @@ TEST(Loader, ShapeDisagreesWithConfig) {
   write_random_model(tmp.path(), c);
   c.n_inner = 32;  // the file still has 64
   test::write_file(tmp / "config.json", config_to_json(c));
-  expect_error([&] { Model::load(tmp.path(), {.n_threads = 1}); }, ErrorKind::Shape,
+  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Shape,
                {"model.safetensors", "tensor 'h.0.mlp.c_fc.weight'", "shape [16, 64]", "implies [16, 32]"});
 }
 
@@ -288,7 +288,7 @@ TEST(Loader, WrongDtype) {
       if (t.name == "ln_f.bias") t.dtype = DType::I32;
     }
   });
-  expect_error([&] { Model::load(tmp.path(), {.n_threads = 1}); }, ErrorKind::Shape, {"tensor 'ln_f.bias'", "dtype I32"});
+  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Shape, {"tensor 'ln_f.bias'", "dtype I32"});
 }
 
 TEST(Loader, UnexpectedTensorAndLegacyBuffers) {
@@ -296,9 +296,9 @@ TEST(Loader, UnexpectedTensorAndLegacyBuffers) {
   write_random_model(tmp.path(), test::tiny_config());
   static const float scalar = -1e4f;
   rewrite_weights(tmp.path(), [](auto& w, auto&) { w.push_back({"h.0.attn.masked_bias", DType::F32, {}, &scalar}); });
-  EXPECT_NO_THROW(Model::load(tmp.path(), {.n_threads = 1}));  // legacy buffers are ignored
+  EXPECT_NO_THROW(Model::load(tmp.path(), LoadOptions::threads(1)));  // legacy buffers are ignored
   rewrite_weights(tmp.path(), [](auto& w, auto&) { w.push_back({"h.2.ln_1.bias", DType::F32, {}, &scalar}); });
-  expect_error([&] { Model::load(tmp.path(), {.n_threads = 1}); }, ErrorKind::Shape, {"unexpected tensor 'h.2.ln_1.bias'"});
+  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Shape, {"unexpected tensor 'h.2.ln_1.bias'"});
 }
 
 TEST(Loader, UntiedWithoutLmHead) {
@@ -307,7 +307,7 @@ TEST(Loader, UntiedWithoutLmHead) {
   write_random_model(tmp.path(), c);
   c.tie_word_embeddings = false;
   test::write_file(tmp / "config.json", config_to_json(c));
-  expect_error([&] { Model::load(tmp.path(), {.n_threads = 1}); }, ErrorKind::Shape, {"config.json", "lm_head.weight"});
+  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Shape, {"config.json", "lm_head.weight"});
 }
 
 TEST(Loader, BadShardIndex) {
@@ -315,13 +315,13 @@ TEST(Loader, BadShardIndex) {
   write_random_model(tmp.path(), test::tiny_config());
   std::filesystem::rename(tmp / "model.safetensors", tmp / "model-00001-of-00001.safetensors");
   test::write_file(tmp / "model.safetensors.index.json", R"({"weight_map": {"wte.weight": "../../etc/passwd"}})");
-  expect_error([&] { Model::load(tmp.path(), {.n_threads = 1}); }, ErrorKind::Format, {"index.json", "not a plain file name"});
+  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Format, {"index.json", "not a plain file name"});
   test::write_file(tmp / "model.safetensors.index.json", R"({"weight_map": {"wte.weight": "model-00002-of-00002.safetensors"}})");
-  expect_error([&] { Model::load(tmp.path(), {.n_threads = 1}); }, ErrorKind::Io, {"model-00002-of-00002.safetensors", "cannot open"});
+  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Io, {"model-00002-of-00002.safetensors", "cannot open"});
   test::write_file(tmp / "model.safetensors.index.json", R"({"weight_map": {"wpe.bias": "model-00001-of-00001.safetensors"}})");
-  expect_error([&] { Model::load(tmp.path(), {.n_threads = 1}); }, ErrorKind::Format, {"'wpe.bias' is not in"});
+  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Format, {"'wpe.bias' is not in"});
   test::write_file(tmp / "model.safetensors.index.json", R"({"metadata": {}})");
-  expect_error([&] { Model::load(tmp.path(), {.n_threads = 1}); }, ErrorKind::Format, {"weight_map"});
+  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Format, {"weight_map"});
 }
 
 TEST(Loader, SinusoidalTable) {
@@ -345,7 +345,7 @@ TEST(Loader, SinusoidalModelRefusesAWpeTensor) {
   write_random_model(tmp.path(), c);  // learned: has wpe
   c.position_encoding = PositionEncoding::Sinusoidal;
   test::write_file(tmp / "config.json", config_to_json(c));
-  expect_error([&] { Model::load(tmp.path(), {.n_threads = 1}); }, ErrorKind::Config, {"sinusoidal", "wpe.weight"});
+  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Config, {"sinusoidal", "wpe.weight"});
 }
 
 }  // namespace

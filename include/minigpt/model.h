@@ -38,6 +38,12 @@ struct LoadOptions {
   // The dtype the weight matrices are computed in (F32, F16, BF16), converted at load; unset: as stored
   // (a file of mixed dtypes keeps each). Layer norms, biases and positions stay F32.
   std::optional<DType> weight_dtype;
+
+  static LoadOptions threads(int n) {
+    LoadOptions o;
+    o.n_threads = n;
+    return o;
+  }
 };
 
 class Model {

@@ -12,7 +12,7 @@ struct InfoOptions {
 };
 
 int run_info(const InfoOptions& o) {
-  auto m = Model::load(o.model_dir, {.n_threads = 1});
+  auto m = Model::load(o.model_dir, LoadOptions::threads(1));
   const Config& c = m->config();
   std::printf("model:        %s\n", o.model_dir.c_str());
   std::printf("architecture: gpt2 (%lld layers, %lld heads, n_embd %lld, n_inner %lld)\n", (long long)c.n_layer,

@@ -1,0 +1,153 @@
+// The CPU kernels against plain loops, at sizes that are not multiples of the vector width.
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "cpu/kernels.h"
+#include "minigpt/backend.h"
+#include "minigpt/tensor.h"
+#include "test_util.h"
+
+namespace minigpt {
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+TEST(Half, EveryF16AndBF16ValueRoundTrips) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = f16_to_f32(uint16_t(h));
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(f16_to_f32(f32_to_f16(f))));
+    } else {
+      ASSERT_EQ(f32_to_f16(f), h) << "f16 " << h;
+    }
+    const float b = bf16_to_f32(uint16_t(h));
+    if (std::isnan(b)) {
+      EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(b))));
+    } else {
+      ASSERT_EQ(f32_to_bf16(b), h) << "bf16 " << h;
+    }
+  }
+}
+
+TEST(Half, RoundsToNearestEven) {
+  // Midpoints between neighbouring 16-bit values go to the even one; anything past a midpoint goes up.
+  for (uint16_t h : {uint16_t(0x3c00), uint16_t(0x3c01), uint16_t(0x0001), uint16_t(0x03ff), uint16_t(0x7bfe)}) {
+    const double lo = f16_to_f32(h), hi = f16_to_f32(uint16_t(h + 1));
+    const float mid = float((lo + hi) / 2);
+    EXPECT_EQ(f32_to_f16(mid), (h % 2 == 0) ? h : uint16_t(h + 1)) << h;
+    EXPECT_EQ(f32_to_f16(std::nextafter(mid, 1e9f)), uint16_t(h + 1)) << h;
+    EXPECT_EQ(f32_to_f16(std::nextafter(mid, -1e9f)), h) << h;
+  }
+  EXPECT_EQ(f32_to_f16(1e6f), 0x7c00);  // overflow -> inf
+  EXPECT_EQ(f32_to_bf16(1.0f + 1.0f / 256), f32_to_bf16(1.0f));  // tie -> even
+}
+
+// |got - want| <= 1e-5 * sum |w x| + 1e-6: F32 accumulation in another order than the double reference.
+void expect_gemv_close(const std::vector<float>& got, const std::vector<float>& want, const std::vector<float>& scale) {
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * scale[i] + 1e-6) << "row " << i;
+}
+
+TEST(Kernels, GemvAtOddSizes) {
+  for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 5}, {5, 17}, {7, 33}, {13, 100}, {9, 768}, {6, 3071}}) {
+    const int64_t ldw = k + 3;  // rows not packed: the stride is honoured
+    const auto wf = randn(size_t(n * ldw), uint32_t(n * 1000 + k));
+    const auto x = randn(size_t(k), uint32_t(k));
+    std::vector<uint16_t> wb(wf.size()), wh(wf.size());
+    for (size_t i = 0; i < wf.size(); ++i) wb[i] = f32_to_bf16(wf[i]), wh[i] = f32_to_f16(wf[i]);
+    std::vector<float> scale(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < k; ++j) scale[size_t(i)] += std::fabs(wf[size_t(i * ldw + j)] * x[size_t(j)]);
+    for (bool acc : {false, true}) {
+      const auto init = randn(size_t(n), 7);
+      auto run = [&](auto kernel, auto ref, const auto* w) {
+        std::vector<float> got = init, want = init;
+        kernel(got.data(), w, ldw, x.data(), n, k, acc);
+        ref(want.data(), w, ldw, x.data(), n, k, acc);
+        expect_gemv_close(got, want, scale);
+      };
+      SCOPED_TRACE("n=" + std::to_string(n) + " k=" + std::to_string(k) + " acc=" + std::to_string(acc));
+      run(cpu::gemv_f32, cpu::reference::gemv_f32, wf.data());
+      run(cpu::gemv_bf16, cpu::reference::gemv_bf16, wb.data());
+      run(cpu::gemv_f16, cpu::reference::gemv_f16, wh.data());
+    }
+  }
+}
+
+TEST(Kernels, WidenRowsIsExact) {
+  const int64_t rows = 3, cols = 21, ld = 25;
+  const auto f = randn(size_t(rows * ld), 3, 10.0f);
+  std::vector<uint16_t> b(f.size()), h(f.size());
+  for (size_t i = 0; i < f.size(); ++i) b[i] = f32_to_bf16(f[i]), h[i] = f32_to_f16(f[i]);
+  std::vector<float> out(static_cast<size_t>(rows * cols));
+  cpu::widen_rows(out.data(), cols, b.data(), ld, rows, cols, true);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(out[size_t(r * cols + c)], bf16_to_f32(b[size_t(r * ld + c)]));
+  cpu::widen_rows(out.data(), cols, h.data(), ld, rows, cols, false);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(out[size_t(r * cols + c)], f16_to_f32(h[size_t(r * ld + c)]));
+}
+
+TEST(Kernels, GeluTanhMatchesStdTanh) {
+  // Everywhere from tiny to huge, both signs, zero, and an odd count (vector body + scalar tail).
+  std::vector<float> x = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-4f, -3e-3f, 0.06f, -0.07f, 30.0f, -30.0f, 200.0f, -200.0f};
+  for (int i = -2000; i <= 2000; ++i) x.push_back(float(i) * 0.00437f);
+  const auto r = randn(1001, 5, 3.0f);
+  x.insert(x.end(), r.begin(), r.end());
+  std::vector<float> got = x, want = x;
+  cpu::gelu_tanh(got.data(), int64_t(got.size()));
+  cpu::reference::gelu_tanh(want.data(), int64_t(want.size()));
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    // A few float ulps of the result, plus one ulp of 1 + tanh(u) scaled by x/2: for very negative x both
+    // versions lose everything but that to cancellation (as PyTorch's float gelu does too).
+    const double eps = std::numeric_limits<float>::epsilon();
+    const double tol = 4.0 * eps * std::fabs(want[i]) + eps * std::fabs(x[i]) + 1e-7;
+    EXPECT_NEAR(got[i], want[i], tol) << "x = " << x[i];
+    worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
+  }
+  std::printf("[ measured ] gelu_tanh: max |vector - std::tanh version| = %.3g\n", worst);
+}
+
+// The CPU backend's attention (blockwise, online softmax) against a direct softmax over all scores.
+TEST(Kernels, AttentionMatchesDirectSoftmax) {
+  auto be = make_cpu_backend(2);
+  for (auto [T, pos0, H, D] : std::vector<std::array<int64_t, 4>>{{1, 0, 1, 1}, {5, 3, 3, 7}, {1, 150, 2, 64}, {70, 0, 2, 5}}) {
+    const int64_t C = H * D, S = pos0 + T;
+    const auto q = randn(size_t(T * C), 1), k = randn(size_t(S * C), 2), v = randn(size_t(S * C), 3);
+    std::vector<float> out(static_cast<size_t>(T * C));
+    const float scale = 0.7f;
+    be->attention(make_tensor(out.data(), DType::F32, Device::Host, T, C),
+                  make_tensor(const_cast<float*>(q.data()), DType::F32, Device::Host, T, C),
+                  make_tensor(const_cast<float*>(k.data()), DType::F32, Device::Host, S, C),
+                  make_tensor(const_cast<float*>(v.data()), DType::F32, Device::Host, S, C), pos0, H, scale);
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t n = pos0 + t + 1;
+        std::vector<double> s(static_cast<size_t>(n));
+        double mx = -1e300, sum = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          double d = 0;
+          for (int64_t i = 0; i < D; ++i) d += double(q[size_t(t * C + h * D + i)]) * k[size_t(j * C + h * D + i)];
+          s[size_t(j)] = scale * d;
+          mx = std::max(mx, s[size_t(j)]);
+        }
+        for (auto& e : s) sum += (e = std::exp(e - mx));
+        for (int64_t i = 0; i < D; ++i) {
+          double o = 0;
+          for (int64_t j = 0; j < n; ++j) o += s[size_t(j)] / sum * v[size_t(j * C + h * D + i)];
+          ASSERT_NEAR(out[size_t(t * C + h * D + i)], o, 1e-5) << "T=" << T << " pos0=" << pos0 << " t=" << t << " h=" << h;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace minigpt
