@@ -3,6 +3,9 @@
 //
 // Dimension letters: T = tokens in the batch, C = n_embd, H = n_head, D = head dim (C / H),
 // F = n_inner, V = n_vocab, S = n_ctx (KV-cache rows).
+//
+// Within one forward pass only the token ids and the position pos0 change from step to step (embed,
+// store_kv, attention take them); every buffer address is fixed for a session's lifetime.
 #pragma once
 
 #include <cstdint>
@@ -57,8 +60,8 @@ class Backend {
   virtual void linear(Tensor out, const Tensor& in, const Linear& lin, bool accumulate) = 0;
   // x = act(x) in place                                      x: [T, F]
   virtual void activation(Tensor x, Activation act) = 0;
-  // dst = src, element-wise between two equally shaped (possibly strided) views
-  virtual void copy(Tensor dst, const Tensor& src) = 0;
+  // k_cache[pos0 + t] = k[t], v_cache[pos0 + t] = v[t]     k, v: [T, C] (strided views of qkv); caches: [S, C]
+  virtual void store_kv(Tensor k_cache, Tensor v_cache, const Tensor& k, const Tensor& v, int64_t pos0) = 0;
   // Causal attention of T queries at positions pos0 .. pos0+T-1 over the cached keys/values 0 .. pos0+T-1.
   //   out: [T, C]; q: [T, C] (may be strided); k_cache, v_cache: [S, C]; head h uses columns h*D .. h*D+D-1.
   //   scores are scale * q.k; softmax over the causal window.

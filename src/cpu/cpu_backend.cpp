@@ -219,10 +219,10 @@ class CpuBackend final : public Backend {
     pool_.parallel_for(x.rows, rows);
   }
 
-  void copy(Tensor dst, const Tensor& src) override {
-    for (int64_t r = 0; r < src.rows; ++r) {
-      std::memcpy(dst.ptr<float>() + r * dst.stride, src.ptr<float>() + r * src.stride,
-                  size_t(src.cols) * sizeof(float));
+  void store_kv(Tensor k_cache, Tensor v_cache, const Tensor& k, const Tensor& v, int64_t pos0) override {
+    for (int64_t r = 0; r < k.rows; ++r) {
+      std::memcpy(k_cache.ptr<float>() + (pos0 + r) * k_cache.stride, k.ptr<float>() + r * k.stride, size_t(k.cols) * sizeof(float));
+      std::memcpy(v_cache.ptr<float>() + (pos0 + r) * v_cache.stride, v.ptr<float>() + r * v.stride, size_t(v.cols) * sizeof(float));
     }
   }
 
