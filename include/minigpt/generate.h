@@ -1,0 +1,68 @@
+// Text generation over a Session: prompt handling, the sampling loop, EOS and stop strings, the context
+// limit, streaming UTF-8-safe text. What `minigpt generate` runs, callable from tests.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "minigpt/sampler.h"
+#include "minigpt/session.h"
+#include "minigpt/tokenizer.h"
+
+namespace minigpt {
+
+enum class ContextOverflow {
+  Error,     // a prompt longer than the context is an error; generation stops when the context is full
+  Truncate,  // a prompt longer than the context keeps its last tokens; generation stops when it is full
+  Slide,     // as Truncate, and when the context is full the last half of it is evaluated again at fresh
+             // positions (learned positions: cached keys cannot be shifted) and generation goes on
+};
+
+enum class StopReason { Length, Eos, Stop, Context };
+const char* stop_reason_name(StopReason r);
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 128;
+  SamplingParams sampling;
+  std::vector<std::string> stop;  // generation ends at the first of these in the generated text, cut before it
+  bool ignore_eos = false;
+  ContextOverflow overflow = ContextOverflow::Error;
+  bool logprobs = false;     // fill GeneratedToken::logprob
+  int64_t top_logprobs = 0;  // fill GeneratedToken::top with this many alternatives
+};
+
+struct GeneratedToken {
+  int32_t id;
+  std::string text;  // what the stream decoder released for this token (may be empty mid-character)
+  double logprob = 0;  // log p(id) under the model's distribution before any sampling filter
+  std::vector<std::pair<int32_t, double>> top;
+};
+
+struct GenerateResult {
+  std::vector<int32_t> prompt;  // as evaluated (after BOS substitution or truncation)
+  int64_t prompt_dropped = 0;   // ids truncation removed from the front
+  std::vector<int32_t> tokens;  // generated ids (an ending EOS not included)
+  std::string text;             // generated text, cut before a stop string
+  StopReason reason = StopReason::Length;
+  int64_t slides = 0;
+  double prefill_seconds = 0;      // evaluating the prompt
+  double first_token_seconds = 0;  // from the start to the first sampled token
+  double decode_seconds = 0;       // from the first sampled token to the end
+};
+
+struct GenerateCallbacks {
+  std::function<void(const GeneratedToken&)> on_token;  // every generated token, as it comes
+  std::function<void(std::string_view)> on_text;        // text safe to show now (held back while it may be
+                                                        // the start of a stop string; never a partial character)
+};
+
+// Runs generation from `prompt` (ids; empty = start from the model's BOS token). `tokenizer` may be null
+// (no text then; stop strings need one). Throws Error(Argument) for bad options or an overlong prompt.
+GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::vector<int32_t> prompt,
+                        const GenerateOptions& options, const GenerateCallbacks& callbacks = {});
+
+}  // namespace minigpt

@@ -1,0 +1,64 @@
+// Choosing the next token: transformers' logits processors, applied in transformers' order
+// (repetition penalty, then temperature, top-k, top-p, min-p), then greedy argmax or a seeded draw.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace minigpt {
+
+struct SamplingParams {
+  float temperature = 1.0f;         // 0: greedy (argmax after the repetition penalty, as do_sample=False)
+  int64_t top_k = 50;               // 0: off. transformers' default
+  float top_p = 1.0f;               // 1: off
+  float min_p = 0.0f;               // 0: off
+  float repetition_penalty = 1.0f;  // 1: off. CTRL's penalty over every id in the sequence so far
+  uint64_t seed = 0;
+  // Throws Error(Argument) naming the flag (--temperature, --top-k, ...) when a value is out of range.
+  void validate() const;
+};
+
+// The processors, each exactly as transformers computes it on one row of scores (filter value -inf,
+// min_tokens_to_keep = 1). `scores` may be a subset of the vocabulary whose other entries would be -inf.
+namespace processors {
+// ids must lie in [0, scores.size()).
+void repetition_penalty(std::span<float> scores, std::span<const int32_t> ids, float penalty);
+void repetition_penalty(std::span<float> scores, std::span<const int32_t> ids, float penalty, std::vector<float>& scratch);
+void temperature(std::span<float> scores, float t);
+void top_k(std::span<float> scores, int64_t k);
+void top_p(std::span<float> scores, float p);
+void min_p(std::span<float> scores, float p);
+}  // namespace processors
+
+class Sampler {
+ public:
+  Sampler(const SamplingParams& params, int64_t n_vocab);
+
+  // The next token given the model's logits [n_vocab] and every id of the sequence so far (prompt and
+  // generated, for the repetition penalty). Allocates nothing after construction.
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+
+  // The scores after the processors (removed tokens -inf), as transformers' processor chain for these
+  // parameters would leave them; sample() draws from their softmax. Valid until the next call.
+  std::span<const float> process(std::span<const float> logits, std::span<const int32_t> history);
+
+  const SamplingParams& params() const { return params_; }
+
+ private:
+  double next_uniform();  // [0, 1), from splitmix64: the same stream on every platform and thread count
+
+  SamplingParams params_;
+  uint64_t rng_state_;
+  std::vector<float> scores_;      // [V]
+  std::vector<float> scratch_;     // [V] for the top-k threshold
+  std::vector<float> cand_score_;  // the tokens top-k kept, in id order
+  std::vector<int32_t> cand_id_;
+  std::vector<float> gathered_;    // the repetition penalty's gathered scores
+};
+
+// log_softmax of the model's raw distribution, for --json: logprob of `id`, and the `n` most likely.
+double log_prob(std::span<const float> logits, int32_t id);
+std::vector<std::pair<int32_t, double>> top_log_probs(std::span<const float> logits, int64_t n);
+
+}  // namespace minigpt

@@ -1,0 +1,165 @@
+#include "minigpt/generate.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "minigpt/error.h"
+
+namespace minigpt {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+
+// Bytes at the end of `text` that could begin one of `stops`: they must wait for the next token.
+size_t stop_prefix_hold(std::string_view text, const std::vector<std::string>& stops) {
+  size_t hold = 0;
+  for (const auto& s : stops) {
+    for (size_t k = std::min(s.size() - 1, text.size()); k > hold; --k) {
+      if (text.substr(text.size() - k) == std::string_view(s).substr(0, k)) {
+        hold = k;
+        break;
+      }
+    }
+  }
+  return hold;
+}
+
+}  // namespace
+
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::Length: return "length";
+    case StopReason::Eos: return "eos";
+    case StopReason::Stop: return "stop";
+    case StopReason::Context: return "context";
+  }
+  return "?";
+}
+
+GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::vector<int32_t> prompt,
+                        const GenerateOptions& o, const GenerateCallbacks& cb) {
+  const Config& c = session.model().config();
+  const int64_t n_ctx = session.n_ctx();
+  if (o.max_new_tokens < 1) {
+    throw Error(ErrorKind::Argument, "--max-new-tokens: must be >= 1, got " + std::to_string(o.max_new_tokens));
+  }
+  o.sampling.validate();
+  if (o.top_logprobs < 0 || o.top_logprobs > c.n_vocab) {
+    throw Error(ErrorKind::Argument, "--top-logprobs: must be in [0, " + std::to_string(c.n_vocab) + "]");
+  }
+  for (const auto& s : o.stop) {
+    if (s.empty()) throw Error(ErrorKind::Argument, "--stop: a stop string must not be empty");
+  }
+  if (!o.stop.empty() && tokenizer == nullptr) throw Error(ErrorKind::Argument, "--stop needs a tokenizer");
+
+  GenerateResult r;
+  if (prompt.empty()) {
+    // Unconditional generation starts from BOS, as GPT-2 does (<|endoftext|>).
+    int64_t bos = c.bos_token_id;
+    if ((bos < 0 || bos >= c.n_vocab) && tokenizer != nullptr && tokenizer->bos_id()) bos = *tokenizer->bos_id();
+    if (bos < 0 || bos >= c.n_vocab) {
+      throw Error(ErrorKind::Argument, "empty prompt, and the model has no BOS token (bos_token_id in config.json) to start from");
+    }
+    prompt.push_back(int32_t(bos));
+  }
+  if (int64_t(prompt.size()) > n_ctx) {
+    if (o.overflow == ContextOverflow::Error) {
+      throw Error(ErrorKind::Argument, "the prompt is " + std::to_string(prompt.size()) +
+                                           " tokens, longer than the model's context of " + std::to_string(n_ctx) +
+                                           " (--context-overflow truncate keeps its last tokens)");
+    }
+    // Keep room for the tokens asked for, but never less than half the context of prompt.
+    const int64_t keep = std::max<int64_t>(1, n_ctx - std::min(o.max_new_tokens, n_ctx / 2));
+    r.prompt_dropped = int64_t(prompt.size()) - keep;
+    prompt.erase(prompt.begin(), prompt.begin() + r.prompt_dropped);
+  }
+  r.prompt = prompt;
+
+  int64_t eos = -1;
+  if (!o.ignore_eos) {
+    if (c.eos_token_id >= 0 && c.eos_token_id < c.n_vocab) {
+      eos = c.eos_token_id;
+    } else if (tokenizer != nullptr && tokenizer->eos_id() && *tokenizer->eos_id() < c.n_vocab) {
+      eos = *tokenizer->eos_id();
+    }
+  }
+
+  Sampler sampler(o.sampling, c.n_vocab);
+  std::vector<int32_t> history = prompt;
+  std::optional<StreamDecoder> decoder;
+  if (tokenizer != nullptr) decoder.emplace(*tokenizer);
+  size_t shown = 0;  // bytes of r.text passed to on_text
+
+  // Appends decoded text; returns false when a stop string ended generation.
+  auto add_text = [&](const std::string& piece, bool final) {
+    r.text += piece;
+    for (const auto& s : o.stop) {
+      const size_t at = r.text.find(s, shown);
+      if (at != std::string::npos) {
+        r.text.resize(at);
+        if (cb.on_text && at > shown) cb.on_text(std::string_view(r.text).substr(shown));
+        shown = r.text.size();
+        return false;
+      }
+    }
+    const size_t end = final ? r.text.size() : r.text.size() - stop_prefix_hold(r.text, o.stop);
+    if (end > shown) {
+      if (cb.on_text) cb.on_text(std::string_view(r.text).substr(shown, end - shown));
+      shown = end;
+    }
+    return true;
+  };
+
+  session.reset();
+  const auto t0 = clock_type::now();
+  std::span<const float> logits = session.eval(prompt);
+  r.prefill_seconds = since(t0);
+  clock_type::time_point t_first;
+  bool stopped = false;
+  for (int64_t i = 0; i < o.max_new_tokens; ++i) {
+    const int32_t id = sampler.sample(logits, history);
+    if (i == 0) {
+      t_first = clock_type::now();
+      r.first_token_seconds = std::chrono::duration<double>(t_first - t0).count();
+    }
+    if (id == eos) {
+      r.reason = StopReason::Eos;
+      stopped = true;
+      break;
+    }
+    GeneratedToken tok{id, "", 0.0, {}};
+    if (o.logprobs || o.top_logprobs > 0) tok.logprob = log_prob(logits, id);
+    if (o.top_logprobs > 0) tok.top = top_log_probs(logits, o.top_logprobs);
+    if (decoder) tok.text = decoder->push(id);
+    history.push_back(id);
+    r.tokens.push_back(id);
+    if (cb.on_token) cb.on_token(tok);
+    if (!add_text(tok.text, false)) {
+      r.reason = StopReason::Stop;
+      stopped = true;
+      break;
+    }
+    if (i + 1 == o.max_new_tokens) break;  // Length
+    if (session.n_past() == n_ctx) {
+      if (o.overflow != ContextOverflow::Slide) {
+        r.reason = StopReason::Context;
+        stopped = true;
+        break;
+      }
+      // The last half of the window, the new token included, evaluated again from position 0.
+      const int64_t keep = std::max<int64_t>(1, n_ctx / 2);
+      session.reset();
+      logits = session.eval(std::span<const int32_t>(history.data() + history.size() - size_t(keep), size_t(keep)));
+      ++r.slides;
+    } else {
+      logits = session.eval(std::span<const int32_t>(&history.back(), 1));
+    }
+  }
+  if (!stopped) r.reason = StopReason::Length;
+  if (decoder && r.reason != StopReason::Stop && !add_text(decoder->flush(), true)) r.reason = StopReason::Stop;
+  if (!r.tokens.empty() || r.reason == StopReason::Eos) r.decode_seconds = since(t_first);
+  return r;
+}
+
+}  // namespace minigpt

@@ -1,0 +1,194 @@
+#include "minigpt/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+
+#include "minigpt/error.h"
+#include "minigpt/random_weights.h"
+
+namespace minigpt {
+namespace {
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+[[noreturn]] void bad(const std::string& flag, const std::string& what) {
+  throw Error(ErrorKind::Argument, flag + ": " + what);
+}
+
+// Softmax of the finite entries in float, as torch.softmax computes it (max subtracted first).
+void softmax(std::span<const float> s, std::vector<float>& p) {
+  p.resize(s.size());
+  float mx = kNegInf;
+  for (float v : s) mx = std::max(mx, v);
+  float sum = 0.0f;
+  for (size_t i = 0; i < s.size(); ++i) sum += (p[i] = s[i] == kNegInf ? 0.0f : std::exp(s[i] - mx));
+  for (float& v : p) v /= sum;
+}
+}  // namespace
+
+void SamplingParams::validate() const {
+  if (!(temperature >= 0.0f) || !std::isfinite(temperature)) bad("--temperature", "must be >= 0 (0 = greedy), got " + std::to_string(temperature));
+  if (top_k < 0) bad("--top-k", "must be >= 0 (0 = off), got " + std::to_string(top_k));
+  if (!(top_p > 0.0f && top_p <= 1.0f)) bad("--top-p", "must be in (0, 1], got " + std::to_string(top_p));
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) bad("--min-p", "must be in [0, 1], got " + std::to_string(min_p));
+  if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty)) {
+    bad("--repetition-penalty", "must be > 0 (1 = off), got " + std::to_string(repetition_penalty));
+  }
+}
+
+namespace processors {
+
+void repetition_penalty(std::span<float> scores, std::span<const int32_t> ids, float penalty,
+                        std::vector<float>& gathered) {
+  // As transformers: gather the scores of the ids, penalise the gathered copies, scatter them back. An id
+  // that occurs several times thus gets the penalty once.
+  gathered.resize(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const float v = scores[size_t(ids[i])];
+    gathered[i] = v < 0 ? v * penalty : v / penalty;
+  }
+  for (size_t i = 0; i < ids.size(); ++i) scores[size_t(ids[i])] = gathered[i];
+}
+
+void repetition_penalty(std::span<float> scores, std::span<const int32_t> ids, float penalty) {
+  std::vector<float> gathered;
+  repetition_penalty(scores, ids, penalty, gathered);
+}
+
+void temperature(std::span<float> scores, float t) {
+  for (float& s : scores) s = s / t;
+}
+
+void top_k(std::span<float> scores, int64_t k) {
+  if (k <= 0 || size_t(k) >= scores.size()) return;
+  std::vector<float> tmp(scores.begin(), scores.end());
+  std::nth_element(tmp.begin(), tmp.begin() + (k - 1), tmp.end(), std::greater<float>());
+  const float kth = tmp[size_t(k - 1)];
+  for (float& s : scores) {
+    if (s < kth) s = kNegInf;  // ties with the k-th value stay, as in transformers
+  }
+}
+
+void top_p(std::span<float> scores, float p) {
+  if (p >= 1.0f) return;
+  std::vector<int32_t> order(scores.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return scores[size_t(a)] < scores[size_t(b)]; });
+  std::vector<float> sorted(scores.size()), probs;
+  for (size_t i = 0; i < order.size(); ++i) sorted[i] = scores[size_t(order[i])];
+  softmax(sorted, probs);
+  // Ascending order: drop tokens while the cumulative probability stays <= 1 - p; keep the most likely one.
+  float cum = 0.0f;
+  for (size_t i = 0; i + 1 < order.size(); ++i) {
+    cum += probs[i];
+    if (cum <= 1.0f - p) scores[size_t(order[i])] = kNegInf;
+  }
+}
+
+void min_p(std::span<float> scores, float p) {
+  if (p <= 0.0f) return;
+  std::vector<float> probs;
+  softmax(scores, probs);
+  const size_t top = size_t(std::max_element(probs.begin(), probs.end()) - probs.begin());
+  const float threshold = p * probs[top];
+  for (size_t i = 0; i < scores.size(); ++i) {
+    if (i != top && probs[i] < threshold) scores[i] = kNegInf;
+  }
+}
+
+}  // namespace processors
+
+Sampler::Sampler(const SamplingParams& params, int64_t n_vocab)
+    : params_(params), rng_state_(params.seed), scores_(size_t(n_vocab)), scratch_(size_t(n_vocab)) {
+  params_.validate();
+  cand_score_.reserve(size_t(n_vocab));
+  cand_id_.reserve(size_t(n_vocab));
+}
+
+double Sampler::next_uniform() {
+  rng_state_ += 1;
+  return double(splitmix64(rng_state_) >> 11) * 0x1.0p-53;
+}
+
+std::span<const float> Sampler::process(std::span<const float> logits, std::span<const int32_t> history) {
+  std::copy(logits.begin(), logits.end(), scores_.begin());
+  std::span<float> s(scores_);
+  if (params_.repetition_penalty != 1.0f) {
+    processors::repetition_penalty(s, history, params_.repetition_penalty, gathered_);
+  }
+  if (params_.temperature == 0.0f) return s;  // greedy: the warpers are for sampling only
+  if (params_.temperature != 1.0f) processors::temperature(s, params_.temperature);
+  // top-k over the whole vocabulary (an O(V) selection), then top-p and min-p over the survivors only:
+  // every other entry is -inf, which neither can see.
+  if (params_.top_k > 0 && size_t(params_.top_k) < scores_.size()) {
+    std::copy(scores_.begin(), scores_.end(), scratch_.begin());
+    std::nth_element(scratch_.begin(), scratch_.begin() + (params_.top_k - 1), scratch_.end(), std::greater<float>());
+    const float kth = scratch_[size_t(params_.top_k - 1)];
+    for (float& v : scores_) {
+      if (v < kth) v = -std::numeric_limits<float>::infinity();  // ties with the k-th value stay, as in transformers
+    }
+  }
+  if (params_.top_p < 1.0f || params_.min_p > 0.0f) {
+    cand_score_.clear();
+    cand_id_.clear();
+    for (size_t i = 0; i < scores_.size(); ++i) {
+      if (scores_[i] != -std::numeric_limits<float>::infinity()) {
+        cand_score_.push_back(scores_[i]);
+        cand_id_.push_back(int32_t(i));
+      }
+    }
+    std::span<float> c(cand_score_);
+    if (params_.top_p < 1.0f) processors::top_p(c, params_.top_p);
+    if (params_.min_p > 0.0f) processors::min_p(c, params_.min_p);
+    for (size_t i = 0; i < cand_id_.size(); ++i) scores_[size_t(cand_id_[i])] = cand_score_[i];
+  }
+  return s;
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  process(logits, history);
+  // First maximum, as torch.argmax.
+  const size_t best = size_t(std::max_element(scores_.begin(), scores_.end()) - scores_.begin());
+  if (params_.temperature == 0.0f || scores_[best] == -std::numeric_limits<float>::infinity()) return int32_t(best);
+  // Draw from the softmax of what is left, in double, walking the vocabulary in id order.
+  const double mx = scores_[best];
+  double total = 0.0;
+  constexpr float kOut = -std::numeric_limits<float>::infinity();
+  for (float v : scores_) total += v == kOut ? 0.0 : std::exp(double(v) - mx);
+  const double u = next_uniform() * total;
+  double acc = 0.0;
+  for (size_t i = 0; i < scores_.size(); ++i) {
+    if (scores_[i] == kOut) continue;
+    acc += std::exp(double(scores_[i]) - mx);
+    if (u < acc) return int32_t(i);
+  }
+  return int32_t(best);  // u landed in the rounding slack at the very top
+}
+
+double log_prob(std::span<const float> logits, int32_t id) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (float v : logits) mx = std::max(mx, double(v));
+  double sum = 0.0;
+  for (float v : logits) sum += std::exp(double(v) - mx);
+  return double(logits[size_t(id)]) - mx - std::log(sum);
+}
+
+std::vector<std::pair<int32_t, double>> top_log_probs(std::span<const float> logits, int64_t n) {
+  n = std::min<int64_t>(n, int64_t(logits.size()));
+  std::vector<int32_t> idx(logits.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::partial_sort(idx.begin(), idx.begin() + n, idx.end(), [&](int32_t a, int32_t b) {
+    return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b);
+  });
+  double mx = double(logits[size_t(idx[0])]);
+  double sum = 0.0;
+  for (float v : logits) sum += std::exp(double(v) - mx);
+  const double lse = mx + std::log(sum);
+  std::vector<std::pair<int32_t, double>> out;
+  for (int64_t i = 0; i < n; ++i) out.emplace_back(idx[size_t(i)], double(logits[size_t(idx[size_t(i)])]) - lse);
+  return out;
+}
+
+}  // namespace minigpt
