@@ -37,23 +37,24 @@ const char* stop_reason_name(StopReason r) {
   return "?";
 }
 
-GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::vector<int32_t> prompt,
-                        const GenerateOptions& o, const GenerateCallbacks& cb) {
-  const Config& c = session.model().config();
-  const int64_t n_ctx = session.n_ctx();
+void validate_options(const GenerateOptions& o, const Config& c, const Tokenizer* tokenizer) {
   if (o.max_new_tokens < 1) {
     throw Error(ErrorKind::Argument, "--max-new-tokens: must be >= 1, got " + std::to_string(o.max_new_tokens));
   }
   o.sampling.validate();
   if (o.top_logprobs < 0 || o.top_logprobs > c.n_vocab) {
-    throw Error(ErrorKind::Argument, "--top-logprobs: must be in [0, " + std::to_string(c.n_vocab) + "]");
+    throw Error(ErrorKind::Argument, "--top-logprobs: must be in [0, " + std::to_string(c.n_vocab) + "], got " +
+                                         std::to_string(o.top_logprobs));
   }
   for (const auto& s : o.stop) {
     if (s.empty()) throw Error(ErrorKind::Argument, "--stop: a stop string must not be empty");
   }
   if (!o.stop.empty() && tokenizer == nullptr) throw Error(ErrorKind::Argument, "--stop needs a tokenizer");
+}
 
-  GenerateResult r;
+std::vector<int32_t> prepare_prompt(std::vector<int32_t> prompt, const GenerateOptions& o, const Config& c,
+                                    const Tokenizer* tokenizer, int64_t* dropped) {
+  if (dropped != nullptr) *dropped = 0;
   if (prompt.empty()) {
     // Unconditional generation starts from BOS, as GPT-2 does (<|endoftext|>).
     int64_t bos = c.bos_token_id;
@@ -63,6 +64,7 @@ GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::vecto
     }
     prompt.push_back(int32_t(bos));
   }
+  const int64_t n_ctx = c.n_ctx;
   if (int64_t(prompt.size()) > n_ctx) {
     if (o.overflow == ContextOverflow::Error) {
       throw Error(ErrorKind::Argument, "the prompt is " + std::to_string(prompt.size()) +
@@ -71,9 +73,20 @@ GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::vecto
     }
     // Keep room for the tokens asked for, but never less than half the context of prompt.
     const int64_t keep = std::max<int64_t>(1, n_ctx - std::min(o.max_new_tokens, n_ctx / 2));
-    r.prompt_dropped = int64_t(prompt.size()) - keep;
-    prompt.erase(prompt.begin(), prompt.begin() + r.prompt_dropped);
+    const int64_t drop = int64_t(prompt.size()) - keep;
+    prompt.erase(prompt.begin(), prompt.begin() + drop);
+    if (dropped != nullptr) *dropped = drop;
   }
+  return prompt;
+}
+
+GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::vector<int32_t> prompt,
+                        const GenerateOptions& o, const GenerateCallbacks& cb) {
+  const Config& c = session.model().config();
+  const int64_t n_ctx = session.n_ctx();
+  validate_options(o, c, tokenizer);
+  GenerateResult r;
+  prompt = prepare_prompt(std::move(prompt), o, c, tokenizer, &r.prompt_dropped);
   r.prompt = prompt;
 
   int64_t eos = -1;
@@ -131,7 +144,8 @@ GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::vecto
     GeneratedToken tok{id, "", 0.0, {}};
     if (o.logprobs || o.top_logprobs > 0) tok.logprob = log_prob(logits, id);
     if (o.top_logprobs > 0) tok.top = top_log_probs(logits, o.top_logprobs);
-    if (decoder) tok.text = decoder->push(id);
+    // A model may have more ids than its tokenizer (a padded vocabulary): those print as nothing.
+    if (decoder && id < tokenizer->n_vocab()) tok.text = decoder->push(id);
     history.push_back(id);
     r.tokens.push_back(id);
     if (cb.on_token) cb.on_token(tok);

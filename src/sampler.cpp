@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <cstdio>
 #include <string>
 
 #include "minigpt/error.h"
@@ -12,6 +13,12 @@
 namespace minigpt {
 namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+std::string num(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
 
 [[noreturn]] void bad(const std::string& flag, const std::string& what) {
   throw Error(ErrorKind::Argument, flag + ": " + what);
@@ -29,12 +36,12 @@ void softmax(std::span<const float> s, std::vector<float>& p) {
 }  // namespace
 
 void SamplingParams::validate() const {
-  if (!(temperature >= 0.0f) || !std::isfinite(temperature)) bad("--temperature", "must be >= 0 (0 = greedy), got " + std::to_string(temperature));
+  if (!(temperature >= 0.0f) || !std::isfinite(temperature)) bad("--temperature", "must be >= 0 (0 = greedy), got " + num(temperature));
   if (top_k < 0) bad("--top-k", "must be >= 0 (0 = off), got " + std::to_string(top_k));
-  if (!(top_p > 0.0f && top_p <= 1.0f)) bad("--top-p", "must be in (0, 1], got " + std::to_string(top_p));
-  if (!(min_p >= 0.0f && min_p <= 1.0f)) bad("--min-p", "must be in [0, 1], got " + std::to_string(min_p));
+  if (!(top_p > 0.0f && top_p <= 1.0f)) bad("--top-p", "must be in (0, 1], got " + num(top_p));
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) bad("--min-p", "must be in [0, 1], got " + num(min_p));
   if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty)) {
-    bad("--repetition-penalty", "must be > 0 (1 = off), got " + std::to_string(repetition_penalty));
+    bad("--repetition-penalty", "must be > 0 (1 = off), got " + num(repetition_penalty));
   }
 }
 

@@ -1,0 +1,132 @@
+// `minigpt generate` as a user runs it: output, JSON, and one clear line for every mistake.
+#include <nlohmann/json.hpp>
+
+#include "minigpt/generate.h"
+#include "minigpt/random_weights.h"
+#include "test_util.h"
+
+namespace minigpt {
+namespace {
+
+using json = nlohmann::json;
+
+// A random byte-level model with the project's byte-level tokenizer files: every id is text.
+struct CliModel {
+  test::TempDir tmp;
+  std::filesystem::path dir;
+  explicit CliModel(int64_t bos = 10) : dir(tmp / "model") {
+    Config c = test::tiny_config();
+    c.n_vocab = 256;
+    c.bos_token_id = bos;
+    write_random_model(dir, c);
+    for (const char* f : {"vocab.json", "merges.txt"}) {
+      std::filesystem::copy_file(test::source_dir() / "tests" / "fixtures" / "tokenizer" / "bytelevel" / f, dir / f);
+    }
+  }
+  std::string m() const { return "-m " + dir.string() + " "; }
+};
+
+size_t lines(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')) + (!s.empty() && s.back() != '\n'); }
+
+TEST(GenerateCli, GreedyOutputIsThePromptThenTheLibrarysText) {
+  CliModel cm;
+  auto r = test::run_cli("generate " + cm.m() + "-p 'To be' --temperature 0 --max-new-tokens 12");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto model = Model::load(cm.dir, LoadOptions::threads(1));
+  const Tokenizer tok = Tokenizer::load(cm.dir);
+  Session s(model);
+  GenerateOptions o;
+  o.max_new_tokens = 12;
+  o.sampling.temperature = 0;
+  const auto want = generate(s, &tok, tok.encode("To be"), o);
+  EXPECT_EQ(r.out, "To be" + want.text + "\n");
+  EXPECT_NE(r.err.find("prompt 5 tokens"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("generated 12 tokens"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("time to first token"), std::string::npos) << r.err;
+  auto quiet = test::run_cli("generate " + cm.m() + "-p 'To be' --temperature 0 --max-new-tokens 12 --no-echo");
+  EXPECT_EQ(quiet.out, want.text + "\n");
+}
+
+TEST(GenerateCli, SeedReproducesAcrossRunsAndThreadCounts) {
+  CliModel cm;
+  const std::string args = "generate " + cm.m() + "-p abc --max-new-tokens 30 --seed 99 --no-echo ";
+  auto a = test::run_cli(args + "-t 1"), b = test::run_cli(args + "-t 2"), c = test::run_cli(args + "-t 1 --seed 100");
+  ASSERT_EQ(a.status, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.out, c.out);
+}
+
+TEST(GenerateCli, JsonLinesPerTokenThenASummary) {
+  CliModel cm;
+  auto r = test::run_cli("generate " + cm.m() + "-p hello --max-new-tokens 5 --seed 3 --json --top-logprobs 3");
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::istringstream in(r.out);
+  std::string line;
+  std::vector<json> objs;
+  while (std::getline(in, line)) objs.push_back(json::parse(line));
+  ASSERT_EQ(objs.size(), 6u);  // no prompt echo
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_TRUE(objs[i]["id"].is_number_integer());
+    EXPECT_TRUE(objs[i]["text"].is_string());
+    EXPECT_LE(objs[i]["logprob"].get<double>(), 0.0);
+    ASSERT_EQ(objs[i]["top_logprobs"].size(), 3u);
+    EXPECT_GE(objs[i]["top_logprobs"][0]["logprob"].get<double>(), objs[i]["logprob"].get<double>());
+  }
+  const json& s = objs[5]["summary"];
+  EXPECT_EQ(s["generated_tokens"], 5);
+  EXPECT_EQ(s["prompt_tokens"], 5);
+  EXPECT_EQ(s["stop_reason"], "length");
+  EXPECT_EQ(s["seed"], 3);
+}
+
+TEST(GenerateCli, EmptyPromptStartsFromBos) {
+  CliModel cm;
+  auto r = test::run_cli("generate " + cm.m() + "--max-new-tokens 4 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("\"prompt_tokens\":1"), std::string::npos) << r.out;
+  CliModel no_bos(-1);
+  auto e = test::run_cli("generate " + no_bos.m() + "--max-new-tokens 4");
+  EXPECT_EQ(e.status, 1);
+  EXPECT_NE(e.err.find("no BOS token"), std::string::npos) << e.err;
+}
+
+TEST(GenerateCli, BadInputIsOneLineAndNothingElse) {
+  CliModel cm;
+  test::TempDir tmp;
+  test::write_file(tmp / "bad.txt", std::string("ok \xff\xfe no", 8));
+  test::write_file(tmp / "long.txt", std::string(100, 'x'));
+  std::filesystem::create_directories(tmp / "empty");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"-m " + (tmp / "nope").string() + " -p hi", "does not exist"},
+      {"-m " + (tmp / "empty").string() + " -p hi", "no config.json"},
+      {cm.m() + "-p hi --top-p 1.5", "--top-p"},
+      {cm.m() + "-p hi --temperature -1", "--temperature"},
+      {cm.m() + "-p hi --max-new-tokens -5", "--max-new-tokens"},
+      {cm.m() + "-p hi --top-k -3", "--top-k"},
+      {cm.m() + "-p hi --min-p 7", "--min-p"},
+      {cm.m() + "-p hi --repetition-penalty 0", "--repetition-penalty"},
+      {cm.m() + "-p hi --max-new-tokens lots", "--max-new-tokens"},
+      {cm.m() + "-p hi --threads -2", "--threads"},
+      {cm.m() + "-p hi --context-overflow wrap", "--context-overflow"},
+      {cm.m() + "-p hi --stop ''", "--stop"},
+      {cm.m() + "--file " + (tmp / "bad.txt").string(), "not valid UTF-8 at byte offset 3"},
+      {cm.m() + "--file " + (tmp / "missing.txt").string(), "cannot open"},
+      {cm.m() + "--file " + (tmp / "long.txt").string(), "longer than the model's context of 24"},
+      {cm.m() + "-p hi --file " + (tmp / "long.txt").string(), "excludes"},
+  };
+  for (const auto& [args, needle] : cases) {
+    auto r = test::run_cli("generate " + args);
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_EQ(r.out, "") << args;
+    EXPECT_EQ(lines(r.err), 1u) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": " << r.err;
+  }
+  // --context-overflow truncate accepts the long prompt.
+  auto ok = test::run_cli("generate " + cm.m() + "--file " + (tmp / "long.txt").string() +
+                          " --context-overflow truncate --max-new-tokens 4 --json");
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_NE(ok.out.find("\"prompt_tokens_dropped\":80"), std::string::npos) << ok.out;
+}
+
+}  // namespace
+}  // namespace minigpt

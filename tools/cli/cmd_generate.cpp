@@ -1,0 +1,157 @@
+// minigpt generate: stream text from a prompt, with transformers-compatible sampling.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "command.h"
+#include "common.h"
+#include "minigpt/error.h"
+#include "minigpt/generate.h"
+
+namespace minigpt::cli {
+namespace {
+
+using json = nlohmann::json;
+
+struct GenerateCliOptions {
+  ModelOptions model;
+  std::string prompt;
+  bool prompt_given = false;
+  std::string file;
+  bool no_echo = false;
+  bool json_out = false;
+  bool special = false;
+  int64_t top_logprobs = 0;
+  std::string overflow = "error";
+  std::optional<uint64_t> seed;
+  GenerateOptions gen;
+};
+
+std::string read_prompt(const GenerateCliOptions& o) {
+  if (o.prompt_given) return o.prompt;
+  if (!o.file.empty()) {
+    std::ifstream in(o.file, std::ios::binary);
+    if (!in) throw Error(ErrorKind::Io, o.file + ": cannot open the prompt file");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  if (::isatty(STDIN_FILENO)) return "";  // nothing piped in: unconditional generation, never a hang
+  std::ostringstream ss;
+  ss << std::cin.rdbuf();
+  return ss.str();
+}
+
+// Valid UTF-8 for JSON output: the stream decoder only releases whole characters (or U+FFFD).
+std::string to_json_line(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+int run_generate(GenerateCliOptions& o) {
+  const auto dir = resolve_model_dir(o.model);
+  auto model = Model::load(dir, load_options(o.model));
+  const Tokenizer tok = Tokenizer::load(dir);
+  if (tok.n_vocab() > model->config().n_vocab) {
+    throw Error(ErrorKind::Config, dir.string() + ": the tokenizer has " + std::to_string(tok.n_vocab()) +
+                                       " tokens but config.json's vocab_size is " + std::to_string(model->config().n_vocab));
+  }
+  const std::string prompt_text = read_prompt(o);
+  std::vector<int32_t> prompt;
+  try {
+    prompt = tok.encode(prompt_text, o.special);
+  } catch (const Error& e) {
+    const std::string where = o.prompt_given ? "-p" : o.file.empty() ? "stdin" : o.file;
+    throw Error(e.kind(), "prompt (" + where + "): " + e.what());
+  }
+
+  GenerateOptions g = o.gen;
+  g.sampling.seed = o.seed ? *o.seed : std::random_device{}() * 0x100000001ull ^ std::random_device{}();
+  g.overflow = o.overflow == "truncate" ? ContextOverflow::Truncate
+               : o.overflow == "slide"  ? ContextOverflow::Slide
+                                        : ContextOverflow::Error;
+  g.logprobs = o.json_out;
+  g.top_logprobs = o.top_logprobs;
+
+  // Everything that can be refused is refused before a byte is written.
+  validate_options(g, model->config(), &tok);
+  prepare_prompt(prompt, g, model->config(), &tok);
+  Session session(model);
+  GenerateCallbacks cb;
+  if (o.json_out) {
+    cb.on_token = [&](const GeneratedToken& t) {
+      json top = json::array();
+      for (const auto& [id, lp] : t.top) top.push_back({{"id", id}, {"logprob", lp}});
+      json line = {{"id", t.id}, {"text", t.text}, {"logprob", t.logprob}};
+      if (o.top_logprobs > 0) line["top_logprobs"] = top;
+      std::printf("%s\n", to_json_line(line).c_str());
+      std::fflush(stdout);
+    };
+  } else {
+    if (!o.no_echo) {
+      std::fwrite(prompt_text.data(), 1, prompt_text.size(), stdout);
+      std::fflush(stdout);
+    }
+    cb.on_text = [](std::string_view t) {
+      std::fwrite(t.data(), 1, t.size(), stdout);
+      std::fflush(stdout);
+    };
+  }
+  const GenerateResult r = generate(session, &tok, prompt, g, cb);
+
+  const double prefill_tps = r.prefill_seconds > 0 ? double(r.prompt.size()) / r.prefill_seconds : 0.0;
+  // Decode rate: the tokens after the first one, over the time since the first was sampled.
+  const int64_t n_gen = int64_t(r.tokens.size());
+  const double decode_tps = r.decode_seconds > 0 && n_gen > 1 ? double(n_gen - 1) / r.decode_seconds : 0.0;
+  if (o.json_out) {
+    json summary = {{"prompt_tokens", r.prompt.size()},
+                    {"prompt_tokens_dropped", r.prompt_dropped},
+                    {"prefill_tok_s", prefill_tps},
+                    {"generated_tokens", n_gen},
+                    {"decode_tok_s", decode_tps},
+                    {"ttft_ms", r.first_token_seconds * 1e3},
+                    {"stop_reason", stop_reason_name(r.reason)},
+                    {"slides", r.slides},
+                    {"seed", g.sampling.seed},
+                    {"text", r.text}};
+    std::printf("%s\n", to_json_line({{"summary", summary}}).c_str());
+  } else {
+    std::printf("\n");
+    std::fprintf(stderr,
+                 "minigpt: prompt %zu tokens, prefill %.1f tok/s | generated %lld tokens, decode %.1f tok/s | "
+                 "time to first token %.1f ms | stop: %s | seed %llu\n",
+                 r.prompt.size(), prefill_tps, (long long)n_gen, decode_tps, r.first_token_seconds * 1e3,
+                 stop_reason_name(r.reason), (unsigned long long)g.sampling.seed);
+  }
+  return 0;
+}
+
+const bool registered = register_command("generate", "Generate text from a prompt, streaming it", [](CLI::App& app) {
+  auto o = std::make_shared<GenerateCliOptions>();
+  add_model_options(app, o->model, false);
+  auto* prompt_opt = app.add_option_function<std::string>("-p,--prompt", [o](const std::string& p) { o->prompt = p, o->prompt_given = true; },
+                                       "Prompt text (else --file, else stdin; empty: start from BOS)");
+  auto* file_opt = app.add_option("--file", o->file, "Read the prompt from this file");
+  prompt_opt->excludes(file_opt);
+  app.add_flag("--no-echo", o->no_echo, "Do not print the prompt before the generated text");
+  app.add_option("--max-new-tokens", o->gen.max_new_tokens, "Tokens to generate at most (default 128)");
+  app.add_option("--temperature", o->gen.sampling.temperature, "Sampling temperature; 0 = greedy (default 1.0)");
+  app.add_option("--top-k", o->gen.sampling.top_k, "Keep the k most likely tokens; 0 = off (default 50)");
+  app.add_option("--top-p", o->gen.sampling.top_p, "Nucleus sampling mass in (0, 1] (default 1.0 = off)");
+  app.add_option("--min-p", o->gen.sampling.min_p, "Drop tokens below min_p x the top probability (default 0 = off)");
+  app.add_option("--repetition-penalty", o->gen.sampling.repetition_penalty, "CTRL repetition penalty (default 1.0 = off)");
+  app.add_option_function<uint64_t>("--seed", [o](const uint64_t& s) { o->seed = s; }, "Random seed (default: random)");
+  app.add_option("--stop", o->gen.stop, "Stop before this string (repeatable)")->allow_extra_args(false);
+  app.add_flag("--ignore-eos", o->gen.ignore_eos, "Keep generating past the end-of-text token");
+  app.add_option("--context-overflow", o->overflow, "error | truncate | slide (default error)")
+      ->check(CLI::IsMember({"error", "truncate", "slide"}));
+  app.add_flag("--json", o->json_out, "One JSON object per token, then a summary (no prompt echo)");
+  app.add_option("--top-logprobs", o->top_logprobs, "With --json: this many alternatives per token");
+  app.add_flag("--special", o->special, "Recognise special tokens such as <|endoftext|> in the prompt");
+  return [o] { return run_generate(*o); };
+});
+
+}  // namespace
+}  // namespace minigpt::cli

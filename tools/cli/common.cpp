@@ -1,0 +1,55 @@
+#include "common.h"
+
+#include <unistd.h>
+
+#include "minigpt/error.h"
+
+namespace minigpt::cli {
+
+void add_model_options(CLI::App& app, ModelOptions& o, bool model_required) {
+  auto* m = app.add_option("-m,--model", o.dir, "Model directory (config.json, model.safetensors, tokenizer files)");
+  if (model_required) m->required();
+  app.add_option("-t,--threads", o.threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 1024));
+  app.add_option("--dtype", o.dtype, "Weight dtype to compute in: f32, f16, bf16, or stored (as in the file)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "stored"}));
+  app.add_option("--backend", o.backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--device", o.device, "CUDA device index")->check(CLI::Range(0, 1024));
+}
+
+std::filesystem::path resolve_model_dir(const ModelOptions& o) {
+  namespace fs = std::filesystem;
+  if (!o.dir.empty()) return o.dir;
+  const fs::path shipped = fs::path("models") / "shakespeare-char";
+  std::vector<fs::path> candidates = {shipped};
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    candidates.push_back(fs::path(exe).parent_path().parent_path() / shipped);  // build/minigpt -> ./models
+  }
+#ifdef MINIGPT_SOURCE_DIR
+  candidates.push_back(fs::path(MINIGPT_SOURCE_DIR) / shipped);
+#endif
+  for (const auto& c : candidates) {
+    if (fs::exists(c / "config.json")) return c;
+  }
+  throw Error(ErrorKind::Io, "no -m given and the shipped model models/shakespeare-char was not found");
+}
+
+LoadOptions load_options(const ModelOptions& o) {
+  LoadOptions lo;
+  lo.n_threads = o.threads;
+  if (o.dtype == "f32") lo.weight_dtype = DType::F32;
+  if (o.dtype == "f16") lo.weight_dtype = DType::F16;
+  if (o.dtype == "bf16") lo.weight_dtype = DType::BF16;
+  if (o.backend == "cuda") {
+#ifdef MINIGPT_WITH_CUDA
+    lo.backend = make_cuda_backend(o.device);
+#else
+    throw Error(ErrorKind::Unsupported, "--backend cuda: this minigpt was built without CUDA (nvcc not found at build time)");
+#endif
+  }
+  return lo;
+}
+
+}  // namespace minigpt::cli

@@ -1,0 +1,26 @@
+// Options several subcommands share: where the model is, and how to load it.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <string>
+
+#include "minigpt/model.h"
+
+namespace minigpt::cli {
+
+struct ModelOptions {
+  std::string dir;             // empty: the shipped model
+  int threads = 0;             // 0: all cores
+  std::string dtype = "stored";
+  std::string backend = "cpu";
+  int device = 0;
+};
+
+// Adds -m, -t, --dtype, --backend, --device to `app`.
+void add_model_options(CLI::App& app, ModelOptions& o, bool model_required);
+// The model directory: -m, or models/shakespeare-char (here, beside the executable, or in the source tree).
+std::filesystem::path resolve_model_dir(const ModelOptions& o);
+LoadOptions load_options(const ModelOptions& o);
+
+}  // namespace minigpt::cli
