@@ -2,7 +2,9 @@
 #include <cstdio>
 
 #include "command.h"
+#include "minigpt/error.h"
 #include "minigpt/model.h"
+#include "minigpt/tokenizer.h"
 
 namespace minigpt::cli {
 namespace {
@@ -25,6 +27,15 @@ int run_info(const InfoOptions& o) {
   std::printf("parameters:   %lld (%.1fM)\n", (long long)m->n_params(), double(m->n_params()) / 1e6);
   for (const auto& [dtype, bytes] : m->stored_bytes()) {
     std::printf("weights %-5s %zu bytes (%.1f MB)\n", (dtype + ":").c_str(), bytes, double(bytes) / 1e6);
+  }
+  std::printf("bos / eos:    %lld / %lld\n", (long long)c.bos_token_id, (long long)c.eos_token_id);
+  try {
+    const Tokenizer tok = Tokenizer::load(o.model_dir);
+    const auto eos = tok.eos_id();
+    std::printf("tokenizer:    byte-level BPE, %d tokens%s\n", tok.n_vocab(),
+                eos ? (", <|endoftext|> = " + std::to_string(*eos)).c_str() : "");
+  } catch (const Error& e) {
+    std::printf("tokenizer:    none (%s)\n", e.what());
   }
   return 0;
 }
