@@ -72,8 +72,23 @@ TEST(Kernels, GemvAtOddSizes) {
         ref(want.data(), w, ldw, x.data(), n, k, acc);
         expect_gemv_close(got, want, scale);
       };
+      // gemv_inout_f32 computes k outputs from n inputs when handed the same [n, ldw] matrix as [K=n, N=k].
+      auto run_t = [&](auto kernel, auto ref, const float* w) {
+        const auto xt = randn(size_t(n), 11);
+        const auto init_t = randn(size_t(k), 8);
+        std::vector<float> got = init_t, want = init_t, scale_t(static_cast<size_t>(k));
+        for (int64_t j = 0; j < k; ++j)
+          for (int64_t i = 0; i < n; ++i) scale_t[size_t(j)] += std::fabs(w[i * ldw + j] * xt[size_t(i)]);
+        kernel(got.data(), w, ldw, xt.data(), k, n, acc);
+        ref(want.data(), w, ldw, xt.data(), k, n, acc);
+        expect_gemv_close(got, want, scale_t);
+      };
       SCOPED_TRACE("n=" + std::to_string(n) + " k=" + std::to_string(k) + " acc=" + std::to_string(acc));
       run(cpu::gemv_f32, cpu::reference::gemv_f32, wf.data());
+      // The [K, N] layout: the same numbers read as W^T (k rows of ldw >= n).
+      if (k + 3 >= n) {
+        run_t(cpu::gemv_inout_f32, cpu::reference::gemv_inout_f32, wf.data());
+      }
       run(cpu::gemv_bf16, cpu::reference::gemv_bf16, wb.data());
       run(cpu::gemv_f16, cpu::reference::gemv_f16, wh.data());
     }

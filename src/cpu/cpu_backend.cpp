@@ -179,23 +179,28 @@ class CpuBackend final : public Backend {
       return;
     }
     const bool in_out = lin.layout == WeightLayout::InOut;
-    if (T == 1 && !in_out) {
-      // [n_out, n_in] rows are contiguous: our dot-product kernel, split over the threads by rows.
-      pool_.parallel_for(N, [&](int64_t n0, int64_t n1) {
-        cpu::gemv_f32(out.ptr<float>() + n0, lin.w.ptr<float>() + n0 * lin.w.stride, lin.w.stride, in.ptr<float>(),
-                      n1 - n0, K, true);
-      });
+    if (T <= kGemvMaxRows) {
+      // Decode: our GEMV kernels on our threads (OpenBLAS's sgemv would wake its own threads for every
+      // small product), each thread owning a contiguous block of outputs.
+      for (int64_t t = 0; t < T; ++t) {
+        float* y = out.ptr<float>() + t * out.stride;
+        const float* x = in.ptr<float>() + t * in.stride;
+        pool_.run([&](int ith, int nth) {
+          const auto [n0, n1] = split(N, ith, nth, in_out ? 64 : 4);
+          if (n0 >= n1) return;
+          if (in_out) {
+            cpu::gemv_inout_f32(y + n0, lin.w.ptr<float>() + n0, lin.w.stride, x, n1 - n0, K, true);
+          } else {
+            cpu::gemv_f32(y + n0, lin.w.ptr<float>() + n0 * lin.w.stride, lin.w.stride, x, n1 - n0, K, true);
+          }
+        });
+      }
       return;
     }
     use_blas_threads();
-    if (T == 1) {
-      cblas_sgemv(CblasRowMajor, CblasTrans, int(K), int(N), 1.0f, lin.w.ptr<float>(), int(lin.w.stride),
-                  in.ptr<float>(), 1, 1.0f, out.ptr<float>(), 1);
-    } else {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, in_out ? CblasNoTrans : CblasTrans, int(T), int(N), int(K), 1.0f,
-                  in.ptr<float>(), int(in.stride), lin.w.ptr<float>(), int(lin.w.stride), 1.0f, out.ptr<float>(),
-                  int(out.stride));
-    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, in_out ? CblasNoTrans : CblasTrans, int(T), int(N), int(K), 1.0f,
+                in.ptr<float>(), int(in.stride), lin.w.ptr<float>(), int(lin.w.stride), 1.0f, out.ptr<float>(),
+                int(out.stride));
   }
 
   void activation(Tensor x, Activation act) override {
@@ -282,15 +287,20 @@ class CpuBackend final : public Backend {
   // beyond, as blocks widened to F32 and multiplied by OpenBLAS sgemm.
   static constexpr int64_t kGemvMaxRows = 4;
 
+  // Thread ith's share of [0, n): contiguous, in multiples of `quantum` (a kernel's unroll).
+  static std::pair<int64_t, int64_t> split(int64_t n, int ith, int nth, int64_t quantum) {
+    const int64_t units = (n + quantum - 1) / quantum;
+    const int64_t per = (units + nth - 1) / nth;
+    const int64_t n0 = std::min(n, per * quantum * ith);
+    return {n0, std::min(n, n0 + per * quantum)};
+  }
+
   // y (+)= W x for one row, the weight rows split over the threads. y already holds the bias.
   void gemv16(float* y, const float* x, const Linear& lin) {
     const int64_t N = lin.n_out, K = lin.n_in;
     const bool bf16 = lin.w.dtype == DType::BF16;
     pool_.run([&](int ith, int nth) {
-      // Split by rows in multiples of 4 (the kernel's unroll).
-      const int64_t quads = (N + 3) / 4;
-      const int64_t per = (quads + nth - 1) / nth;
-      const int64_t n0 = std::min(N, per * 4 * ith), n1 = std::min(N, n0 + per * 4);
+      const auto [n0, n1] = split(N, ith, nth, 4);
       if (n0 >= n1) return;
       if (bf16) {
         cpu::gemv_bf16(y + n0, lin.w.ptr<uint16_t>() + n0 * lin.w.stride, lin.w.stride, x, n1 - n0, K, true);

@@ -32,6 +32,13 @@ void gemv_f16(float* y, const uint16_t* w, int64_t ldw, const float* x, int64_t 
 void gemv_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate) {
   gemv(y, ldw, x, n, k, accumulate, [&](int64_t i) { return w[i]; });
 }
+void gemv_inout_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate) {
+  for (int64_t i = 0; i < n; ++i) {
+    double s = 0;
+    for (int64_t j = 0; j < k; ++j) s += double(w[j * ldw + i]) * double(x[j]);
+    y[i] = float(accumulate ? double(y[i]) + s : s);
+  }
+}
 void gelu_tanh(float* x, int64_t n) {
   const float c = std::sqrt(2.0f / float(M_PI));
   for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::tanh(c * (x[i] + 0.044715f * x[i] * x[i] * x[i])));
@@ -144,6 +151,34 @@ void gemv_f16(float* y, const uint16_t* w, int64_t ldw, const float* x, int64_t 
 }
 void gemv_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate) {
   gemv<LoadF32>(y, w, ldw, x, n, k, accumulate);
+}
+
+void gemv_inout_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate) {
+  int64_t i = 0;
+#if MINIGPT_AVX2
+  // 64 columns at a time: eight accumulators, one broadcast of x[j] feeding eight FMAs per row.
+  for (; i + 64 <= n; i += 64) {
+    __m256 a[8];
+    for (int r = 0; r < 8; ++r) a[r] = accumulate ? _mm256_loadu_ps(y + i + 8 * r) : _mm256_setzero_ps();
+    const float* wc = w + i;
+    for (int64_t j = 0; j < k; ++j) {
+      const __m256 xj = _mm256_broadcast_ss(x + j);
+      const float* row = wc + j * ldw;
+      for (int r = 0; r < 8; ++r) a[r] = _mm256_fmadd_ps(_mm256_loadu_ps(row + 8 * r), xj, a[r]);
+    }
+    for (int r = 0; r < 8; ++r) _mm256_storeu_ps(y + i + 8 * r, a[r]);
+  }
+  for (; i + 8 <= n; i += 8) {
+    __m256 a = accumulate ? _mm256_loadu_ps(y + i) : _mm256_setzero_ps();
+    for (int64_t j = 0; j < k; ++j) a = _mm256_fmadd_ps(_mm256_loadu_ps(w + j * ldw + i), _mm256_broadcast_ss(x + j), a);
+    _mm256_storeu_ps(y + i, a);
+  }
+#endif
+  for (; i < n; ++i) {
+    float s = accumulate ? y[i] : 0.0f;
+    for (int64_t j = 0; j < k; ++j) s += w[j * ldw + i] * x[j];
+    y[i] = s;
+  }
 }
 
 void widen_rows(float* dst, int64_t ld_dst, const uint16_t* src, int64_t ld_src, int64_t rows, int64_t cols, bool is_bf16) {

@@ -16,6 +16,10 @@ void gemv_bf16(float* y, const uint16_t* w, int64_t ldw, const float* x, int64_t
 void gemv_f16(float* y, const uint16_t* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate);
 void gemv_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate);
 
+// y[n] (+)= sum_k x[k] * W[k, n] for n in [0, N) with W row-major [K, ldw] (GPT-2's Conv1D layout, used
+// straight from the file): columns in blocks, each block swept down all K rows.
+void gemv_inout_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate);
+
 // dst[r, c] = float(src[r, c]) for a 16-bit block (is_bf16 selects BF16 or F16).
 void widen_rows(float* dst, int64_t ld_dst, const uint16_t* src, int64_t ld_src, int64_t rows, int64_t cols, bool is_bf16);
 
@@ -27,6 +31,7 @@ namespace reference {
 void gemv_bf16(float* y, const uint16_t* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate);
 void gemv_f16(float* y, const uint16_t* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate);
 void gemv_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate);
+void gemv_inout_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate);
 void gelu_tanh(float* x, int64_t n);
 }  // namespace reference
 
