@@ -362,7 +362,8 @@ class CudaBackend final : public Backend {
     if (lin.w.dtype == DType::F32) {
       gemm(in.data, DType::F32, in.stride);
     } else {
-      const size_t half_bytes = size_t(T * K) * 2;
+      // lo starts 256-byte aligned, as cuBLAS's fastest (tensor-core) kernels want their operands.
+      const size_t half_bytes = (size_t(T * K) * 2 + 255) / 256 * 256;
       ensure_scratch(&gemm_scratch_, &gemm_scratch_bytes_, 2 * half_bytes);
       char* hi = static_cast<char*>(gemm_scratch_);
       char* lo = hi + half_bytes;
