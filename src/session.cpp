@@ -18,9 +18,15 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
     buffers_.push_back(be.alloc(size_t(rows * cols) * sizeof(float)));
     return make_tensor(buffers_.back()->data(), DType::F32, be.device(), rows, cols);
   };
+  // The KV cache in the backend's dtype (F32 on the CPU, 16-bit on a GPU).
+  const DType kv = be.kv_dtype();
+  auto kv_tensor = [&] {
+    buffers_.push_back(be.alloc(size_t(S * C) * dtype_size(kv)));
+    return make_tensor(buffers_.back()->data(), kv, be.device(), S, C);
+  };
   for (int64_t l = 0; l < c.n_layer; ++l) {
-    k_cache_.push_back(tensor(S, C));
-    v_cache_.push_back(tensor(S, C));
+    k_cache_.push_back(kv_tensor());
+    v_cache_.push_back(kv_tensor());
   }
   x_ = tensor(B, C);
   xn_ = tensor(B, C);
@@ -31,7 +37,9 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   logits_.resize(size_t(c.n_vocab));
 }
 
-Session::~Session() = default;
+// What the backend recorded for this session's steps refers to its buffers, and a later session may get
+// the same address.
+Session::~Session() { model_->backend().forget_step(this); }
 
 int64_t Session::n_ctx() const { return model_->config().n_ctx; }
 
@@ -39,6 +47,7 @@ void Session::ensure_logit_rows(int64_t rows) {
   if (rows <= logit_rows_) return;
   Backend& be = model_->backend();
   const int64_t V = model_->config().n_vocab;
+  be.forget_step(this);  // a recorded step writes the old logits buffer
   buffers_.push_back(be.alloc(size_t(rows * V) * sizeof(float)));
   logits_dev_ = make_tensor(buffers_.back()->data(), DType::F32, be.device(), rows, V);
   logit_rows_ = rows;
@@ -97,31 +106,35 @@ void Session::forward(const int32_t* tokens, int64_t n, bool all_logits, float* 
   Tensor att = att_.row_slice(0, n);
   Tensor h = h_.row_slice(0, n);
 
-  be.embed(x, tokens, n, pos0, w.wte, w.wpe);
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    const LayerWeights& L = w.layers[size_t(l)];
-    // attention block: x += proj(attn(ln_1(x)))
-    be.layer_norm(xn, x, L.ln_1_w, L.ln_1_b, c.layer_norm_epsilon);
-    be.linear(qkv, xn, L.attn_qkv, false);
-    be.store_kv(k_cache_[size_t(l)], v_cache_[size_t(l)], qkv.col_slice(C, C), qkv.col_slice(2 * C, C), pos0);
-    float scale = c.scale_attn_weights ? 1.0f / std::sqrt(float(c.head_dim())) : 1.0f;
-    if (c.scale_attn_by_inverse_layer_idx) scale /= float(l + 1);
-    be.attention(att, qkv.col_slice(0, C), k_cache_[size_t(l)], v_cache_[size_t(l)], pos0, c.n_head, scale);
-    be.linear(x, att, L.attn_proj, true);
-    // MLP block: x += proj(act(fc(ln_2(x))))
-    be.layer_norm(xn, x, L.ln_2_w, L.ln_2_b, c.layer_norm_epsilon);
-    be.linear(h, xn, L.mlp_fc, false);
-    be.activation(h, c.activation);
-    be.linear(x, h, L.mlp_proj, true);
-  }
+  const int64_t rows = all_logits ? n : 1;
+  Tensor logits = logits_dev_.row_slice(0, rows);
+  // The whole step as one unit the backend may record and replay: only tokens and pos0 vary between
+  // replays, and a step that skips the logits is never recorded (it is a different op sequence).
+  be.run_step(logits_out ? this : nullptr, tokens, n, pos0, [&] {
+    be.embed(x, tokens, n, pos0, w.wte, w.wpe);
+    for (int64_t l = 0; l < c.n_layer; ++l) {
+      const LayerWeights& L = w.layers[size_t(l)];
+      // attention block: x += proj(attn(ln_1(x)))
+      be.layer_norm(xn, x, L.ln_1_w, L.ln_1_b, c.layer_norm_epsilon);
+      be.linear(qkv, xn, L.attn_qkv, false);
+      be.store_kv(k_cache_[size_t(l)], v_cache_[size_t(l)], qkv.col_slice(C, C), qkv.col_slice(2 * C, C), pos0);
+      float scale = c.scale_attn_weights ? 1.0f / std::sqrt(float(c.head_dim())) : 1.0f;
+      if (c.scale_attn_by_inverse_layer_idx) scale /= float(l + 1);
+      be.attention(att, qkv.col_slice(0, C), k_cache_[size_t(l)], v_cache_[size_t(l)], pos0, c.n_head, scale);
+      be.linear(x, att, L.attn_proj, true);
+      // MLP block: x += proj(act(fc(ln_2(x))))
+      be.layer_norm(xn, x, L.ln_2_w, L.ln_2_b, c.layer_norm_epsilon);
+      be.linear_act(h, xn, L.mlp_fc, c.activation);
+      be.linear(x, h, L.mlp_proj, true);
+    }
+    if (logits_out == nullptr) return;
+    Tensor xs = x.row_slice(n - rows, rows);
+    Tensor xf = xn.row_slice(0, rows);
+    be.layer_norm(xf, xs, w.ln_f_w, w.ln_f_b, c.layer_norm_epsilon);
+    be.linear(logits, xf, w.lm_head, false);
+  });
   n_past_ += n;
   if (logits_out == nullptr) return;
-  const int64_t rows = all_logits ? n : 1;
-  Tensor xs = x.row_slice(n - rows, rows);
-  Tensor xf = xn.row_slice(0, rows);
-  be.layer_norm(xf, xs, w.ln_f_w, w.ln_f_b, c.layer_norm_epsilon);
-  Tensor logits = logits_dev_.row_slice(0, rows);
-  be.linear(logits, xf, w.lm_head, false);
   be.to_host(logits_out, logits);
 }
 

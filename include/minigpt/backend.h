@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,11 @@ class Backend {
   virtual std::string name() const = 0;
   virtual Device device() const = 0;
   virtual int n_threads() const { return 1; }
+  // The element type of the KV cache rows store_kv writes and attention reads (the session allocates
+  // [S, C] of it per layer and tags the tensors with it).
+  virtual DType kv_dtype() const { return DType::F32; }
+  // The device's memory bandwidth in GB/s as its maker states it (0: unknown; bench then measures).
+  virtual double peak_bandwidth_gb_s() const { return 0.0; }
 
   // Zero-filled memory on this backend's device.
   virtual std::unique_ptr<Buffer> alloc(size_t bytes) = 0;
@@ -60,6 +66,11 @@ class Backend {
   virtual void linear(Tensor out, const Tensor& in, const Linear& lin, bool accumulate) = 0;
   // x = act(x) in place                                      x: [T, F]
   virtual void activation(Tensor x, Activation act) = 0;
+  // out = act(in W + b): a linear layer and its activation, which a backend may fuse.
+  virtual void linear_act(Tensor out, const Tensor& in, const Linear& lin, Activation act) {
+    linear(out, in, lin, false);
+    activation(out, act);
+  }
   // k_cache[pos0 + t] = k[t], v_cache[pos0 + t] = v[t]     k, v: [T, C] (strided views of qkv); caches: [S, C]
   virtual void store_kv(Tensor k_cache, Tensor v_cache, const Tensor& k, const Tensor& v, int64_t pos0) = 0;
   // Causal attention of T queries at positions pos0 .. pos0+T-1 over the cached keys/values 0 .. pos0+T-1.
@@ -69,10 +80,37 @@ class Backend {
                          int64_t n_head, float scale) = 0;
   // Waits for queued work (a no-op on synchronous backends).
   virtual void synchronize() {}
+
+  // One forward step: `ops` queues its ops, which take exactly these tokens (host ids) and pos0. The same
+  // `key` (a session) promises the same op sequence on the same buffers whenever n_tokens is the same, so
+  // a backend may record the sequence once and replay it (CUDA graphs); null: never recorded.
+  virtual void run_step(const void* key, const int32_t* tokens, int64_t n_tokens, int64_t pos0,
+                        const std::function<void()>& ops) {
+    (void)key, (void)tokens, (void)n_tokens, (void)pos0;
+    ops();
+  }
+  // Drops whatever run_step recorded for `key` (its buffers are going away, or the key will be reused).
+  virtual void forget_step(const void* key) { (void)key; }
 };
 
 // The CPU backend: OpenBLAS for matrix products, own kernels for the rest, `n_threads` workers
 // (0 = the number of cores).
 std::shared_ptr<Backend> make_cpu_backend(int n_threads = 0);
+
+// The CUDA backend on one GPU: cuBLAS for batched matrix products, own kernels for the rest (GEMV for
+// decode, flash-style attention). Throws Error(Unsupported) when this build has no CUDA or when there is
+// no usable device or driver.
+struct CudaOptions {
+  int device = 0;
+  DType kv_dtype = DType::F16;  // F16, BF16 or F32
+  // Record the decode step (one token) as a CUDA graph and replay it. Default: on, unless the
+  // environment sets MINIGPT_CUDA_GRAPHS=0.
+  bool graphs = true;
+};
+std::shared_ptr<Backend> make_cuda_backend(int device = 0);
+std::shared_ptr<Backend> make_cuda_backend(const CudaOptions& options);
+// Whether make_cuda_backend can succeed: built with CUDA, and a driver and a device are present. When not,
+// `why` (if given) receives the reason in one line.
+bool cuda_available(std::string* why = nullptr);
 
 }  // namespace minigpt

@@ -13,6 +13,7 @@ enum class ErrorKind {
   Shape,        // a tensor's dtype or shape disagrees with what the config implies
   Argument,     // a caller passed a bad value (token id out of range, context overflow, bad flag)
   Unsupported,  // valid input this build does not handle (other model_type, no CUDA device ...)
+  Device,       // a device call failed at run time (CUDA or cuBLAS error, out of device memory)
 };
 
 class Error : public std::runtime_error {

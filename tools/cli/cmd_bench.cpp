@@ -31,6 +31,7 @@ struct BenchOptions {
   std::vector<std::string> dtypes;
   std::string output = "md";
   std::string backend = "cpu";
+  int device = 0;
 };
 
 struct Stats {
@@ -74,9 +75,13 @@ int run_bench(const BenchOptions& o) {
   if (o.model_dir.empty() == o.random.empty()) {
     throw Error(ErrorKind::Argument, "bench: give exactly one of -m DIR or --random NAME");
   }
-  if (o.backend != "cpu") {
-    throw Error(ErrorKind::Unsupported, "--backend: '" + o.backend + "' is not available in this build (cpu)");
+  if (o.backend != "cpu" && o.backend != "cuda") {
+    throw Error(ErrorKind::Argument, "--backend: '" + o.backend + "' is not one of cpu, cuda");
   }
+  const bool on_gpu = o.backend == "cuda";
+  if (o.device < 0) throw Error(ErrorKind::Argument, "--device: " + std::to_string(o.device) + " must be >= 0");
+  // One GPU backend for every dtype; its error (no device, no driver, no CUDA in this build) is the message.
+  std::shared_ptr<Backend> gpu = on_gpu ? make_cuda_backend(o.device) : nullptr;
   for (int64_t p : o.n_prompt)
     if (p < 1) throw Error(ErrorKind::Argument, "-p: prompt length " + std::to_string(p) + " must be >= 1");
   for (int64_t n : o.n_gen)
@@ -84,7 +89,8 @@ int run_bench(const BenchOptions& o) {
   for (int64_t d : o.depth)
     if (d < 0) throw Error(ErrorKind::Argument, "-d: depth " + std::to_string(d) + " must be >= 0");
   if (o.reps < 1 || o.reps > 1000) throw Error(ErrorKind::Argument, "-r: repetitions must be in [1, 1000]");
-  std::vector<int> threads = o.threads.empty() ? std::vector<int>{cpu_count()} : o.threads;
+  // On the GPU the thread count means nothing: one pass, reported as 1.
+  std::vector<int> threads = on_gpu ? std::vector<int>{1} : o.threads.empty() ? std::vector<int>{cpu_count()} : o.threads;
   for (int t : threads)
     if (t < 1 || t > 1024) throw Error(ErrorKind::Argument, "-t: thread count " + std::to_string(t) + " must be in [1, 1024]");
   std::vector<std::string> dtypes = o.dtypes.empty() ? std::vector<std::string>{"stored"} : o.dtypes;
@@ -103,11 +109,19 @@ int run_bench(const BenchOptions& o) {
     std::fflush(stdout);
   }
   for (int t : threads) {
-    if (!bandwidth.count(t)) bandwidth[t] = measure_read_bandwidth(t);
-    machine["read_bandwidth_gb_s"][std::to_string(t)] = bandwidth[t];
+    if (on_gpu) {
+      // The card's stated bandwidth (memory clock x bus width); achieved GB/s is reported against it.
+      bandwidth[t] = gpu->peak_bandwidth_gb_s();
+      machine["gpu_device"] = o.device;
+      machine["gpu_peak_bandwidth_gb_s"] = bandwidth[t];
+    } else {
+      if (!bandwidth.count(t)) bandwidth[t] = measure_read_bandwidth(t);
+      machine["read_bandwidth_gb_s"][std::to_string(t)] = bandwidth[t];
+    }
     for (const auto& dt : dtypes) {
       LoadOptions lo;
       lo.n_threads = t;
+      lo.backend = gpu;
       lo.weight_dtype = parse_dtype(dt);
       auto model = o.random.empty() ? Model::load(o.model_dir, lo) : Model::random(gpt2_preset(o.random), lo);
       const Config& c = model->config();
@@ -180,9 +194,11 @@ int run_bench(const BenchOptions& o) {
             if (r >= 0) rates.push_back(double(n) / seconds_since(t0));
           }
           const Stats st = stats(rates);
-          // A decode step reads every weight once plus the KV cache up to its position (F32 K and V).
+          // A decode step reads every weight once plus the KV cache up to its position (K and V in the
+          // backend's cache dtype).
           const double avg_ctx = double(d) + double(n + 1) / 2.0;
-          const double kv_bytes = 2.0 * double(c.n_layer) * avg_ctx * double(c.n_embd) * sizeof(float);
+          const double kv_bytes = 2.0 * double(c.n_layer) * avg_ctx * double(c.n_embd) *
+                                  double(dtype_size(model->backend().kv_dtype()));
           const double bytes = double(model->bytes_per_token()) + kv_bytes;
           const double gb_s = bytes * st.median / 1e9;
           json r = {{"test", "tg" + std::to_string(n) + (d > 0 ? "@d" + std::to_string(d) : "")},
@@ -190,7 +206,7 @@ int run_bench(const BenchOptions& o) {
                     {"tok_s_std", st.stddev},
                     {"bytes_per_token", bytes},
                     {"gb_s", gb_s},
-                    {"roofline_pct", 100.0 * gb_s / bandwidth[t]},
+                    {"roofline_pct", bandwidth[t] > 0 ? 100.0 * gb_s / bandwidth[t] : 0.0},
                     {"itl_p50_ms", percentile(latencies, 50)},
                     {"itl_p99_ms", percentile(latencies, 99)}};
           char notes[96];
@@ -204,9 +220,15 @@ int run_bench(const BenchOptions& o) {
   if (o.output == "json") {
     std::printf("%s\n", json{{"machine", machine}, {"results", results}}.dump(2).c_str());
   } else {
-    std::printf("\nmachine: %s, %d cores; read bandwidth:", machine["cpu"].get<std::string>().c_str(), cpu_count());
-    for (const auto& [t, bw] : bandwidth) std::printf(" %.1f GB/s (%d thread%s)", bw, t, t == 1 ? "" : "s");
-    std::printf("\n");
+    std::printf("\nmachine: %s, %d cores", machine["cpu"].get<std::string>().c_str(), cpu_count());
+    if (on_gpu) {
+      std::printf("; CUDA device %d, stated bandwidth %.1f GB/s (roofline = achieved / stated)\n", o.device,
+                  bandwidth[1]);
+    } else {
+      std::printf("; read bandwidth:");
+      for (const auto& [t, bw] : bandwidth) std::printf(" %.1f GB/s (%d thread%s)", bw, t, t == 1 ? "" : "s");
+      std::printf("\n");
+    }
   }
   return 0;
 }
@@ -223,7 +245,8 @@ const bool registered = register_command("bench", "Measure prefill and decode to
   app.add_option("-t,--threads", o->threads, "Thread counts, comma-separated (default: all cores)")->delimiter(',');
   app.add_option("--dtype", o->dtypes, "Weight dtypes: f32, f16, bf16, stored (comma-separated)")->delimiter(',');
   app.add_option("-o,--output", o->output, "md or json");
-  app.add_option("--backend", o->backend, "cpu");
+  app.add_option("--backend", o->backend, "cpu or cuda");
+  app.add_option("--device", o->device, "CUDA device index (with --backend cuda)");
   return [o] { return run_bench(*o); };
 });
 

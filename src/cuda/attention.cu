@@ -1,0 +1,271 @@
+// attention: causal softmax(scale q k^T) v per head over the KV cache, in F32 arithmetic on K/V widened from
+// the cache dtype. Online softmax (running max m, running sum l, output rescaled when m grows), the
+// CPU backend's algorithm on the GPU, so neither kernel ever holds a row of scores.
+#include <cmath>
+
+#include "cuda/kernels.cuh"
+
+namespace minigpt::cuda {
+namespace {
+
+constexpr int kTile = 32;                         // keys per step: one per lane
+constexpr int kChunks = int(kMaxHeadDim / 32);    // head dims per lane: d = lane + 32 i
+constexpr int kPrefillWarps = 8;                  // queries per block (one per warp) sharing each K/V tile
+constexpr int kDecodeWarps = 4;
+
+size_t prefill_smem(int64_t D) { return size_t(kTile * (D + 1) + kTile * D + kPrefillWarps * D) * sizeof(float); }
+size_t decode_smem(int64_t D) { return size_t(D + kDecodeWarps * (D + 2)) * sizeof(float); }
+
+// One warp per query, a block per (8 queries, head). Each 32-key tile of K and V is loaded once into shared
+// memory (widened to F32; K rows padded to D + 1 floats so that lane j reading row j is conflict-free) and
+// used by every query of the block; lane j scores key j, then the warp folds the tile into its output.
+template <typename KV>
+__global__ void __launch_bounds__(kPrefillWarps * 32)
+    attention_prefill_kernel(float* out, int64_t ldo, const float* __restrict__ q, int64_t ldq,
+                             const KV* __restrict__ kc, const KV* __restrict__ vc, int64_t ldc, int T, StepValue pos0_v,
+                             int D, float scale) {
+  extern __shared__ float smem[];
+  float* k_s = smem;                   // [kTile][D + 1]
+  float* v_s = k_s + kTile * (D + 1);  // [kTile][D]
+  float* q_s = v_s + kTile * D;        // [kPrefillWarps][D], pre-scaled
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int h = blockIdx.y;
+  const int64_t pos0 = pos0_v.get();
+  const int t0 = blockIdx.x * kPrefillWarps;
+  const int t = t0 + warp;
+  const bool active = t < T;
+  const int64_t p = pos0 + t;  // this warp's query sees keys 0 .. p
+  const int64_t n_keys = pos0 + min(T, t0 + kPrefillWarps);  // keys any query of the block sees
+  for (int d = lane; d < D; d += 32) q_s[warp * D + d] = active ? scale * q[int64_t(t) * ldq + h * D + d] : 0.0f;
+
+  float m = -INFINITY, l = 0.0f, o[kChunks];
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) o[i] = 0.0f;
+  for (int64_t j0 = 0; j0 < n_keys; j0 += kTile) {
+    __syncthreads();  // the previous tile is consumed (and q_s written, on the first pass)
+    for (int idx = threadIdx.x; idx < kTile * D; idx += kPrefillWarps * 32) {
+      const int r = idx / D, d = idx % D;
+      const int64_t key = j0 + r;
+      float kk = 0.0f, vv = 0.0f;
+      if (key < n_keys) {
+        kk = to_float(kc[key * ldc + h * D + d]);
+        vv = to_float(vc[key * ldc + h * D + d]);
+      }
+      k_s[r * (D + 1) + d] = kk;
+      v_s[r * D + d] = vv;
+    }
+    __syncthreads();
+    if (!active || j0 > p) continue;  // warp-uniform; every warp still reaches both barriers
+    float s = -INFINITY;
+    if (j0 + lane <= p) {
+      const float* kr = k_s + lane * (D + 1);
+      const float* qr = q_s + warp * D;
+      float acc = 0.0f;
+      for (int d = 0; d < D; ++d) acc += qr[d] * kr[d];
+      s = acc;
+    }
+    const float m_new = fmaxf(m, warp_max(s));  // finite: key j0 <= p is valid
+    const float corr = expf(m - m_new);         // 0 on the first tile (m = -inf)
+    const float pj = expf(s - m_new);           // 0 for masked keys
+    l = l * corr + warp_sum(pj);
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) o[i] *= corr;
+    const int n_valid = int(min(int64_t(kTile), p - j0 + 1));
+    for (int jj = 0; jj < n_valid; ++jj) {
+      const float pjj = __shfl_sync(0xffffffffu, pj, jj);
+#pragma unroll
+      for (int i = 0; i < kChunks; ++i) {
+        const int d = lane + 32 * i;
+        if (d < D) o[i] += pjj * v_s[jj * D + d];
+      }
+    }
+    m = m_new;
+  }
+  if (!active) return;
+  const float inv = 1.0f / l;
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int d = lane + 32 * i;
+    if (d < D) out[int64_t(t) * ldo + h * D + d] = o[i] * inv;
+  }
+}
+
+// A block per (split, head): its warps take 32-key tiles of the split's range in turn (K rows read straight
+// from the cache, lane j one key), then merge their (m, l, o) in shared memory and write the split's
+// partial result: [m, l, o[0 .. D)] with o not yet divided by l.
+template <typename KV>
+__global__ void __launch_bounds__(kDecodeWarps * 32)
+    attention_decode_kernel(float* partial, const float* __restrict__ q, const KV* __restrict__ kc,
+                            const KV* __restrict__ vc, int64_t ldc, StepValue pos0_v, int D, float scale,
+                            int n_splits) {
+  extern __shared__ float smem[];
+  float* q_s = smem;      // [D], pre-scaled
+  float* red = q_s + D;   // [kDecodeWarps][D + 2]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int split = blockIdx.x, h = blockIdx.y;
+  const int64_t n_keys = int64_t(pos0_v.get()) + 1;
+  const int64_t chunk = (n_keys + n_splits - 1) / n_splits;
+  const int64_t begin = int64_t(split) * chunk;
+  const int64_t end = min(n_keys, begin + chunk);
+  for (int d = threadIdx.x; d < D; d += blockDim.x) q_s[d] = scale * q[h * D + d];
+  __syncthreads();
+
+  float m = -INFINITY, l = 0.0f, o[kChunks];
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) o[i] = 0.0f;
+  for (int64_t j0 = begin + int64_t(warp) * kTile; j0 < end; j0 += int64_t(kDecodeWarps) * kTile) {
+    const int64_t key = j0 + lane;
+    float s = -INFINITY;
+    if (key < end) {
+      const KV* kr = kc + key * ldc + h * D;
+      float acc = 0.0f;
+      for (int d = 0; d < D; ++d) acc += q_s[d] * to_float(kr[d]);
+      s = acc;
+    }
+    const float m_new = fmaxf(m, warp_max(s));
+    const float corr = expf(m - m_new);
+    const float pj = expf(s - m_new);
+    l = l * corr + warp_sum(pj);
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) o[i] *= corr;
+    const int n_valid = int(min(int64_t(kTile), end - j0));
+    for (int jj = 0; jj < n_valid; ++jj) {
+      const float pjj = __shfl_sync(0xffffffffu, pj, jj);
+      const KV* vr = vc + (j0 + jj) * ldc + h * D;
+#pragma unroll
+      for (int i = 0; i < kChunks; ++i) {
+        const int d = lane + 32 * i;
+        if (d < D) o[i] += pjj * to_float(vr[d]);
+      }
+    }
+    m = m_new;
+  }
+  float* r = red + warp * (D + 2);
+  if (lane == 0) {
+    r[0] = m;
+    r[1] = l;
+  }
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int d = lane + 32 * i;
+    if (d < D) r[2 + d] = o[i];
+  }
+  __syncthreads();
+  // A warp that saw no key has m = -inf and contributes nothing (and must not: exp(-inf - -inf) is NaN).
+  float M = -INFINITY;
+  for (int w = 0; w < kDecodeWarps; ++w) M = fmaxf(M, red[w * (D + 2)]);
+  float* dst = partial + (int64_t(h) * n_splits + split) * (D + 2);
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int w = 0; w < kDecodeWarps; ++w) {
+      const float mw = red[w * (D + 2)];
+      if (mw != -INFINITY) acc += red[w * (D + 2) + 2 + d] * expf(mw - M);
+    }
+    dst[2 + d] = acc;
+  }
+  if (threadIdx.x == 0) {
+    float L = 0.0f;
+    for (int w = 0; w < kDecodeWarps; ++w) {
+      const float mw = red[w * (D + 2)];
+      if (mw != -INFINITY) L += red[w * (D + 2) + 1] * expf(mw - M);
+    }
+    dst[0] = M;
+    dst[1] = L;
+  }
+}
+
+// out[h] = sum_s o_s exp(m_s - M) / sum_s l_s exp(m_s - M), one block per head. Split 0 always holds key 0,
+// so M is finite and the sum positive.
+__global__ void attention_merge_kernel(float* out, const float* __restrict__ partial, int D, int n_splits) {
+  const int h = blockIdx.x;
+  const float* ph = partial + int64_t(h) * n_splits * (D + 2);
+  float M = -INFINITY;
+  for (int s = 0; s < n_splits; ++s) M = fmaxf(M, ph[s * (D + 2)]);
+  float L = 0.0f;
+  for (int s = 0; s < n_splits; ++s) {
+    const float ms = ph[s * (D + 2)];
+    if (ms != -INFINITY) L += ph[s * (D + 2) + 1] * expf(ms - M);
+  }
+  const float inv = 1.0f / L;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int s = 0; s < n_splits; ++s) {
+      const float ms = ph[s * (D + 2)];
+      if (ms != -INFINITY) acc += ph[s * (D + 2) + 2 + d] * expf(ms - M);
+    }
+    out[h * D + d] = acc * inv;
+  }
+}
+
+template <typename KV>
+void prefill_typed(float* out, int64_t ldo, const float* q, int64_t ldq, const void* kc, const void* vc, int64_t ldc,
+                   int64_t T, StepValue pos0, int64_t H, int64_t D, float scale, cudaStream_t stream) {
+  const dim3 grid{blocks_for(T, kPrefillWarps), unsigned(H)};
+  attention_prefill_kernel<KV><<<grid, kPrefillWarps * 32, prefill_smem(D), stream>>>(
+      out, ldo, q, ldq, static_cast<const KV*>(kc), static_cast<const KV*>(vc), ldc, int(T), pos0, int(D), scale);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename KV>
+void decode_typed(float* partial, const float* q, const void* kc, const void* vc, int64_t ldc, StepValue pos0,
+                  int64_t H, int64_t D, float scale, int64_t n_splits, cudaStream_t stream) {
+  const dim3 grid{unsigned(n_splits), unsigned(H)};
+  attention_decode_kernel<KV><<<grid, kDecodeWarps * 32, decode_smem(D), stream>>>(
+      partial, q, static_cast<const KV*>(kc), static_cast<const KV*>(vc), ldc, pos0, int(D), scale, int(n_splits));
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename KV>
+void raise_smem_limit() {
+  CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_kernel<KV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(prefill_smem(kMaxHeadDim))));
+}
+
+}  // namespace
+
+void attention_init() {
+  raise_smem_limit<float>();
+  raise_smem_limit<__half>();
+  raise_smem_limit<__nv_bfloat16>();
+}
+
+void attention_prefill(float* out, int64_t ldo, const float* q, int64_t ldq, const void* k_cache, const void* v_cache,
+                       DType kv_dtype, int64_t ld_cache, int64_t T, StepValue pos0, int64_t H, int64_t D, float scale,
+                       cudaStream_t stream) {
+  switch (kv_dtype) {
+    case DType::F32:
+      return prefill_typed<float>(out, ldo, q, ldq, k_cache, v_cache, ld_cache, T, pos0, H, D, scale, stream);
+    case DType::F16:
+      return prefill_typed<__half>(out, ldo, q, ldq, k_cache, v_cache, ld_cache, T, pos0, H, D, scale, stream);
+    case DType::BF16:
+      return prefill_typed<__nv_bfloat16>(out, ldo, q, ldq, k_cache, v_cache, ld_cache, T, pos0, H, D, scale, stream);
+    default:
+      throw Error(ErrorKind::Argument, "cuda attention: the cache must be F32, F16 or BF16");
+  }
+}
+
+// Enough splits that a 12-head model fills an H100 at long contexts, few enough that short ones waste
+// little: one per 64 cache rows, at most 32.
+int64_t attention_decode_splits(int64_t S) { return std::min<int64_t>(32, std::max<int64_t>(1, S / 64)); }
+
+void attention_decode(float* out, const float* q, const void* k_cache, const void* v_cache, DType kv_dtype,
+                      int64_t ld_cache, StepValue pos0, int64_t H, int64_t D, float scale, int64_t n_splits,
+                      float* partial, cudaStream_t stream) {
+  switch (kv_dtype) {
+    case DType::F32:
+      decode_typed<float>(partial, q, k_cache, v_cache, ld_cache, pos0, H, D, scale, n_splits, stream);
+      break;
+    case DType::F16:
+      decode_typed<__half>(partial, q, k_cache, v_cache, ld_cache, pos0, H, D, scale, n_splits, stream);
+      break;
+    case DType::BF16:
+      decode_typed<__nv_bfloat16>(partial, q, k_cache, v_cache, ld_cache, pos0, H, D, scale, n_splits, stream);
+      break;
+    default:
+      throw Error(ErrorKind::Argument, "cuda attention: the cache must be F32, F16 or BF16");
+  }
+  attention_merge_kernel<<<unsigned(H), 128, 0, stream>>>(out, partial, int(D), int(n_splits));
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace minigpt::cuda

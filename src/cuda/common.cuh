@@ -1,0 +1,86 @@
+// What every file of the CUDA backend shares: checked calls (file:line, the call, CUDA's own words),
+// element loads and stores of the three float types, and the per-step values kernels read.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "minigpt/config.h"
+#include "minigpt/error.h"
+#include "minigpt/tensor.h"
+
+namespace minigpt::cuda {
+
+[[noreturn]] void throw_cuda_error(cudaError_t e, const char* call, const char* file, int line);
+[[noreturn]] void throw_cublas_error(cublasStatus_t s, const char* call, const char* file, int line);
+
+// Throws Error(Device) "CUDA error at file:line: call: message (name)".
+#define CUDA_CHECK(expr)                                                                     \
+  do {                                                                                       \
+    const cudaError_t cuda_check_err_ = (expr);                                              \
+    if (cuda_check_err_ != cudaSuccess) {                                                    \
+      ::minigpt::cuda::throw_cuda_error(cuda_check_err_, #expr, __FILE__, __LINE__);         \
+    }                                                                                        \
+  } while (0)
+#define CUBLAS_CHECK(expr)                                                                   \
+  do {                                                                                       \
+    const cublasStatus_t cublas_check_status_ = (expr);                                      \
+    if (cublas_check_status_ != CUBLAS_STATUS_SUCCESS) {                                     \
+      ::minigpt::cuda::throw_cublas_error(cublas_check_status_, #expr, __FILE__, __LINE__);  \
+    }                                                                                        \
+  } while (0)
+// After a <<<>>> launch: a bad configuration (grid, shared memory) shows up here, not at the launch.
+#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
+
+// A per-step integer (pos0): read from device memory when `dev` is set, which is how a recorded CUDA
+// graph sees a new value on every replay; else the value passed at launch.
+struct StepValue {
+  const int32_t* dev = nullptr;
+  int32_t value = 0;
+  __device__ __forceinline__ int32_t get() const { return dev ? *dev : value; }
+};
+
+// Element access for F32, F16 (__half) and BF16 (__nv_bfloat16) storage.
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// The activations, as the CPU backend computes them (accurate tanhf / erff, no fast-math intrinsics).
+__device__ __forceinline__ float activate(float x, Activation act) {
+  switch (act) {
+    case Activation::GeluTanh:
+      return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    case Activation::GeluErf:
+      return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+    case Activation::Relu:
+      return x > 0.0f ? x : 0.0f;
+  }
+  return x;
+}
+
+inline unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
+
+}  // namespace minigpt::cuda
