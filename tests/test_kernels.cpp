@@ -89,8 +89,29 @@ TEST(Kernels, GemvAtOddSizes) {
       if (k + 3 >= n) {
         run_t(cpu::gemv_inout_f32, cpu::reference::gemv_inout_f32, wf.data());
       }
-      run(cpu::gemv_bf16, cpu::reference::gemv_bf16, wb.data());
-      run(cpu::gemv_f16, cpu::reference::gemv_f16, wh.data());
+      // The packed 16-bit kernel against the plain loop on the unpacked matrix, all rows and a later block.
+      for (bool bf16 : {true, false}) {
+        const auto& w16 = bf16 ? wb : wh;
+        const int64_t kp = cpu::Packed16::padded_cols(k);
+        std::vector<uint16_t> packed(size_t(cpu::Packed16::padded_rows(n) * kp), 0);
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t c = 0; c < k; ++c) packed[size_t(cpu::Packed16::offset(r, c, kp))] = w16[size_t(r * ldw + c)];
+        for (int64_t r0 : {int64_t(0), n > 4 ? int64_t(4) : int64_t(0)}) {
+          std::vector<float> got = init, want = init;
+          cpu::gemv_packed16(got.data() + r0, packed.data(), kp, x.data(), r0, n - r0, k, acc, bf16);
+          (bf16 ? cpu::reference::gemv_bf16 : cpu::reference::gemv_f16)(want.data() + r0, w16.data() + r0 * ldw, ldw,
+                                                                         x.data(), n - r0, k, acc);
+          expect_gemv_close(got, want, scale);
+        }
+        // Widening packed rows gives the stored values back.
+        std::vector<float> rows(size_t(n * k));
+        cpu::widen_packed_rows(rows.data(), k, packed.data(), kp, 0, n, k, bf16);
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t c = 0; c < k; ++c) {
+            const uint16_t v = w16[size_t(r * ldw + c)];
+            ASSERT_EQ(rows[size_t(r * k + c)], bf16 ? bf16_to_f32(v) : f16_to_f32(v));
+          }
+      }
     }
   }
 }

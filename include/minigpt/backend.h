@@ -21,7 +21,10 @@ namespace minigpt {
 
 // How a linear layer's weight matrix is stored. GPT-2's Conv1D keeps W as [n_in, n_out]; nn.Linear and
 // the tied LM head (wte) keep it as [n_out, n_in].
-enum class WeightLayout { InOut, OutIn };
+// A backend may also keep a matrix in a layout of its own, which only its ops read: the CPU backend keeps
+// 16-bit matrices Packed4 (src/cpu/kernels.h: blocks of 4 rows interleaved in 16-column chunks, rows =
+// n_out, cols = n_in, stride = n_in rounded up to 16).
+enum class WeightLayout { InOut, OutIn, Packed4 };
 
 // y = x W + b
 struct Linear {

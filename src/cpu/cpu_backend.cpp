@@ -78,10 +78,10 @@ class CpuBackend final : public Backend {
       l.w = prepare_weight(host.w, keep);
       return l;
     }
-    // 16-bit matrices are kept [n_out, n_in] (row n = the weights of output n, contiguous in k), the layout
-    // the dot-product kernels stream, transposing GPT-2's Conv1D [n_in, n_out] once here.
-    const int64_t N = host.n_out, K = host.n_in;
-    auto buf = alloc(size_t(N * K) * sizeof(uint16_t));
+    // 16-bit matrices are kept Packed4 (see kernels.h), transposing GPT-2's Conv1D [n_in, n_out] on the way.
+    using cpu::Packed16;
+    const int64_t N = host.n_out, K = host.n_in, Kp = Packed16::padded_cols(K);
+    auto buf = alloc(size_t(Packed16::padded_rows(N) * Kp) * sizeof(uint16_t));  // zero-filled: the padding
     uint16_t* dst = static_cast<uint16_t*>(buf->data());
     const bool in_out = host.layout == WeightLayout::InOut;
     std::vector<float> row(size_t(host.w.cols));
@@ -90,15 +90,12 @@ class CpuBackend final : public Backend {
       convert_to_f32(row.data(), src, host.w.dtype, row.size());
       for (int64_t c = 0; c < host.w.cols; ++c) {
         const uint16_t v = dtype == DType::BF16 ? f32_to_bf16(row[size_t(c)]) : f32_to_f16(row[size_t(c)]);
-        if (in_out) {
-          dst[c * K + r] = v;  // W[k = r, n = c] -> [n, k]
-        } else {
-          dst[r * K + c] = v;
-        }
+        // element (n, k) of the [n_out, n_in] matrix
+        dst[in_out ? Packed16::offset(c, r, Kp) : Packed16::offset(r, c, Kp)] = v;
       }
     }
-    l.w = make_tensor(dst, dtype, Device::Host, N, K);
-    l.layout = WeightLayout::OutIn;
+    l.w = Tensor{dst, dtype, Device::Host, N, K, Kp};
+    l.layout = WeightLayout::Packed4;
     keep.push_back(std::move(buf));
     return l;
   }
@@ -117,8 +114,8 @@ class CpuBackend final : public Backend {
       const int64_t row = int64_t(tokens[t]) * wte.stride;
       if (wte.dtype == DType::F32) {
         std::memcpy(o, wte.ptr<float>() + row, size_t(C) * sizeof(float));
-      } else {
-        cpu::widen_rows(o, C, wte.ptr<uint16_t>() + row, C, 1, C, wte.dtype == DType::BF16);
+      } else {  // 16-bit matrices are Packed4 here
+        cpu::widen_packed_rows(o, C, wte.ptr<uint16_t>(), wte.stride, tokens[t], 1, C, wte.dtype == DType::BF16);
       }
       const float* p = wpe.ptr<float>() + (pos0 + t) * wpe.stride;
       for (int64_t i = 0; i < C; ++i) o[i] += p[i];
@@ -302,11 +299,7 @@ class CpuBackend final : public Backend {
     pool_.run([&](int ith, int nth) {
       const auto [n0, n1] = split(N, ith, nth, 4);
       if (n0 >= n1) return;
-      if (bf16) {
-        cpu::gemv_bf16(y + n0, lin.w.ptr<uint16_t>() + n0 * lin.w.stride, lin.w.stride, x, n1 - n0, K, true);
-      } else {
-        cpu::gemv_f16(y + n0, lin.w.ptr<uint16_t>() + n0 * lin.w.stride, lin.w.stride, x, n1 - n0, K, true);
-      }
+      cpu::gemv_packed16(y + n0, lin.w.ptr<uint16_t>(), lin.w.stride, x, n0, n1 - n0, K, true, bf16);
     });
   }
 
@@ -321,8 +314,8 @@ class CpuBackend final : public Backend {
     for (int64_t n0 = 0; n0 < N; n0 += block) {
       const int64_t nb = std::min(block, N - n0);
       pool_.parallel_for(nb, [&](int64_t r0, int64_t r1) {
-        cpu::widen_rows(gemm_scratch_.data() + r0 * K, K, lin.w.ptr<uint16_t>() + (n0 + r0) * lin.w.stride,
-                        lin.w.stride, r1 - r0, K, bf16);
+        cpu::widen_packed_rows(gemm_scratch_.data() + r0 * K, K, lin.w.ptr<uint16_t>(), lin.w.stride, n0 + r0,
+                               r1 - r0, K, bf16);
       });
       use_blas_threads();
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(in.rows), int(nb), int(K), 1.0f, in.ptr<float>(),

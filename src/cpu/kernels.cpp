@@ -1,7 +1,9 @@
 #include "cpu/kernels.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "minigpt/tensor.h"
 
@@ -143,41 +145,102 @@ void gemv(float* y, const typename L::T* w, int64_t ldw, const float* x, int64_t
 
 }  // namespace
 
-void gemv_bf16(float* y, const uint16_t* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate) {
-  gemv<LoadBF16>(y, w, ldw, x, n, k, accumulate);
-}
-void gemv_f16(float* y, const uint16_t* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate) {
-  gemv<LoadF16>(y, w, ldw, x, n, k, accumulate);
-}
 void gemv_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate) {
   gemv<LoadF32>(y, w, ldw, x, n, k, accumulate);
 }
 
 void gemv_inout_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate) {
-  int64_t i = 0;
+  if (!accumulate) std::memset(y, 0, size_t(n) * sizeof(float));
+  int64_t j = 0;
 #if MINIGPT_AVX2
-  // 64 columns at a time: eight accumulators, one broadcast of x[j] feeding eight FMAs per row.
-  for (; i + 64 <= n; i += 64) {
-    __m256 a[8];
-    for (int r = 0; r < 8; ++r) a[r] = accumulate ? _mm256_loadu_ps(y + i + 8 * r) : _mm256_setzero_ps();
-    const float* wc = w + i;
-    for (int64_t j = 0; j < k; ++j) {
-      const __m256 xj = _mm256_broadcast_ss(x + j);
-      const float* row = wc + j * ldw;
-      for (int r = 0; r < 8; ++r) a[r] = _mm256_fmadd_ps(_mm256_loadu_ps(row + 8 * r), xj, a[r]);
+  // Four rows of W per pass over y: each row is a long sequential stream (what the prefetchers like; a
+  // column-block order would jump a whole row between 256-byte pieces), and y's load and store are
+  // shared by four rows.
+  for (; j + 4 <= k; j += 4) {
+    const __m256 x0 = _mm256_broadcast_ss(x + j), x1 = _mm256_broadcast_ss(x + j + 1);
+    const __m256 x2 = _mm256_broadcast_ss(x + j + 2), x3 = _mm256_broadcast_ss(x + j + 3);
+    const float* r0 = w + j * ldw;
+    const float* r1 = r0 + ldw;
+    const float* r2 = r1 + ldw;
+    const float* r3 = r2 + ldw;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      __m256 ya = _mm256_loadu_ps(y + i), yb = _mm256_loadu_ps(y + i + 8);
+      ya = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + i), x0, ya);
+      yb = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + i + 8), x0, yb);
+      ya = _mm256_fmadd_ps(_mm256_loadu_ps(r1 + i), x1, ya);
+      yb = _mm256_fmadd_ps(_mm256_loadu_ps(r1 + i + 8), x1, yb);
+      ya = _mm256_fmadd_ps(_mm256_loadu_ps(r2 + i), x2, ya);
+      yb = _mm256_fmadd_ps(_mm256_loadu_ps(r2 + i + 8), x2, yb);
+      ya = _mm256_fmadd_ps(_mm256_loadu_ps(r3 + i), x3, ya);
+      yb = _mm256_fmadd_ps(_mm256_loadu_ps(r3 + i + 8), x3, yb);
+      _mm256_storeu_ps(y + i, ya);
+      _mm256_storeu_ps(y + i + 8, yb);
     }
-    for (int r = 0; r < 8; ++r) _mm256_storeu_ps(y + i + 8 * r, a[r]);
-  }
-  for (; i + 8 <= n; i += 8) {
-    __m256 a = accumulate ? _mm256_loadu_ps(y + i) : _mm256_setzero_ps();
-    for (int64_t j = 0; j < k; ++j) a = _mm256_fmadd_ps(_mm256_loadu_ps(w + j * ldw + i), _mm256_broadcast_ss(x + j), a);
-    _mm256_storeu_ps(y + i, a);
+    for (; i < n; ++i) y[i] += r0[i] * x[j] + r1[i] * x[j + 1] + r2[i] * x[j + 2] + r3[i] * x[j + 3];
   }
 #endif
-  for (; i < n; ++i) {
-    float s = accumulate ? y[i] : 0.0f;
-    for (int64_t j = 0; j < k; ++j) s += w[j * ldw + i] * x[j];
-    y[i] = s;
+  for (; j < k; ++j) {
+    const float* r = w + j * ldw;
+    for (int64_t i = 0; i < n; ++i) y[i] += r[i] * x[j];
+  }
+}
+
+void gemv_packed16(float* y, const uint16_t* w, int64_t kp, const float* x, int64_t r0, int64_t n, int64_t k,
+                   bool accumulate, bool is_bf16) {
+  // x padded with zeros to kp (the padding columns of W are zeros, but 0 * garbage could be NaN).
+  thread_local std::vector<float> xpad;
+  const float* xp = x;
+  if (kp != k) {
+    if (xpad.size() < size_t(kp)) xpad.resize(size_t(kp));
+    std::memcpy(xpad.data(), x, size_t(k) * sizeof(float));
+    std::fill(xpad.begin() + k, xpad.begin() + kp, 0.0f);
+    xp = xpad.data();
+  }
+  const int64_t chunks = kp / 16;
+  for (int64_t i = 0; i < n; i += 4) {
+    const uint16_t* blk = w + ((r0 + i) / 4) * chunks * 64;
+    float s[4];
+#if MINIGPT_AVX2
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    auto load8 = [is_bf16](const uint16_t* p) { return is_bf16 ? LoadBF16::load8(p) : LoadF16::load8(p); };
+    for (int64_t c = 0; c < chunks; ++c, blk += 64) {
+      const __m256 xa = _mm256_loadu_ps(xp + 16 * c), xb = _mm256_loadu_ps(xp + 16 * c + 8);
+      a0 = _mm256_fmadd_ps(load8(blk), xa, a0);
+      b0 = _mm256_fmadd_ps(load8(blk + 8), xb, b0);
+      a1 = _mm256_fmadd_ps(load8(blk + 16), xa, a1);
+      b1 = _mm256_fmadd_ps(load8(blk + 24), xb, b1);
+      a2 = _mm256_fmadd_ps(load8(blk + 32), xa, a2);
+      b2 = _mm256_fmadd_ps(load8(blk + 40), xb, b2);
+      a3 = _mm256_fmadd_ps(load8(blk + 48), xa, a3);
+      b3 = _mm256_fmadd_ps(load8(blk + 56), xb, b3);
+    }
+    s[0] = hsum(_mm256_add_ps(a0, b0));
+    s[1] = hsum(_mm256_add_ps(a1, b1));
+    s[2] = hsum(_mm256_add_ps(a2, b2));
+    s[3] = hsum(_mm256_add_ps(a3, b3));
+#else
+    s[0] = s[1] = s[2] = s[3] = 0.0f;
+    for (int64_t c = 0; c < chunks; ++c, blk += 64) {
+      for (int r = 0; r < 4; ++r) {
+        for (int e = 0; e < 16; ++e) {
+          const uint16_t v = blk[r * 16 + e];
+          s[r] += (is_bf16 ? bf16_to_f32(v) : f16_to_f32(v)) * xp[16 * c + e];
+        }
+      }
+    }
+#endif
+    for (int r = 0; r < 4 && i + r < n; ++r) y[i + r] = accumulate ? y[i + r] + s[r] : s[r];
+  }
+}
+
+void widen_packed_rows(float* dst, int64_t ld_dst, const uint16_t* w, int64_t kp, int64_t r0, int64_t rows, int64_t k,
+                       bool is_bf16) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t r = r0 + i;
+    for (int64_t c = 0; c < k; c += 16) {
+      widen_rows(dst + i * ld_dst + c, 16, w + Packed16::offset(r, c, kp), 16, 1, std::min<int64_t>(16, k - c), is_bf16);
+    }
   }
 }
 

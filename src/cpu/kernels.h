@@ -10,14 +10,30 @@
 
 namespace minigpt::cpu {
 
-// y[n] (+)= sum_k W[n, k] * x[k] for n in [0, N): 16-bit weights (BF16 or F16) widened to F32 in registers,
-// F32 activations and accumulation, so the result is the F32 product of the stored weights.
-void gemv_bf16(float* y, const uint16_t* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate);
-void gemv_f16(float* y, const uint16_t* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate);
+// y[n] (+)= sum_k W[n, k] * x[k] for n in [0, N), all F32.
 void gemv_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate);
 
+// The 4-row packed layout of a 16-bit [N, K] matrix: rows padded to a multiple of 4 and columns to a
+// multiple of 16 (zeros), and for each block of 4 rows the 16-column chunks of its rows interleaved:
+// element (r, k) at ((r / 4) * (Kp / 16) + k / 16) * 64 + (r % 4) * 16 + k % 16. A GEMV then reads the
+// matrix as one sequential stream; separate row streams of 1.5 KB (K = 768 in 16 bits) are too short for
+// the hardware prefetchers and cost a third of the bandwidth.
+struct Packed16 {
+  static int64_t padded_rows(int64_t n) { return (n + 3) / 4 * 4; }
+  static int64_t padded_cols(int64_t k) { return (k + 15) / 16 * 16; }
+  static int64_t offset(int64_t r, int64_t k, int64_t kp) { return ((r / 4) * (kp / 16) + k / 16) * 64 + (r % 4) * 16 + k % 16; }
+};
+// y[n] (+)= sum_k W[n, k] x[k] for the rows [r0, r0 + n) of a packed matrix (r0 a multiple of 4): 16-bit
+// weights (BF16 or F16) widened to F32 in registers, F32 activations and accumulation, so the result is
+// the F32 product of the stored weights.
+void gemv_packed16(float* y, const uint16_t* w, int64_t kp, const float* x, int64_t r0, int64_t n, int64_t k,
+                   bool accumulate, bool is_bf16);
+// dst[i, c] = float(W[r0 + i, c]) for i in [0, rows), c in [0, k): rows of a packed matrix widened to F32.
+void widen_packed_rows(float* dst, int64_t ld_dst, const uint16_t* w, int64_t kp, int64_t r0, int64_t rows, int64_t k,
+                       bool is_bf16);
+
 // y[n] (+)= sum_k x[k] * W[k, n] for n in [0, N) with W row-major [K, ldw] (GPT-2's Conv1D layout, used
-// straight from the file): columns in blocks, each block swept down all K rows.
+// straight from the file): four rows of W at a time, each streamed across all N columns, y kept in L1.
 void gemv_inout_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate);
 
 // dst[r, c] = float(src[r, c]) for a 16-bit block (is_bf16 selects BF16 or F16).
