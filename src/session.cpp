@@ -117,7 +117,7 @@ void Session::forward(const int32_t* tokens, int64_t n, bool all_logits, float* 
       // attention block: x += proj(attn(ln_1(x)))
       be.layer_norm(xn, x, L.ln_1_w, L.ln_1_b, c.layer_norm_epsilon);
       be.linear(qkv, xn, L.attn_qkv, false);
-      be.store_kv(k_cache_[size_t(l)], v_cache_[size_t(l)], qkv.col_slice(C, C), qkv.col_slice(2 * C, C), pos0);
+      be.store_kv(k_cache_[size_t(l)], v_cache_[size_t(l)], qkv.col_slice(C, C), qkv.col_slice(2 * C, C), pos0, c.n_head);
       float scale = c.scale_attn_weights ? 1.0f / std::sqrt(float(c.head_dim())) : 1.0f;
       if (c.scale_attn_by_inverse_layer_idx) scale /= float(l + 1);
       be.attention(att, qkv.col_slice(0, C), k_cache_[size_t(l)], v_cache_[size_t(l)], pos0, c.n_head, scale);

@@ -224,8 +224,8 @@ TEST(CudaOps, StoreKvAndAttentionMatchCpu) {
         Tensor kc = up.zeros(*be, c.S, C, C, cache_dtype), vc = up.zeros(*be, c.S, C, C, cache_dtype);
         // Rows 0 .. pos0-1 as an earlier step would have stored them, then this step's T rows.
         Tensor kt = up.put(*be, k, n, C), vt = up.put(*be, v, n, C);
-        if (c.pos0 > 0) be->store_kv(kc, vc, kt.row_slice(0, c.pos0), vt.row_slice(0, c.pos0), 0);
-        be->store_kv(kc, vc, kt.row_slice(c.pos0, c.T), vt.row_slice(c.pos0, c.T), c.pos0);
+        if (c.pos0 > 0) be->store_kv(kc, vc, kt.row_slice(0, c.pos0), vt.row_slice(0, c.pos0), 0, c.H);
+        be->store_kv(kc, vc, kt.row_slice(c.pos0, c.T), vt.row_slice(c.pos0, c.T), c.pos0, c.H);
         Tensor out = up.zeros(*be, c.T, C, C);
         be->attention(out, up.put(*be, q, c.T, C), kc, vc, c.pos0, c.H, scale);
         (be == gpu.get() ? got : want) = fetch(*be, out);

@@ -151,18 +151,21 @@ TEST(Kernels, GeluTanhMatchesStdTanh) {
   std::printf("[ measured ] gelu_tanh: max |vector - std::tanh version| = %.3g\n", worst);
 }
 
-// The CPU backend's attention (blockwise, online softmax) against a direct softmax over all scores.
+// The CPU backend's store_kv + attention (blockwise, online softmax) against a direct softmax over all scores.
 TEST(Kernels, AttentionMatchesDirectSoftmax) {
   auto be = make_cpu_backend(2);
   for (auto [T, pos0, H, D] : std::vector<std::array<int64_t, 4>>{{1, 0, 1, 1}, {5, 3, 3, 7}, {1, 150, 2, 64}, {70, 0, 2, 5}}) {
     const int64_t C = H * D, S = pos0 + T;
     const auto q = randn(size_t(T * C), 1), k = randn(size_t(S * C), 2), v = randn(size_t(S * C), 3);
-    std::vector<float> out(static_cast<size_t>(T * C));
+    std::vector<float> out(static_cast<size_t>(T * C)), kc(static_cast<size_t>(S * C)), vc(static_cast<size_t>(S * C));
     const float scale = 0.7f;
-    be->attention(make_tensor(out.data(), DType::F32, Device::Host, T, C),
-                  make_tensor(const_cast<float*>(q.data()), DType::F32, Device::Host, T, C),
-                  make_tensor(const_cast<float*>(k.data()), DType::F32, Device::Host, S, C),
-                  make_tensor(const_cast<float*>(v.data()), DType::F32, Device::Host, S, C), pos0, H, scale);
+    auto view = [](const std::vector<float>& v, int64_t rows, int64_t cols) {
+      return make_tensor(const_cast<float*>(v.data()), DType::F32, Device::Host, rows, cols);
+    };
+    // Rows 0 .. pos0-1 as earlier steps stored them, then this step's T rows; then attention.
+    if (pos0 > 0) be->store_kv(view(kc, S, C), view(vc, S, C), view(k, pos0, C), view(v, pos0, C), 0, H);
+    be->store_kv(view(kc, S, C), view(vc, S, C), view(k, S, C).row_slice(pos0, T), view(v, S, C).row_slice(pos0, T), pos0, H);
+    be->attention(view(out, T, C), view(q, T, C), view(kc, S, C), view(vc, S, C), pos0, H, scale);
     for (int64_t t = 0; t < T; ++t) {
       for (int64_t h = 0; h < H; ++h) {
         const int64_t n = pos0 + t + 1;

@@ -74,10 +74,15 @@ class Backend {
     linear(out, in, lin, false);
     activation(out, act);
   }
-  // k_cache[pos0 + t] = k[t], v_cache[pos0 + t] = v[t]     k, v: [T, C] (strided views of qkv); caches: [S, C]
-  virtual void store_kv(Tensor k_cache, Tensor v_cache, const Tensor& k, const Tensor& v, int64_t pos0) = 0;
+  // k_cache[pos0 + t] = k[t], v_cache[pos0 + t] = v[t]     k, v: [T, C] (strided views of qkv)
+  //   The caches are buffers of S * C elements (a [S, C] tensor) that only store_kv and attention read or
+  //   write, so a backend may order them as it likes (the CPU backend keeps them [H, S, D]: each head's
+  //   keys one contiguous stream).
+  virtual void store_kv(Tensor k_cache, Tensor v_cache, const Tensor& k, const Tensor& v, int64_t pos0,
+                        int64_t n_head) = 0;
   // Causal attention of T queries at positions pos0 .. pos0+T-1 over the cached keys/values 0 .. pos0+T-1.
-  //   out: [T, C]; q: [T, C] (may be strided); k_cache, v_cache: [S, C]; head h uses columns h*D .. h*D+D-1.
+  //   out: [T, C]; q: [T, C] (may be strided); k_cache, v_cache: as store_kv left them; head h is columns
+  //   h*D .. h*D+D-1 of q and out.
   //   scores are scale * q.k; softmax over the causal window.
   virtual void attention(Tensor out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t pos0,
                          int64_t n_head, float scale) = 0;

@@ -221,10 +221,16 @@ class CpuBackend final : public Backend {
     pool_.parallel_for(x.rows, rows);
   }
 
-  void store_kv(Tensor k_cache, Tensor v_cache, const Tensor& k, const Tensor& v, int64_t pos0) override {
+  // The caches are kept [H, S, D]: a decode step then reads each head's keys and values as one
+  // contiguous stream instead of 256-byte pieces a whole row apart.
+  void store_kv(Tensor k_cache, Tensor v_cache, const Tensor& k, const Tensor& v, int64_t pos0, int64_t n_head) override {
+    const int64_t S = k_cache.rows, D = k.cols / n_head;
     for (int64_t r = 0; r < k.rows; ++r) {
-      std::memcpy(k_cache.ptr<float>() + (pos0 + r) * k_cache.stride, k.ptr<float>() + r * k.stride, size_t(k.cols) * sizeof(float));
-      std::memcpy(v_cache.ptr<float>() + (pos0 + r) * v_cache.stride, v.ptr<float>() + r * v.stride, size_t(v.cols) * sizeof(float));
+      for (int64_t h = 0; h < n_head; ++h) {
+        const size_t dst = size_t((h * S + pos0 + r) * D);
+        std::memcpy(k_cache.ptr<float>() + dst, k.ptr<float>() + r * k.stride + h * D, size_t(D) * sizeof(float));
+        std::memcpy(v_cache.ptr<float>() + dst, v.ptr<float>() + r * v.stride + h * D, size_t(D) * sizeof(float));
+      }
     }
   }
 
@@ -232,13 +238,14 @@ class CpuBackend final : public Backend {
                  int64_t n_head, float scale) override {
     const int64_t T = q.rows;
     const int64_t D = q.cols / n_head;
+    const int64_t S = k_cache.rows;
     // One task per (query, head); each owns its output slice, so no two tasks write the same memory.
     pool_.parallel_for(T * n_head, [&](int64_t begin, int64_t end) {
       for (int64_t task = begin; task < end; ++task) {
         const int64_t t = task / n_head;
         const int64_t h = task % n_head;
         attend_one(out.ptr<float>() + t * out.stride + h * D, q.ptr<float>() + t * q.stride + h * D,
-                   k_cache.ptr<float>() + h * D, v_cache.ptr<float>() + h * D, k_cache.stride, pos0 + t + 1, D,
+                   k_cache.ptr<float>() + h * S * D, v_cache.ptr<float>() + h * S * D, D, pos0 + t + 1, D,
                    scale);
       }
     });

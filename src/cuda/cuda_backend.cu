@@ -215,7 +215,9 @@ class CudaBackend final : public Backend {
     cuda::activation(x.ptr<float>(), x.stride, x.rows, x.cols, act, stream_);
   }
 
-  void store_kv(Tensor k_cache, Tensor v_cache, const Tensor& k, const Tensor& v, int64_t pos0) override {
+  // The device caches stay [S, C] (heads side by side); the decode kernels read them as such.
+  void store_kv(Tensor k_cache, Tensor v_cache, const Tensor& k, const Tensor& v, int64_t pos0,
+                int64_t /*n_head*/) override {
     need_device_f32(k, "store_kv", "k");
     need_device_f32(v, "store_kv", "v");
     check_cache(k_cache, v_cache, "store_kv");
