@@ -38,12 +38,6 @@ class HostBuffer final : public Buffer {
   size_t bytes_;
 };
 
-inline float dot(const float* a, const float* b, int64_t n) {
-  float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
 
 class CpuBackend final : public Backend {
  public:
@@ -221,15 +215,18 @@ class CpuBackend final : public Backend {
     pool_.parallel_for(x.rows, rows);
   }
 
-  // The caches are kept [H, S, D]: a decode step then reads each head's keys and values as one
-  // contiguous stream instead of 256-byte pieces a whole row apart.
+  // The caches are kept per head: K transposed [H, D, S] (a block of keys' scores is then one FMA per head
+  // dimension over contiguous keys), V [H, S, D]. A decode step reads each head's K and V as long
+  // contiguous streams instead of 256-byte pieces a whole row apart.
   void store_kv(Tensor k_cache, Tensor v_cache, const Tensor& k, const Tensor& v, int64_t pos0, int64_t n_head) override {
     const int64_t S = k_cache.rows, D = k.cols / n_head;
+    float* kc = k_cache.ptr<float>();
+    float* vc = v_cache.ptr<float>();
     for (int64_t r = 0; r < k.rows; ++r) {
+      const float* kr = k.ptr<float>() + r * k.stride;
+      for (int64_t c = 0; c < k.cols; ++c) kc[(c / D) * D * S + (c % D) * S + pos0 + r] = kr[c];
       for (int64_t h = 0; h < n_head; ++h) {
-        const size_t dst = size_t((h * S + pos0 + r) * D);
-        std::memcpy(k_cache.ptr<float>() + dst, k.ptr<float>() + r * k.stride + h * D, size_t(D) * sizeof(float));
-        std::memcpy(v_cache.ptr<float>() + dst, v.ptr<float>() + r * v.stride + h * D, size_t(D) * sizeof(float));
+        std::memcpy(vc + (h * S + pos0 + r) * D, v.ptr<float>() + r * v.stride + h * D, size_t(D) * sizeof(float));
       }
     }
   }
@@ -239,54 +236,20 @@ class CpuBackend final : public Backend {
     const int64_t T = q.rows;
     const int64_t D = q.cols / n_head;
     const int64_t S = k_cache.rows;
-    // One task per (query, head); each owns its output slice, so no two tasks write the same memory.
-    pool_.parallel_for(T * n_head, [&](int64_t begin, int64_t end) {
+    // One task per (head, block of up to 4 queries); each owns its output rows, so no two tasks write the
+    // same memory.
+    const int64_t qblocks = (T + 3) / 4;
+    pool_.parallel_for(n_head * qblocks, [&](int64_t begin, int64_t end) {
       for (int64_t task = begin; task < end; ++task) {
-        const int64_t t = task / n_head;
-        const int64_t h = task % n_head;
-        attend_one(out.ptr<float>() + t * out.stride + h * D, q.ptr<float>() + t * q.stride + h * D,
-                   k_cache.ptr<float>() + h * S * D, v_cache.ptr<float>() + h * S * D, D, pos0 + t + 1, D,
-                   scale);
+        const int64_t h = task / qblocks, t0 = (task % qblocks) * 4, nq = std::min<int64_t>(4, T - t0);
+        cpu::attention_block(out.ptr<float>() + t0 * out.stride + h * D, out.stride, q.ptr<float>() + t0 * q.stride + h * D,
+                             q.stride, nq, pos0 + t0, k_cache.ptr<float>() + h * D * S, v_cache.ptr<float>() + h * S * D,
+                             S, D, scale);
       }
     });
   }
 
  private:
-  // Block-wise online softmax (flash-attention style): scores of one block of keys at a time, the running
-  // maximum m and denominator l rescaling what was accumulated so far. Memory: one block of scores.
-  static void attend_one(float* o, const float* q, const float* k, const float* v, int64_t kv_stride,
-                         int64_t n_keys, int64_t D, float scale) {
-    constexpr int64_t kBlock = 64;
-    float s[kBlock];
-    float m = -std::numeric_limits<float>::infinity();
-    float l = 0.0f;
-    std::memset(o, 0, size_t(D) * sizeof(float));
-    for (int64_t j0 = 0; j0 < n_keys; j0 += kBlock) {
-      const int64_t nb = std::min(kBlock, n_keys - j0);
-      float block_max = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < nb; ++j) {
-        s[j] = scale * dot(q, k + (j0 + j) * kv_stride, D);
-        block_max = std::max(block_max, s[j]);
-      }
-      const float m_new = std::max(m, block_max);
-      const float correction = std::exp(m - m_new);  // 0 on the first block (m = -inf)
-      if (correction != 1.0f) {
-        l *= correction;
-        for (int64_t i = 0; i < D; ++i) o[i] *= correction;
-      }
-      for (int64_t j = 0; j < nb; ++j) {
-        const float p = std::exp(s[j] - m_new);
-        l += p;
-        const float* vj = v + (j0 + j) * kv_stride;
-#pragma omp simd
-        for (int64_t i = 0; i < D; ++i) o[i] += p * vj[i];
-      }
-      m = m_new;
-    }
-    const float inv = 1.0f / l;
-    for (int64_t i = 0; i < D; ++i) o[i] *= inv;
-  }
-
   // Up to this many rows, a 16-bit linear layer runs as row-by-row GEMV (reads each weight once per row);
   // beyond, as blocks widened to F32 and multiplied by OpenBLAS sgemm.
   static constexpr int64_t kGemvMaxRows = 4;

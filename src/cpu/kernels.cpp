@@ -278,6 +278,75 @@ inline __m256 exp_neg(__m256 x) {
 }  // namespace
 #endif
 
+void attention_block(float* o, int64_t ldo, const float* q, int64_t ldq, int64_t nq, int64_t p0, const float* kt,
+                     const float* v, int64_t S, int64_t D, float scale) {
+  constexpr int64_t kBlock = 512;  // keys per block: 4 x 512 scores = 8 KB, in L1
+  alignas(32) float s[4][kBlock];
+  float m[4], l[4];
+  const int64_t n_max = p0 + nq;
+  for (int64_t i = 0; i < nq; ++i) {
+    m[i] = -INFINITY;
+    l[i] = 0.0f;
+    std::memset(o + i * ldo, 0, size_t(D) * sizeof(float));
+  }
+  for (int64_t j0 = 0; j0 < n_max; j0 += kBlock) {
+    const int64_t nb = std::min(kBlock, n_max - j0);
+    for (int64_t i = 0; i < nq; ++i) std::memset(s[i], 0, size_t(nb) * sizeof(float));
+    // scores: s[i][j] = sum_d q_i[d] kt[d][j0 + j], one row of kt per head dimension
+    for (int64_t d = 0; d < D; ++d) {
+      const float* krow = kt + d * S + j0;
+      int64_t j = 0;
+#if MINIGPT_AVX2
+      __m256 qd[4];
+      for (int64_t i = 0; i < nq; ++i) qd[i] = _mm256_set1_ps(q[i * ldq + d]);
+      for (; j + 8 <= nb; j += 8) {
+        const __m256 kv = _mm256_loadu_ps(krow + j);
+        for (int64_t i = 0; i < nq; ++i) _mm256_store_ps(s[i] + j, _mm256_fmadd_ps(qd[i], kv, _mm256_load_ps(s[i] + j)));
+      }
+#endif
+      for (; j < nb; ++j) {
+        for (int64_t i = 0; i < nq; ++i) s[i][j] += q[i * ldq + d] * krow[j];
+      }
+    }
+    for (int64_t i = 0; i < nq; ++i) {
+      const int64_t visible = std::min(nb, p0 + i + 1 - j0);  // causal: query i sees keys <= p0 + i
+      if (visible <= 0) continue;
+      float* si = s[i];
+      float bm = -INFINITY;
+      for (int64_t j = 0; j < visible; ++j) bm = std::max(bm, si[j] *= scale);
+      const float m_new = std::max(m[i], bm);
+      const float corr = std::exp(m[i] - m_new);  // 0 on the first block
+      float* oi = o + i * ldo;
+      if (corr != 1.0f) {
+        l[i] *= corr;
+        for (int64_t e = 0; e < D; ++e) oi[e] *= corr;
+      }
+      int64_t j = 0;
+#if MINIGPT_AVX2
+      const __m256 vm = _mm256_set1_ps(m_new);
+      for (; j + 8 <= visible; j += 8) _mm256_store_ps(si + j, exp_neg(_mm256_sub_ps(_mm256_load_ps(si + j), vm)));
+#endif
+      for (; j < visible; ++j) si[j] = std::exp(si[j] - m_new);
+      for (j = 0; j < visible; ++j) {
+        const float p = si[j];
+        l[i] += p;
+        const float* vj = v + (j0 + j) * D;
+        int64_t e = 0;
+#if MINIGPT_AVX2
+        const __m256 pv = _mm256_set1_ps(p);
+        for (; e + 8 <= D; e += 8) _mm256_storeu_ps(oi + e, _mm256_fmadd_ps(pv, _mm256_loadu_ps(vj + e), _mm256_loadu_ps(oi + e)));
+#endif
+        for (; e < D; ++e) oi[e] += p * vj[e];
+      }
+      m[i] = m_new;
+    }
+  }
+  for (int64_t i = 0; i < nq; ++i) {
+    const float inv = 1.0f / l[i];
+    for (int64_t e = 0; e < D; ++e) o[i * ldo + e] *= inv;
+  }
+}
+
 void gelu_tanh(float* x, int64_t n) {
   const float c = std::sqrt(2.0f / float(M_PI));
   int64_t i = 0;

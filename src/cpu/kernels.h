@@ -39,6 +39,13 @@ void gemv_inout_f32(float* y, const float* w, int64_t ldw, const float* x, int64
 // dst[r, c] = float(src[r, c]) for a 16-bit block (is_bf16 selects BF16 or F16).
 void widen_rows(float* dst, int64_t ld_dst, const uint16_t* src, int64_t ld_src, int64_t rows, int64_t cols, bool is_bf16);
 
+// Causal attention of one head for nq <= 4 consecutive queries at positions p0 .. p0+nq-1, query i
+// seeing keys 0 .. p0+i. K is stored transposed, kt[d * S + j] (so 8 keys' scores are one FMA per head
+// dimension, no horizontal sums), V as v[j * D + d]. Keys are taken in blocks with an online softmax, so
+// memory does not grow with the context. o rows are `ldo` apart, q rows `ldq` apart.
+void attention_block(float* o, int64_t ldo, const float* q, int64_t ldq, int64_t nq, int64_t p0, const float* kt,
+                     const float* v, int64_t S, int64_t D, float scale);
+
 // x = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in place; within a few ulp of the std::tanh result.
 void gelu_tanh(float* x, int64_t n);
 
