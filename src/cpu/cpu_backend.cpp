@@ -41,7 +41,9 @@ class HostBuffer final : public Buffer {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int n_threads) : pool_(n_threads) { use_blas_threads(); }
+  // OpenBLAS runs single-threaded inside our threads: a batch GEMM is split by output columns over the
+  // pool, so OpenBLAS's own threads never exist to compete with ours for the cores (nor spin after a call).
+  explicit CpuBackend(int n_threads) : pool_(n_threads) { openblas_set_num_threads(1); }
 
   std::string name() const override { return "cpu"; }
   Device device() const override { return Device::Host; }
@@ -188,10 +190,14 @@ class CpuBackend final : public Backend {
       }
       return;
     }
-    use_blas_threads();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, in_out ? CblasNoTrans : CblasTrans, int(T), int(N), int(K), 1.0f,
-                in.ptr<float>(), int(in.stride), lin.w.ptr<float>(), int(lin.w.stride), 1.0f, out.ptr<float>(),
-                int(out.stride));
+    pool_.run([&](int ith, int nth) {
+      const auto [n0, n1] = split(N, ith, nth, 16);
+      if (n0 >= n1) return;
+      // columns [n0, n1) of W: a column block of [K, N] (InOut) or a row block of [N, K] (OutIn)
+      const float* w = lin.w.ptr<float>() + (in_out ? n0 : n0 * lin.w.stride);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, in_out ? CblasNoTrans : CblasTrans, int(T), int(n1 - n0), int(K), 1.0f,
+                  in.ptr<float>(), int(in.stride), w, int(lin.w.stride), 1.0f, out.ptr<float>() + n0, int(out.stride));
+    });
   }
 
   void activation(Tensor x, Activation act) override {
@@ -283,20 +289,16 @@ class CpuBackend final : public Backend {
     const bool bf16 = lin.w.dtype == DType::BF16;
     for (int64_t n0 = 0; n0 < N; n0 += block) {
       const int64_t nb = std::min(block, N - n0);
-      pool_.parallel_for(nb, [&](int64_t r0, int64_t r1) {
-        cpu::widen_packed_rows(gemm_scratch_.data() + r0 * K, K, lin.w.ptr<uint16_t>(), lin.w.stride, n0 + r0,
-                               r1 - r0, K, bf16);
+      // Each thread widens its own rows of the block and multiplies them (single-threaded OpenBLAS).
+      pool_.run([&](int ith, int nth) {
+        const auto [r0, r1] = split(nb, ith, nth, 16);
+        if (r0 >= r1) return;
+        float* wf = gemm_scratch_.data() + r0 * K;
+        cpu::widen_packed_rows(wf, K, lin.w.ptr<uint16_t>(), lin.w.stride, n0 + r0, r1 - r0, K, bf16);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(in.rows), int(r1 - r0), int(K), 1.0f, in.ptr<float>(),
+                    int(in.stride), wf, int(K), 1.0f, out.ptr<float>() + n0 + r0, int(out.stride));
       });
-      use_blas_threads();
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(in.rows), int(nb), int(K), 1.0f, in.ptr<float>(),
-                  int(in.stride), gemm_scratch_.data(), int(K), 1.0f, out.ptr<float>() + n0, int(out.stride));
     }
-  }
-
-  // OpenBLAS's thread count is global; several backends (bench -t 1,2) each set their own before a call.
-  void use_blas_threads() {
-    static std::atomic<int> current{-1};
-    if (current.exchange(pool_.size()) != pool_.size()) openblas_set_num_threads(pool_.size());
   }
 
   cpu::ThreadPool pool_;
