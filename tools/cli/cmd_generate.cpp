@@ -119,6 +119,7 @@ int run_generate(GenerateCliOptions& o) {
     std::printf("%s\n", to_json_line({{"summary", summary}}).c_str());
   } else {
     std::printf("\n");
+    std::fflush(stdout);  // the text before the summary, also when both go to one terminal or file
     std::fprintf(stderr,
                  "minigpt: prompt %zu tokens, prefill %.1f tok/s | generated %lld tokens, decode %.1f tok/s | "
                  "time to first token %.1f ms | stop: %s | seed %llu\n",
