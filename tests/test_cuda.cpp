@@ -21,13 +21,7 @@ namespace {
     if (!cuda_available(&cuda_why_)) GTEST_SKIP() << cuda_why_; \
   } while (0)
 
-std::vector<float> randn(size_t n, uint32_t seed, float sd = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using test::randn;
 
 // F32 values as a 16-bit dtype stores them (F32: unchanged).
 float round_to(float x, DType t) {
@@ -240,26 +234,10 @@ TEST(CudaOps, StoreKvAndAttentionMatchCpu) {
 
 // ---- the whole model ------------------------------------------------------------------------------
 
-struct Reference {
-  std::vector<int32_t> tokens;
-  std::vector<float> logits;  // [T, V]
-};
-
-template <typename T>
-std::vector<T> read_tensor(const SafeTensorsFile& f, const std::string& name, DType dtype) {
-  const SafeTensor* t = f.find(name);
-  if (t == nullptr || t->dtype != dtype) throw std::runtime_error(f.path() + ": no " + name);
-  std::vector<T> v(size_t(t->numel()));
-  std::memcpy(v.data(), t->data, t->nbytes);
-  return v;
-}
-
-Reference load_reference(const std::string& fixture) {
-  auto f = SafeTensorsFile::open(test::fixture_dir(fixture) / "reference.safetensors");
-  return {read_tensor<int32_t>(*f, "tokens", DType::I32), read_tensor<float>(*f, "logits", DType::F32)};
-}
-
-int64_t argmax(const float* v, int64_t n) { return std::max_element(v, v + n) - v; }
+using test::argmax;
+using test::load_reference;
+using test::read_tensor;
+using test::Reference;
 
 double max_abs_diff(const float* a, const float* b, size_t n) {
   double d = 0;

@@ -11,13 +11,7 @@
 namespace minigpt {
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using test::randn;
 
 TEST(Half, EveryF16AndBF16ValueRoundTrips) {
   for (uint32_t h = 0; h < 65536; ++h) {

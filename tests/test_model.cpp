@@ -12,26 +12,10 @@
 namespace minigpt {
 namespace {
 
-struct Reference {
-  std::vector<int32_t> tokens;
-  std::vector<float> logits;  // [T, V]
-};
-
-template <typename T>
-std::vector<T> read_tensor(const SafeTensorsFile& f, const std::string& name, DType dtype) {
-  const SafeTensor* t = f.find(name);
-  if (t == nullptr || t->dtype != dtype) throw std::runtime_error(f.path() + ": no " + name);
-  std::vector<T> v(size_t(t->numel()));
-  std::memcpy(v.data(), t->data, t->nbytes);
-  return v;
-}
-
-Reference load_reference(const std::string& fixture) {
-  auto f = SafeTensorsFile::open(test::fixture_dir(fixture) / "reference.safetensors");
-  return {read_tensor<int32_t>(*f, "tokens", DType::I32), read_tensor<float>(*f, "logits", DType::F32)};
-}
-
-int64_t argmax(const float* v, int64_t n) { return std::max_element(v, v + n) - v; }
+using test::argmax;
+using test::load_reference;
+using test::read_tensor;
+using test::Reference;
 
 // max |a - b| over n values, and the first position (row of width V) where the argmax differs (-1: none).
 struct Diff {

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -19,6 +21,38 @@ namespace minigpt::test {
 inline std::filesystem::path source_dir() { return MINIGPT_SOURCE_DIR; }
 inline std::filesystem::path fixture_dir(const std::string& name) {
   return source_dir() / "tests" / "fixtures" / "models" / name;
+}
+
+// A fixture's transformers reference (tools/make_reference.py): input ids and every position's logits.
+struct Reference {
+  std::vector<int32_t> tokens;
+  std::vector<float> logits;  // [T, V]
+};
+
+template <typename T>
+std::vector<T> read_tensor(const SafeTensorsFile& f, const std::string& name, DType dtype) {
+  const SafeTensor* t = f.find(name);
+  if (t == nullptr || t->dtype != dtype) throw std::runtime_error(f.path() + ": no " + name);
+  std::vector<T> v(size_t(t->numel()));
+  std::memcpy(v.data(), t->data, t->nbytes);
+  return v;
+}
+
+inline Reference load_reference(const std::string& fixture) {
+  auto f = SafeTensorsFile::open(fixture_dir(fixture) / "reference.safetensors");
+  return {read_tensor<int32_t>(*f, "tokens", DType::I32), read_tensor<float>(*f, "logits", DType::F32)};
+}
+
+// The first maximum, as torch.argmax.
+inline int64_t argmax(const float* v, int64_t n) { return std::max_element(v, v + n) - v; }
+
+// n normal values with standard deviation sd, from a fixed seed.
+inline std::vector<float> randn(size_t n, uint32_t seed, float sd = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, sd);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
 }
 
 // A fresh directory under the system temp dir, removed with everything in it at scope exit.
