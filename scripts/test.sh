@@ -5,7 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 extra=()
-[ -n "${MINIGPT_SANITIZE:-}" ] && extra+=("-DMINIGPT_SANITIZE=${MINIGPT_SANITIZE}" "-DCMAKE_BUILD_TYPE=RelWithDebInfo")
+if [ -n "${MINIGPT_SANITIZE:-}" ]; then
+  # No CUDA in the sanitizer build: nvcc is slow, and the normal build already compiles the backend.
+  extra+=("-DMINIGPT_SANITIZE=${MINIGPT_SANITIZE}" "-DCMAKE_BUILD_TYPE=RelWithDebInfo" "-DMINIGPT_CUDA=OFF")
+  # Leaks are errors; UBSan stops at the first report, with a stack.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+fi
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   BUILD_DIR="$BUILD_DIR" bash scripts/setup.sh "${extra[@]}"
 else

@@ -44,7 +44,7 @@ std::vector<std::shared_ptr<SafeTensorsFile>> open_weight_files(const fs::path& 
   json j;
   try {
     j = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     throw Error(ErrorKind::Format, index.string() + ": not valid JSON: " + e.what());
   }
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {

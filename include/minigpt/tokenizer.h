@@ -31,6 +31,7 @@ namespace minigpt {
 
 namespace tokenizer_detail {
 class PreTokenizer;  // the compiled GPT-2 split pattern (PCRE2), see src/tokenizer/pretokenizer.h
+struct RawTokenizer;  // what either file format holds, before the tables are built
 }
 
 class Tokenizer {
@@ -38,6 +39,12 @@ class Tokenizer {
   // Reads `dir`/tokenizer.json if it exists, else `dir`/vocab.json + `dir`/merges.txt. Throws
   // Error (Io, Format, Unsupported) naming the file. A directory with no weights is fine.
   static Tokenizer load(const std::filesystem::path& dir);
+  // The same from file contents in memory (load() reads the files and calls these); `source` names the
+  // file in error messages.
+  static Tokenizer from_tokenizer_json(std::string_view text, const std::string& source = "tokenizer.json");
+  static Tokenizer from_vocab_merges(std::string_view vocab_json, std::string_view merges_txt,
+                                     const std::string& vocab_source = "vocab.json",
+                                     const std::string& merges_source = "merges.txt");
   // The 256 byte symbols and no merges, no special tokens: id == byte value.
   static Tokenizer byte_level();
 
@@ -64,6 +71,7 @@ class Tokenizer {
 
  private:
   Tokenizer() = default;
+  static Tokenizer build(const tokenizer_detail::RawTokenizer& raw, const std::string& where);
   struct Merge {
     int32_t rank;
     int32_t id;

@@ -71,7 +71,7 @@ Config parse_config(const std::string& text, const std::string& source) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     fail(source, std::string("not valid JSON: ") + e.what());
   }
   if (!j.is_object()) fail(source, "not a JSON object");
@@ -102,7 +102,10 @@ Config parse_config(const std::string& text, const std::string& source) {
 
   if (j.contains("layer_norm_epsilon") && !j["layer_norm_epsilon"].is_null()) {
     if (!j["layer_norm_epsilon"].is_number()) fail(source, "field 'layer_norm_epsilon' must be a number");
-    c.layer_norm_epsilon = j["layer_norm_epsilon"].get<float>();
+    // Range-checked as a double first: converting an out-of-range double (1e300) to float is undefined.
+    const double eps = j["layer_norm_epsilon"].get<double>();
+    if (!(eps > 0.0) || eps > 1.0) fail(source, "layer_norm_epsilon must be in (0, 1], got " + j["layer_norm_epsilon"].dump());
+    c.layer_norm_epsilon = float(eps);
   }
 
   c.activation_name = get_string(j, "activation_function", source, "gelu_new");

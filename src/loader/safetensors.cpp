@@ -109,7 +109,7 @@ void SafeTensorsFile::parse(const uint8_t* bytes, size_t size) {
   json h;
   try {
     h = json::parse(header, header + header_len);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     fail(src, std::string("header is not valid JSON: ") + e.what());
   }
   if (!h.is_object()) fail(src, "header is not a JSON object");

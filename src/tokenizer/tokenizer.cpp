@@ -19,6 +19,18 @@ using tokenizer_detail::PreTokenizer;
 using tokenizer_detail::Utf8Status;
 using json = nlohmann::json;
 
+namespace tokenizer_detail {
+// What load() gathers from either file format before building the tables.
+struct RawTokenizer {
+  std::vector<std::pair<std::string, int64_t>> vocab;       // symbol, id
+  std::vector<std::pair<std::string, std::string>> merges;  // left, right symbols, by rank
+  std::vector<size_t> merge_lines;                           // where each merge came from
+  std::vector<std::pair<std::string, int64_t>> specials;    // content, id
+};
+
+}  // namespace tokenizer_detail
+using tokenizer_detail::RawTokenizer;
+
 namespace {
 
 // Ids beyond this are surely a corrupt file, and would make the id tables huge.
@@ -101,26 +113,17 @@ std::string read_file(const std::filesystem::path& path) {
   return std::move(ss).str();
 }
 
-json parse_json(const std::filesystem::path& path) {
-  std::string text = read_file(path);
+json parse_json(std::string_view text, const std::string& where) {
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
-    throw Error(ErrorKind::Format, path.string() + ": not valid JSON: " + e.what());
+    throw Error(ErrorKind::Format, where + ": not valid JSON: " + e.what());
   }
 }
 
 uint64_t pair_key(int32_t left, int32_t right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
-
-// What load() gathers from either file format before building the tables.
-struct RawTokenizer {
-  std::vector<std::pair<std::string, int64_t>> vocab;       // symbol, id
-  std::vector<std::pair<std::string, std::string>> merges;  // left, right symbols, by rank
-  std::vector<size_t> merge_lines;                           // where each merge came from
-  std::vector<std::pair<std::string, int64_t>> specials;    // content, id
-};
 
 void read_vocab_object(const json& v, const std::string& where, RawTokenizer& raw) {
   if (!v.is_object()) throw Error(ErrorKind::Format, where + ": the vocabulary is not a JSON object");
@@ -142,13 +145,11 @@ void split_merge_line(std::string_view line, size_t line_no, const std::string& 
   raw.merge_lines.push_back(line_no);
 }
 
-RawTokenizer read_vocab_merges(const std::filesystem::path& dir) {
+RawTokenizer read_vocab_merges(std::string_view vocab_json, std::string_view merges_txt, const std::string& vocab_where,
+                               const std::string& merges_where) {
   RawTokenizer raw;
-  auto vocab_path = dir / "vocab.json";
-  auto merges_path = dir / "merges.txt";
-  read_vocab_object(parse_json(vocab_path), vocab_path.string(), raw);
-  std::string text = read_file(merges_path);
-  std::string_view rest(text);
+  read_vocab_object(parse_json(vocab_json, vocab_where), vocab_where, raw);
+  std::string_view rest(merges_txt);
   size_t line_no = 0;
   while (!rest.empty()) {
     size_t nl = rest.find('\n');
@@ -157,7 +158,7 @@ RawTokenizer read_vocab_merges(const std::filesystem::path& dir) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty() || (line_no == 1 && line.starts_with("#version"))) continue;
-    split_merge_line(line, line_no, merges_path.string(), raw);
+    split_merge_line(line, line_no, merges_where, raw);
   }
   // GPT-2's files carry no list of special tokens; <|endoftext|> is the one GPT-2 uses.
   for (auto& [sym, id] : raw.vocab)
@@ -186,10 +187,9 @@ void check_tokenizer_json_options(const json& j, const std::string& where) {
                         "ignore_merges are not supported");
 }
 
-RawTokenizer read_tokenizer_json(const std::filesystem::path& path) {
+RawTokenizer read_tokenizer_json(std::string_view text, const std::string& where) {
   RawTokenizer raw;
-  const std::string where = path.string();
-  json j = parse_json(path);
+  json j = parse_json(text, where);
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object())
     throw Error(ErrorKind::Format, where + ": no \"model\" object");
   const json& model = j["model"];
@@ -229,18 +229,28 @@ RawTokenizer read_tokenizer_json(const std::filesystem::path& path) {
 // --- building the tables ------------------------------------------------------------------------
 
 Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
-  Tokenizer t;
-  RawTokenizer raw;
-  std::string where;
   if (std::filesystem::exists(dir / "tokenizer.json")) {
-    where = (dir / "tokenizer.json").string();
-    raw = read_tokenizer_json(dir / "tokenizer.json");
-  } else if (std::filesystem::exists(dir / "vocab.json") && std::filesystem::exists(dir / "merges.txt")) {
-    where = (dir / "merges.txt").string();
-    raw = read_vocab_merges(dir);
-  } else {
-    throw Error(ErrorKind::Io, dir.string() + ": no tokenizer.json, nor vocab.json + merges.txt");
+    const auto path = dir / "tokenizer.json";
+    return from_tokenizer_json(read_file(path), path.string());
   }
+  if (std::filesystem::exists(dir / "vocab.json") && std::filesystem::exists(dir / "merges.txt")) {
+    const auto vocab_path = dir / "vocab.json", merges_path = dir / "merges.txt";
+    return from_vocab_merges(read_file(vocab_path), read_file(merges_path), vocab_path.string(), merges_path.string());
+  }
+  throw Error(ErrorKind::Io, dir.string() + ": no tokenizer.json, nor vocab.json + merges.txt");
+}
+
+Tokenizer Tokenizer::from_tokenizer_json(std::string_view text, const std::string& source) {
+  return build(read_tokenizer_json(text, source), source);
+}
+
+Tokenizer Tokenizer::from_vocab_merges(std::string_view vocab_json, std::string_view merges_txt,
+                                       const std::string& vocab_source, const std::string& merges_source) {
+  return build(read_vocab_merges(vocab_json, merges_txt, vocab_source, merges_source), merges_source);
+}
+
+Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
+  Tokenizer t;
 
   std::unordered_map<std::string, int32_t> sym_to_id;
   sym_to_id.reserve(raw.vocab.size());

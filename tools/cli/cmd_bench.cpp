@@ -103,11 +103,9 @@ int run_bench(const BenchOptions& o) {
   std::map<int, double> bandwidth;
   std::mt19937 rng(1234);
 
-  if (o.output == "md") {
-    std::printf("| model | backend | dtype | threads | test | tok/s | ± | GB/s | roofline | notes |\n");
-    std::printf("|---|---|---|---:|---|---:|---:|---:|---:|---|\n");
-    std::fflush(stdout);
-  }
+  // The table header goes out with the first row, so that an error found at load (e.g. -p past the
+  // model's context) leaves stdout empty.
+  bool header_printed = false;
   for (int t : threads) {
     if (on_gpu) {
       // The card's stated bandwidth (memory clock x bus width); achieved GB/s is reported against it.
@@ -125,6 +123,14 @@ int run_bench(const BenchOptions& o) {
       lo.weight_dtype = parse_dtype(dt);
       auto model = o.random.empty() ? Model::load(o.model_dir, lo) : Model::random(gpt2_preset(o.random), lo);
       const Config& c = model->config();
+      // Every length is checked against this model's context before any test runs.
+      for (int64_t p : o.n_prompt)
+        if (p > c.n_ctx) throw Error(ErrorKind::Argument, "-p: " + std::to_string(p) + " exceeds the model's context of " + std::to_string(c.n_ctx));
+      for (int64_t n : o.n_gen)
+        for (int64_t d : o.depth)
+          if (d + n > c.n_ctx)
+            throw Error(ErrorKind::Argument, "-n/-d: depth " + std::to_string(d) + " + " + std::to_string(n) +
+                                                 " tokens exceed the model's context of " + std::to_string(c.n_ctx));
       auto tokens = [&](int64_t n) {
         std::vector<int32_t> v(static_cast<size_t>(n));
         for (auto& x : v) x = int32_t(rng() % uint32_t(c.n_vocab));
@@ -139,6 +145,11 @@ int run_bench(const BenchOptions& o) {
         r["reps"] = o.reps;
         r["n_params"] = model->n_params();
         if (o.output == "md") {
+          if (!header_printed) {
+            std::printf("| model | backend | dtype | threads | test | tok/s | ± | GB/s | roofline | notes |\n");
+            std::printf("|---|---|---|---:|---|---:|---:|---:|---:|---|\n");
+            header_printed = true;
+          }
           std::string gbs = "", roof = "";
           if (r.contains("gb_s")) {
             char b[32];
@@ -157,7 +168,6 @@ int run_bench(const BenchOptions& o) {
       };
 
       for (int64_t p : o.n_prompt) {
-        if (p > c.n_ctx) throw Error(ErrorKind::Argument, "-p: " + std::to_string(p) + " exceeds the model's context of " + std::to_string(c.n_ctx));
         const auto prompt = tokens(p);
         std::vector<double> rates, times;
         for (int r = -1; r < o.reps; ++r) {  // r = -1: warm-up
@@ -175,10 +185,6 @@ int run_bench(const BenchOptions& o) {
       }
       for (int64_t n : o.n_gen) {
         for (int64_t d : o.depth) {
-          if (d + n > c.n_ctx) {
-            throw Error(ErrorKind::Argument, "-n/-d: depth " + std::to_string(d) + " + " + std::to_string(n) +
-                                                 " tokens exceed the model's context of " + std::to_string(c.n_ctx));
-          }
           const auto prefix = tokens(d);
           const auto gen = tokens(n);
           std::vector<double> rates, latencies;

@@ -143,13 +143,16 @@ const bool registered = register_command("generate", "Generate text from a promp
   app.add_option("--top-p", o->gen.sampling.top_p, "Nucleus sampling mass in (0, 1] (default 1.0 = off)");
   app.add_option("--min-p", o->gen.sampling.min_p, "Drop tokens below min_p x the top probability (default 0 = off)");
   app.add_option("--repetition-penalty", o->gen.sampling.repetition_penalty, "CTRL repetition penalty (default 1.0 = off)");
-  app.add_option_function<uint64_t>("--seed", [o](const uint64_t& s) { o->seed = s; }, "Random seed (default: random)");
+  // CLI11 would otherwise read "-1" as 2^64 - 1.
+  app.add_option_function<uint64_t>("--seed", [o](const uint64_t& s) { o->seed = s; }, "Random seed (default: random)")
+      ->check(CLI::Validator(
+          [](std::string& s) { return !s.empty() && s[0] == '-' ? "must be >= 0, got " + s : std::string(); }, "UINT64"));
   app.add_option("--stop", o->gen.stop, "Stop before this string (repeatable)")->allow_extra_args(false);
   app.add_flag("--ignore-eos", o->gen.ignore_eos, "Keep generating past the end-of-text token");
   app.add_option("--context-overflow", o->overflow, "error | truncate | slide (default error)")
       ->check(CLI::IsMember({"error", "truncate", "slide"}));
-  app.add_flag("--json", o->json_out, "One JSON object per token, then a summary (no prompt echo)");
-  app.add_option("--top-logprobs", o->top_logprobs, "With --json: this many alternatives per token");
+  auto* json_flag = app.add_flag("--json", o->json_out, "One JSON object per token, then a summary (no prompt echo)");
+  app.add_option("--top-logprobs", o->top_logprobs, "With --json: this many alternatives per token")->needs(json_flag);
   app.add_flag("--special", o->special, "Recognise special tokens such as <|endoftext|> in the prompt");
   return [o] { return run_generate(*o); };
 });

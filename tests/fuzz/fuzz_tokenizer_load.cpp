@@ -1,0 +1,41 @@
+// libFuzzer target: tokenizer loading from tokenizer.json, or vocab.json + merges.txt, on arbitrary bytes.
+// Input: first byte even -> the rest is tokenizer.json; odd -> vocab.json, a NUL byte, merges.txt.
+// A tokenizer that loads is then used: a fixed text is encoded and decoded back.
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "minigpt/error.h"
+#include "minigpt/tokenizer.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  const std::string_view rest(reinterpret_cast<const char*>(data + 1), size - 1);
+  try {
+    minigpt::Tokenizer tok = [&] {
+      if ((data[0] & 1) == 0) return minigpt::Tokenizer::from_tokenizer_json(rest);
+      const size_t nul = rest.find('\0');
+      const std::string_view vocab = rest.substr(0, nul);
+      const std::string_view merges = nul == std::string_view::npos ? std::string_view() : rest.substr(nul + 1);
+      return minigpt::Tokenizer::from_vocab_merges(vocab, merges);
+    }();
+    static const std::string_view kTexts[] = {"Hello world, it's 2024!\n  \t x", "<|endoftext|>ab<|endoftext|>",
+                                              "\xc3\xa9t\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80"};
+    for (std::string_view text : kTexts) {
+      for (bool special : {false, true}) {
+        const auto ids = tok.encode(text, special);
+        if (tok.decode(ids) != text) std::abort();  // byte-level BPE is lossless whatever the merges
+      }
+    }
+    for (int32_t id = 0; id < tok.n_vocab() && id < 512; ++id) {
+      try {
+        (void)tok.token_bytes(id);
+        (void)tok.token_symbol(id);
+      } catch (const minigpt::Error&) {  // a hole in the vocabulary
+      }
+    }
+  } catch (const minigpt::Error&) {
+  }
+  return 0;
+}

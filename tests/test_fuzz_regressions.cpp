@@ -1,0 +1,124 @@
+// Inputs the fuzz targets (tests/fuzz/) found or that guard what they check: each must be refused with one
+// minigpt::Error naming the file and the field, never crash, read outside the input, or allocate from it.
+#include <vector>
+
+#include "id_list.h"
+#include "minigpt/model.h"
+#include "minigpt/random_weights.h"
+#include "minigpt/tokenizer.h"
+#include "test_util.h"
+
+namespace minigpt {
+namespace {
+
+using test::expect_error;
+
+// An exact-size heap copy, so that ASan reports a read one byte past the end.
+std::vector<uint8_t> image(const std::string& header, size_t data_bytes) {
+  std::vector<uint8_t> v(8 + header.size() + data_bytes, 1);
+  for (int i = 0; i < 8; ++i) v[size_t(i)] = uint8_t(uint64_t(header.size()) >> (8 * i));
+  std::copy(header.begin(), header.end(), v.begin() + 8);
+  return v;
+}
+
+// Parses `v` and reads the last byte of every tensor: a parser that lets a tensor end past the data makes
+// this an out-of-bounds read (an ASan report in the sanitizer build).
+void parse_and_touch(const std::vector<uint8_t>& v) {
+  auto f = SafeTensorsFile::from_memory(v.data(), v.size(), "x.safetensors");
+  unsigned sum = 0;
+  for (const auto& t : f->tensors())
+    if (t.nbytes) sum += t.data[t.nbytes - 1];
+  ADD_FAILURE() << "accepted (sum " << sum << ")";
+}
+
+TEST(FuzzRegressions, ConfigNumberOverflow) {
+  // fuzz_config: a number nlohmann cannot hold raised json::out_of_range, which nothing caught.
+  const std::string crash = test::read_file(test::source_dir() / "tests/fuzz/regressions/config_number_overflow.json");
+  ASSERT_FALSE(crash.empty());
+  expect_error([&] { parse_config(crash, "config.json"); }, ErrorKind::Config, {"config.json", "not valid JSON"});
+  expect_error([&] { parse_config(R"({"model_type":"gpt2","n_layer":1e999})", "config.json"); }, ErrorKind::Config,
+               {"config.json", "not valid JSON"});
+}
+
+TEST(FuzzRegressions, LayerNormEpsilonOutOfFloatRange) {
+  const std::string base = R"({"model_type":"gpt2","n_layer":1,"n_head":1,"n_embd":2,"n_positions":4,"vocab_size":3,)";
+  for (const char* eps : {"1e300", "-1e300", "1e-300", "0"})
+    expect_error([&] { parse_config(base + "\"layer_norm_epsilon\":" + eps + "}", "config.json"); }, ErrorKind::Config,
+                 {"config.json", "layer_norm_epsilon must be in (0, 1]"});
+}
+
+TEST(FuzzRegressions, SafetensorsNumberOverflowInHeader) {
+  expect_error([&] { parse_and_touch(image(R"({"w":{"dtype":"F32","shape":[1e999],"data_offsets":[0,4]}})", 4)); },
+               ErrorKind::Format, {"x.safetensors", "not valid JSON"});
+}
+
+TEST(FuzzRegressions, IndexJsonNumberOverflow) {
+  test::TempDir tmp;
+  write_random_model(tmp.path(), test::tiny_config());
+  test::write_file(tmp / "model.safetensors.index.json", R"({"weight_map": {"wte.weight": 1e999}})");
+  std::filesystem::remove(tmp / "model.safetensors");
+  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Format,
+               {"model.safetensors.index.json", "not valid JSON"});
+}
+
+TEST(FuzzRegressions, TensorEndingOneBytePastTheData) {
+  // The offset check's boundary: [0, 4] over 4 bytes is fine, [1, 5] over 4 bytes is one past the end.
+  const std::vector<uint8_t> ok = image(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4);
+  EXPECT_NO_THROW(SafeTensorsFile::from_memory(ok.data(), ok.size(), "ok"));
+  expect_error([&] { parse_and_touch(image(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[1,5]}})", 4)); },
+               ErrorKind::Format, {"x.safetensors", "tensor 'w'", "past the end"});
+  expect_error([&] { parse_and_touch(image(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", 0)); },
+               ErrorKind::Format, {"x.safetensors", "tensor 'w'", "past the end"});
+}
+
+TEST(FuzzRegressions, HugeSizesAreErrorsNotAllocations) {
+  // A header length of 2^60, and a tensor of 2^60 elements: refused before anything is allocated.
+  std::vector<uint8_t> v = image("{}", 0);
+  v[7] = 0x10;  // header length 2^60
+  expect_error([&] { parse_and_touch(v); }, ErrorKind::Format, {"x.safetensors", "header length", "exceeds the file size"});
+  expect_error(
+      [&] { parse_and_touch(image(R"({"w":{"dtype":"F32","shape":[1048576,1048576],"data_offsets":[0,4]}})", 4)); },
+      ErrorKind::Format, {"tensor 'w'", "cover 4 bytes"});
+  expect_error(
+      [&] { parse_and_touch(image(R"({"w":{"dtype":"F64","shape":[1152921504606846976],"data_offsets":[0,8]}})", 8)); },
+      ErrorKind::Format, {"tensor 'w'", "too many elements"});
+}
+
+TEST(FuzzRegressions, OverlapAndDuplicateSpans) {
+  expect_error(
+      [&] {
+        parse_and_touch(image(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},
+                                  "b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+                              4));
+      },
+      ErrorKind::Format, {"'a' and 'b' overlap"});
+}
+
+TEST(FuzzRegressions, TokenizerInMemoryEqualsLoad) {
+  test::TempDir tmp;
+  std::string vocab = "{";
+  for (int b = 33; b < 127; ++b) {
+    std::string sym(1, char(b));
+    if (sym == "\"" || sym == "\\") sym = "\\" + sym;
+    vocab += "\"" + sym + "\":" + std::to_string(b - 33) + ",";
+  }
+  vocab.back() = '}';
+  // Too few byte symbols: an error naming the file, from memory as from disk.
+  expect_error([&] { Tokenizer::from_vocab_merges(vocab, "", "v.json", "m.txt"); }, ErrorKind::Format,
+               {"m.txt", "lacks the symbol of byte 0"});
+  test::write_file(tmp / "vocab.json", vocab);
+  test::write_file(tmp / "merges.txt", "");
+  expect_error([&] { Tokenizer::load(tmp.path()); }, ErrorKind::Format, {"merges.txt", "lacks the symbol of byte 0"});
+  expect_error([&] { Tokenizer::from_tokenizer_json("{\"model\": 1e999}"); }, ErrorKind::Format,
+               {"tokenizer.json", "not valid JSON"});
+}
+
+TEST(FuzzRegressions, IdList) {
+  EXPECT_EQ(cli::parse_ids(" 15496\t995\n0 2147483647 "), (std::vector<int32_t>{15496, 995, 0, 2147483647}));
+  EXPECT_TRUE(cli::parse_ids("").empty());
+  for (const char* bad : {"2147483648", "-1", "12a", "99999999999", "1e3", "+5", "\xff"})
+    expect_error([&] { cli::parse_ids(bad); }, ErrorKind::Argument, {"--decode", "is not a token id"});
+}
+
+}  // namespace
+}  // namespace minigpt

@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""Runs the minigpt CLI on every bad input below and prints a Markdown table (for tests/README.md):
+the input, the exit status, the number of stderr lines, and what minigpt said. Standard library only.
+
+Usage: tools/bad_inputs.py [path/to/minigpt]   (default build/minigpt)"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXE = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "minigpt"))
+TINY = os.path.join(ROOT, "tests", "fixtures", "models", "tiny")
+SHARDED = os.path.join(ROOT, "tests", "fixtures", "models", "tiny-sharded")
+GPT2TOK = os.path.join(ROOT, "..", "shared", "tokenizers", "gpt2")
+SHIPPED = os.path.join(ROOT, "models", "shakespeare-char")
+T = tempfile.mkdtemp(prefix="minigpt-bad-")
+
+
+def st_image(header, data=b""):
+    h = json.dumps(header).encode() if not isinstance(header, bytes) else header
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def read_st(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    return json.loads(b[8:8 + n]), b[8 + n:]
+
+
+def model_dir(name, config=None, weights=None, extra=None, base=TINY):
+    d = os.path.join(T, name)
+    shutil.copytree(base, d)
+    if config is not None:
+        open(os.path.join(d, "config.json"), "wb").write(config if isinstance(config, bytes) else config.encode())
+    if weights is not None:
+        open(os.path.join(d, "model.safetensors"), "wb").write(weights)
+    for f, content in (extra or {}).items():
+        p = os.path.join(d, f)
+        if content is None:
+            os.remove(p)
+        else:
+            open(p, "wb").write(content if isinstance(content, bytes) else content.encode())
+    return d
+
+
+def tok_dir(name, files):
+    d = os.path.join(T, name)
+    os.makedirs(d)
+    for f, content in files.items():
+        open(os.path.join(d, f), "wb").write(content if isinstance(content, bytes) else content.encode())
+    return d
+
+
+def edit_header(fn):
+    h, data = read_st(os.path.join(TINY, "model.safetensors"))
+    h, data = fn(h, data)
+    return st_image(h, data)
+
+
+def cfg(**kv):
+    c = json.load(open(os.path.join(TINY, "config.json")))
+    for k, v in kv.items():
+        if v is ...:
+            del c[k]
+        else:
+            c[k] = v
+    return json.dumps(c)
+
+
+def with_wte(fn):
+    def f(h, data):
+        fn(h["wte.weight"] if "wte.weight" in h else h["transformer.wte.weight"], h)
+        return h, data
+    return f
+
+
+def first_two(h):
+    names = sorted((k for k in h if k != "__metadata__"), key=lambda k: h[k]["data_offsets"][0])
+    return h[names[0]], h[names[1]]
+
+
+def overlap(h, data):
+    a, b = first_two(h)
+    b["data_offsets"] = [b["data_offsets"][0] - 4, b["data_offsets"][1] - 4]
+    return h, data
+
+
+def gap(h, data):
+    return h, data + b"\0" * 4
+
+
+def past_end(h, data):
+    return h, data[:-1]
+
+
+def vocab_bytes():
+    v = json.load(open(os.path.join(GPT2TOK, "vocab.json"), encoding="utf-8"))
+    return {s: i for s, i in v.items() if i < 256}
+
+
+def run(args, stdin=b""):
+    p = subprocess.run([EXE] + args, input=stdin, capture_output=True, timeout=300)
+    return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace")
+
+
+def main():
+    V = vocab_bytes()
+    vj = json.dumps(V)
+    cases = []  # (group, description, args, stdin)
+
+    def add(group, desc, args, stdin=b""):
+        cases.append((group, desc, args, stdin))
+
+    info = lambda d: ["info", "-m", d]
+    add("loader", "directory does not exist", info(os.path.join(T, "nope")))
+    add("loader", "directory without config.json", info(tok_dir("empty", {})))
+    add("loader", "config.json not JSON", info(model_dir("cfg-json", config='{"model_type": ')))
+    add("loader", "config.json number 1e999", info(model_dir("cfg-1e999", config=cfg(n_layer="X").replace('"X"', "1e999"))))
+    add("loader", "config.json is an array", info(model_dir("cfg-array", config="[1, 2]")))
+    add("loader", "model_type llama", info(model_dir("cfg-llama", config=cfg(model_type="llama"))))
+    add("loader", "n_head missing", info(model_dir("cfg-nohead", config=cfg(n_head=...))))
+    add("loader", "n_head a string", info(model_dir("cfg-headstr", config=cfg(n_head="2"))))
+    add("loader", "n_embd not divisible by n_head", info(model_dir("cfg-div", config=cfg(n_head=5))))
+    add("loader", "n_layer = 2^40", info(model_dir("cfg-layers", config=cfg(n_layer=2 ** 40))))
+    add("loader", "vocab_size = 0", info(model_dir("cfg-vocab0", config=cfg(vocab_size=0))))
+    add("loader", "layer_norm_epsilon = 1e300", info(model_dir("cfg-eps", config=cfg(layer_norm_epsilon=1e300))))
+    add("loader", "activation_function swiglu", info(model_dir("cfg-act", config=cfg(activation_function="swiglu"))))
+    add("loader", "model.safetensors missing", info(model_dir("st-missing", extra={"model.safetensors": None})))
+    add("loader", "model.safetensors empty (0 bytes)", info(model_dir("st-empty", weights=b"")))
+    add("loader", "model.safetensors truncated to half", info(model_dir("st-half", weights=open(os.path.join(TINY, "model.safetensors"), "rb").read()[:250000])))
+    add("loader", "header length claims 2^60 bytes", info(model_dir("st-2p60", weights=struct.pack("<Q", 2 ** 60) + b"{}")))
+    add("loader", "header not JSON", info(model_dir("st-notjson", weights=st_image(b"{hello}   "))))
+    add("loader", "header JSON number 1e999", info(model_dir("st-1e999", weights=st_image(b'{"w":{"dtype":"F32","shape":[1e999],"data_offsets":[0,4]}}', b"\0" * 4))))
+    add("loader", "last tensor ends 1 byte past the data", info(model_dir("st-pastend", weights=edit_header(past_end))))
+    add("loader", "two tensors overlap by 4 bytes", info(model_dir("st-overlap", weights=edit_header(overlap))))
+    add("loader", "4 bytes after the last tensor", info(model_dir("st-gap", weights=edit_header(gap))))
+    add("loader", "tensor shape 2^40 x 2^40", info(model_dir("st-huge", weights=edit_header(with_wte(lambda t, h: t.update(shape=[2 ** 40, 2 ** 40]))))))
+    add("loader", "negative data offset", info(model_dir("st-neg", weights=edit_header(with_wte(lambda t, h: t.update(data_offsets=[-4, t["data_offsets"][1]]))))))
+    add("loader", "unknown dtype F8", info(model_dir("st-f8", weights=edit_header(with_wte(lambda t, h: t.update(dtype="F8"))))))
+    add("loader", "wte.weight stored as I32", info(model_dir("st-i32", weights=edit_header(with_wte(lambda t, h: t.update(dtype="I32"))))))
+    add("loader", "wte.weight shape transposed", info(model_dir("st-shape", weights=edit_header(with_wte(lambda t, h: t.update(shape=t["shape"][::-1]))))))
+    add("loader", "wte.weight renamed (missing)", info(model_dir("st-noname", weights=edit_header(lambda h, d: ({("x.weight" if k.endswith("wte.weight") else k): v for k, v in h.items()}, d)))))
+    add("loader", "index.json not JSON", info(model_dir("idx-json", base=SHARDED, extra={"model.safetensors.index.json": "{"})))
+    add("loader", "index.json names ../etc/passwd", info(model_dir("idx-path", base=SHARDED, extra={"model.safetensors.index.json": json.dumps({"weight_map": {"wte.weight": "../etc/passwd"}})})))
+    add("loader", "a shard missing", info(model_dir("idx-shard", base=SHARDED, extra={"model-00002-of-00004.safetensors": None})))
+
+    tk = lambda d, *a: ["tokenize", "-m", d] + list(a)
+    add("tokenizer", "no tokenizer files", tk(tok_dir("tok-none", {}), "hi"))
+    add("tokenizer", "tokenizer.json not JSON", tk(tok_dir("tok-json", {"tokenizer.json": "{"}), "hi"))
+    add("tokenizer", "tokenizer.json model type WordPiece", tk(tok_dir("tok-wp", {"tokenizer.json": json.dumps({"model": {"type": "WordPiece", "vocab": {}}})}), "hi"))
+    add("tokenizer", "tokenizer.json with a normalizer", tk(tok_dir("tok-norm", {"tokenizer.json": json.dumps({"normalizer": {"type": "NFC"}, "pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": V}})}), "hi"))
+    add("tokenizer", "vocab.json lacks byte symbols", tk(tok_dir("tok-bytes", {"vocab.json": '{"a": 0}', "merges.txt": ""}), "hi"))
+    add("tokenizer", "vocab.json id is a string", tk(tok_dir("tok-idstr", {"vocab.json": '{"a": "0"}', "merges.txt": ""}), "hi"))
+    add("tokenizer", "vocab.json id 2^40", tk(tok_dir("tok-idbig", {"vocab.json": vj[:-1] + ', "zz": 1099511627776}', "merges.txt": ""}), "hi"))
+    add("tokenizer", "two tokens with one id", tk(tok_dir("tok-dup", {"vocab.json": vj[:-1] + ', "zz": 5}', "merges.txt": ""}), "hi"))
+    add("tokenizer", "merges.txt line with 3 symbols", tk(tok_dir("tok-merge3", {"vocab.json": vj, "merges.txt": "#version: 0.2\na b c\n"}), "hi"))
+    add("tokenizer", "merge whose result is not in vocab", tk(tok_dir("tok-mergevocab", {"vocab.json": vj, "merges.txt": "a b\n"}), "hi"))
+    add("tokenizer", "text not valid UTF-8", tk(GPT2TOK, "--file", tok_dir("badutf", {"t.txt": b"ab\xc3("}) + "/t.txt"))
+    add("tokenizer", "--decode 12a", tk(GPT2TOK, "--decode", "15496 12a"))
+    add("tokenizer", "--decode 2147483648", tk(GPT2TOK, "--decode", "2147483648"))
+    add("tokenizer", "--decode 99999 (not in vocab)", tk(GPT2TOK, "--decode", "99999"))
+    add("tokenizer", "--file does not exist", tk(GPT2TOK, "--file", os.path.join(T, "nope.txt")))
+    add("tokenizer", "text and --file both", tk(GPT2TOK, "hi", "--file", os.path.join(T, "nope.txt")))
+    add("tokenizer", "-m missing", ["tokenize", "hi"])
+
+    g = lambda *a: ["generate", "-m", SHIPPED, "-p", "ROMEO:"] + list(a)
+    add("generate", "--temperature -1", g("--temperature", "-1"))
+    add("generate", "--top-k -1", g("--top-k", "-1"))
+    add("generate", "--top-p 0", g("--top-p", "0"))
+    add("generate", "--top-p 2", g("--top-p", "2"))
+    add("generate", "--min-p 1.5", g("--min-p", "1.5"))
+    add("generate", "--repetition-penalty 0", g("--repetition-penalty", "0"))
+    add("generate", "--max-new-tokens -1", g("--max-new-tokens", "-1"))
+    add("generate", "--max-new-tokens abc", g("--max-new-tokens", "abc"))
+    add("generate", "--seed -1", g("--seed", "-1"))
+    add("generate", "--context-overflow wrap", g("--context-overflow", "wrap"))
+    add("generate", "--top-logprobs 100000 --json", g("--json", "--top-logprobs", "100000"))
+    add("generate", "--top-logprobs 3 without --json", g("--top-logprobs", "3"))
+    add("generate", "--dtype f8", g("--dtype", "f8"))
+    add("generate", "-t 5000", g("-t", "5000"))
+    add("generate", "--backend cuda (no GPU)", g("--backend", "cuda"))
+    add("generate", "--backend tpu", g("--backend", "tpu"))
+    add("generate", "--file does not exist", ["generate", "-m", SHIPPED, "--file", os.path.join(T, "nope.txt")])
+    add("generate", "-p and --file both", ["generate", "-m", SHIPPED, "-p", "x", "--file", os.path.join(T, "nope.txt")])
+    add("generate", "prompt not valid UTF-8", ["generate", "-m", SHIPPED, "--file", os.path.join(T, "badutf", "t.txt")])
+    add("generate", "prompt longer than the context", ["generate", "-m", SHIPPED, "-p", "x" * 5000])
+    add("generate", "--bogus-flag", g("--bogus-flag"))
+    add("generate", "-m a model with a bad header", ["generate", "-m", os.path.join(T, "st-overlap"), "-p", "x"])
+
+    b = lambda *a: ["bench", "-m", SHIPPED] + list(a)
+    add("bench", "-p 0", b("-p", "0"))
+    add("bench", "-n -1", b("-n", "-1"))
+    add("bench", "-d -5", b("-d", "-5"))
+    add("bench", "-r 0", b("-r", "0"))
+    add("bench", "-t 5000", b("-t", "5000"))
+    add("bench", "--dtype f8", b("--dtype", "f8"))
+    add("bench", "-p 99999 (context 128)", b("-p", "99999"))
+    add("bench", "-n 300 -d 100 (past the context)", b("-p", "8", "-n", "300", "-d", "100"))
+    add("bench", "-o xml", b("-o", "xml"))
+    add("bench", "--random gpt5", ["bench", "--random", "gpt5"])
+    add("bench", "both -m and --random", b("--random", "gpt2"))
+    add("bench", "neither -m nor --random", ["bench"])
+    add("bench", "-p abc", b("-p", "abc"))
+
+    add("info", "-m missing", ["info"])
+    add("cli", "unknown command", ["frobnicate"])
+    add("cli", "no command", [])
+
+    print("| group | bad input | exit | stderr lines | stdout bytes | what minigpt says (stderr) |")
+    print("|---|---|---:|---:|---:|---|")
+    bad = 0
+    for group, desc, args, stdin in cases:
+        rc, out, err = run(args, stdin)
+        lines = err.splitlines()
+        msg = " / ".join(lines).replace(T, "$TMP").replace(ROOT + "/", "").replace("|", "\\|")
+        msg = msg.replace(os.path.realpath(GPT2TOK), "gpt2").replace(GPT2TOK.replace(ROOT + "/", ""), "gpt2")
+        ok = rc != 0 and len(lines) == 1
+        bad += not ok
+        print("| %s | %s | %d | %d | %d | %s`%s` |" % (group, desc, rc, len(lines), len(out), "" if ok else "**NOT ONE LINE / ZERO EXIT** ", msg))
+    shutil.rmtree(T, ignore_errors=True)
+    print("\n%d cases, %d not one line with a non-zero exit" % (len(cases), bad), file=sys.stderr)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz targets into tests/fuzz/corpus/<target>/ (small files, re-runnable).
+
+Needs only the Python standard library and ../shared/tokenizers/gpt2 (for a GPT-2 vocabulary subset)."""
+import json
+import os
+import struct
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "tests", "fuzz", "corpus")
+GPT2 = os.path.join(ROOT, "..", "shared", "tokenizers", "gpt2")
+
+
+def put(target, name, data):
+    d = os.path.join(OUT, target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def safetensors(tensors, metadata=None):
+    """tensors: [(name, dtype, shape, bytes)] -> the file, header padded to 8 bytes as the reference does."""
+    h, off, blob = {}, 0, b""
+    if metadata:
+        h["__metadata__"] = metadata
+    for name, dtype, shape, data in tensors:
+        h[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(data)]}
+        off += len(data)
+        blob += data
+    hdr = json.dumps(h, separators=(",", ":")).encode()
+    hdr += b" " * ((8 - len(hdr) % 8) % 8)
+    return struct.pack("<Q", len(hdr)) + hdr + blob
+
+
+def main():
+    f32 = lambda *v: struct.pack("<%df" % len(v), *v)
+    put("fuzz_safetensors", "two_tensors", safetensors([("wte.weight", "F32", [2, 2], f32(1, 2, 3, 4)),
+                                                        ("h.0.ln_1.bias", "F16", [3], b"\x00\x3c" * 3)],
+                                                       {"format": "pt"}))
+    put("fuzz_safetensors", "bf16_scalar", safetensors([("x", "BF16", [], b"\x80\x3f"), ("e", "F32", [0, 4], b"")]))
+    put("fuzz_safetensors", "empty", safetensors([]))
+    put("fuzz_safetensors", "i64", safetensors([("ids", "I64", [2], struct.pack("<2q", 1, 2))]))
+
+    for m in ["tiny", "tiny-sinusoidal", "tiny-untied", "tiny-relu-legacy"]:
+        with open(os.path.join(ROOT, "tests", "fixtures", "models", m, "config.json"), "rb") as f:
+            put("fuzz_config", m + ".json", f.read())
+    put("fuzz_config", "minimal.json", json.dumps({"model_type": "gpt2", "n_layer": 1, "n_head": 1, "n_embd": 2,
+                                                   "n_ctx": 4, "vocab_size": 3, "n_inner": None}))
+
+    # A GPT-2 vocabulary subset: the 256 byte symbols, and the first merges whose parts are in it.
+    with open(os.path.join(GPT2, "vocab.json"), encoding="utf-8") as f:
+        full = json.load(f)
+    with open(os.path.join(GPT2, "merges.txt"), encoding="utf-8") as f:
+        lines = [l.rstrip("\n") for l in f if l.strip() and not l.startswith("#version")]
+    vocab = {s: i for s, i in full.items() if i < 256}
+    merges = []
+    for l in lines:
+        a, b = l.split(" ")
+        if a in vocab and b in vocab and a + b in full:
+            vocab[a + b] = full[a + b]
+            merges.append(l)
+        if len(merges) == 40:
+            break
+    vj = json.dumps(vocab, ensure_ascii=False, separators=(",", ":"))
+    mt = "#version: 0.2\n" + "\n".join(merges) + "\n"
+    put("fuzz_tokenizer_load", "vocab_merges", b"\x01" + vj.encode() + b"\x00" + mt.encode())
+    vocab_eot = dict(vocab)
+    vocab_eot["<|endoftext|>"] = 50256
+    put("fuzz_tokenizer_load", "vocab_merges_eot",
+        b"\x01" + json.dumps(vocab_eot, separators=(",", ":")).encode() + b"\x00" + "\n".join(merges[:5]).encode())
+    tj = {"version": "1.0", "added_tokens": [{"id": 50256, "content": "<|endoftext|>", "special": True}],
+          "normalizer": None, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+          "model": {"type": "BPE", "dropout": None, "vocab": vocab,
+                    "merges": [m.split(" ") for m in merges[:20]] + merges[20:]}}
+    put("fuzz_tokenizer_load", "tokenizer_json", b"\x00" + json.dumps(tj, separators=(",", ":")).encode())
+
+    texts = ["Hello world", "ROMEO:\nWhat say'st thou?  It's 12345 o'clock...\n\n",
+             "\u00e9t\u00e9 \u4e2d\u6587 \U0001F600 \u0939\u093f\u0928\u094d\u0926\u0940", "<|endoftext|>x<|endoftext|>",
+             "   \t\r\n  a  ", "I'm we'll they've DON'T 's"]
+    for i, t in enumerate(texts):
+        put("fuzz_encode", "text%d" % i, bytes([i & 1]) + t.encode("utf-8"))
+    put("fuzz_encode", "invalid_utf8", b"\x00ab\xc3(\xe2\x82\xff")
+    for i, s in enumerate(["15496 995", "0\n1\t2  50256\n", "2147483647", "", "  7  ", "12a", "-1", "2147483648"]):
+        put("fuzz_id_list", "ids%d" % i, s)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
