@@ -145,10 +145,15 @@ TEST(Kernels, GeluTanhMatchesStdTanh) {
   std::printf("[ measured ] gelu_tanh: max |vector - std::tanh version| = %.3g\n", worst);
 }
 
-// The CPU backend's store_kv + attention (blockwise, online softmax) against a direct softmax over all scores.
+// The CPU backend's store_kv + attention (blockwise, online softmax) against a direct softmax over all scores:
+// decode steps, and prefills across several 32-query tiles and 128-key blocks with partial ones at every edge.
 TEST(Kernels, AttentionMatchesDirectSoftmax) {
   auto be = make_cpu_backend(2);
-  for (auto [T, pos0, H, D] : std::vector<std::array<int64_t, 4>>{{1, 0, 1, 1}, {5, 3, 3, 7}, {1, 150, 2, 64}, {70, 0, 2, 5}}) {
+  for (auto [T, pos0, H, D] : std::vector<std::array<int64_t, 4>>{
+           {1, 0, 1, 1}, {5, 3, 3, 7}, {1, 150, 2, 64}, {4, 9, 2, 16},  // decode and short steps
+           {70, 0, 2, 5},                                              // prefill, D % 8 != 0: the 4-query path
+           {9, 5, 1, 8}, {33, 0, 3, 16}, {37, 11, 2, 24},              // tiles: partial groups, D = 16 k + 8
+           {300, 200, 2, 64}}) {
     const int64_t C = H * D, S = pos0 + T;
     const auto q = randn(size_t(T * C), 1), k = randn(size_t(S * C), 2), v = randn(size_t(S * C), 3);
     std::vector<float> out(static_cast<size_t>(T * C)), kc(static_cast<size_t>(S * C)), vc(static_cast<size_t>(S * C));

@@ -192,7 +192,8 @@ def main():
     add("generate", "-m a model with a bad header", ["generate", "-m", os.path.join(T, "st-overlap"), "-p", "x"])
 
     b = lambda *a: ["bench", "-m", SHIPPED] + list(a)
-    add("bench", "-p 0", b("-p", "0"))
+    add("bench", "-p -1", b("-p", "-1"))
+    add("bench", "-p 0 -n 0", b("-p", "0", "-n", "0"))
     add("bench", "-n -1", b("-n", "-1"))
     add("bench", "-d -5", b("-d", "-5"))
     add("bench", "-r 0", b("-r", "0"))

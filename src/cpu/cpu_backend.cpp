@@ -242,15 +242,24 @@ class CpuBackend final : public Backend {
     const int64_t T = q.rows;
     const int64_t D = q.cols / n_head;
     const int64_t S = k_cache.rows;
-    // One task per (head, block of up to 4 queries); each owns its output rows, so no two tasks write the
-    // same memory.
-    const int64_t qblocks = (T + 3) / 4;
-    pool_.parallel_for(n_head * qblocks, [&](int64_t begin, int64_t end) {
-      for (int64_t task = begin; task < end; ++task) {
-        const int64_t h = task / qblocks, t0 = (task % qblocks) * 4, nq = std::min<int64_t>(4, T - t0);
-        cpu::attention_block(out.ptr<float>() + t0 * out.stride + h * D, out.stride, q.ptr<float>() + t0 * q.stride + h * D,
-                             q.stride, nq, pos0 + t0, k_cache.ptr<float>() + h * D * S, v_cache.ptr<float>() + h * S * D,
-                             S, D, scale);
+    if (T > 4) {
+      // A prefill: one task per (head, tile of up to 32 queries), register-blocked like a GEMM.
+      const int64_t tiles = (T + 31) / 32;
+      pool_.parallel_for(n_head * tiles, [&](int64_t begin, int64_t end) {
+        for (int64_t task = begin; task < end; ++task) {
+          const int64_t h = task / tiles, t0 = (task % tiles) * 32, nq = std::min<int64_t>(32, T - t0);
+          cpu::attention_prefill(out.ptr<float>() + t0 * out.stride + h * D, out.stride, q.ptr<float>() + t0 * q.stride + h * D,
+                                 q.stride, nq, pos0 + t0, k_cache.ptr<float>() + h * D * S, v_cache.ptr<float>() + h * S * D,
+                                 S, D, scale);
+        }
+      });
+      return;
+    }
+    // Decode: one task per head, each streaming its K and V once.
+    pool_.parallel_for(n_head, [&](int64_t begin, int64_t end) {
+      for (int64_t h = begin; h < end; ++h) {
+        cpu::attention_block(out.ptr<float>() + h * D, out.stride, q.ptr<float>() + h * D, q.stride, T, pos0,
+                             k_cache.ptr<float>() + h * D * S, v_cache.ptr<float>() + h * S * D, S, D, scale);
       }
     });
   }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "minigpt/tensor.h"
@@ -344,6 +345,171 @@ void attention_block(float* o, int64_t ldo, const float* q, int64_t ldq, int64_t
   for (int64_t i = 0; i < nq; ++i) {
     const float inv = 1.0f / l[i];
     for (int64_t e = 0; e < D; ++e) o[i * ldo + e] *= inv;
+  }
+}
+
+#if MINIGPT_AVX2
+namespace {
+constexpr int64_t kTileQ = 32;   // queries per tile
+constexpr int64_t kTileK = 128;  // keys per block: 32 x 128 scores = 16 KB
+
+// Lanes [0, n) set, for masked loads of a partial vector.
+inline __m256i lane_mask(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(std::clamp<int64_t>(n, 0, 8))), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// s[r][j] = scale * sum_d q[r][d] kt[d][j] for R queries and 16 keys, the keys from nk on not read (their
+// scores are left 0). Eight accumulators in registers: one FMA per score and head dimension, no
+// horizontal sums (K is stored transposed).
+template <int R>
+inline void score_tile(float* s, int64_t lds, const float* q, int64_t ldq, const float* kt, int64_t S, int64_t D,
+                       int64_t nk, float scale) {
+  __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  auto body = [&](auto load) {
+    for (int64_t d = 0; d < D; ++d) {
+      const __m256 k0 = load(kt + d * S, 0), k1 = load(kt + d * S + 8, 1);
+      for (int r = 0; r < R; ++r) {
+        const __m256 qb = _mm256_broadcast_ss(q + r * ldq + d);
+        acc[r][0] = _mm256_fmadd_ps(qb, k0, acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(qb, k1, acc[r][1]);
+      }
+    }
+  };
+  if (nk >= 16) {
+    body([](const float* p, int) { return _mm256_loadu_ps(p); });
+  } else {
+    const __m256i mask[2] = {lane_mask(nk), lane_mask(nk - 8)};
+    body([&](const float* p, int half) { return _mm256_maskload_ps(p, mask[half]); });
+  }
+  const __m256 vs = _mm256_set1_ps(scale);
+  for (int r = 0; r < R; ++r) {
+    _mm256_store_ps(s + r * lds, _mm256_mul_ps(acc[r][0], vs));
+    _mm256_store_ps(s + r * lds + 8, _mm256_mul_ps(acc[r][1], vs));
+  }
+}
+
+// o[r][0, 8 NV) = corr[r] o[r][0, 8 NV) + sum_{j < nk} p[r][j] v[j][0, 8 NV) for R queries.
+template <int R, int NV>
+inline void pv_tile(float* o, int64_t ldo, const float* corr, const float* p, int64_t ldp, const float* v, int64_t D,
+                    int64_t nk) {
+  __m256 acc[R][NV];
+  for (int r = 0; r < R; ++r) {
+    const __m256 c = _mm256_set1_ps(corr[r]);
+    for (int i = 0; i < NV; ++i) acc[r][i] = _mm256_mul_ps(c, _mm256_loadu_ps(o + r * ldo + 8 * i));
+  }
+  for (int64_t j = 0; j < nk; ++j) {
+    __m256 vv[NV];
+    for (int i = 0; i < NV; ++i) vv[i] = _mm256_loadu_ps(v + j * D + 8 * i);
+    for (int r = 0; r < R; ++r) {
+      const __m256 pb = _mm256_broadcast_ss(p + r * ldp + j);
+      for (int i = 0; i < NV; ++i) acc[r][i] = _mm256_fmadd_ps(pb, vv[i], acc[r][i]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int i = 0; i < NV; ++i) _mm256_storeu_ps(o + r * ldo + 8 * i, acc[r][i]);
+  }
+}
+
+// Runs f with R = rows as a compile-time constant (1 .. 4).
+template <typename F>
+inline void with_rows(int64_t rows, F&& f) {
+  switch (rows) {
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    default: f(std::integral_constant<int, 4>{}); break;
+  }
+}
+
+// One tile of up to kTileQ queries; D a multiple of 8.
+void attention_tile(float* o, int64_t ldo, const float* q, int64_t ldq, int64_t nq, int64_t p0, const float* kt,
+                    const float* v, int64_t S, int64_t D, float scale) {
+  alignas(32) float s[kTileQ * kTileK];
+  float m[kTileQ], l[kTileQ], corr[kTileQ];
+  for (int64_t i = 0; i < nq; ++i) {
+    m[i] = -INFINITY;
+    l[i] = 0.0f;
+    std::memset(o + i * ldo, 0, size_t(D) * sizeof(float));
+  }
+  const int64_t n_max = p0 + nq;
+  for (int64_t j0 = 0; j0 < n_max; j0 += kTileK) {
+    const int64_t nb = std::min(kTileK, n_max - j0);
+    // Scores, 16 keys (a 4 KB strip of K, kept in L1) against every group of 4 queries that sees any of them.
+    for (int64_t jj = 0; jj < nb; jj += 16) {
+      for (int64_t i0 = 0; i0 < nq; i0 += 4) {
+        const int64_t rows = std::min<int64_t>(4, nq - i0);
+        if (p0 + i0 + rows - 1 < j0 + jj) continue;  // causal: no query of the group sees these keys
+        with_rows(rows, [&](auto R) {
+          score_tile<R>(s + i0 * kTileK + jj, kTileK, q + i0 * ldq, ldq, kt + j0 + jj, S, D, std::min<int64_t>(16, nb - jj), scale);
+        });
+      }
+    }
+    // Online softmax per query: p = exp(s - m_new), the keys it must not see set to 0.
+    for (int64_t i = 0; i < nq; ++i) {
+      float* si = s + i * kTileK;
+      const int64_t visible = std::min(nb, p0 + i + 1 - j0);
+      if (visible <= 0) {  // sees none of this block (a later query of its group may)
+        corr[i] = 1.0f;
+        std::memset(si, 0, size_t(nb) * sizeof(float));
+        continue;
+      }
+      __m256 vmax = _mm256_set1_ps(-INFINITY);
+      int64_t j = 0;
+      for (; j + 8 <= visible; j += 8) vmax = _mm256_max_ps(vmax, _mm256_load_ps(si + j));
+      alignas(32) float lanes[8];
+      _mm256_store_ps(lanes, vmax);
+      float bm = *std::max_element(lanes, lanes + 8);
+      for (; j < visible; ++j) bm = std::max(bm, si[j]);
+      const float m_new = std::max(m[i], bm);
+      corr[i] = std::exp(m[i] - m_new);  // 0 on the first block
+      const __m256 vm = _mm256_set1_ps(m_new);
+      __m256 vsum = _mm256_setzero_ps();
+      for (j = 0; j + 8 <= visible; j += 8) {
+        const __m256 e = exp_neg(_mm256_sub_ps(_mm256_load_ps(si + j), vm));
+        vsum = _mm256_add_ps(vsum, e);
+        _mm256_store_ps(si + j, e);
+      }
+      _mm256_store_ps(lanes, vsum);
+      float sum = 0.0f;
+      for (float x : lanes) sum += x;
+      for (; j < visible; ++j) sum += (si[j] = std::exp(si[j] - m_new));
+      for (; j < nb; ++j) si[j] = 0.0f;
+      l[i] = l[i] * corr[i] + sum;
+      m[i] = m_new;
+    }
+    // o = corr o + P V, 16 output columns (8 at the end) for each group of 4 queries.
+    for (int64_t i0 = 0; i0 < nq; i0 += 4) {
+      const int64_t rows = std::min<int64_t>(4, nq - i0);
+      const int64_t nk = std::min(nb, p0 + i0 + rows - j0);  // keys the group's last query sees
+      if (nk <= 0) continue;
+      with_rows(rows, [&](auto R) {
+        int64_t e = 0;
+        for (; e + 16 <= D; e += 16) pv_tile<R, 2>(o + i0 * ldo + e, ldo, corr + i0, s + i0 * kTileK, kTileK, v + j0 * D + e, D, nk);
+        if (e < D) pv_tile<R, 1>(o + i0 * ldo + e, ldo, corr + i0, s + i0 * kTileK, kTileK, v + j0 * D + e, D, nk);
+      });
+    }
+  }
+  for (int64_t i = 0; i < nq; ++i) {
+    const float inv = 1.0f / l[i];
+    for (int64_t e = 0; e < D; ++e) o[i * ldo + e] *= inv;
+  }
+}
+}  // namespace
+#endif
+
+void attention_prefill(float* o, int64_t ldo, const float* q, int64_t ldq, int64_t nq, int64_t p0, const float* kt,
+                       const float* v, int64_t S, int64_t D, float scale) {
+#if MINIGPT_AVX2
+  if (D % 8 == 0) {
+    for (int64_t i0 = 0; i0 < nq; i0 += kTileQ) {
+      attention_tile(o + i0 * ldo, ldo, q + i0 * ldq, ldq, std::min(kTileQ, nq - i0), p0 + i0, kt, v, S, D, scale);
+    }
+    return;
+  }
+#endif
+  for (int64_t i0 = 0; i0 < nq; i0 += 4) {
+    attention_block(o + i0 * ldo, ldo, q + i0 * ldq, ldq, std::min<int64_t>(4, nq - i0), p0 + i0, kt, v, S, D, scale);
   }
 }
 

@@ -71,7 +71,7 @@ std::string dtype_label(const Model& m) {
   return std::string(dtype_name(m.weights().lm_head.w.dtype));
 }
 
-int run_bench(const BenchOptions& o) {
+int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
   if (o.model_dir.empty() == o.random.empty()) {
     throw Error(ErrorKind::Argument, "bench: give exactly one of -m DIR or --random NAME");
   }
@@ -82,10 +82,14 @@ int run_bench(const BenchOptions& o) {
   if (o.device < 0) throw Error(ErrorKind::Argument, "--device: " + std::to_string(o.device) + " must be >= 0");
   // One GPU backend for every dtype; its error (no device, no driver, no CUDA in this build) is the message.
   std::shared_ptr<Backend> gpu = on_gpu ? make_cuda_backend(o.device) : nullptr;
+  // As in llama-bench, a length of 0 skips that test (-n 0: prefill only).
   for (int64_t p : o.n_prompt)
-    if (p < 1) throw Error(ErrorKind::Argument, "-p: prompt length " + std::to_string(p) + " must be >= 1");
+    if (p < 0) throw Error(ErrorKind::Argument, "-p: prompt length " + std::to_string(p) + " must be >= 0 (0 = no prefill test)");
   for (int64_t n : o.n_gen)
-    if (n < 1) throw Error(ErrorKind::Argument, "-n: generation length " + std::to_string(n) + " must be >= 1");
+    if (n < 0) throw Error(ErrorKind::Argument, "-n: generation length " + std::to_string(n) + " must be >= 0 (0 = no decode test)");
+  std::erase(o.n_prompt, 0);
+  std::erase(o.n_gen, 0);
+  if (o.n_prompt.empty() && o.n_gen.empty()) throw Error(ErrorKind::Argument, "-p/-n: every length is 0, nothing to measure");
   for (int64_t d : o.depth)
     if (d < 0) throw Error(ErrorKind::Argument, "-d: depth " + std::to_string(d) + " must be >= 0");
   if (o.reps < 1 || o.reps > 1000) throw Error(ErrorKind::Argument, "-r: repetitions must be in [1, 1000]");
