@@ -20,9 +20,11 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   };
   // The KV cache in the backend's dtype (F32 on the CPU, 16-bit on a GPU).
   const DType kv = be.kv_dtype();
+  const int64_t kv_rows = be.kv_cache_rows(S);
+  if (kv_rows < S) throw Error(ErrorKind::Argument, "Session: the backend's KV cache has fewer rows than the context");
   auto kv_tensor = [&] {
-    buffers_.push_back(be.alloc(size_t(S * C) * dtype_size(kv)));
-    return make_tensor(buffers_.back()->data(), kv, be.device(), S, C);
+    buffers_.push_back(be.alloc(size_t(kv_rows * C) * dtype_size(kv)));
+    return make_tensor(buffers_.back()->data(), kv, be.device(), kv_rows, C);
   };
   for (int64_t l = 0; l < c.n_layer; ++l) {
     k_cache_.push_back(kv_tensor());

@@ -44,6 +44,9 @@ class Backend {
   // The element type of the KV cache rows store_kv writes and attention reads (the session allocates
   // [S, C] of it per layer and tags the tensors with it).
   virtual DType kv_dtype() const { return DType::F32; }
+  // The rows of KV cache to allocate for a context of n_ctx positions (>= n_ctx): a backend may pad them,
+  // e.g. so that a row of its layout is not a multiple of 4 KB apart from the next.
+  virtual int64_t kv_cache_rows(int64_t n_ctx) const { return n_ctx; }
   // The device's memory bandwidth in GB/s as its maker states it (0: unknown; bench then measures).
   virtual double peak_bandwidth_gb_s() const { return 0.0; }
 

@@ -221,6 +221,12 @@ class CpuBackend final : public Backend {
     pool_.parallel_for(x.rows, rows);
   }
 
+  // K is stored transposed (below), so the keys of one head dimension are a row of S floats: with S a
+  // multiple of 1024 (GPT-2's 1024 positions), the rows of a head would lie a multiple of 4 KB apart, all in
+  // the same L1 set, and a block of keys across the head dimensions would not stay in L1. 16 more rows
+  // (64 bytes) put consecutive rows in consecutive sets.
+  int64_t kv_cache_rows(int64_t n_ctx) const override { return (n_ctx + 15) / 16 * 16 + 16; }
+
   // The caches are kept per head: K transposed [H, D, S] (a block of keys' scores is then one FMA per head
   // dimension over contiguous keys), V [H, S, D]. A decode step reads each head's K and V as long
   // contiguous streams instead of 256-byte pieces a whole row apart.
