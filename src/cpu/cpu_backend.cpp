@@ -148,26 +148,13 @@ class CpuBackend final : public Backend {
     const int64_t T = in.rows;
     const int64_t N = lin.n_out;
     const int64_t K = lin.n_in;
-    // Bias first, so that one BLAS call with beta = 1 adds the product (and, when accumulating, the
-    // residual already in `out`).
-    for (int64_t t = 0; t < T; ++t) {
-      float* o = out.ptr<float>() + t * out.stride;
-      if (!lin.b.empty()) {
-        const float* b = lin.b.ptr<float>();
-        if (accumulate) {
-          for (int64_t i = 0; i < N; ++i) o[i] += b[i];
-        } else {
-          std::memcpy(o, b, size_t(N) * sizeof(float));
-        }
-      } else if (!accumulate) {
-        std::memset(o, 0, size_t(N) * sizeof(float));
-      }
-    }
+    // Each thread first writes the bias into its own columns (init_out), so that one product with beta = 1
+    // adds to it (and, when accumulating, to the residual already in `out`).
     if (lin.w.dtype != DType::F32) {
       if (T <= kGemvMaxRows) {
-        for (int64_t t = 0; t < T; ++t) gemv16(out.ptr<float>() + t * out.stride, in.ptr<float>() + t * in.stride, lin);
+        for (int64_t t = 0; t < T; ++t) gemv16(out.row_slice(t, 1), in.ptr<float>() + t * in.stride, lin, accumulate);
       } else {
-        gemm16(out, in, lin);
+        gemm16(out, in, lin, accumulate);
       }
       return;
     }
@@ -181,6 +168,7 @@ class CpuBackend final : public Backend {
         pool_.run([&](int ith, int nth) {
           const auto [n0, n1] = split(N, ith, nth, in_out ? 64 : 4);
           if (n0 >= n1) return;
+          init_out(out.row_slice(t, 1), lin, accumulate, n0, n1);
           if (in_out) {
             cpu::gemv_inout_f32(y + n0, lin.w.ptr<float>() + n0, lin.w.stride, x, n1 - n0, K, true);
           } else {
@@ -193,6 +181,7 @@ class CpuBackend final : public Backend {
     pool_.run([&](int ith, int nth) {
       const auto [n0, n1] = split(N, ith, nth, 16);
       if (n0 >= n1) return;
+      init_out(out, lin, accumulate, n0, n1);
       // columns [n0, n1) of W: a column block of [K, N] (InOut) or a row block of [N, K] (OutIn)
       const float* w = lin.w.ptr<float>() + (in_out ? n0 : n0 * lin.w.stride);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, in_out ? CblasNoTrans : CblasTrans, int(T), int(n1 - n0), int(K), 1.0f,
@@ -232,14 +221,29 @@ class CpuBackend final : public Backend {
   // contiguous streams instead of 256-byte pieces a whole row apart.
   void store_kv(Tensor k_cache, Tensor v_cache, const Tensor& k, const Tensor& v, int64_t pos0, int64_t n_head) override {
     const int64_t S = k_cache.rows, D = k.cols / n_head;
-    float* kc = k_cache.ptr<float>();
-    float* vc = v_cache.ptr<float>();
-    for (int64_t r = 0; r < k.rows; ++r) {
-      const float* kr = k.ptr<float>() + r * k.stride;
-      for (int64_t c = 0; c < k.cols; ++c) kc[(c / D) * D * S + (c % D) * S + pos0 + r] = kr[c];
-      for (int64_t h = 0; h < n_head; ++h) {
-        std::memcpy(vc + (h * S + pos0 + r) * D, v.ptr<float>() + r * v.stride + h * D, size_t(D) * sizeof(float));
+    const int64_t T = k.rows;
+    auto heads = [&](int64_t h0, int64_t h1) {
+      for (int64_t h = h0; h < h1; ++h) {
+        float* kc = k_cache.ptr<float>() + h * D * S + pos0;
+        float* vc = v_cache.ptr<float>() + (h * S + pos0) * D;
+        // K transposed in blocks of 16 rows: the block's D x 16 source floats stay in L1 while each of the D
+        // destination rows gets 16 contiguous ones.
+        for (int64_t r0 = 0; r0 < T; r0 += 16) {
+          const int64_t r1 = std::min(T, r0 + 16);
+          const float* src = k.ptr<float>() + h * D;
+          for (int64_t d = 0; d < D; ++d) {
+            for (int64_t r = r0; r < r1; ++r) kc[d * S + r] = src[r * k.stride + d];
+          }
+        }
+        for (int64_t r = 0; r < T; ++r) {
+          std::memcpy(vc + r * D, v.ptr<float>() + r * v.stride + h * D, size_t(D) * sizeof(float));
+        }
       }
+    };
+    if (T < 16) {
+      heads(0, n_head);  // a decode step: a few hundred floats, not worth waking the threads
+    } else {
+      pool_.parallel_for(n_head, heads);
     }
   }
 
@@ -283,20 +287,39 @@ class CpuBackend final : public Backend {
     return {n0, std::min(n, n0 + per * quantum)};
   }
 
-  // y (+)= W x for one row, the weight rows split over the threads. y already holds the bias.
-  void gemv16(float* y, const float* x, const Linear& lin) {
+  // Columns [n0, n1) of out's rows = the bias (+ out when accumulating into a residual; 0 without a bias):
+  // what a product with beta = 1 then adds to.
+  static void init_out(const Tensor& out, const Linear& lin, bool accumulate, int64_t n0, int64_t n1) {
+    const float* b = lin.b.empty() ? nullptr : lin.b.ptr<float>();
+    if (b == nullptr && accumulate) return;
+    for (int64_t t = 0; t < out.rows; ++t) {
+      float* o = out.ptr<float>() + t * out.stride;
+      if (b == nullptr) {
+        std::memset(o + n0, 0, size_t(n1 - n0) * sizeof(float));
+      } else if (accumulate) {
+        for (int64_t i = n0; i < n1; ++i) o[i] += b[i];
+      } else {
+        std::memcpy(o + n0, b + n0, size_t(n1 - n0) * sizeof(float));
+      }
+    }
+  }
+
+  // out (+)= W x for one row, the weight rows split over the threads.
+  void gemv16(const Tensor& out, const float* x, const Linear& lin, bool accumulate) {
     const int64_t N = lin.n_out, K = lin.n_in;
     const bool bf16 = lin.w.dtype == DType::BF16;
+    float* y = out.ptr<float>();
     pool_.run([&](int ith, int nth) {
       const auto [n0, n1] = split(N, ith, nth, 4);
       if (n0 >= n1) return;
+      init_out(out, lin, accumulate, n0, n1);
       cpu::gemv_packed16(y + n0, lin.w.ptr<uint16_t>(), lin.w.stride, x, n0, n1 - n0, K, true, bf16);
     });
   }
 
   // out (+)= in W^T for a batch: blocks of W widened to F32, then sgemm. Holds a lock: the widening
   // scratch is shared by every session of this backend.
-  void gemm16(Tensor out, const Tensor& in, const Linear& lin) {
+  void gemm16(Tensor out, const Tensor& in, const Linear& lin, bool accumulate) {
     std::lock_guard<std::mutex> lock(gemm_mutex_);
     const int64_t N = lin.n_out, K = lin.n_in;
     const int64_t block = std::max<int64_t>(64, (int64_t(4) << 20) / K);  // ~16 MB of F32 per block
@@ -308,6 +331,7 @@ class CpuBackend final : public Backend {
       pool_.run([&](int ith, int nth) {
         const auto [r0, r1] = split(nb, ith, nth, 16);
         if (r0 >= r1) return;
+        init_out(out, lin, accumulate, n0 + r0, n0 + r1);
         float* wf = gemm_scratch_.data() + r0 * K;
         cpu::widen_packed_rows(wf, K, lin.w.ptr<uint16_t>(), lin.w.stride, n0 + r0, r1 - r0, K, bf16);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(in.rows), int(r1 - r0), int(K), 1.0f, in.ptr<float>(),
