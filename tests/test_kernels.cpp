@@ -153,6 +153,7 @@ TEST(Kernels, AttentionMatchesDirectSoftmax) {
            {1, 0, 1, 1}, {5, 3, 3, 7}, {1, 150, 2, 64}, {4, 9, 2, 16},  // decode and short steps
            {70, 0, 2, 5},                                              // prefill, D % 8 != 0: the 4-query path
            {9, 5, 1, 8}, {33, 0, 3, 16}, {37, 11, 2, 24},              // tiles: partial groups, D = 16 k + 8
+           {38, 1, 2, 8}, {40, 0, 1, 16}, {41, 7, 2, 8},               // a last group of every size
            {300, 200, 2, 64}}) {
     const int64_t C = H * D, S = pos0 + T;
     const auto q = randn(size_t(T * C), 1), k = randn(size_t(S * C), 2), v = randn(size_t(S * C), 3);

@@ -253,11 +253,12 @@ class CpuBackend final : public Backend {
     const int64_t D = q.cols / n_head;
     const int64_t S = k_cache.rows;
     if (T > 4) {
-      // A prefill: one task per (head, tile of up to 32 queries), register-blocked like a GEMM.
-      const int64_t tiles = (T + 31) / 32;
+      // A prefill: one task per (head, tile of queries), register-blocked like a GEMM.
+      constexpr int64_t tq = cpu::kPrefillTileQueries;
+      const int64_t tiles = (T + tq - 1) / tq;
       pool_.parallel_for(n_head * tiles, [&](int64_t begin, int64_t end) {
         for (int64_t task = begin; task < end; ++task) {
-          const int64_t h = task / tiles, t0 = (task % tiles) * 32, nq = std::min<int64_t>(32, T - t0);
+          const int64_t h = task / tiles, t0 = (task % tiles) * tq, nq = std::min(tq, T - t0);
           cpu::attention_prefill(out.ptr<float>() + t0 * out.stride + h * D, out.stride, q.ptr<float>() + t0 * q.stride + h * D,
                                  q.stride, nq, pos0 + t0, k_cache.ptr<float>() + h * D * S, v_cache.ptr<float>() + h * S * D,
                                  S, D, scale);

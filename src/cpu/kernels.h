@@ -46,9 +46,11 @@ void widen_rows(float* dst, int64_t ld_dst, const uint16_t* src, int64_t ld_src,
 void attention_block(float* o, int64_t ldo, const float* q, int64_t ldq, int64_t nq, int64_t p0, const float* kt,
                      const float* v, int64_t S, int64_t D, float scale);
 
-// The same for any number of queries (a prefill): tiles of 32 queries x 128 keys with the scores and the
-// P V product register-blocked (4 queries x 16 keys / 16 output columns), so that the K and V strips are
-// read from L1 once per 4 queries. Falls back to attention_block where D is not a multiple of 8.
+// The same for any number of queries (a prefill): tiles of kPrefillTileQueries queries x 128 keys with the
+// scores and the P V product register-blocked (6 queries x 16 keys / 16 output columns), so that the K and
+// V strips are read from L1 once per 6 queries. Falls back to attention_block where D is not a multiple of 8.
+// A caller splitting a prefill over threads does best in multiples of kPrefillTileQueries.
+inline constexpr int64_t kPrefillTileQueries = 36;
 void attention_prefill(float* o, int64_t ldo, const float* q, int64_t ldq, int64_t nq, int64_t p0, const float* kt,
                        const float* v, int64_t S, int64_t D, float scale);
 
