@@ -165,16 +165,23 @@ class CpuBackend final : public Backend {
       for (int64_t t = 0; t < T; ++t) {
         float* y = out.ptr<float>() + t * out.stride;
         const float* x = in.ptr<float>() + t * in.stride;
-        pool_.run([&](int ith, int nth) {
-          const auto [n0, n1] = split(N, ith, nth, in_out ? 64 : 4);
-          if (n0 >= n1) return;
+        auto part = [&](int64_t n0, int64_t n1) {
           init_out(out.row_slice(t, 1), lin, accumulate, n0, n1);
           if (in_out) {
             cpu::gemv_inout_f32(y + n0, lin.w.ptr<float>() + n0, lin.w.stride, x, n1 - n0, K, true);
           } else {
             cpu::gemv_f32(y + n0, lin.w.ptr<float>() + n0 * lin.w.stride, lin.w.stride, x, n1 - n0, K, true);
           }
-        });
+        };
+        if (in_out) {
+          // Column blocks of [K, N]: one per thread, so that each of the K rows is read in long runs.
+          pool_.run([&](int ith, int nth) {
+            const auto [n0, n1] = split(N, ith, nth, 64);
+            if (n0 < n1) part(n0, n1);
+          });
+        } else {
+          pool_.parallel_chunks(N, chunk(N, 4), part);
+        }
       }
       return;
     }
@@ -280,6 +287,14 @@ class CpuBackend final : public Backend {
   // beyond, as blocks widened to F32 and multiplied by OpenBLAS sgemm.
   static constexpr int64_t kGemvMaxRows = 4;
 
+  // The chunk size for a GEMV of n outputs handed out chunk by chunk: about 8 chunks per thread (a late
+  // thread costs at most a chunk; one atomic add per chunk), at least 64 outputs (a long contiguous run of
+  // weights for the prefetchers), a multiple of the kernel's unroll `quantum`.
+  int64_t chunk(int64_t n, int64_t quantum) const {
+    const int64_t c = std::max<int64_t>(64, (n + 8 * pool_.size() - 1) / (8 * pool_.size()));
+    return (c + quantum - 1) / quantum * quantum;
+  }
+
   // Thread ith's share of [0, n): contiguous, in multiples of `quantum` (a kernel's unroll).
   static std::pair<int64_t, int64_t> split(int64_t n, int ith, int nth, int64_t quantum) {
     const int64_t units = (n + quantum - 1) / quantum;
@@ -310,9 +325,7 @@ class CpuBackend final : public Backend {
     const int64_t N = lin.n_out, K = lin.n_in;
     const bool bf16 = lin.w.dtype == DType::BF16;
     float* y = out.ptr<float>();
-    pool_.run([&](int ith, int nth) {
-      const auto [n0, n1] = split(N, ith, nth, 4);
-      if (n0 >= n1) return;
+    pool_.parallel_chunks(N, chunk(N, 4), [&](int64_t n0, int64_t n1) {
       init_out(out, lin, accumulate, n0, n1);
       cpu::gemv_packed16(y + n0, lin.w.ptr<uint16_t>(), lin.w.stride, x, n0, n1 - n0, K, true, bf16);
     });

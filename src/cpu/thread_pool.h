@@ -25,6 +25,25 @@ class ThreadPool {
   // callers (sessions on different threads sharing one model) are served one after the other.
   void run(const std::function<void(int, int)>& fn);
 
+  // Calls fn(begin, end) for chunks of [0, n) of `chunk` items each (the last may be shorter), handed to
+  // the threads as they come free, one atomic add per chunk: a thread the OS or the hypervisor holds back
+  // does fewer chunks instead of keeping the others waiting at the end.
+  template <typename Fn>
+  void parallel_chunks(int64_t n, int64_t chunk, Fn&& fn) {
+    if (n <= 0) return;
+    const int64_t n_chunks = (n + chunk - 1) / chunk;
+    if (n_threads_ == 1 || n_chunks == 1) {
+      fn(int64_t(0), n);
+      return;
+    }
+    std::atomic<int64_t> next{0};
+    run([&](int, int) {
+      for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < n_chunks;) {
+        fn(c * chunk, std::min(n, (c + 1) * chunk));
+      }
+    });
+  }
+
   // Splits [0, n) into one contiguous range per thread and calls fn(begin, end) for each non-empty one.
   template <typename Fn>
   void parallel_for(int64_t n, Fn&& fn) {
