@@ -1,0 +1,128 @@
+// `minigpt bench` as a user runs it: the tests it runs, the JSON it prints and the roofline arithmetic in it,
+// and one clear line for a bad flag. Timings are never asserted, only that they are there and consistent.
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace minigpt {
+namespace {
+
+using json = nlohmann::json;
+
+std::string shipped() { return (test::source_dir() / "models" / "shakespeare-char").string(); }
+
+size_t lines(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')) + (!s.empty() && s.back() != '\n'); }
+
+TEST(BenchCli, JsonHasEveryTestAndConsistentRoofline) {
+  auto r = test::run_cli("bench -m " + shipped() + " -p 16 -n 4 -d 0,8 -r 3 -t 1,2 --dtype f32,bf16 -o json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(r.out);
+  const json cfg = json::parse(test::read_file(std::filesystem::path(shipped()) / "config.json"));
+  const double C = cfg["n_embd"], L = cfg["n_layer"], S = cfg["n_positions"], V = cfg["vocab_size"], F = 4 * C;
+
+  const json& m = j.at("machine");
+  EXPECT_FALSE(m.at("cpu").get<std::string>().empty());
+  EXPECT_GE(m.at("cores").get<int>(), 1);
+  for (const char* t : {"1", "2"}) EXPECT_GT(m.at("read_bandwidth_gb_s").at(t).get<double>(), 0.0) << t;
+
+  // 2 thread counts x 2 dtypes x (pp16, tg4, tg4@d8), in that order.
+  const json& res = j.at("results");
+  ASSERT_EQ(res.size(), 12u) << r.out;
+  std::map<std::string, double> bytes;  // "dtype test" -> bytes_per_token
+  for (size_t i = 0; i < res.size(); ++i) {
+    const json& x = res[i];
+    const std::string test = x.at("test"), dtype = x.at("dtype");
+    const int threads = x.at("threads");
+    EXPECT_EQ(threads, i < 6 ? 1 : 2);
+    EXPECT_EQ(dtype, (i % 6) < 3 ? "F32" : "BF16");
+    const char* order[] = {"pp16", "tg4", "tg4@d8"};
+    EXPECT_EQ(test, order[i % 3]);
+    EXPECT_EQ(x.at("backend"), "cpu");
+    EXPECT_EQ(x.at("reps"), 3);
+    EXPECT_GT(x.at("tok_s").get<double>(), 0.0);
+    EXPECT_GE(x.at("tok_s_std").get<double>(), 0.0);
+    if (test == "pp16") {
+      EXPECT_NEAR(x.at("ttft_ms").get<double>(), 16e3 / x.at("tok_s").get<double>(), 1e-6 * x.at("ttft_ms").get<double>())
+          << "TTFT of the median run (of an odd number) is 16 tokens at the median rate";
+      EXPECT_FALSE(x.contains("gb_s"));
+      continue;
+    }
+    // Decode: bytes = weights + the K and V rows read, GB/s = bytes x tok/s, roofline = GB/s / measured.
+    const double b = x.at("bytes_per_token"), gbs = x.at("gb_s"), tps = x.at("tok_s");
+    EXPECT_NEAR(gbs, b * tps / 1e9, 1e-9 * gbs);
+    const double bw = m.at("read_bandwidth_gb_s").at(std::to_string(threads));
+    EXPECT_NEAR(x.at("roofline_pct").get<double>(), 100.0 * gbs / bw, 1e-9 * gbs);
+    EXPECT_LE(x.at("itl_p50_ms").get<double>(), x.at("itl_p99_ms").get<double>());
+    EXPECT_GT(x.at("itl_p50_ms").get<double>(), 0.0);
+    const std::string key = dtype + " " + test;
+    if (threads == 1) {
+      bytes[key] = b;
+    } else {
+      EXPECT_EQ(bytes[key], b) << "bytes per token do not depend on the thread count";
+    }
+  }
+  // The accounting, from the config alone. F32: every weight but wpe (one row of it is read), the tied
+  // LM head once. Decode of 4 tokens from depth d reads on average d + 2.5 positions of K and V (F32).
+  const double n_params = res[0].at("n_params");
+  const double w32 = 4.0 * (n_params - S * C);
+  auto kv = [&](double depth) { return 2.0 * L * (depth + 2.5) * C * 4.0; };
+  EXPECT_DOUBLE_EQ(bytes["F32 tg4"], w32 + kv(0));
+  EXPECT_DOUBLE_EQ(bytes["F32 tg4@d8"], w32 + kv(8));
+  // BF16: the matrices (and the LM head) in 2 bytes, the vectors still F32.
+  const double matrices = V * C + L * (C * 3 * C + C * C + C * F + F * C);
+  EXPECT_DOUBLE_EQ(bytes["BF16 tg4"], w32 - 2.0 * matrices + kv(0));
+}
+
+TEST(BenchCli, ZeroLengthSkipsATestAndMarkdownHasOneRowPerTest) {
+  auto r = test::run_cli("bench -m " + shipped() + " -p 8 -n 0 -r 1 -t 1 -o json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  json j = json::parse(r.out);
+  ASSERT_EQ(j["results"].size(), 1u) << r.out;
+  EXPECT_EQ(j["results"][0]["test"], "pp8");
+
+  r = test::run_cli("bench -m " + shipped() + " -p 0 -n 2 -d 0,4 -r 1 -t 1 -o json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  j = json::parse(r.out);
+  ASSERT_EQ(j["results"].size(), 2u) << r.out;
+  EXPECT_EQ(j["results"][0]["test"], "tg2");
+  EXPECT_EQ(j["results"][1]["test"], "tg2@d4");
+
+  // Markdown: header, rule, one row per test, a blank line, the machine line.
+  r = test::run_cli("bench -m " + shipped() + " -p 8 -n 2 -r 1 -t 1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("| model | backend | dtype | threads | test | tok/s |", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("| pp8 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| tg2 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nmachine: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GB/s (1 thread)"), std::string::npos) << r.out;
+  EXPECT_EQ(lines(r.out), 6u) << r.out;
+}
+
+TEST(BenchCli, BadFlagsAreOneLineAndNothingOnStdout) {
+  const std::string m = "bench -m " + shipped() + " ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {m + "-p 0 -n 0", "every length is 0, nothing to measure"},
+      {m + "-p -3", "-p: prompt length -3 must be >= 0"},
+      {m + "-n -1", "-n: generation length -1 must be >= 0"},
+      {m + "-d -5", "-d: depth -5 must be >= 0"},
+      {m + "-r 0", "-r: repetitions must be in [1, 1000]"},
+      {m + "-t 0", "-t: thread count 0 must be in [1, 1024]"},
+      {m + "--dtype f8", "--dtype: 'f8' is not one of f32, f16, bf16, stored"},
+      {m + "-p 99999", "-p: 99999 exceeds the model's context of 128"},
+      {m + "-p 8 -n 100 -d 100", "-n/-d: depth 100 + 100 tokens exceed the model's context of 128"},
+      {m + "-o xml", "-o: 'xml' is not md or json"},
+      {m + "--random gpt2", "give exactly one of -m DIR or --random NAME"},
+      {"bench", "give exactly one of -m DIR or --random NAME"},
+  };
+  for (const auto& [args, needle] : cases) {
+    auto r = test::run_cli(args);
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_EQ(r.out, "") << args;
+    EXPECT_EQ(lines(r.err), 1u) << args << ": " << r.err;
+    EXPECT_EQ(r.err.rfind("minigpt: error: ", 0), 0u) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": " << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace minigpt
