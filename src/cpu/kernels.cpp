@@ -279,8 +279,93 @@ inline __m256 exp_neg(__m256 x) {
 }  // namespace
 #endif
 
+#if MINIGPT_AVX2
+namespace {
+// o[0, 8 NV) = corr o[0, 8 NV) + sum_{j < n} p[j] v[j][0, 8 NV): the output columns in registers, one
+// broadcast and NV FMAs per key, V read row after row.
+template <int NV>
+inline void pv_row(float* o, float corr, const float* p, const float* v, int64_t D, int64_t n) {
+  __m256 acc[NV];
+  const __m256 c = _mm256_set1_ps(corr);
+  for (int i = 0; i < NV; ++i) acc[i] = _mm256_mul_ps(c, _mm256_loadu_ps(o + 8 * i));
+  for (int64_t j = 0; j < n; ++j) {
+    const __m256 pb = _mm256_broadcast_ss(p + j);
+    for (int i = 0; i < NV; ++i) acc[i] = _mm256_fmadd_ps(pb, _mm256_loadu_ps(v + j * D + 8 * i), acc[i]);
+  }
+  for (int i = 0; i < NV; ++i) _mm256_storeu_ps(o + 8 * i, acc[i]);
+}
+
+// One query over its n visible keys (a decode step), D a multiple of 8. Blocks of 1024 keys, online softmax
+// across blocks. Scores take four head dimensions (four rows of K^T, four sequential streams) per pass over
+// the block, so the scores are loaded and stored once per four FMAs.
+void attention_row(float* o, const float* q, int64_t n, const float* kt, const float* v, int64_t S, int64_t D,
+                   float scale) {
+  constexpr int64_t kB = 1024;
+  alignas(32) float s[kB];
+  float m = -INFINITY, l = 0.0f;
+  std::memset(o, 0, size_t(D) * sizeof(float));
+  for (int64_t j0 = 0; j0 < n; j0 += kB) {
+    const int64_t nb = std::min(kB, n - j0), nb8 = nb / 8 * 8;
+    for (int64_t d = 0; d < D; d += 4) {
+      const float* k0 = kt + d * S + j0;
+      const float* k1 = k0 + S;
+      const float* k2 = k1 + S;
+      const float* k3 = k2 + S;
+      const float q0 = scale * q[d], q1 = scale * q[d + 1], q2 = scale * q[d + 2], q3 = scale * q[d + 3];
+      const __m256 vq0 = _mm256_set1_ps(q0), vq1 = _mm256_set1_ps(q1), vq2 = _mm256_set1_ps(q2), vq3 = _mm256_set1_ps(q3);
+      int64_t j = 0;
+      for (; j < nb8; j += 8) {
+        __m256 a = d == 0 ? _mm256_setzero_ps() : _mm256_load_ps(s + j);
+        a = _mm256_fmadd_ps(vq0, _mm256_loadu_ps(k0 + j), a);
+        a = _mm256_fmadd_ps(vq1, _mm256_loadu_ps(k1 + j), a);
+        a = _mm256_fmadd_ps(vq2, _mm256_loadu_ps(k2 + j), a);
+        a = _mm256_fmadd_ps(vq3, _mm256_loadu_ps(k3 + j), a);
+        _mm256_store_ps(s + j, a);
+      }
+      for (; j < nb; ++j) s[j] = (d == 0 ? 0.0f : s[j]) + q0 * k0[j] + q1 * k1[j] + q2 * k2[j] + q3 * k3[j];
+    }
+    __m256 vmax = _mm256_set1_ps(-INFINITY);
+    int64_t j = 0;
+    for (; j < nb8; j += 8) vmax = _mm256_max_ps(vmax, _mm256_load_ps(s + j));
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, vmax);
+    float bm = *std::max_element(lanes, lanes + 8);
+    for (; j < nb; ++j) bm = std::max(bm, s[j]);
+    const float m_new = std::max(m, bm);
+    const float corr = std::exp(m - m_new);  // 0 on the first block
+    const __m256 vm = _mm256_set1_ps(m_new);
+    __m256 vsum = _mm256_setzero_ps();
+    for (j = 0; j < nb8; j += 8) {
+      const __m256 e = exp_neg(_mm256_sub_ps(_mm256_load_ps(s + j), vm));
+      vsum = _mm256_add_ps(vsum, e);
+      _mm256_store_ps(s + j, e);
+    }
+    _mm256_store_ps(lanes, vsum);
+    float sum = 0.0f;
+    for (float x : lanes) sum += x;
+    for (; j < nb; ++j) sum += (s[j] = std::exp(s[j] - m_new));
+    l = l * corr + sum;
+    m = m_new;
+    const float* vb = v + j0 * D;
+    int64_t e = 0;
+    for (; e + 64 <= D; e += 64) pv_row<8>(o + e, corr, s, vb + e, D, nb);
+    for (; e + 32 <= D; e += 32) pv_row<4>(o + e, corr, s, vb + e, D, nb);
+    for (; e < D; e += 8) pv_row<1>(o + e, corr, s, vb + e, D, nb);
+  }
+  const float inv = 1.0f / l;
+  for (int64_t e = 0; e < D; ++e) o[e] *= inv;
+}
+}  // namespace
+#endif
+
 void attention_block(float* o, int64_t ldo, const float* q, int64_t ldq, int64_t nq, int64_t p0, const float* kt,
                      const float* v, int64_t S, int64_t D, float scale) {
+#if MINIGPT_AVX2
+  if (nq == 1 && D % 8 == 0) {
+    attention_row(o, q, p0 + 1, kt, v, S, D, scale);
+    return;
+  }
+#endif
   constexpr int64_t kBlock = 512;  // keys per block: 4 x 512 scores = 8 KB, in L1
   alignas(32) float s[4][kBlock];
   float m[4], l[4];
