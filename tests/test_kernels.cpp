@@ -151,7 +151,7 @@ TEST(Kernels, AttentionMatchesDirectSoftmax) {
   auto be = make_cpu_backend(2);
   for (auto [T, pos0, H, D] : std::vector<std::array<int64_t, 4>>{
            {1, 0, 1, 1}, {5, 3, 3, 7}, {1, 150, 2, 64}, {4, 9, 2, 16},  // decode and short steps
-           {1, 1500, 1, 16}, {1, 30, 2, 40}, {1, 10, 1, 72},           // one query: > 1024 keys, D = 32 + 8, 64 + 8
+           {1, 1500, 4, 16}, {1, 30, 2, 40}, {1, 10, 1, 72},           // one query: > 1024 keys, D = 32 + 8, 64 + 8
            {70, 0, 2, 5},                                              // prefill, D % 8 != 0: the 4-query path
            {9, 5, 1, 8}, {33, 0, 3, 16}, {37, 11, 2, 24},              // tiles: partial groups, D = 16 k + 8
            {38, 1, 2, 8}, {40, 0, 1, 16}, {41, 7, 2, 8},               // a last group of every size
