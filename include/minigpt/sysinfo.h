@@ -14,4 +14,21 @@ int cpu_count();
 // untimed pass that also faults the pages in.
 double measure_read_bandwidth(int n_threads, size_t bytes = size_t(1) << 30, int reps = 5);
 
+// The same measurement again and again over one buffer allocated (and faulted in) once: for taking the
+// bandwidth between the repetitions of a benchmark, so that a roofline is computed against what the memory
+// gave at that time on a machine shared with others.
+class BandwidthProbe {
+ public:
+  explicit BandwidthProbe(size_t bytes = size_t(256) << 20);
+  ~BandwidthProbe();
+  BandwidthProbe(const BandwidthProbe&) = delete;
+  BandwidthProbe& operator=(const BandwidthProbe&) = delete;
+  // GB/s of one timed pass of n_threads threads over the whole buffer.
+  double measure(int n_threads);
+
+ private:
+  float* buf_ = nullptr;
+  size_t n_ = 0;
+};
+
 }  // namespace minigpt

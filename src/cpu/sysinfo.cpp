@@ -60,6 +60,28 @@ float sum_read(const float* p, size_t n) {
 }
 }  // namespace
 
+namespace {
+// One timed pass of n_threads threads over buf[0, n), n a multiple of 64: GB/s.
+double timed_pass(const float* buf, size_t n, int n_threads) {
+  std::vector<std::thread> threads;
+  std::vector<float> sums(static_cast<size_t>(n_threads));
+  const size_t per = n / size_t(n_threads) / 64 * 64;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int t = 0; t < n_threads; ++t) {
+    threads.emplace_back([&, t] {
+      const size_t begin = per * size_t(t);
+      const size_t len = t == n_threads - 1 ? n - begin : per;
+      sums[size_t(t)] = sum_read(buf + begin, len);
+    });
+  }
+  for (auto& th : threads) th.join();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  volatile float sink = 0;
+  for (float v : sums) sink = sink + v;
+  return double(n * sizeof(float)) / s / 1e9;
+}
+}  // namespace
+
 double measure_read_bandwidth(int n_threads, size_t bytes, int reps) {
   n_threads = std::max(1, n_threads);
   const size_t n = bytes / sizeof(float) / 64 * 64;  // whole 256-byte blocks
@@ -67,27 +89,24 @@ double measure_read_bandwidth(int n_threads, size_t bytes, int reps) {
   if (buf == nullptr) return 0.0;
   std::memset(buf, 0, n * sizeof(float));
   std::vector<double> rates;
-  volatile float sink = 0;
   for (int r = 0; r <= reps; ++r) {
-    std::vector<std::thread> threads;
-    std::vector<float> sums(static_cast<size_t>(n_threads));
-    const size_t per = n / size_t(n_threads) / 64 * 64;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int t = 0; t < n_threads; ++t) {
-      threads.emplace_back([&, t] {
-        const size_t begin = per * size_t(t);
-        const size_t len = t == n_threads - 1 ? n - begin : per;
-        sums[size_t(t)] = sum_read(buf + begin, len);
-      });
-    }
-    for (auto& th : threads) th.join();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    for (float v : sums) sink = sink + v;
-    if (r > 0) rates.push_back(double(n * sizeof(float)) / s / 1e9);
+    const double rate = timed_pass(buf, n, n_threads);
+    if (r > 0) rates.push_back(rate);
   }
   std::free(buf);
   std::sort(rates.begin(), rates.end());
   return rates[rates.size() / 2];
+}
+
+BandwidthProbe::BandwidthProbe(size_t bytes) : n_(bytes / sizeof(float) / 64 * 64) {
+  buf_ = static_cast<float*>(std::aligned_alloc(64, n_ * sizeof(float)));
+  if (buf_ != nullptr) std::memset(buf_, 0, n_ * sizeof(float));
+}
+
+BandwidthProbe::~BandwidthProbe() { std::free(buf_); }
+
+double BandwidthProbe::measure(int n_threads) {
+  return buf_ == nullptr || n_ == 0 ? 0.0 : timed_pass(buf_, n_, std::max(1, n_threads));
 }
 
 }  // namespace minigpt
