@@ -93,10 +93,13 @@ TEST_P(Fixture, PrefillInChunksOf1And7AndAllAgree) {
     // ...and chunks made by the session itself (max_batch).
     Session small(model, SessionOptions{chunk});
     auto inner = small.eval_all(ref.tokens);
-    // Same kernels, different batch shapes (GEMV vs GEMM): rounding-level differences only.
+    // Same math, different batch shapes: GEMV (F32 [K, N] weights summed in 8 row slabs, added at the end)
+    // against OpenBLAS's GEMM blocking, so only the summation order differs. Logits here reach ~6 (ulp
+    // 4.8e-7) and measured differences are ~1e-5: 4e-5 allows ~80 ulp, while a chunking bug (a KV row at
+    // the wrong position, a missed row) moves logits by 1e-2 or more.
     EXPECT_LE(compare(got.data(), ref.logits.data(), T, V).max_abs, kTolF32) << "chunk " << chunk;
-    EXPECT_LE(compare(got.data(), all.data(), T, V).max_abs, 1e-5) << "chunk " << chunk;
-    EXPECT_LE(compare(inner.data(), all.data(), T, V).max_abs, 1e-5) << "max_batch " << chunk;
+    EXPECT_LE(compare(got.data(), all.data(), T, V).max_abs, 4e-5) << "chunk " << chunk;
+    EXPECT_LE(compare(inner.data(), all.data(), T, V).max_abs, 4e-5) << "max_batch " << chunk;
   }
 }
 

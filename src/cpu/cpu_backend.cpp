@@ -167,18 +167,10 @@ class CpuBackend final : public Backend {
         const float* x = in.ptr<float>() + t * in.stride;
         auto part = [&](int64_t n0, int64_t n1) {
           init_out(out.row_slice(t, 1), lin, accumulate, n0, n1);
-          if (in_out) {
-            cpu::gemv_inout_f32(y + n0, lin.w.ptr<float>() + n0, lin.w.stride, x, n1 - n0, K, true);
-          } else {
-            cpu::gemv_f32(y + n0, lin.w.ptr<float>() + n0 * lin.w.stride, lin.w.stride, x, n1 - n0, K, true);
-          }
+          cpu::gemv_f32(y + n0, lin.w.ptr<float>() + n0 * lin.w.stride, lin.w.stride, x, n1 - n0, K, true);
         };
         if (in_out) {
-          // Column blocks of [K, N]: one per thread, so that each of the K rows is read in long runs.
-          pool_.run([&](int ith, int nth) {
-            const auto [n0, n1] = split(N, ith, nth, 64);
-            if (n0 < n1) part(n0, n1);
-          });
+          gemv_inout_slabs(out.row_slice(t, 1), x, lin, accumulate);
         } else {
           pool_.parallel_chunks(N, chunk(N, 4), part);
         }
@@ -320,6 +312,33 @@ class CpuBackend final : public Backend {
     }
   }
 
+  // out (+)= x W for one row of an F32 [K, N] (InOut) weight. W is cut into 8 slabs of whole rows, each a
+  // contiguous block read front to back (column blocks per thread would read every row in pieces, which
+  // the prefetchers follow less well), handed to the threads as they come free. Each slab's partial sums
+  // go to scratch and are added in slab order: the result does not depend on the thread count.
+  void gemv_inout_slabs(const Tensor& out, const float* x, const Linear& lin, bool accumulate) {
+    const int64_t N = lin.n_out, K = lin.n_in;
+    constexpr int64_t kSlabs = 8;
+    const int64_t rows = (K + kSlabs * 4 - 1) / (kSlabs * 4) * 4;  // per slab, a multiple of the kernel's 4
+    const int64_t slabs = (K + rows - 1) / rows;
+    std::lock_guard<std::mutex> lock(gemv_mutex_);
+    if (gemv_partial_.size() < size_t(slabs * N)) gemv_partial_.resize(size_t(slabs * N));
+    float* partial = gemv_partial_.data();
+    pool_.parallel_chunks(slabs, 1, [&](int64_t s0, int64_t s1) {
+      for (int64_t sl = s0; sl < s1; ++sl) {
+        const int64_t k0 = sl * rows;
+        cpu::gemv_inout_f32(partial + sl * N, lin.w.ptr<float>() + k0 * lin.w.stride, lin.w.stride, x + k0, N,
+                            std::min(rows, K - k0), false);
+      }
+    });
+    init_out(out, lin, accumulate, 0, N);
+    float* y = out.ptr<float>();
+    for (int64_t sl = 0; sl < slabs; ++sl) {
+      const float* p = partial + sl * N;
+      for (int64_t i = 0; i < N; ++i) y[i] += p[i];
+    }
+  }
+
   // out (+)= W x for one row, the weight rows split over the threads.
   void gemv16(const Tensor& out, const float* x, const Linear& lin, bool accumulate) {
     const int64_t N = lin.n_out, K = lin.n_in;
@@ -356,6 +375,8 @@ class CpuBackend final : public Backend {
 
   cpu::ThreadPool pool_;
   std::mutex gemm_mutex_;
+  std::mutex gemv_mutex_;
+  std::vector<float> gemv_partial_;
   std::vector<float> gemm_scratch_;
 };
 
