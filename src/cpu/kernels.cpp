@@ -187,6 +187,58 @@ void gemv_inout_f32(float* y, const float* w, int64_t ldw, const float* x, int64
   }
 }
 
+#if MINIGPT_AVX2
+namespace {
+// Rows [r0, r0 + n) of a packed matrix (r0 a multiple of 4), x already padded to 16 * chunks. Groups of 4
+// rows are taken in pairs half the range apart: two sequential streams per thread keep more reads in flight
+// than one (a core reads DRAM faster with several streams), and the pair shares each load of x.
+template <typename L>
+void packed16_rows(float* y, const uint16_t* w, int64_t chunks, const float* xp, int64_t r0, int64_t n, bool accumulate) {
+  const int64_t groups = (n + 3) / 4, half = groups / 2;
+  auto put = [&](int64_t g, const __m256* acc) {
+    for (int r = 0; r < 4 && 4 * g + r < n; ++r) {
+      const float v = hsum(acc[r]);
+      y[4 * g + r] = accumulate ? y[4 * g + r] + v : v;
+    }
+  };
+  const uint16_t* base = w + (r0 / 4) * chunks * 64;
+  for (int64_t g = 0; g < half; ++g) {
+    const uint16_t* p = base + g * chunks * 64;
+    const uint16_t* q = base + (g + half) * chunks * 64;
+    __m256 a[4], b[4];
+    for (int r = 0; r < 4; ++r) a[r] = b[r] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < chunks; ++c, p += 64, q += 64) {
+      const __m256 xa = _mm256_loadu_ps(xp + 16 * c), xb = _mm256_loadu_ps(xp + 16 * c + 8);
+      for (int r = 0; r < 4; ++r) {
+        a[r] = _mm256_fmadd_ps(L::load8(p + 16 * r), xa, a[r]);
+        b[r] = _mm256_fmadd_ps(L::load8(q + 16 * r), xa, b[r]);
+      }
+      for (int r = 0; r < 4; ++r) {
+        a[r] = _mm256_fmadd_ps(L::load8(p + 16 * r + 8), xb, a[r]);
+        b[r] = _mm256_fmadd_ps(L::load8(q + 16 * r + 8), xb, b[r]);
+      }
+    }
+    put(g, a);
+    put(g + half, b);
+  }
+  for (int64_t g = 2 * half; g < groups; ++g) {  // the odd group out
+    const uint16_t* p = base + g * chunks * 64;
+    __m256 a[4], b[4];
+    for (int r = 0; r < 4; ++r) a[r] = b[r] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < chunks; ++c, p += 64) {
+      const __m256 xa = _mm256_loadu_ps(xp + 16 * c), xb = _mm256_loadu_ps(xp + 16 * c + 8);
+      for (int r = 0; r < 4; ++r) {
+        a[r] = _mm256_fmadd_ps(L::load8(p + 16 * r), xa, a[r]);
+        b[r] = _mm256_fmadd_ps(L::load8(p + 16 * r + 8), xb, b[r]);
+      }
+    }
+    for (int r = 0; r < 4; ++r) a[r] = _mm256_add_ps(a[r], b[r]);
+    put(g, a);
+  }
+}
+}  // namespace
+#endif
+
 void gemv_packed16(float* y, const uint16_t* w, int64_t kp, const float* x, int64_t r0, int64_t n, int64_t k,
                    bool accumulate, bool is_bf16) {
   // x padded with zeros to kp (the padding columns of W are zeros, but 0 * garbage could be NaN).
@@ -199,29 +251,16 @@ void gemv_packed16(float* y, const uint16_t* w, int64_t kp, const float* x, int6
     xp = xpad.data();
   }
   const int64_t chunks = kp / 16;
+#if MINIGPT_AVX2
+  if (is_bf16) {
+    packed16_rows<LoadBF16>(y, w, chunks, xp, r0, n, accumulate);
+  } else {
+    packed16_rows<LoadF16>(y, w, chunks, xp, r0, n, accumulate);
+  }
+#else
   for (int64_t i = 0; i < n; i += 4) {
     const uint16_t* blk = w + ((r0 + i) / 4) * chunks * 64;
-    float s[4];
-#if MINIGPT_AVX2
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-    auto load8 = [is_bf16](const uint16_t* p) { return is_bf16 ? LoadBF16::load8(p) : LoadF16::load8(p); };
-    for (int64_t c = 0; c < chunks; ++c, blk += 64) {
-      const __m256 xa = _mm256_loadu_ps(xp + 16 * c), xb = _mm256_loadu_ps(xp + 16 * c + 8);
-      a0 = _mm256_fmadd_ps(load8(blk), xa, a0);
-      b0 = _mm256_fmadd_ps(load8(blk + 8), xb, b0);
-      a1 = _mm256_fmadd_ps(load8(blk + 16), xa, a1);
-      b1 = _mm256_fmadd_ps(load8(blk + 24), xb, b1);
-      a2 = _mm256_fmadd_ps(load8(blk + 32), xa, a2);
-      b2 = _mm256_fmadd_ps(load8(blk + 40), xb, b2);
-      a3 = _mm256_fmadd_ps(load8(blk + 48), xa, a3);
-      b3 = _mm256_fmadd_ps(load8(blk + 56), xb, b3);
-    }
-    s[0] = hsum(_mm256_add_ps(a0, b0));
-    s[1] = hsum(_mm256_add_ps(a1, b1));
-    s[2] = hsum(_mm256_add_ps(a2, b2));
-    s[3] = hsum(_mm256_add_ps(a3, b3));
-#else
-    s[0] = s[1] = s[2] = s[3] = 0.0f;
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int64_t c = 0; c < chunks; ++c, blk += 64) {
       for (int r = 0; r < 4; ++r) {
         for (int e = 0; e < 16; ++e) {
@@ -230,9 +269,9 @@ void gemv_packed16(float* y, const uint16_t* w, int64_t kp, const float* x, int6
         }
       }
     }
-#endif
     for (int r = 0; r < 4 && i + r < n; ++r) y[i + r] = accumulate ? y[i + r] + s[r] : s[r];
   }
+#endif
 }
 
 void widen_packed_rows(float* dst, int64_t ld_dst, const uint16_t* w, int64_t kp, int64_t r0, int64_t rows, int64_t k,
