@@ -85,47 +85,53 @@ inline float hsum(__m256 v) {
 }
 #endif
 
-// Four rows at a time, two vectors of k per step: eight independent FMA chains hide the FMA latency, and
-// each load of x serves four rows of W.
+// Four rows of W against x, accumulated over [0, k8) in a (one vector per step).
+template <typename L>
+inline void rows4(__m256* a, const typename L::T* w0, int64_t ldw, const float* x, int64_t k8) {
+  for (int64_t j = 0; j < k8; j += 8) {
+    const __m256 xa = _mm256_loadu_ps(x + j);
+    for (int r = 0; r < 4; ++r) a[r] = _mm256_fmadd_ps(L::load8(w0 + r * ldw + j), xa, a[r]);
+  }
+}
+
+// y[i0 + r] (+)= the dot of row i0 + r with x, r < 4, from the vector sums a and the scalar tail [k8, k).
+template <typename L>
+inline void finish4(float* y, const __m256* a, const typename L::T* w0, int64_t ldw, const float* x, int64_t k8,
+                    int64_t k, bool accumulate) {
+  for (int r = 0; r < 4; ++r) {
+    float s = hsum(a[r]);
+    for (int64_t j = k8; j < k; ++j) s += L::scalar(w0 + r * ldw + j) * x[j];
+    y[r] = accumulate ? y[r] + s : s;
+  }
+}
+
+// Groups of four rows in pairs half the range apart: two sequential streams per thread keep more DRAM reads
+// in flight than one, eight independent FMA chains hide the FMA latency, and each load of x serves 8 rows.
 template <typename L>
 void gemv(float* y, const typename L::T* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate) {
   int64_t i = 0;
 #if MINIGPT_AVX2
-  const int64_t k16 = k / 16 * 16, k8 = k / 8 * 8;
-  for (; i + 4 <= n; i += 4) {
-    const typename L::T* w0 = w + i * ldw;
-    const typename L::T* w1 = w0 + ldw;
-    const typename L::T* w2 = w1 + ldw;
-    const typename L::T* w3 = w2 + ldw;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-    int64_t j = 0;
-    for (; j < k16; j += 16) {
-      const __m256 xa = _mm256_loadu_ps(x + j), xb = _mm256_loadu_ps(x + j + 8);
-      a0 = _mm256_fmadd_ps(L::load8(w0 + j), xa, a0);
-      a1 = _mm256_fmadd_ps(L::load8(w1 + j), xa, a1);
-      a2 = _mm256_fmadd_ps(L::load8(w2 + j), xa, a2);
-      a3 = _mm256_fmadd_ps(L::load8(w3 + j), xa, a3);
-      b0 = _mm256_fmadd_ps(L::load8(w0 + j + 8), xb, b0);
-      b1 = _mm256_fmadd_ps(L::load8(w1 + j + 8), xb, b1);
-      b2 = _mm256_fmadd_ps(L::load8(w2 + j + 8), xb, b2);
-      b3 = _mm256_fmadd_ps(L::load8(w3 + j + 8), xb, b3);
-    }
-    for (; j < k8; j += 8) {
+  const int64_t k8 = k / 8 * 8, groups = n / 4, half = groups / 2;
+  for (int64_t g = 0; g < half; ++g) {
+    const typename L::T* p = w + 4 * g * ldw;
+    const typename L::T* q = w + 4 * (g + half) * ldw;
+    __m256 a[8];
+    for (auto& v : a) v = _mm256_setzero_ps();
+    for (int64_t j = 0; j < k8; j += 8) {
       const __m256 xa = _mm256_loadu_ps(x + j);
-      a0 = _mm256_fmadd_ps(L::load8(w0 + j), xa, a0);
-      a1 = _mm256_fmadd_ps(L::load8(w1 + j), xa, a1);
-      a2 = _mm256_fmadd_ps(L::load8(w2 + j), xa, a2);
-      a3 = _mm256_fmadd_ps(L::load8(w3 + j), xa, a3);
+      for (int r = 0; r < 4; ++r) {
+        a[r] = _mm256_fmadd_ps(L::load8(p + r * ldw + j), xa, a[r]);
+        a[4 + r] = _mm256_fmadd_ps(L::load8(q + r * ldw + j), xa, a[4 + r]);
+      }
     }
-    float s[4] = {hsum(_mm256_add_ps(a0, b0)), hsum(_mm256_add_ps(a1, b1)), hsum(_mm256_add_ps(a2, b2)),
-                  hsum(_mm256_add_ps(a3, b3))};
-    for (; j < k; ++j) {
-      s[0] += L::scalar(w0 + j) * x[j];
-      s[1] += L::scalar(w1 + j) * x[j];
-      s[2] += L::scalar(w2 + j) * x[j];
-      s[3] += L::scalar(w3 + j) * x[j];
-    }
-    for (int r = 0; r < 4; ++r) y[i + r] = accumulate ? y[i + r] + s[r] : s[r];
+    finish4<L>(y + 4 * g, a, p, ldw, x, k8, k, accumulate);
+    finish4<L>(y + 4 * (g + half), a + 4, q, ldw, x, k8, k, accumulate);
+  }
+  for (i = 8 * half; i + 4 <= n; i += 4) {  // the odd group out
+    __m256 a[4];
+    for (auto& v : a) v = _mm256_setzero_ps();
+    rows4<L>(a, w + i * ldw, ldw, x, k8);
+    finish4<L>(y + i, a, w + i * ldw, ldw, x, k8, k, accumulate);
   }
   for (; i < n; ++i) {
     const typename L::T* wr = w + i * ldw;
