@@ -85,6 +85,7 @@ inline float hsum(__m256 v) {
 }
 #endif
 
+#if MINIGPT_AVX2
 // Four rows of W against x, accumulated over [0, k8) in a (one vector per step).
 template <typename L>
 inline void rows4(__m256* a, const typename L::T* w0, int64_t ldw, const float* x, int64_t k8) {
@@ -104,6 +105,7 @@ inline void finish4(float* y, const __m256* a, const typename L::T* w0, int64_t 
     y[r] = accumulate ? y[r] + s : s;
   }
 }
+#endif
 
 // Groups of four rows in pairs half the range apart: two sequential streams per thread keep more DRAM reads
 // in flight than one, eight independent FMA chains hide the FMA latency, and each load of x serves 8 rows.
