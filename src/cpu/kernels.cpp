@@ -323,6 +323,34 @@ inline __m256 exp_neg(__m256 x) {
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
+
+// One block of an online softmax over the scores s[0, n) (s 32-byte aligned): with m_new = max(m, max s),
+// s = exp(s - m_new) in place; corr = exp(m - m_new), the factor for what was summed against the old
+// maximum (0 on the first block, where m is -inf); m = m_new. Returns the sum of the new s.
+inline float softmax_block(float* s, int64_t n, float& m, float& corr) {
+  const int64_t n8 = n / 8 * 8;
+  __m256 vmax = _mm256_set1_ps(-INFINITY);
+  for (int64_t j = 0; j < n8; j += 8) vmax = _mm256_max_ps(vmax, _mm256_load_ps(s + j));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, vmax);
+  float bm = *std::max_element(lanes, lanes + 8);
+  for (int64_t j = n8; j < n; ++j) bm = std::max(bm, s[j]);
+  const float m_new = std::max(m, bm);
+  corr = std::exp(m - m_new);
+  m = m_new;
+  const __m256 vm = _mm256_set1_ps(m_new);
+  __m256 vsum = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n8; j += 8) {
+    const __m256 e = exp_neg(_mm256_sub_ps(_mm256_load_ps(s + j), vm));
+    vsum = _mm256_add_ps(vsum, e);
+    _mm256_store_ps(s + j, e);
+  }
+  _mm256_store_ps(lanes, vsum);
+  float sum = 0.0f;
+  for (float x : lanes) sum += x;
+  for (int64_t j = n8; j < n; ++j) sum += (s[j] = std::exp(s[j] - m_new));
+  return sum;
+}
 }  // namespace
 #endif
 
@@ -371,28 +399,9 @@ void attention_row(float* o, const float* q, int64_t n, const float* kt, const f
       }
       for (; j < nb; ++j) s[j] = (d == 0 ? 0.0f : s[j]) + q0 * k0[j] + q1 * k1[j] + q2 * k2[j] + q3 * k3[j];
     }
-    __m256 vmax = _mm256_set1_ps(-INFINITY);
-    int64_t j = 0;
-    for (; j < nb8; j += 8) vmax = _mm256_max_ps(vmax, _mm256_load_ps(s + j));
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, vmax);
-    float bm = *std::max_element(lanes, lanes + 8);
-    for (; j < nb; ++j) bm = std::max(bm, s[j]);
-    const float m_new = std::max(m, bm);
-    const float corr = std::exp(m - m_new);  // 0 on the first block
-    const __m256 vm = _mm256_set1_ps(m_new);
-    __m256 vsum = _mm256_setzero_ps();
-    for (j = 0; j < nb8; j += 8) {
-      const __m256 e = exp_neg(_mm256_sub_ps(_mm256_load_ps(s + j), vm));
-      vsum = _mm256_add_ps(vsum, e);
-      _mm256_store_ps(s + j, e);
-    }
-    _mm256_store_ps(lanes, vsum);
-    float sum = 0.0f;
-    for (float x : lanes) sum += x;
-    for (; j < nb; ++j) sum += (s[j] = std::exp(s[j] - m_new));
+    float corr;
+    const float sum = softmax_block(s, nb, m, corr);
     l = l * corr + sum;
-    m = m_new;
     const float* vb = v + j0 * D;
     int64_t e = 0;
     for (; e + 64 <= D; e += 64) pv_row<8>(o + e, corr, s, vb + e, D, nb);
@@ -592,29 +601,9 @@ void attention_tile(float* o, int64_t ldo, const float* q, int64_t ldq, int64_t 
         std::memset(si, 0, size_t(nb) * sizeof(float));
         continue;
       }
-      __m256 vmax = _mm256_set1_ps(-INFINITY);
-      int64_t j = 0;
-      for (; j + 8 <= visible; j += 8) vmax = _mm256_max_ps(vmax, _mm256_load_ps(si + j));
-      alignas(32) float lanes[8];
-      _mm256_store_ps(lanes, vmax);
-      float bm = *std::max_element(lanes, lanes + 8);
-      for (; j < visible; ++j) bm = std::max(bm, si[j]);
-      const float m_new = std::max(m[i], bm);
-      corr[i] = std::exp(m[i] - m_new);  // 0 on the first block
-      const __m256 vm = _mm256_set1_ps(m_new);
-      __m256 vsum = _mm256_setzero_ps();
-      for (j = 0; j + 8 <= visible; j += 8) {
-        const __m256 e = exp_neg(_mm256_sub_ps(_mm256_load_ps(si + j), vm));
-        vsum = _mm256_add_ps(vsum, e);
-        _mm256_store_ps(si + j, e);
-      }
-      _mm256_store_ps(lanes, vsum);
-      float sum = 0.0f;
-      for (float x : lanes) sum += x;
-      for (; j < visible; ++j) sum += (si[j] = std::exp(si[j] - m_new));
-      for (; j < nb; ++j) si[j] = 0.0f;
+      const float sum = softmax_block(si, visible, m[i], corr[i]);
+      std::memset(si + visible, 0, size_t(nb - visible) * sizeof(float));
       l[i] = l[i] * corr[i] + sum;
-      m[i] = m_new;
     }
     // o = corr o + P V, 16 output columns (8 at the end) for each group of kGroup queries.
     for (int64_t i0 = 0; i0 < nq; i0 += kGroup) {
