@@ -261,8 +261,8 @@ const bool registered = register_command("bench", "Measure prefill and decode to
   app.add_option("-m,--model", o->model_dir, "Model directory");
   app.add_option("--random", o->random, "Benchmark a model of this shape with random weights built in memory")
       ->check(CLI::IsMember({"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "distilgpt2"}));
-  app.add_option("-p,--n-prompt", o->n_prompt, "Prompt lengths (prefill tests), comma-separated")->delimiter(',');
-  app.add_option("-n,--n-gen", o->n_gen, "Generated tokens (decode tests), comma-separated")->delimiter(',');
+  app.add_option("-p,--n-prompt", o->n_prompt, "Prompt lengths (prefill tests), comma-separated; 0: no prefill test")->delimiter(',');
+  app.add_option("-n,--n-gen", o->n_gen, "Generated tokens (decode tests), comma-separated; 0: no decode test")->delimiter(',');
   app.add_option("-d,--depth", o->depth, "KV-cache depths for the decode tests, comma-separated")->delimiter(',');
   app.add_option("-r,--repetitions", o->reps, "Timed repetitions after one warm-up");
   app.add_option("-t,--threads", o->threads, "Thread counts, comma-separated (default: all cores)")->delimiter(',');
