@@ -23,7 +23,7 @@ class BandwidthProbe {
   ~BandwidthProbe();
   BandwidthProbe(const BandwidthProbe&) = delete;
   BandwidthProbe& operator=(const BandwidthProbe&) = delete;
-  // GB/s of one timed pass of n_threads threads over the whole buffer.
+  // GB/s of n_threads threads reading the whole buffer: the best of three passes.
   double measure(int n_threads);
 
  private:
