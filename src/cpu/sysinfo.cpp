@@ -10,6 +10,7 @@
 
 #if defined(__AVX2__)
 #include <immintrin.h>
+#include <sys/mman.h>
 #endif
 
 namespace minigpt {
@@ -61,6 +62,19 @@ float sum_read(const float* p, size_t n) {
 }  // namespace
 
 namespace {
+// n floats, 2 MB aligned and advised into 2 MB pages like the backend's large buffers, zeroed.
+float* alloc_read_buffer(size_t n) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  const size_t bytes = (n * sizeof(float) + kHuge - 1) / kHuge * kHuge;
+  auto* p = static_cast<float*>(std::aligned_alloc(kHuge, bytes));
+  if (p == nullptr) return nullptr;
+#ifdef MADV_HUGEPAGE
+  ::madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+  std::memset(p, 0, bytes);
+  return p;
+}
+
 // One timed pass of n_threads threads over buf[0, n), n a multiple of 64: GB/s.
 double timed_pass(const float* buf, size_t n, int n_threads) {
   std::vector<std::thread> threads;
@@ -85,9 +99,8 @@ double timed_pass(const float* buf, size_t n, int n_threads) {
 double measure_read_bandwidth(int n_threads, size_t bytes, int reps) {
   n_threads = std::max(1, n_threads);
   const size_t n = bytes / sizeof(float) / 64 * 64;  // whole 256-byte blocks
-  float* buf = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
+  float* buf = alloc_read_buffer(n);
   if (buf == nullptr) return 0.0;
-  std::memset(buf, 0, n * sizeof(float));
   std::vector<double> rates;
   for (int r = 0; r <= reps; ++r) {
     const double rate = timed_pass(buf, n, n_threads);
@@ -99,8 +112,7 @@ double measure_read_bandwidth(int n_threads, size_t bytes, int reps) {
 }
 
 BandwidthProbe::BandwidthProbe(size_t bytes) : n_(bytes / sizeof(float) / 64 * 64) {
-  buf_ = static_cast<float*>(std::aligned_alloc(64, n_ * sizeof(float)));
-  if (buf_ != nullptr) std::memset(buf_, 0, n_ * sizeof(float));
+  buf_ = alloc_read_buffer(n_);
 }
 
 BandwidthProbe::~BandwidthProbe() { std::free(buf_); }
