@@ -11,9 +11,9 @@
 #include <mutex>
 #include <thread>
 
-#include "cpu/kernels.h"
 #include <sys/mman.h>
 
+#include "cpu/kernels.h"
 #include "cpu/thread_pool.h"
 #include "minigpt/backend.h"
 #include "minigpt/error.h"
@@ -24,8 +24,7 @@ namespace {
 class HostBuffer final : public Buffer {
  public:
   explicit HostBuffer(size_t bytes) : bytes_(bytes) {
-    // 64-byte alignment: whole cache lines, and aligned AVX-512 loads where the kernels want them.
-    // Large buffers (weights, KV cache) in 2 MB pages where the kernel allows it (THP "madvise" mode):
+    // 64-byte alignment (whole cache lines, aligned vector loads) for small buffers. Large buffers (weights, KV cache) in 2 MB pages where the kernel allows it (THP "madvise" mode):
     // a decode step streams hundreds of MB, and with 4 KB pages every 4 KB of it is a TLB miss.
     constexpr size_t kHuge = size_t(2) << 20;
     const bool huge = bytes >= kHuge;
@@ -195,17 +194,16 @@ class CpuBackend final : public Backend {
       // Decode: our GEMV kernels on our threads (OpenBLAS's sgemv would wake its own threads for every
       // small product), each thread owning a contiguous block of outputs.
       for (int64_t t = 0; t < T; ++t) {
-        float* y = out.ptr<float>() + t * out.stride;
+        const Tensor y = out.row_slice(t, 1);
         const float* x = in.ptr<float>() + t * in.stride;
-        auto part = [&](int64_t n0, int64_t n1) {
-          init_out(out.row_slice(t, 1), lin, accumulate, n0, n1);
-          cpu::gemv_f32(y + n0, lin.w.ptr<float>() + n0 * lin.w.stride, lin.w.stride, x, n1 - n0, K, true);
-        };
         if (in_out) {
-          gemv_inout_slabs(out.row_slice(t, 1), x, lin, accumulate);
-        } else {
-          pool_.parallel_chunks(N, chunk(N, 4), part);
+          gemv_inout_slabs(y, x, lin, accumulate);
+          continue;
         }
+        pool_.parallel_chunks(N, chunk(N, 4), [&](int64_t n0, int64_t n1) {
+          init_out(y, lin, accumulate, n0, n1);
+          cpu::gemv_f32(y.ptr<float>() + n0, lin.w.ptr<float>() + n0 * lin.w.stride, lin.w.stride, x, n1 - n0, K, true);
+        });
       }
       return false;
     }

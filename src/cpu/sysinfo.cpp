@@ -8,9 +8,10 @@
 #include <thread>
 #include <vector>
 
+#include <sys/mman.h>
+
 #if defined(__AVX2__)
 #include <immintrin.h>
-#include <sys/mman.h>
 #endif
 
 namespace minigpt {

@@ -111,8 +111,8 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
   json machine = {{"cpu", cpu_model_name()}, {"cores", cpu_count()}};
   json results = json::array();
   std::map<int, double> bandwidth;
-  // A 256 MB buffer read between decode repetitions (CPU only).
-  std::unique_ptr<BandwidthProbe> probe = on_gpu ? nullptr : std::make_unique<BandwidthProbe>();
+  // A 256 MB buffer read between decode repetitions (CPU decode tests only).
+  std::unique_ptr<BandwidthProbe> probe = on_gpu || o.n_gen.empty() ? nullptr : std::make_unique<BandwidthProbe>();
   std::mt19937 rng(1234);
 
   // The table header goes out with the first row, so that an error found at load (e.g. -p past the
@@ -164,11 +164,8 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
           }
           std::string gbs = "", roof = "";
           if (r.contains("gb_s")) {
-            char b[32];
-            std::snprintf(b, sizeof b, "%.1f", r["gb_s"].get<double>());
-            gbs = b;
-            std::snprintf(b, sizeof b, "%.0f%%", r["roofline_pct"].get<double>());
-            roof = b;
+            gbs = fmt1(r["gb_s"].get<double>());
+            roof = std::to_string(std::lround(r["roofline_pct"].get<double>())) + "%";
           }
           std::printf("| %s | %s | %s | %d | %s | %.1f | %.1f | %s | %s | %s |\n", model_name.c_str(),
                       r["backend"].get<std::string>().c_str(), r["dtype"].get<std::string>().c_str(), t,
