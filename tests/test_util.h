@@ -34,7 +34,7 @@ std::vector<T> read_tensor(const SafeTensorsFile& f, const std::string& name, DT
   const SafeTensor* t = f.find(name);
   if (t == nullptr || t->dtype != dtype) throw std::runtime_error(f.path() + ": no " + name);
   std::vector<T> v(size_t(t->numel()));
-  std::memcpy(v.data(), t->data, t->nbytes);
+  f.read(*t, v.data());
   return v;
 }
 

@@ -52,12 +52,13 @@ class Backend {
 
   // Zero-filled memory on this backend's device.
   virtual std::unique_ptr<Buffer> alloc(size_t bytes) = 0;
-  // Makes a weight usable by this backend's ops. `host` lies in host memory in its stored dtype
-  // (usually inside a mapped file). The result may alias `host` or live in a buffer appended to `keep`.
+  // Makes a weight usable by this backend's ops. `host` lies in host memory in its stored dtype and is
+  // valid only during the call: the result lives in a buffer appended to `keep`, never aliasing `host`.
   // The result is F32 (vectors, position tables).
   virtual Tensor prepare_weight(const Tensor& host, std::vector<std::unique_ptr<Buffer>>& keep) = 0;
   // Makes a linear layer usable by `linear()`, its weight matrix in `dtype` (F32, F16 or BF16). The backend
-  // picks the layout; the bias becomes F32. `host.w` is in host memory in its stored dtype.
+  // picks the layout; the bias becomes F32. `host.w` is in host memory in its stored dtype, valid only
+  // during the call (as prepare_weight's `host`).
   virtual Linear prepare_linear(const Linear& host, DType dtype, std::vector<std::unique_ptr<Buffer>>& keep) = 0;
   // Copies a tensor of this backend to host F32 (contiguous rows * cols).
   virtual void to_host(float* dst, const Tensor& src) = 0;

@@ -68,17 +68,18 @@ class Model {
   Config config_;
   std::filesystem::path dir_;
   std::shared_ptr<Backend> backend_;
-  std::vector<std::shared_ptr<SafeTensorsFile>> files_;  // keeps the mappings alive
-  std::vector<std::unique_ptr<Buffer>> owned_;           // weights the backend converted or uploaded
+  std::vector<std::unique_ptr<Buffer>> owned_;  // every weight, as the backend holds it
   ModelWeights weights_;
   int64_t n_params_ = 0;
   std::vector<std::pair<std::string, size_t>> stored_bytes_;
-  std::vector<float> sinusoid_;  // the position table of a sinusoidal model
-  std::vector<std::vector<float>> random_storage_;  // the weights of Model::random
   size_t bytes_per_token_ = 0;
 
   struct HostTensor;
-  void assemble(const std::map<std::string, HostTensor>& all, const std::string& prefix, const LoadOptions& options);
+  // Reads each tensor of `all` once into a short-lived host buffer, checks it and hands it to the backend,
+  // which keeps its own copy: nothing of the files (or of Model::random's values) stays referenced, and the
+  // peak memory is the model plus its largest tensor. `weights_where` names the files in messages.
+  void assemble(const std::map<std::string, HostTensor>& all, const std::string& prefix, const LoadOptions& options,
+                const std::string& weights_where);
 };
 
 // The sinusoidal table of "Attention Is All You Need": PE(p, 2i) = sin(p / 10000^(2i/d)),

@@ -1,6 +1,8 @@
 // Reading and writing the safetensors format: an 8-byte little-endian header length N, N bytes of JSON
 // {"name": {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}, then the data.
-// Every offset and size is checked against the file before a byte of data is touched.
+// Every offset and size is checked against the file before a byte of data is touched. A file is read with
+// pread, never mapped: a model file truncated or rewritten while minigpt runs cannot kill it with SIGBUS,
+// and what was read at load stays what the model computes with.
 #pragma once
 
 #include <cstdint>
@@ -19,13 +21,13 @@ struct SafeTensor {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;
-  const uint8_t* data;  // inside the mapping; not necessarily aligned to the dtype
+  const uint8_t* data;  // inside an in-memory image (from_memory); null for a file: use read()
+  uint64_t offset;      // of the first byte, from the start of the file
   size_t nbytes;
   int64_t numel() const;
 };
 
-// A read-only memory-mapped safetensors file. Tensors point into the mapping, which lives as long as
-// the file object.
+// A safetensors file opened for reading: the header parsed and checked, the data read on demand.
 class SafeTensorsFile {
  public:
   static std::shared_ptr<SafeTensorsFile> open(const std::filesystem::path& path);
@@ -36,17 +38,21 @@ class SafeTensorsFile {
   SafeTensorsFile& operator=(const SafeTensorsFile&) = delete;
 
   const SafeTensor* find(std::string_view name) const;  // nullptr when absent
+  // Copies the tensor's nbytes bytes to `dst`. Throws Error(Io) when the file has shrunk or cannot be read.
+  void read(const SafeTensor& t, void* dst) const;
   const std::vector<SafeTensor>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::string& path() const { return source_; }
 
  private:
   SafeTensorsFile() = default;
-  void parse(const uint8_t* bytes, size_t size);
+  // Checks the header (`header_len` bytes of JSON) against a file of `file_size` bytes.
+  void parse(const char* header, uint64_t header_len, uint64_t file_size);
+  void pread_exact(void* dst, size_t n, uint64_t offset, const std::string& what) const;
 
   std::string source_;
-  void* map_ = nullptr;
-  size_t map_size_ = 0;
+  int fd_ = -1;                      // a file
+  const uint8_t* image_ = nullptr;   // or an in-memory image
   std::vector<SafeTensor> tensors_;
   std::map<std::string, std::string> metadata_;
 };

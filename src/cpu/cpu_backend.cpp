@@ -61,9 +61,8 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<HostBuffer>(bytes); }
 
   Tensor prepare_weight(const Tensor& host, std::vector<std::unique_ptr<Buffer>>& keep) override {
-    const bool aligned = reinterpret_cast<uintptr_t>(host.data) % alignof(float) == 0;
-    if (host.dtype == DType::F32 && aligned && host.stride == host.cols) return host;  // use the mapping as is
-    // 16-bit weights are widened once here: the F32 OpenBLAS path is the reference CPU path.
+    // Always a copy: `host` is only valid during the call. 16-bit weights are widened once here: the F32
+    // OpenBLAS path is the reference CPU path.
     auto buf = alloc(size_t(host.numel()) * sizeof(float));
     float* dst = static_cast<float*>(buf->data());
     for (int64_t r = 0; r < host.rows; ++r) {
@@ -79,11 +78,11 @@ class CpuBackend final : public Backend {
     Linear l = host;
     if (!host.b.empty()) l.b = prepare_weight(host.b, keep);
     if (dtype == DType::F32) {
-      // OpenBLAS takes either layout, so an F32 matrix keeps its stored layout. A large one is copied out of
-      // the file mapping into 2 MB pages (see HostBuffer): a decode step streams every matrix, and the
-      // mapping's 4 KB pages cost a TLB miss per 4 KB (measured: F32 decode ~10% slower in 4 KB pages).
+      // OpenBLAS takes either layout, so an F32 matrix keeps its stored layout, copied into our own buffer
+      // (2 MB pages when large, see HostBuffer: a decode step streams every matrix, and 4 KB pages cost a
+      // TLB miss per 4 KB; measured: F32 decode ~10% slower in 4 KB pages).
       const size_t bytes = size_t(host.w.numel()) * sizeof(float);
-      if (host.w.dtype == DType::F32 && host.w.stride == host.w.cols && bytes >= (size_t(2) << 20)) {
+      if (host.w.dtype == DType::F32 && host.w.stride == host.w.cols) {
         auto buf = alloc(bytes);
         std::memcpy(buf->data(), host.w.data, bytes);
         l.w = host.w;

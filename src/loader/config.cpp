@@ -4,6 +4,7 @@
 
 #include "minigpt/config.h"
 #include "minigpt/error.h"
+#include "minigpt/io.h"
 
 namespace minigpt {
 namespace {
@@ -145,11 +146,7 @@ Config parse_config(const std::string& text, const std::string& source) {
 }
 
 Config load_config(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::Io, path.string() + ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_config(ss.str(), path.string());
+  return parse_config(read_regular_file(path, kMaxConfigBytes, "config"), path.string());
 }
 
 std::string config_to_json(const Config& c) {

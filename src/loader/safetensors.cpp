@@ -1,7 +1,6 @@
 #include "minigpt/safetensors.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,6 +38,15 @@ uint64_t json_u64(const json& v, const std::string& source, const std::string& w
   return v.get<uint64_t>();
 }
 
+void check_header_len(const std::string& src, uint64_t header_len, uint64_t size) {
+  if (header_len > size - 8) {
+    fail(src, "header length " + std::to_string(header_len) + " exceeds the file size (" + std::to_string(size) +
+                  " bytes): truncated or not a safetensors file");
+  }
+  if (header_len > kMaxHeaderBytes) fail(src, "header length " + std::to_string(header_len) + " exceeds 100 MB");
+  if (header_len < 2) fail(src, "header of " + std::to_string(header_len) + " bytes is too short to be JSON");
+}
+
 }  // namespace
 
 int64_t SafeTensor::numel() const {
@@ -49,33 +57,27 @@ int64_t SafeTensor::numel() const {
 
 std::shared_ptr<SafeTensorsFile> SafeTensorsFile::open(const std::filesystem::path& path) {
   const std::string source = path.string();
-  const int fd = ::open(source.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO would otherwise block the open until a writer came; it is refused below.
+  const int fd = ::open(source.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw Error(ErrorKind::Io, source + ": cannot open: " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int e = errno;
-    ::close(fd);
-    throw Error(ErrorKind::Io, source + ": cannot stat: " + std::strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Error(ErrorKind::Io, source + ": not a regular file");
-  }
-  const size_t size = size_t(st.st_size);
-  if (size < 8) {
-    ::close(fd);
-    fail(source, "truncated: " + std::to_string(size) + " bytes, smaller than the 8-byte header length");
-  }
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int map_errno = errno;
-  ::close(fd);
-  if (map == MAP_FAILED) throw Error(ErrorKind::Io, source + ": cannot mmap: " + std::strerror(map_errno));
-
-  std::shared_ptr<SafeTensorsFile> file(new SafeTensorsFile());
+  std::shared_ptr<SafeTensorsFile> file(new SafeTensorsFile());  // closes fd on a throw from here on
   file->source_ = source;
-  file->map_ = map;
-  file->map_size_ = size;
-  file->parse(static_cast<const uint8_t*>(map), size);  // on throw, the destructor unmaps
+  file->fd_ = fd;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw Error(ErrorKind::Io, source + ": cannot stat: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) {
+    throw Error(ErrorKind::Io, source + ": not a regular file (" +
+                                   (S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket") + ")");
+  }
+  const uint64_t size = uint64_t(st.st_size);
+  if (size < 8) fail(source, "truncated: " + std::to_string(size) + " bytes, smaller than the 8-byte header length");
+  uint8_t len[8];
+  file->pread_exact(len, 8, 0, "the header length");
+  const uint64_t header_len = read_u64_le(len);
+  check_header_len(source, header_len, size);
+  std::string header(size_t(header_len), '\0');
+  file->pread_exact(header.data(), header.size(), 8, "the header");
+  file->parse(header.data(), header_len, size);
   return file;
 }
 
@@ -83,27 +85,46 @@ std::shared_ptr<SafeTensorsFile> SafeTensorsFile::from_memory(const uint8_t* byt
                                                               std::string source) {
   std::shared_ptr<SafeTensorsFile> file(new SafeTensorsFile());
   file->source_ = std::move(source);
+  file->image_ = bytes;
   if (size < 8) {
     fail(file->source_, "truncated: " + std::to_string(size) + " bytes, smaller than the 8-byte header length");
   }
-  file->parse(bytes, size);
+  const uint64_t header_len = read_u64_le(bytes);
+  check_header_len(file->source_, header_len, size);
+  file->parse(reinterpret_cast<const char*>(bytes + 8), header_len, size);
   return file;
 }
 
 SafeTensorsFile::~SafeTensorsFile() {
-  if (map_ != nullptr) ::munmap(map_, map_size_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
-void SafeTensorsFile::parse(const uint8_t* bytes, size_t size) {
-  const std::string& src = source_;
-  const uint64_t header_len = read_u64_le(bytes);
-  if (header_len > size - 8) {
-    fail(src, "header length " + std::to_string(header_len) + " exceeds the file size (" + std::to_string(size) +
-                  " bytes): truncated or not a safetensors file");
+void SafeTensorsFile::pread_exact(void* dst, size_t n, uint64_t offset, const std::string& what) const {
+  auto* p = static_cast<uint8_t*>(dst);
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t r = ::pread(fd_, p + done, n - done, off_t(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw Error(ErrorKind::Io, source_ + ": reading " + what + " failed: " + std::strerror(errno));
+    if (r == 0) {
+      throw Error(ErrorKind::Io, source_ + ": the file ended at byte " + std::to_string(offset + done) + " while reading " +
+                                     what + ": it was truncated after it was opened");
+    }
+    done += size_t(r);
   }
-  if (header_len > kMaxHeaderBytes) fail(src, "header length " + std::to_string(header_len) + " exceeds 100 MB");
-  if (header_len < 2) fail(src, "header of " + std::to_string(header_len) + " bytes is too short to be JSON");
-  const char* header = reinterpret_cast<const char*>(bytes + 8);
+}
+
+void SafeTensorsFile::read(const SafeTensor& t, void* dst) const {
+  if (t.nbytes == 0) return;
+  if (image_ != nullptr) {
+    std::memcpy(dst, image_ + t.offset, t.nbytes);
+    return;
+  }
+  pread_exact(dst, t.nbytes, t.offset, "tensor '" + t.name + "'");
+}
+
+void SafeTensorsFile::parse(const char* header, uint64_t header_len, uint64_t size) {
+  const std::string& src = source_;
   if (header[0] != '{') fail(src, "header does not start with '{': not a safetensors file");
 
   json h;
@@ -114,8 +135,8 @@ void SafeTensorsFile::parse(const uint8_t* bytes, size_t size) {
   }
   if (!h.is_object()) fail(src, "header is not a JSON object");
 
-  const uint8_t* data = bytes + 8 + header_len;
-  const uint64_t data_size = size - 8 - header_len;
+  const uint64_t data_start = 8 + header_len;
+  const uint64_t data_size = size - data_start;
 
   struct Span {
     uint64_t begin, end;
@@ -167,7 +188,8 @@ void SafeTensorsFile::parse(const uint8_t* bytes, size_t size) {
       fail(src, where + ": data_offsets cover " + std::to_string(end - begin) + " bytes but dtype " + dt +
                     " and the shape need " + std::to_string(nbytes));
     }
-    t.data = data + begin;
+    t.offset = data_start + begin;
+    t.data = image_ != nullptr ? image_ + t.offset : nullptr;
     t.nbytes = size_t(nbytes);
     spans.push_back({begin, end, tensors_.size()});
     tensors_.push_back(std::move(t));

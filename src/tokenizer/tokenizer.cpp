@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "minigpt/error.h"
+#include "minigpt/io.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -105,12 +106,7 @@ std::string symbol_to_bytes(std::string_view sym) {
 }
 
 std::string read_file(const std::filesystem::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(ErrorKind::Io, path.string() + ": cannot open");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) throw Error(ErrorKind::Io, path.string() + ": read failed");
-  return std::move(ss).str();
+  return read_regular_file(path, kMaxTokenizerBytes, "tokenizer file");
 }
 
 json parse_json(std::string_view text, const std::string& where) {

@@ -1,0 +1,30 @@
+// Reading the files and streams a user points minigpt at. Only regular files are read, each kind with a
+// size cap: a FIFO would block forever, /dev/zero (or a symlink to it) would grow memory without bound, and
+// a directory would read as empty. Each refusal is one line naming the file and what is wrong.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+
+namespace minigpt {
+
+// Size caps by kind of file. Far above any real file of that kind (GPT-2's tokenizer.json is 3.5 MB, a
+// 256k-token vocabulary's about 35 MB), far below what would exhaust a machine.
+inline constexpr size_t kMaxConfigBytes = size_t(16) << 20;      // config.json, *_config.json, index.json
+inline constexpr size_t kMaxTokenizerBytes = size_t(256) << 20;  // tokenizer.json, vocab.json, merges.txt
+inline constexpr size_t kMaxTextBytes = size_t(256) << 20;       // prompts and texts (--file, stdin)
+
+// The whole content of the regular file `path`. Throws Error(Io) naming `path` when it is missing, not a
+// regular file (directory, FIFO, device, socket), unreadable, or larger than `max_bytes`; `what` says what
+// the file is for in that message ("prompt file", "config").
+std::string read_regular_file(const std::filesystem::path& path, size_t max_bytes, const std::string& what);
+
+// Everything readable from file descriptor `fd` (stdin: a pipe, a file, a device) until end of file, at most
+// `max_bytes`: more is an Error(Io) naming `source`. Never opens anything, so a pipe is read as it comes.
+std::string read_fd_capped(int fd, size_t max_bytes, const std::string& source);
+
+// "16 MiB", "1.5 GiB": for messages.
+std::string format_bytes(size_t bytes);
+
+}  // namespace minigpt

@@ -1,0 +1,101 @@
+#include "minigpt/io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "minigpt/error.h"
+
+namespace minigpt {
+namespace {
+
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// Appends what `fd` yields to `out` until EOF; false when it would pass `max_bytes`.
+bool read_all(int fd, std::string& out, size_t max_bytes, const std::string& source) {
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) return true;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw Error(ErrorKind::Io, source + ": read failed: " + std::strerror(errno));
+    }
+    if (out.size() + size_t(n) > max_bytes) return false;
+    out.append(buf, size_t(n));
+  }
+}
+
+}  // namespace
+
+std::string format_bytes(size_t bytes) {
+  char b[32];
+  if (bytes >= (size_t(1) << 30) && bytes % (size_t(1) << 30) != 0) {
+    std::snprintf(b, sizeof b, "%.1f GiB", double(bytes) / double(size_t(1) << 30));
+  } else if (bytes >= (size_t(1) << 30)) {
+    std::snprintf(b, sizeof b, "%zu GiB", bytes >> 30);
+  } else if (bytes >= (size_t(1) << 20)) {
+    std::snprintf(b, sizeof b, "%zu MiB", bytes >> 20);
+  } else {
+    std::snprintf(b, sizeof b, "%zu bytes", bytes);
+  }
+  return b;
+}
+
+std::string read_regular_file(const std::filesystem::path& path, size_t max_bytes, const std::string& what) {
+  const std::string source = path.string();
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
+  const int fd = ::open(source.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw Error(ErrorKind::Io, source + ": cannot open the " + what + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw Error(ErrorKind::Io, source + ": cannot stat the " + what + ": " + std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(ErrorKind::Io, source + ": the " + what + " is " + file_kind(st.st_mode) + ", not a regular file");
+  }
+  if (uint64_t(st.st_size) > max_bytes) {
+    ::close(fd);
+    throw Error(ErrorKind::Io, source + ": the " + what + " is " + std::to_string(st.st_size) + " bytes, more than the " +
+                                   format_bytes(max_bytes) + " a " + what + " may have");
+  }
+  std::string out;
+  out.reserve(size_t(st.st_size));
+  bool ok = false;
+  try {
+    ok = read_all(fd, out, max_bytes, source);  // a file that grows while read is still capped
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  if (!ok) {
+    throw Error(ErrorKind::Io, source + ": the " + what + " grew past the " + format_bytes(max_bytes) + " a " + what +
+                                   " may have while it was read");
+  }
+  return out;
+}
+
+std::string read_fd_capped(int fd, size_t max_bytes, const std::string& source) {
+  std::string out;
+  if (!read_all(fd, out, max_bytes, source)) {
+    throw Error(ErrorKind::Io, source + ": more than " + format_bytes(max_bytes) + " of input (the limit)");
+  }
+  return out;
+}
+
+}  // namespace minigpt
