@@ -53,7 +53,7 @@ void validate_options(const GenerateOptions& o, const Config& c, const Tokenizer
 }
 
 std::vector<int32_t> prepare_prompt(std::vector<int32_t> prompt, const GenerateOptions& o, const Config& c,
-                                    const Tokenizer* tokenizer, int64_t* dropped) {
+                                    const Tokenizer* tokenizer, int64_t n_ctx, int64_t* dropped) {
   if (dropped != nullptr) *dropped = 0;
   if (prompt.empty()) {
     // Unconditional generation starts from BOS, as GPT-2 does (<|endoftext|>).
@@ -64,12 +64,13 @@ std::vector<int32_t> prepare_prompt(std::vector<int32_t> prompt, const GenerateO
     }
     prompt.push_back(int32_t(bos));
   }
-  const int64_t n_ctx = c.n_ctx;
+  if (n_ctx == 0) n_ctx = c.n_ctx;
   if (int64_t(prompt.size()) > n_ctx) {
     if (o.overflow == ContextOverflow::Error) {
-      throw Error(ErrorKind::Argument, "the prompt is " + std::to_string(prompt.size()) +
-                                           " tokens, longer than the model's context of " + std::to_string(n_ctx) +
-                                           " (--context-overflow truncate keeps its last tokens)");
+      const std::string which = n_ctx == c.n_ctx ? "the model's context of " + std::to_string(n_ctx)
+                                                 : "the context of " + std::to_string(n_ctx) + " (-c)";
+      throw Error(ErrorKind::Argument, "the prompt is " + std::to_string(prompt.size()) + " tokens, longer than " +
+                                           which + " (--context-overflow truncate keeps its last tokens)");
     }
     // Keep room for the tokens asked for, but never less than half the context of prompt.
     const int64_t keep = std::max<int64_t>(1, n_ctx - std::min(o.max_new_tokens, n_ctx / 2));
@@ -86,7 +87,7 @@ GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::vecto
   const int64_t n_ctx = session.n_ctx();
   validate_options(o, c, tokenizer);
   GenerateResult r;
-  prompt = prepare_prompt(std::move(prompt), o, c, tokenizer, &r.prompt_dropped);
+  prompt = prepare_prompt(std::move(prompt), o, c, tokenizer, n_ctx, &r.prompt_dropped);
   r.prompt = prompt;
 
   int64_t eos = -1;
@@ -103,6 +104,34 @@ GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::vecto
   std::optional<StreamDecoder> decoder;
   if (tokenizer != nullptr) decoder.emplace(*tokenizer);
   size_t shown = 0;  // bytes of r.text passed to on_text
+  // Tokens not yet passed to on_token, with the bytes [begin, end) of r.text their text takes: a token is
+  // handed out only once its text has been shown, so that nothing at or past a stop string ever is.
+  struct Pending {
+    GeneratedToken tok;
+    size_t begin, end;
+  };
+  std::vector<Pending> pending;
+  enum class Release { Shown, Stop, All };
+  // Shown: up to the last token whose (non-empty) text has been shown whole; a token that is part of a
+  // character (empty text) goes with the one that completes it. Stop: the tokens that begin before the
+  // cut, the one the stop string starts in cut to its part before it. All: at the end.
+  auto release = [&](Release mode) {
+    if (mode == Release::Shown && o.stop.empty()) mode = Release::All;  // nothing can be held back then
+    size_t n = 0;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      const Pending& p = pending[i];
+      if (mode == Release::All || (mode == Release::Stop && p.begin < shown) ||
+          (mode == Release::Shown && p.end <= shown && p.end > p.begin)) {
+        n = i + 1;
+      }
+    }
+    for (size_t i = 0; i < n; ++i) {
+      Pending& p = pending[i];
+      if (p.end > shown) p.tok.text.resize(shown > p.begin ? shown - p.begin : 0);
+      if (cb.on_token) cb.on_token(p.tok);
+    }
+    pending.erase(pending.begin(), pending.begin() + ptrdiff_t(n));
+  };
 
   // Appends decoded text; returns false when a stop string ended generation.
   auto add_text = [&](const std::string& piece, bool final) {
@@ -148,12 +177,16 @@ GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::vecto
     if (decoder && id < tokenizer->n_vocab()) tok.text = decoder->push(id);
     history.push_back(id);
     r.tokens.push_back(id);
-    if (cb.on_token) cb.on_token(tok);
-    if (!add_text(tok.text, false)) {
+    const size_t begin = r.text.size(), end = begin + tok.text.size();
+    const std::string piece = tok.text;
+    pending.push_back({std::move(tok), begin, end});
+    if (!add_text(piece, false)) {
+      release(Release::Stop);
       r.reason = StopReason::Stop;
       stopped = true;
       break;
     }
+    release(Release::Shown);
     if (i + 1 == o.max_new_tokens) break;  // Length
     if (session.n_past() == n_ctx) {
       if (o.overflow != ContextOverflow::Slide) {
@@ -172,6 +205,7 @@ GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::vecto
   }
   if (!stopped) r.reason = StopReason::Length;
   if (decoder && r.reason != StopReason::Stop && !add_text(decoder->flush(), true)) r.reason = StopReason::Stop;
+  release(r.reason == StopReason::Stop ? Release::Stop : Release::All);
   if (!r.tokens.empty() || r.reason == StopReason::Eos) r.decode_seconds = since(t_first);
   return r;
 }

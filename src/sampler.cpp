@@ -107,16 +107,31 @@ void min_p(std::span<float> scores, float p) {
 
 }  // namespace processors
 
+// The stream starts at splitmix64(seed), not at the seed itself: seeds N and N + 1 then start at unrelated
+// points of SplitMix64's sequence instead of one draw apart (which made their samples the same, shifted).
 Sampler::Sampler(const SamplingParams& params, int64_t n_vocab)
-    : params_(params), rng_state_(params.seed), scores_(size_t(n_vocab)), scratch_(size_t(n_vocab)) {
+    : params_(params), rng_state_(splitmix64(params.seed)), scores_(size_t(n_vocab)), scratch_(size_t(n_vocab)) {
   params_.validate();
   cand_score_.reserve(size_t(n_vocab));
   cand_id_.reserve(size_t(n_vocab));
 }
 
 double Sampler::next_uniform() {
-  rng_state_ += 1;
-  return double(splitmix64(rng_state_) >> 11) * 0x1.0p-53;
+  // SplitMix64 (Steele et al.): the state advances by the golden gamma, the output is its mix.
+  const uint64_t z = splitmix64(rng_state_);
+  rng_state_ += 0x9E3779B97F4A7C15ull;
+  return double(z >> 11) * 0x1.0p-53;
+}
+
+bool Sampler::greedy(std::span<const float> scores) const {
+  if (params_.temperature == 0.0f) return true;
+  // A temperature so small that scores / T overflow is the limit T -> 0 of sampling: the argmax. Dividing
+  // would give Inf - Inf = NaN in the softmax, and a wrong token.
+  float m = 0.0f;
+  for (float v : scores) {
+    if (std::isfinite(v)) m = std::max(m, std::fabs(v));
+  }
+  return !std::isfinite(m / params_.temperature);
 }
 
 std::span<const float> Sampler::process(std::span<const float> logits, std::span<const int32_t> history) {
@@ -125,7 +140,8 @@ std::span<const float> Sampler::process(std::span<const float> logits, std::span
   if (params_.repetition_penalty != 1.0f) {
     processors::repetition_penalty(s, history, params_.repetition_penalty, gathered_);
   }
-  if (params_.temperature == 0.0f) return s;  // greedy: the warpers are for sampling only
+  greedy_ = greedy(s);
+  if (greedy_) return s;  // greedy: the warpers are for sampling only
   if (params_.temperature != 1.0f) processors::temperature(s, params_.temperature);
   // top-k over the whole vocabulary (an O(V) selection), then top-p and min-p over the survivors only:
   // every other entry is -inf, which neither can see.
@@ -158,7 +174,7 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   process(logits, history);
   // First maximum, as torch.argmax.
   const size_t best = size_t(std::max_element(scores_.begin(), scores_.end()) - scores_.begin());
-  if (params_.temperature == 0.0f || scores_[best] == -std::numeric_limits<float>::infinity()) return int32_t(best);
+  if (greedy_ || scores_[best] == -std::numeric_limits<float>::infinity()) return int32_t(best);
   // Draw from the softmax of what is left, in double, walking the vocabulary in id order.
   const double mx = scores_[best];
   double total = 0.0;

@@ -11,9 +11,14 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   if (!model_) throw Error(ErrorKind::Argument, "Session: no model");
   const Config& c = model_->config();
   if (options.max_batch < 1) throw Error(ErrorKind::Argument, "Session: max_batch must be >= 1");
-  max_batch_ = std::min(options.max_batch, c.n_ctx);
+  if (options.n_ctx < 0 || options.n_ctx > c.n_ctx) {
+    throw Error(ErrorKind::Argument, "context size " + std::to_string(options.n_ctx) + " is outside [1, " +
+                                         std::to_string(c.n_ctx) + "], the model's context (n_positions)");
+  }
+  n_ctx_ = options.n_ctx == 0 ? c.n_ctx : options.n_ctx;
+  max_batch_ = std::min(options.max_batch, n_ctx_);
   Backend& be = model_->backend();
-  const int64_t C = c.n_embd, S = c.n_ctx, B = max_batch_;
+  const int64_t C = c.n_embd, S = n_ctx_, B = max_batch_;
   auto tensor = [&](int64_t rows, int64_t cols) {
     buffers_.push_back(be.alloc(size_t(rows * cols) * sizeof(float)));
     return make_tensor(buffers_.back()->data(), DType::F32, be.device(), rows, cols);
@@ -43,7 +48,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
 // the same address.
 Session::~Session() { model_->backend().forget_step(this); }
 
-int64_t Session::n_ctx() const { return model_->config().n_ctx; }
+int64_t Session::n_ctx() const { return n_ctx_; }
 
 void Session::ensure_logit_rows(int64_t rows) {
   if (rows <= logit_rows_) return;
@@ -64,9 +69,9 @@ void Session::check_tokens(std::span<const int32_t> tokens) const {
                                            " is outside the vocabulary [0, " + std::to_string(c.n_vocab) + ")");
     }
   }
-  if (int64_t(tokens.size()) > c.n_ctx - n_past_) {
+  if (int64_t(tokens.size()) > n_ctx_ - n_past_) {
     throw Error(ErrorKind::Argument, "eval: context overflow: " + std::to_string(n_past_) + " tokens in the context + " +
-                                         std::to_string(tokens.size()) + " new > n_ctx " + std::to_string(c.n_ctx));
+                                         std::to_string(tokens.size()) + " new > n_ctx " + std::to_string(n_ctx_));
   }
 }
 
@@ -138,6 +143,27 @@ void Session::forward(const int32_t* tokens, int64_t n, bool all_logits, float* 
   n_past_ += n;
   if (logits_out == nullptr) return;
   be.to_host(logits_out, logits);
+  check_finite(logits_out, rows, pos0 + n - rows);
+}
+
+void Session::check_finite(const float* logits, int64_t rows, int64_t pos0) const {
+  const int64_t V = model_->config().n_vocab;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits + r * V;
+    // Exponent all ones: Inf or NaN. On the bits, so that it vectorises.
+    const auto* bits = reinterpret_cast<const uint32_t*>(row);
+    uint32_t bad = 0;
+#pragma omp simd reduction(| : bad)
+    for (int64_t i = 0; i < V; ++i) bad |= uint32_t((bits[i] & 0x7F800000u) == 0x7F800000u);
+    if (bad == 0) continue;
+    int64_t i = 0;
+    while (std::isfinite(row[i])) ++i;
+    throw Error(ErrorKind::Numeric,
+                "the logits at position " + std::to_string(pos0 + r) + " are not finite (" +
+                    (std::isnan(row[i]) ? "NaN" : "Inf") + " for token " + std::to_string(i) +
+                    "): the computation overflowed; with --dtype f16, values beyond F16's range become "
+                    "infinite (try f32 or bf16)");
+  }
 }
 
 }  // namespace minigpt

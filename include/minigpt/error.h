@@ -14,6 +14,7 @@ enum class ErrorKind {
   Argument,     // a caller passed a bad value (token id out of range, context overflow, bad flag)
   Unsupported,  // valid input this build does not handle (other model_type, no CUDA device ...)
   Device,       // a device call failed at run time (CUDA or cuBLAS error, out of device memory)
+  Numeric,      // the computation produced NaN or Inf (logits that cannot be sampled from)
 };
 
 class Error : public std::runtime_error {

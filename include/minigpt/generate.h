@@ -62,10 +62,11 @@ struct GenerateCallbacks {
 
 // Throws Error(Argument) naming the flag when an option is out of range.
 void validate_options(const GenerateOptions& options, const Config& config, const Tokenizer* tokenizer);
-// The prompt as generate() evaluates it: BOS for an empty one; an overlong one refused or truncated
-// (options.overflow). `dropped` receives the number of ids truncation removed.
+// The prompt as generate() evaluates it in a context of `n_ctx` positions (a session's; 0 = the model's):
+// BOS for an empty one; an overlong one refused or truncated (options.overflow). `dropped` receives the
+// number of ids truncation removed.
 std::vector<int32_t> prepare_prompt(std::vector<int32_t> prompt, const GenerateOptions& options, const Config& config,
-                                    const Tokenizer* tokenizer, int64_t* dropped = nullptr);
+                                    const Tokenizer* tokenizer, int64_t n_ctx = 0, int64_t* dropped = nullptr);
 
 // Runs generation from `prompt` (ids; empty = start from the model's BOS token). `tokenizer` may be null
 // (no text then; stop strings need one). Throws Error(Argument) for bad options or an overlong prompt.

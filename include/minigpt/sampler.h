@@ -9,7 +9,9 @@
 namespace minigpt {
 
 struct SamplingParams {
-  float temperature = 1.0f;         // 0: greedy (argmax after the repetition penalty, as do_sample=False)
+  float temperature = 1.0f;         // 0: greedy (argmax after the repetition penalty, as do_sample=False);
+                                    // so is one so small that logits / temperature overflow
+
   int64_t top_k = 50;               // 0: off. transformers' default
   float top_p = 1.0f;               // 1: off
   float min_p = 0.0f;               // 0: off
@@ -46,10 +48,12 @@ class Sampler {
   const SamplingParams& params() const { return params_; }
 
  private:
-  double next_uniform();  // [0, 1), from splitmix64: the same stream on every platform and thread count
+  double next_uniform();  // [0, 1), from SplitMix64: the same stream on every platform and thread count
+  bool greedy(std::span<const float> scores) const;
 
   SamplingParams params_;
   uint64_t rng_state_;
+  bool greedy_ = false;  // this step's choice is the argmax
   std::vector<float> scores_;      // [V]
   std::vector<float> scratch_;     // [V] for the top-k threshold
   std::vector<float> cand_score_;  // the tokens top-k kept, in id order

@@ -1,4 +1,6 @@
 // Per-run state over a shared Model: the KV cache (n_ctx rows per layer), scratch buffers, the position.
+// After each forward pass the logits are checked: NaN or Inf (weights that overflow their compute dtype,
+// activations that overflow F32) is an Error(Numeric), never a silently wrong token.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,9 @@ namespace minigpt {
 
 struct SessionOptions {
   int64_t max_batch = 512;  // tokens per forward pass; longer evals are split into chunks of this size
+  // Positions the KV cache holds (llama.cpp's n_ctx, -c): 0 = the model's whole context (n_positions).
+  // At most that: learned positions end there. The cache is allocated for exactly this many.
+  int64_t n_ctx = 0;
 };
 
 class Session {
@@ -37,10 +42,12 @@ class Session {
  private:
   void check_tokens(std::span<const int32_t> tokens) const;
   void forward(const int32_t* tokens, int64_t n, bool all_logits, float* logits_out);
+  void check_finite(const float* logits, int64_t rows, int64_t pos0) const;
   void ensure_logit_rows(int64_t rows);
 
   std::shared_ptr<const Model> model_;
   int64_t max_batch_;
+  int64_t n_ctx_ = 0;
   int64_t n_past_ = 0;
   std::vector<std::unique_ptr<Buffer>> buffers_;
   std::vector<Tensor> k_cache_, v_cache_;  // per layer: [S, C]

@@ -2,21 +2,21 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
-#include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
 
 #include "command.h"
 #include "common.h"
 #include "minigpt/error.h"
 #include "minigpt/generate.h"
+#include "minigpt/io.h"
 
 namespace minigpt::cli {
 namespace {
 
 using json = nlohmann::json;
+
+constexpr int64_t kDefaultMaxCtx = 4096;
 
 struct GenerateCliOptions {
   ModelOptions model;
@@ -29,22 +29,15 @@ struct GenerateCliOptions {
   int64_t top_logprobs = 0;
   std::string overflow = "error";
   std::optional<uint64_t> seed;
+  std::optional<int64_t> ctx_size;
   GenerateOptions gen;
 };
 
 std::string read_prompt(const GenerateCliOptions& o) {
   if (o.prompt_given) return o.prompt;
-  if (!o.file.empty()) {
-    std::ifstream in(o.file, std::ios::binary);
-    if (!in) throw Error(ErrorKind::Io, o.file + ": cannot open the prompt file");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
+  if (!o.file.empty()) return read_regular_file(o.file, kMaxTextBytes, "prompt file");
   if (::isatty(STDIN_FILENO)) return "";  // nothing piped in: unconditional generation, never a hang
-  std::ostringstream ss;
-  ss << std::cin.rdbuf();
-  return ss.str();
+  return read_fd_capped(STDIN_FILENO, kMaxTextBytes, "stdin");
 }
 
 // Valid UTF-8 for JSON output: the stream decoder only releases whole characters (or U+FFFD).
@@ -75,10 +68,28 @@ int run_generate(GenerateCliOptions& o) {
   g.logprobs = o.json_out;
   g.top_logprobs = o.top_logprobs;
 
+  // The KV cache holds -c positions: by default the model's context, but at most kDefaultMaxCtx, so that a
+  // config with a huge n_positions does not allocate gigabytes for a short run.
+  const int64_t model_ctx = model->config().n_ctx;
+  int64_t n_ctx = std::min(model_ctx, kDefaultMaxCtx);
+  if (o.ctx_size) {
+    if (*o.ctx_size < 0 || *o.ctx_size > model_ctx) {
+      throw Error(ErrorKind::Argument, "-c/--ctx-size: " + std::to_string(*o.ctx_size) + " is outside [0, " +
+                                           std::to_string(model_ctx) + "] (the model's context; 0 = all of it)");
+    }
+    n_ctx = *o.ctx_size == 0 ? model_ctx : *o.ctx_size;
+  }
+
   // Everything that can be refused is refused before a byte is written.
   validate_options(g, model->config(), &tok);
-  prepare_prompt(prompt, g, model->config(), &tok);
-  Session session(model);
+  prepare_prompt(prompt, g, model->config(), &tok, n_ctx);
+  if (n_ctx < model_ctx && !o.ctx_size) {
+    std::fprintf(stderr, "minigpt: context %lld of the model's %lld tokens (-c to change)\n", (long long)n_ctx,
+                 (long long)model_ctx);
+  }
+  SessionOptions so;
+  so.n_ctx = n_ctx;
+  Session session(model, so);
   GenerateCallbacks cb;
   if (o.json_out) {
     cb.on_token = [&](const GeneratedToken& t) {
@@ -86,18 +97,11 @@ int run_generate(GenerateCliOptions& o) {
       for (const auto& [id, lp] : t.top) top.push_back({{"id", id}, {"logprob", lp}});
       json line = {{"id", t.id}, {"text", t.text}, {"logprob", t.logprob}};
       if (o.top_logprobs > 0) line["top_logprobs"] = top;
-      std::printf("%s\n", to_json_line(line).c_str());
-      std::fflush(stdout);
+      write_stdout(to_json_line(line) + "\n");
     };
   } else {
-    if (!o.no_echo) {
-      std::fwrite(prompt_text.data(), 1, prompt_text.size(), stdout);
-      std::fflush(stdout);
-    }
-    cb.on_text = [](std::string_view t) {
-      std::fwrite(t.data(), 1, t.size(), stdout);
-      std::fflush(stdout);
-    };
+    if (!o.no_echo) write_stdout(prompt_text);
+    cb.on_text = [](std::string_view t) { write_stdout(t); };
   }
   const GenerateResult r = generate(session, &tok, prompt, g, cb);
 
@@ -116,10 +120,9 @@ int run_generate(GenerateCliOptions& o) {
                     {"slides", r.slides},
                     {"seed", g.sampling.seed},
                     {"text", r.text}};
-    std::printf("%s\n", to_json_line({{"summary", summary}}).c_str());
+    write_stdout(to_json_line({{"summary", summary}}) + "\n");
   } else {
-    std::printf("\n");
-    std::fflush(stdout);  // the text before the summary, also when both go to one terminal or file
+    write_stdout("\n");  // the text before the summary, also when both go to one terminal or file
     std::fprintf(stderr,
                  "minigpt: prompt %zu tokens, prefill %.1f tok/s | generated %lld tokens, decode %.1f tok/s | "
                  "time to first token %.1f ms | stop: %s | seed %llu\n",
@@ -151,6 +154,9 @@ const bool registered = register_command("generate", "Generate text from a promp
   app.add_flag("--ignore-eos", o->gen.ignore_eos, "Keep generating past the end-of-text token");
   app.add_option("--context-overflow", o->overflow, "error | truncate | slide (default error)")
       ->check(CLI::IsMember({"error", "truncate", "slide"}));
+  app.add_option_function<int64_t>("-c,--ctx-size", [o](const int64_t& c) { o->ctx_size = c; },
+                                   "Context size in tokens, the KV cache's length (default: the model's context, at "
+                                   "most 4096; 0 = the model's whole context)");
   auto* json_flag = app.add_flag("--json", o->json_out, "One JSON object per token, then a summary (no prompt echo)");
   app.add_option("--top-logprobs", o->top_logprobs, "With --json: this many alternatives per token")->needs(json_flag);
   app.add_flag("--special", o->special, "Recognise special tokens such as <|endoftext|> in the prompt");

@@ -1,14 +1,14 @@
 // minigpt tokenize: text -> GPT-2 ids (or ids -> text with --decode), with the model dir's tokenizer.
+#include <unistd.h>
+
 #include <cstdio>
-#include <iostream>
-#include <iterator>
 #include <nlohmann/json.hpp>
-#include <fstream>
-#include <sstream>
 
 #include "command.h"
 #include "id_list.h"
+#include "common.h"
 #include "minigpt/error.h"
+#include "minigpt/io.h"
 #include "minigpt/tokenizer.h"
 
 namespace minigpt::cli {
@@ -25,25 +25,11 @@ struct TokenizeOptions {
 
 std::string read_input(const TokenizeOptions& o, bool have_text) {
   if (have_text) return o.text;
-  if (!o.file.empty()) {
-    std::ifstream f(o.file, std::ios::binary);
-    if (!f) throw Error(ErrorKind::Io, o.file + ": cannot open");
-    std::ostringstream ss;
-    ss << f.rdbuf();
-    return std::move(ss).str();
-  }
-  std::freopen(nullptr, "rb", stdin);  // no newline translation of the bytes we tokenize
-  std::string s;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) s.append(buf, n);
-  return s;
+  if (!o.file.empty()) return read_regular_file(o.file, kMaxTextBytes, "input file");
+  return read_fd_capped(STDIN_FILENO, kMaxTextBytes, "stdin");
 }
 
-void write_out(const std::string& s) {
-  std::fwrite(s.data(), 1, s.size(), stdout);
-  std::fflush(stdout);
-}
+void write_out(const std::string& s) { write_stdout(s); }
 
 bool registered = register_command(
     "tokenize", "Text to GPT-2 token ids (stdin when neither TEXT nor --file), or ids to text with --decode",

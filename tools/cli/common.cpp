@@ -2,6 +2,10 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
 #include "minigpt/error.h"
 
 namespace minigpt::cli {
@@ -44,6 +48,23 @@ LoadOptions load_options(const ModelOptions& o) {
   if (o.dtype == "bf16") lo.weight_dtype = DType::BF16;
   if (o.backend == "cuda") lo.backend = make_cuda_backend(o.device);  // a clear error without CUDA or a GPU
   return lo;
+}
+
+namespace {
+[[noreturn]] void stdout_failed(int e) {
+  throw Error(ErrorKind::Io, std::string("writing to stdout failed: ") + std::strerror(e != 0 ? e : EIO));
+}
+}  // namespace
+
+void write_stdout(std::string_view s) {
+  errno = 0;
+  if (!s.empty() && std::fwrite(s.data(), 1, s.size(), stdout) != s.size()) stdout_failed(errno);
+  if (std::fflush(stdout) != 0) stdout_failed(errno);
+}
+
+void finish_stdout() {
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) stdout_failed(errno);
 }
 
 }  // namespace minigpt::cli

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include "minigpt/model.h"
 
@@ -22,5 +23,11 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool model_required);
 // The model directory: -m, or models/shakespeare-char (here, beside the executable, or in the source tree).
 std::filesystem::path resolve_model_dir(const ModelOptions& o);
 LoadOptions load_options(const ModelOptions& o);
+
+// Writes `s` to stdout and flushes it; throws Error(Io) when the write fails (a full disk, /dev/full, a
+// closed pipe), so that no command reports success having written nothing.
+void write_stdout(std::string_view s);
+// Flushes stdout and throws Error(Io) if any write to it failed (for output written with printf).
+void finish_stdout();
 
 }  // namespace minigpt::cli

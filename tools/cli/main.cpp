@@ -2,10 +2,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <iostream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "command.h"
+#include "common.h"
 #include "minigpt/error.h"
 
 namespace minigpt::cli {
@@ -40,10 +43,34 @@ int main(int argc, char** argv) {
     }
   }
 
+  // CLI11 2.1 reads "--prompt=" (an explicit empty value) as "--prompt" followed by the next argument,
+  // which would then become the value: "--prompt= --no-echo" prompted with "--no-echo". Spelt as two
+  // arguments, "--prompt" "", the empty value is taken as given.
+  std::vector<std::string> args;
+  bool options_ended = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") options_ended = true;
+    if (!options_ended && a.size() > 3 && a.starts_with("--") && a.back() == '=' &&
+        a.find('=') == a.size() - 1) {
+      args.push_back(a.substr(0, a.size() - 1));
+      args.emplace_back();
+    } else {
+      args.push_back(std::move(a));
+    }
+  }
+  std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse order
+
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::Success& e) {
-    return app.exit(e);
+    const int rc = app.exit(e);  // --help, --version: printed on std::cout
+    std::cout.flush();
+    if (!std::cout) {
+      std::fprintf(stderr, "minigpt: error: writing to stdout failed\n");
+      return 1;
+    }
+    return rc;
   } catch (const CLI::ParseError& e) {
     // One line on stderr, non-zero exit; CLI11's own wording names the flag.
     std::fprintf(stderr, "minigpt: error: %s (see minigpt --help)\n", e.what());
@@ -52,7 +79,10 @@ int main(int argc, char** argv) {
 
   try {
     for (auto& [sub, run] : runners) {
-      if (sub->parsed()) return run();
+      if (!sub->parsed()) continue;
+      const int rc = run();
+      finish_stdout();  // output written with printf: a failed write is an error, not a success
+      return rc;
     }
     return 2;
   } catch (const minigpt::Error& e) {
