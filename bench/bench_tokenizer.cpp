@@ -1,5 +1,5 @@
 // Tokenizer throughput: encode (and decode) a file single-threaded, median of N runs, in MB/s.
-// Usage: bench_tokenizer [MODEL_DIR] [FILE] [RUNS]   (defaults: ../shared GPT-2, tinyshakespeare, 9)
+// Usage: bench_tokenizer [MODEL_DIR] [FILE] [RUNS]   (defaults: tests/fixtures GPT-2, tinyshakespeare, 9)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,8 +12,8 @@
 #include "minigpt/tokenizer.h"
 
 int main(int argc, char** argv) {
-  std::string model = argc > 1 ? argv[1] : MINIGPT_SOURCE_DIR "/../shared/tokenizers/gpt2";
-  std::string file = argc > 2 ? argv[2] : MINIGPT_SOURCE_DIR "/../shared/data/tinyshakespeare.txt";
+  std::string model = argc > 1 ? argv[1] : MINIGPT_SOURCE_DIR "/tests/fixtures/gpt2-tokenizer";
+  std::string file = argc > 2 ? argv[2] : MINIGPT_SOURCE_DIR "/tests/fixtures/data/tinyshakespeare.txt";
   int runs = argc > 3 ? std::max(1, std::atoi(argv[3])) : 9;
   try {
     using clock = std::chrono::steady_clock;

@@ -7,11 +7,11 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 RUNS=${1:-9}
 cmake --build "$BUILD_DIR" --target bench_tokenizer -j2 >/dev/null
-echo "minigpt:        $("$BUILD_DIR"/bench_tokenizer ../shared/tokenizers/gpt2 ../shared/data/tinyshakespeare.txt "$RUNS")"
+echo "minigpt:        $("$BUILD_DIR"/bench_tokenizer tests/fixtures/gpt2-tokenizer tests/fixtures/data/tinyshakespeare.txt "$RUNS")"
 RAYON_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false python3 - "$RUNS" <<'PY'
 import os, statistics, sys, time
 runs = int(sys.argv[1])
-tokdir, path = "../shared/tokenizers/gpt2", "../shared/data/tinyshakespeare.txt"
+tokdir, path = "tests/fixtures/gpt2-tokenizer", "tests/fixtures/data/tinyshakespeare.txt"
 text = open(path, encoding="utf-8").read()
 mb = len(text.encode("utf-8")) / 1e6
 

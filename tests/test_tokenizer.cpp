@@ -99,7 +99,7 @@ TEST(Tokenizer, PreTokenBoundariesOverUnicode) {
 
 TEST(Tokenizer, TinyShakespeare) {
   auto golden = read_json(kFixtures / "tinyshakespeare.json");
-  std::string text = read_all(MINIGPT_SOURCE_DIR "/../shared/" + golden["file"].get<std::string>());
+  std::string text = read_all(kFixtureRoot / golden["file"].get<std::string>());
   ASSERT_EQ(text.size(), 1115394u);
   auto ids = gpt2_json().encode(text);
   ASSERT_EQ(ids.size(), 338025u);
@@ -265,7 +265,7 @@ TEST(StreamDecoder, RandomIdsGiveTheSanitizedWholeDecode) {
 TEST(Tokenizer, MergeImplementationsAgree) {
   const Tokenizer& t = gpt2_json();
   std::mt19937 rng(11);
-  std::string shakes = read_all(MINIGPT_SOURCE_DIR "/../shared/data/tinyshakespeare.txt");
+  std::string shakes = read_all(kShakespeare);
   const std::string alphabet = "etaoinshrdlu ETAOIN'.,\n";
   for (int round = 0; round < 3000; ++round) {
     std::string piece;

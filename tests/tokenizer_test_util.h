@@ -13,8 +13,11 @@
 
 namespace minigpt::test {
 
-inline const std::filesystem::path kGpt2Dir = MINIGPT_SOURCE_DIR "/../shared/tokenizers/gpt2";
-inline const std::filesystem::path kFixtures = MINIGPT_SOURCE_DIR "/tests/fixtures/tokenizer";
+// The GPT-2 tokenizer and tinyshakespeare.txt live in the project (provenance: tests/fixtures/gpt2-tokenizer/README.md).
+inline const std::filesystem::path kFixtureRoot = MINIGPT_SOURCE_DIR "/tests/fixtures";
+inline const std::filesystem::path kGpt2Dir = kFixtureRoot / "gpt2-tokenizer";
+inline const std::filesystem::path kShakespeare = kFixtureRoot / "data" / "tinyshakespeare.txt";
+inline const std::filesystem::path kFixtures = kFixtureRoot / "tokenizer";  // golden outputs
 
 inline std::string read_all(const std::filesystem::path& p) {
   std::ifstream f(p, std::ios::binary);

@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXE = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "minigpt"))
 TINY = os.path.join(ROOT, "tests", "fixtures", "models", "tiny")
 SHARDED = os.path.join(ROOT, "tests", "fixtures", "models", "tiny-sharded")
-GPT2TOK = os.path.join(ROOT, "..", "shared", "tokenizers", "gpt2")
+GPT2TOK = os.path.join(ROOT, "tests", "fixtures", "gpt2-tokenizer")
 SHIPPED = os.path.join(ROOT, "models", "shakespeare-char")
 T = tempfile.mkdtemp(prefix="minigpt-bad-")
 

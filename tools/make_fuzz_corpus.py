@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the fuzz targets into tests/fuzz/corpus/<target>/ (small files, re-runnable).
 
-Needs only the Python standard library and ../shared/tokenizers/gpt2 (for a GPT-2 vocabulary subset)."""
+Needs only the Python standard library and tests/fixtures/gpt2-tokenizer (for a GPT-2 vocabulary subset)."""
 import json
 import os
 import struct
@@ -9,7 +9,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "fuzz", "corpus")
-GPT2 = os.path.join(ROOT, "..", "shared", "tokenizers", "gpt2")
+GPT2 = os.path.join(ROOT, "tests", "fixtures", "gpt2-tokenizer")
 
 
 def put(target, name, data):

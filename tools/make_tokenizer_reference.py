@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Writes the golden GPT-2 tokenizer fixtures of tests/test_tokenizer*.cpp from Hugging Face `tokenizers`.
 
-Usage: python3 tools/make_tokenizer_reference.py [--shared ../shared] [--out tests/fixtures/tokenizer]
+Usage: python3 tools/make_tokenizer_reference.py [--fixtures tests/fixtures] [--out tests/fixtures/tokenizer]
+
+Reads the GPT-2 tokenizer from FIXTURES/gpt2-tokenizer and FIXTURES/data/tinyshakespeare.txt (the project's
+copies; see tests/fixtures/gpt2-tokenizer/README.md).
 
 Deterministic (fixed seed, sorted keys): re-running it gives byte-identical files. When tiktoken is
 installed, every id sequence is also checked against tiktoken's gpt2 encoding built from the same
@@ -201,10 +204,10 @@ def write_unicode_extra(path, pre):
 def main():
     ap = argparse.ArgumentParser()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    ap.add_argument("--shared", default=os.path.join(root, "..", "shared"))
+    ap.add_argument("--fixtures", default=os.path.join(root, "tests", "fixtures"))
     ap.add_argument("--out", default=os.path.join(root, "tests", "fixtures", "tokenizer"))
     args = ap.parse_args()
-    tokdir = os.path.join(args.shared, "tokenizers", "gpt2")
+    tokdir = os.path.join(args.fixtures, "gpt2-tokenizer")
     os.makedirs(args.out, exist_ok=True)
 
     # Special tokens recognised: the full tokenizer.json (its added_tokens split the text first).
@@ -275,7 +278,7 @@ def main():
         json.dump(longs, f, ensure_ascii=True, indent=1)
         f.write("\n")
 
-    with open(os.path.join(args.shared, "data", "tinyshakespeare.txt"), encoding="utf-8") as f:
+    with open(os.path.join(args.fixtures, "data", "tinyshakespeare.txt"), encoding="utf-8") as f:
         shakes = f.read()
     ids = plain_ids(shakes)
     chunk = 4096

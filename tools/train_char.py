@@ -40,7 +40,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt"))
+    p.add_argument("--data", default=os.path.join(ROOT, "tests", "fixtures", "data", "tinyshakespeare.txt"))
     p.add_argument("--out", default=os.path.join(ROOT, "models", "shakespeare-char"))
     p.add_argument("--ckpt", default=os.path.join(ROOT, "build-train", "shakespeare-char-state.pt"))
     p.add_argument("--n-layer", type=int, default=4)

@@ -1,6 +1,6 @@
 // libFuzzer target: GPT-2's tokenizer on arbitrary bytes. Valid UTF-8 must encode and decode back to
 // itself; invalid UTF-8 must be refused with a minigpt::Error. Streamed decoding must equal
-// utf8_sanitize(decode(ids)). Uses ../shared/tokenizers/gpt2 (or $MINIGPT_FUZZ_TOKENIZER).
+// utf8_sanitize(decode(ids)). Uses tests/fixtures/gpt2-tokenizer (or $MINIGPT_FUZZ_TOKENIZER).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -15,7 +15,7 @@ namespace {
 const minigpt::Tokenizer& tokenizer() {
   static const minigpt::Tokenizer tok = [] {
     const char* env = std::getenv("MINIGPT_FUZZ_TOKENIZER");
-    const std::filesystem::path dir = env ? env : MINIGPT_SOURCE_DIR "/../shared/tokenizers/gpt2";
+    const std::filesystem::path dir = env ? env : MINIGPT_SOURCE_DIR "/tests/fixtures/gpt2-tokenizer";
     if (!std::filesystem::exists(dir)) {
       std::fprintf(stderr, "fuzz_encode: %s not found, using the 256-byte tokenizer\n", dir.c_str());
       return minigpt::Tokenizer::byte_level();
