@@ -225,21 +225,7 @@ TEST(Config, BadConfigs) {
 
 // --- the model loader ----------------------------------------------------------------------
 
-// Rewrites dir/model.safetensors through `edit`, which may change, drop or add tensors.
-template <typename Edit>
-void rewrite_weights(const std::filesystem::path& dir, Edit&& edit) {
-  auto f = SafeTensorsFile::open(dir / "model.safetensors");
-  std::vector<std::vector<uint8_t>> keep;
-  std::vector<SafeTensorWrite> w;
-  for (const auto& t : f->tensors()) {
-    keep.emplace_back(t.nbytes);
-    f->read(t, keep.back().data());
-    w.push_back({t.name, t.dtype, t.shape, keep.back().data()});
-  }
-  edit(w, keep);
-  f.reset();
-  write_safetensors(dir / "model.safetensors", w);
-}
+using test::rewrite_weights;
 
 TEST(Loader, LoadsARandomModel) {
   TempDir tmp;

@@ -82,6 +82,23 @@ inline void write_file(const std::filesystem::path& p, const std::string& s) {
   std::ofstream(p, std::ios::binary) << s;
 }
 
+// Rewrites dir/model.safetensors through `edit(writes, keep)`, which may change, drop or add tensors
+// (`keep` holds each tensor's bytes, which `writes` point into).
+template <typename Edit>
+void rewrite_weights(const std::filesystem::path& dir, Edit&& edit) {
+  auto f = SafeTensorsFile::open(dir / "model.safetensors");
+  std::vector<std::vector<uint8_t>> keep;
+  std::vector<SafeTensorWrite> w;
+  for (const auto& t : f->tensors()) {
+    keep.emplace_back(t.nbytes);
+    f->read(t, keep.back().data());
+    w.push_back({t.name, t.dtype, t.shape, keep.back().data()});
+  }
+  edit(w, keep);
+  f.reset();
+  write_safetensors(dir / "model.safetensors", w);
+}
+
 // A small config for tests that build their own random model.
 inline Config tiny_config() {
   Config c;

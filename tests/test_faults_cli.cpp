@@ -1,0 +1,315 @@
+// The faults outside testing found, where a user meets them: the CLI. Nothing reported as done that was
+// not, nothing printed past a stop, no hang or unbounded memory on a FIFO or a device, no crash when the
+// model file changes under a run, bounded memory for a huge context and for loading.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "minigpt/random_weights.h"
+#include "test_util.h"
+
+extern char** environ;
+
+namespace minigpt {
+namespace {
+
+using json = nlohmann::json;
+using test::run_cli;
+using test::TempDir;
+
+const std::filesystem::path kShipped = test::source_dir() / "models" / "shakespeare-char";
+
+size_t count_lines(const std::string& s) {
+  return size_t(std::count(s.begin(), s.end(), '\n')) + (!s.empty() && s.back() != '\n');
+}
+
+// Runs `minigpt args` (shell-quoted) with stdout sent to `target` (e.g. /dev/full).
+test::CommandResult run_cli_to(const std::string& args, const std::string& target) {
+  TempDir tmp;
+  const std::string cmd = std::string(MINIGPT_CLI_PATH) + " " + args + " </dev/null >" + target + " 2>" + (tmp / "err").string();
+  const int rc = std::system(cmd.c_str());
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc), "", test::read_file(tmp / "err")};
+}
+
+// Runs minigpt with `args` (no shell), stdout and stderr to /dev/null, and returns its peak resident set
+// in MiB (wait4's ru_maxrss) and its exit status. A sanitizer build keeps freed memory in quarantine, which
+// would count as resident: the child runs without it (harmless elsewhere).
+std::pair<double, int> peak_rss_mib(const std::vector<std::string>& args) {
+  std::vector<std::string> env_store;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "ASAN_OPTIONS=", 13) != 0) env_store.emplace_back(*e);
+  }
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  env_store.push_back(std::string("ASAN_OPTIONS=") + (asan ? std::string(asan) + ":" : "") + "quarantine_size_mb=0");
+  std::vector<char*> envp, argv;
+  for (auto& e : env_store) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> all = {MINIGPT_CLI_PATH};
+  all.insert(all.end(), args.begin(), args.end());
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int err = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  if (err != 0) return {0.0, -1};
+  int status = 0;
+  struct rusage ru {};
+  ::wait4(pid, &status, 0, &ru);
+  return {double(ru.ru_maxrss) / 1024.0, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)};
+}
+
+TEST(FaultsCli, AFailedWriteToStdoutFailsTheCommand) {
+  const std::string m = "-m " + kShipped.string() + " ";
+  for (const std::string& args : std::vector<std::string>{
+           "generate -p ROMEO: --max-new-tokens 5 --seed 1", "generate -p ROMEO: --max-new-tokens 5 --seed 1 --json",
+        "tokenize " + m + "hello", "info " + m, "bench " + m + "-p 8 -n 0 -r 1 -t 1", "--version"}) {
+    const auto r = run_cli_to(args, "/dev/full");
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_EQ(count_lines(r.err), 1u) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("writing to stdout failed"), std::string::npos) << args << ": " << r.err;
+  }
+  EXPECT_EQ(run_cli_to("tokenize " + m + "hello", "/dev/null").status, 0);
+}
+
+TEST(FaultsCli, NothingPastAStopStringIsPrintedInAnyMode) {
+  const std::string base = "generate -p 'ROMEO:' --temperature 0 --max-new-tokens 60 ";
+  const auto free_run = run_cli(base + "--no-echo");
+  ASSERT_EQ(free_run.status, 0) << free_run.err;
+  ASSERT_GT(free_run.out.size(), 40u);
+  // Stop strings taken from the greedy text itself, so that they surely occur: one inside a token's text,
+  // one spanning several tokens.
+  for (const std::string& stop : {free_run.out.substr(20, 1), free_run.out.substr(25, 4)}) {
+    if (stop.find('\'') != std::string::npos || stop.find('\n') != std::string::npos) continue;
+    const size_t cut = free_run.out.find(stop);
+    const std::string want = free_run.out.substr(0, cut);
+    const auto text = run_cli(base + "--no-echo --stop '" + stop + "'");
+    ASSERT_EQ(text.status, 0) << text.err;
+    EXPECT_EQ(text.out, want + "\n") << "stop '" << stop << "'";
+    const auto js = run_cli(base + "--json --stop '" + stop + "'");
+    ASSERT_EQ(js.status, 0) << js.err;
+    std::string joined;
+    json summary;
+    std::istringstream lines(js.out);
+    for (std::string line; std::getline(lines, line);) {
+      const json j = json::parse(line);
+      if (j.contains("summary")) {
+        summary = j["summary"];
+        continue;
+      }
+      EXPECT_EQ(j["text"].get<std::string>().find(stop), std::string::npos) << line;
+      joined += j["text"].get<std::string>();
+    }
+    EXPECT_EQ(summary["stop_reason"], "stop");
+    EXPECT_EQ(summary["text"], want);
+    EXPECT_EQ(joined, want) << "the token texts printed are exactly the text before the stop '" << stop << "'";
+  }
+}
+
+TEST(FaultsCli, FifosDevicesAndDirectoriesAreRefusedNotReadForever) {
+  TempDir tmp;
+  auto model_copy = [&](const std::string& name) {
+    const auto d = tmp / name;
+    std::filesystem::copy(kShipped, d);
+    return d;
+  };
+  struct Case {
+    std::filesystem::path dir;
+    std::string file;  // replaced by a FIFO, or a symlink to /dev/zero
+    bool fifo;
+    std::string says;
+  };
+  std::vector<Case> cases = {
+      {model_copy("fifo-config"), "config.json", true, "config.json: the config is a FIFO"},
+      {model_copy("fifo-weights"), "model.safetensors", true, "model.safetensors: not a regular file (a FIFO)"},
+      {model_copy("zero-config"), "config.json", false, "config.json: the config is a character device"},
+      {model_copy("zero-vocab"), "vocab.json", false, "vocab.json: the tokenizer file is a character device"},
+      {model_copy("zero-merges"), "merges.txt", false, "merges.txt: the tokenizer file is a character device"},
+  };
+  std::filesystem::remove(cases[3].dir / "tokenizer.json");  // so that vocab.json + merges.txt are read
+  std::filesystem::remove(cases[4].dir / "tokenizer.json");
+  for (const auto& c : cases) {
+    std::filesystem::remove(c.dir / c.file);
+    if (c.fifo) {
+      ASSERT_EQ(::mkfifo((c.dir / c.file).c_str(), 0600), 0);
+    } else {
+      std::filesystem::create_symlink("/dev/zero", c.dir / c.file);
+    }
+    // Before the fix these hung (until ctest's timeout), or grew without bound; a refusal takes milliseconds.
+    const auto r = run_cli("generate -m " + c.dir.string() + " -p hi --max-new-tokens 2");
+    EXPECT_EQ(r.status, 1) << c.file << ": " << r.err;
+    EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+  }
+  // A shard index that is /dev/zero.
+  const auto sharded = tmp / "zero-index";
+  std::filesystem::create_directories(sharded);
+  std::filesystem::copy_file(kShipped / "config.json", sharded / "config.json");
+  std::filesystem::create_symlink("/dev/zero", sharded / "model.safetensors.index.json");
+  auto r = run_cli("generate -m " + sharded.string() + " -p hi");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("model.safetensors.index.json: the shard index is a character device"), std::string::npos) << r.err;
+  // --file: a device, a directory, a FIFO.
+  ASSERT_EQ(::mkfifo((tmp / "prompt-fifo").c_str(), 0600), 0);
+  for (const auto& [file, says] : std::vector<std::pair<std::string, std::string>>{
+           {"/dev/zero", "the prompt file is a character device"},
+           {tmp.path().string(), "the prompt file is a directory"},
+           {(tmp / "prompt-fifo").string(), "the prompt file is a FIFO"}}) {
+    r = run_cli("generate --file " + file + " --max-new-tokens 2");
+    EXPECT_EQ(r.status, 1) << file;
+    EXPECT_EQ(r.out, "") << file;
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+    r = run_cli("tokenize -m " + kShipped.string() + " --file " + file);
+    EXPECT_EQ(r.status, 1) << file;
+    EXPECT_NE(r.err.find(file), std::string::npos) << r.err;
+  }
+}
+
+TEST(FaultsCli, StdinBeyondItsCapIsRefused) {
+  // /dev/zero on stdin: read up to the 256 MiB cap, then refused (before: read until memory ran out).
+  const std::string cmd = std::string(MINIGPT_CLI_PATH) + " tokenize -m " + kShipped.string() +
+                          " </dev/zero >/dev/null 2>&1";
+  const int rc = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(rc));
+  EXPECT_EQ(WEXITSTATUS(rc), 1);
+  const auto r = run_cli("tokenize -m " + kShipped.string(), "hello");
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
+TEST(FaultsCli, TheModelFileTruncatedDuringARunDoesNotKillIt) {
+  TempDir tmp;
+  const auto dir = tmp / "model";
+  std::filesystem::copy(kShipped, dir);
+  // Generate in the background; as soon as text comes, truncate the weights to 0 bytes and write garbage
+  // over them. With the weights mapped, the next decode step died of SIGBUS.
+  const std::string script =
+      "out=" + (tmp / "out").string() + "; " + MINIGPT_CLI_PATH + " generate -m " + dir.string() +
+      " -p ROMEO: --max-new-tokens 300 --ignore-eos --temperature 0 --context-overflow slide >$out 2>" +
+      (tmp / "err").string() + " & pid=$!; for i in $(seq 1 3000); do [ -s $out ] && break; sleep 0.01; done; " +
+      ": > " + (dir / "model.safetensors").string() + "; head -c 100000 /dev/urandom > " +
+      (dir / "model.safetensors").string() + "; wait $pid; echo $? > " + (tmp / "rc").string();
+  ASSERT_EQ(std::system(("bash -c '" + script + "'").c_str()), 0);
+  EXPECT_EQ(test::read_file(tmp / "rc"), "0\n") << test::read_file(tmp / "err");
+  EXPECT_GT(test::read_file(tmp / "out").size(), 300u);
+}
+
+TEST(FaultsCli, AnExplicitlyEmptyPromptIsEmpty) {
+  // "--prompt=" then another flag: the prompt is "", not the next argument.
+  const auto r = run_cli("generate --prompt= --no-echo --max-new-tokens 3 --seed 1 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string last = r.out.substr(r.out.rfind('\n', r.out.size() - 2) + 1);
+  const json summary = json::parse(last).at("summary");
+  EXPECT_EQ(summary["prompt_tokens"], 1) << "an empty prompt starts from BOS alone";
+  const auto echoed = run_cli("generate --prompt= --max-new-tokens 3 --seed 1");
+  ASSERT_EQ(echoed.status, 0) << echoed.err;
+  EXPECT_EQ(echoed.out.find("--max-new-tokens"), std::string::npos) << echoed.out;
+}
+
+TEST(FaultsCli, ATinyTemperatureIsGreedyNotGarbage) {
+  const std::string base = "generate -p 'ROMEO:' --no-echo --max-new-tokens 40 ";
+  const auto greedy = run_cli(base + "--temperature 0");
+  ASSERT_EQ(greedy.status, 0) << greedy.err;
+  for (const char* t : {"1e-40", "1e-30"}) {
+    const auto tiny = run_cli(base + "--temperature " + t + " --seed 3");
+    ASSERT_EQ(tiny.status, 0) << tiny.err;
+    EXPECT_EQ(tiny.out, greedy.out) << "--temperature " << t;
+  }
+}
+
+TEST(FaultsCli, NonFiniteLogitsFailWithOneLine) {
+  TempDir tmp;
+  Config c = test::tiny_config();
+  c.n_vocab = 256;
+  write_random_model(tmp.path(), c);
+  for (const char* f : {"vocab.json", "merges.txt"}) {
+    std::filesystem::copy_file(test::source_dir() / "tests" / "fixtures" / "tokenizer" / "bytelevel" / f, tmp / f);
+  }
+  test::rewrite_weights(tmp.path(), [](auto& w, auto& keep) {
+    for (size_t i = 0; i < w.size(); ++i) {
+      if (w[i].name != "ln_f.weight") continue;
+      for (size_t j = 0; j < keep[i].size() / 4; ++j) {
+        const float big = 3e38f;  // finite; times a normalised value of ~1-4 it is not
+        std::memcpy(keep[i].data() + 4 * j, &big, 4);
+      }
+    }
+  });
+  for (const char* mode : {"--temperature 0", "--seed 1", "--json --seed 1"}) {
+    const auto r = run_cli("generate -m " + tmp.path().string() + " -p hello --max-new-tokens 5 --no-echo " + mode);
+    EXPECT_EQ(r.status, 1) << mode;
+    EXPECT_EQ(r.out, "") << mode;
+    EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find("are not finite"), std::string::npos) << r.err;
+  }
+}
+
+TEST(FaultsCli, CtxSizeBoundsTheKvCache) {
+  // A config with a million positions (sinusoidal: no [n_positions, C] tensor to store). Before -c, the KV
+  // cache was allocated for every position: 2 layers x K,V x 1M x 16 floats = 256 MiB for a 5-token run.
+  TempDir tmp;
+  Config c = test::tiny_config();
+  c.n_vocab = 256;
+  c.n_ctx = 1 << 20;
+  c.position_encoding = PositionEncoding::Sinusoidal;
+  write_random_model(tmp.path(), c);
+  for (const char* f : {"vocab.json", "merges.txt"}) {
+    std::filesystem::copy_file(test::source_dir() / "tests" / "fixtures" / "tokenizer" / "bytelevel" / f, tmp / f);
+  }
+  const std::string dir = tmp.path().string();
+  // The sinusoidal table itself is 1M x 16 floats = 64 MiB; a process with its libraries ~20-40 MiB.
+  const auto [peak, rc] = peak_rss_mib({"generate", "-m", dir, "-p", "hi", "--max-new-tokens", "3", "--seed", "1"});
+  EXPECT_EQ(rc, 0);
+  EXPECT_LT(peak, 64.0 + 100.0) << "MiB: the KV cache should hold the default 4096 positions, not 1M";
+  auto r = run_cli("generate -m " + dir + " -p hi --max-new-tokens 3 --seed 1");
+  EXPECT_NE(r.err.find("context 4096 of the model's 1048576 tokens (-c to change)"), std::string::npos) << r.err;
+  r = run_cli("generate -m " + dir + " -p 'hello there' -c 4 --max-new-tokens 3");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("longer than the context of 4 (-c)"), std::string::npos) << r.err;
+  r = run_cli("generate -m " + dir + " -p hi -c 2000000");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("-c/--ctx-size: 2000000 is outside [0, 1048576]"), std::string::npos) << r.err;
+  r = run_cli("generate -m " + dir + " -p hi -c 8 --max-new-tokens 20 --seed 1");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("stop: context"), std::string::npos) << r.err;
+}
+
+// A model whose weights are many tensors of similar size (so that "the model plus its largest tensor" is
+// close to the model), ~100 MiB in F32.
+Config many_tensor_config() {
+  Config c;
+  c.n_layer = 8;
+  c.n_head = 8;
+  c.n_embd = 512;
+  c.n_ctx = 64;
+  c.n_vocab = 512;
+  c.n_inner = 2048;
+  return c;
+}
+
+TEST(FaultsCli, LoadingHoldsTheWeightsOnceNotTwice) {
+  TempDir tmp;
+  const Config c = many_tensor_config();
+  write_random_model(tmp / "m", c);
+  const double file_mib = double(std::filesystem::file_size(tmp / "m" / "model.safetensors")) / (1 << 20);
+  // The weights once, plus the largest tensor while it is read (4 MiB here), plus the process itself
+  // (binary, OpenBLAS, threads: ~20-40 MiB). Holding them twice (mapping + copies) was ~2x the file.
+  const double bound = 1.15 * file_mib + 64.0;
+  const auto [loaded, rc] = peak_rss_mib({"bench", "-m", (tmp / "m").string(), "-p", "4", "-n", "0", "-r", "1", "-t", "1"});
+  EXPECT_EQ(rc, 0);
+  EXPECT_LT(loaded, bound) << "peak MiB loading a " << file_mib << " MiB F32 model";
+  test::write_file(tmp / "config.json", config_to_json(c));
+  const auto [random, rc2] =
+      peak_rss_mib({"bench", "--random", (tmp / "config.json").string(), "-p", "4", "-n", "0", "-r", "1", "-t", "1"});
+  EXPECT_EQ(rc2, 0);
+  EXPECT_LT(random, bound) << "peak MiB building the same model with random weights";
+}
+
+}  // namespace
+}  // namespace minigpt
