@@ -201,7 +201,7 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
         for (int64_t d : o.depth) {
           const auto prefix = tokens(d);
           const auto gen = tokens(n);
-          std::vector<double> rates, latencies, bws;
+          std::vector<double> rates, latencies, firsts, bws;
           for (int r = -1; r < o.reps; ++r) {
             // The CPU's read bandwidth just before each repetition (untimed): the roofline this test is
             // measured against, taken while the machine is in the same state as during the test. Then
@@ -219,6 +219,7 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
               const auto ti = clock_type::now();
               s.eval(std::span<const int32_t>(&gen[size_t(i)], 1));
               if (r >= 0) latencies.push_back(seconds_since(ti) * 1e3);
+              if (r >= 0 && i == 0) firsts.push_back(latencies.back());
             }
             if (r >= 0) rates.push_back(double(n) / seconds_since(t0));
           }
@@ -239,7 +240,9 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
                     {"read_bandwidth_gb_s", bw},
                     {"roofline_pct", bw > 0 ? 100.0 * gb_s / bw : 0.0},
                     {"itl_p50_ms", percentile(latencies, 50)},
-                    {"itl_p99_ms", percentile(latencies, 99)}};
+                    {"itl_p99_ms", percentile(latencies, 99)},
+                    // The first timed step of each repetition (median): a cold start shows here.
+                    {"itl_first_ms", percentile(firsts, 50)}};
           char notes[128];
           std::snprintf(notes, sizeof notes, "ITL p50 %.2f ms, p99 %.2f ms%s", r["itl_p50_ms"].get<double>(),
                         r["itl_p99_ms"].get<double>(), probe ? (", read " + fmt1(bw) + " GB/s").c_str() : "");
