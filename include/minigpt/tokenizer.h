@@ -12,6 +12,13 @@
 // - Pre-tokenization is GPT-2's regex on PCRE2 (UTF, UCP, JIT), \s spelled as Unicode White_Space,
 //   and \p{L} / \p{N} widened by the letters and numbers assigned after PCRE2's Unicode tables
 //   (src/tokenizer/unicode_extra.h), so that the splits match HF tokenizers over all code points.
+// - The post_processor of tokenizer.json (what `tokenizers` adds around the ids when asked to add
+//   special tokens) is applied by encode_with_specials() only; encode() returns the ids of the text
+//   alone. Accepted: none (null), ByteLevel (it only moves offsets, ids are unchanged),
+//   TemplateProcessing (its "single" template: special tokens before and after exactly one sequence
+//   "A"; "pair" is ignored, minigpt never encodes pairs), and a Sequence of these with at most one
+//   TemplateProcessing. Any other processor (BertProcessing, RobertaProcessing, ...) is refused with
+//   Error(Unsupported), a malformed template or one naming ids the tokenizer lacks with Error(Format).
 // - decode() returns raw bytes: a sequence of ids may end inside a multi-byte character. Use
 //   StreamDecoder to print text while generating.
 // - A Tokenizer is immutable after load; encode() and decode() may be called from many threads at
@@ -48,7 +55,19 @@ class Tokenizer {
   // The 256 byte symbols and no merges, no special tokens: id == byte value.
   static Tokenizer byte_level();
 
+  // The ids of `text` alone: `tokenizers`' Tokenizer.encode(text, add_special_tokens=False) (which
+  // recognises added tokens in the text, as allow_special = true does), tiktoken's encode().
   std::vector<int32_t> encode(std::string_view text, bool allow_special = false) const;
+  // encode(), then the post_processor's template around the ids: what `tokenizers`' Tokenizer.encode(text)
+  // (add_special_tokens=True, its default) and a transformers tokenizer's __call__ return, e.g. "<s>"
+  // before the text for OPT or Llama 3. The same as encode() for GPT-2 (its post_processor is ByteLevel)
+  // and for vocab.json + merges.txt. An empty text gives the template's special tokens alone.
+  std::vector<int32_t> encode_with_specials(std::string_view text, bool allow_special = false) const;
+  // The template applied to ids already encoded: special_prefix() + ids + special_suffix().
+  std::vector<int32_t> add_special_tokens(std::span<const int32_t> ids) const;
+  // The ids the template puts before and after the text (empty without a TemplateProcessing).
+  std::span<const int32_t> special_prefix() const { return special_prefix_; }
+  std::span<const int32_t> special_suffix() const { return special_suffix_; }
   // The GPT-2 pre-tokens of `text` (views into it); encode() merges each one on its own.
   std::vector<std::string_view> pre_tokenize(std::string_view text) const;
   // Throws Error(Argument) for an id outside [0, n_vocab()) or one no token has.
@@ -97,6 +116,7 @@ class Tokenizer {
   size_t n_merges_ = 0;
   void add_merge(uint64_t key, Merge m);
   std::vector<std::pair<std::string, int32_t>> specials_;  // added tokens, longest first
+  std::vector<int32_t> special_prefix_, special_suffix_;    // the post_processor's template around the text
   // Shared so that a Tokenizer copies cheaply; the compiled pattern is immutable.
   std::shared_ptr<const tokenizer_detail::PreTokenizer> pre_;
 };

@@ -27,6 +27,10 @@ struct RawTokenizer {
   std::vector<std::pair<std::string, std::string>> merges;  // left, right symbols, by rank
   std::vector<size_t> merge_lines;                           // where each merge came from
   std::vector<std::pair<std::string, int64_t>> specials;    // content, id
+  // The post_processor's "single" template: the special tokens it puts before and after the text, as
+  // (name in special_tokens, id); checked against the vocabulary by build().
+  std::vector<std::pair<std::string, int64_t>> template_prefix, template_suffix;
+  bool has_template = false;
 };
 
 }  // namespace tokenizer_detail
@@ -117,6 +121,12 @@ json parse_json(std::string_view text, const std::string& where) {
   }
 }
 
+// A name or value as JSON spells it (escaped, so that a message stays one line), cut at 60 characters.
+std::string json_quote(const json& v) {
+  std::string q = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  return q.size() > 60 ? q.substr(0, 57) + "..." : q;
+}
+
 uint64_t pair_key(int32_t left, int32_t right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
@@ -162,7 +172,8 @@ RawTokenizer read_vocab_merges(std::string_view vocab_json, std::string_view mer
   return raw;
 }
 
-// Only what GPT-2 uses is accepted; anything else would silently give different ids.
+// Only what GPT-2 uses is accepted; anything else would silently give different ids. (The
+// post_processor is read, and refused where minigpt cannot apply it, by read_post_processor.)
 void check_tokenizer_json_options(const json& j, const std::string& where) {
   auto is_null_or = [&](const json& obj, const char* key, const json& ok) {
     return !obj.contains(key) || obj[key].is_null() || obj[key] == ok;
@@ -183,6 +194,73 @@ void check_tokenizer_json_options(const json& j, const std::string& where) {
                         "ignore_merges are not supported");
 }
 
+// A TemplateProcessing's "single" template: {"SpecialToken": {"id": NAME, "type_id": n}} pieces around
+// exactly one {"Sequence": {"id": "A", "type_id": n}}, each NAME expanded to special_tokens[NAME].ids.
+void read_template(const json& pp, const std::string& where, RawTokenizer& raw) {
+  const std::string what = where + ": post_processor TemplateProcessing: ";
+  auto bad = [&](const std::string& msg) { return Error(ErrorKind::Format, what + msg); };
+  if (!pp.contains("single") || !pp["single"].is_array()) throw bad("\"single\" is not a list of pieces");
+  static const json kNoSpecials = json::object();
+  const json& specials = pp.contains("special_tokens") ? pp["special_tokens"] : kNoSpecials;
+  if (!specials.is_object()) throw bad("\"special_tokens\" is not an object");
+  size_t n_a = 0;
+  size_t k = 0;
+  for (const json& piece : pp["single"]) {
+    const std::string at = "piece " + std::to_string(k++) + " of the single template";
+    const bool is_seq = piece.is_object() && piece.size() == 1 && piece.contains("Sequence");
+    const bool is_special = piece.is_object() && piece.size() == 1 && piece.contains("SpecialToken");
+    if (!is_seq && !is_special) throw bad(at + " is neither {\"SpecialToken\": ...} nor {\"Sequence\": ...}");
+    const json& body = piece.begin().value();
+    if (!body.is_object() || !body.contains("id") || !body["id"].is_string() || !body.contains("type_id") ||
+        !body["type_id"].is_number_unsigned())
+      throw bad(at + " lacks a string \"id\" or a non-negative integer \"type_id\"");
+    const std::string& id = body["id"].get_ref<const std::string&>();
+    if (is_seq) {
+      if (id != "A")
+        throw bad(at + " is sequence " + json_quote(id) + ": a single text is sequence \"A\" (\"B\" is for pairs)");
+      ++n_a;
+      continue;
+    }
+    if (!specials.contains(id)) throw bad(at + " is special token " + json_quote(id) + ", which special_tokens lacks");
+    const json& entry = specials[id];
+    if (!entry.is_object() || !entry.contains("ids") || !entry["ids"].is_array())
+      throw bad("special_tokens[" + json_quote(id) + "] has no \"ids\" list");
+    for (const json& v : entry["ids"]) {
+      if (!v.is_number_integer()) throw bad("special_tokens[" + json_quote(id) + "].ids holds " + json_quote(v) + ", not an integer");
+      (n_a == 0 ? raw.template_prefix : raw.template_suffix).emplace_back(id, v.get<int64_t>());
+    }
+  }
+  if (n_a != 1) throw bad("the single template has " + std::to_string(n_a) + " sequences A, not exactly one");
+  raw.has_template = true;
+}
+
+// What `tokenizers` does to the ids with add_special_tokens=True. ByteLevel only trims offsets;
+// TemplateProcessing adds special tokens around the text; Sequence applies its processors in order.
+void read_post_processor(const json& pp, const std::string& where, RawTokenizer& raw, int depth = 0) {
+  if (pp.is_null()) return;
+  if (!pp.is_object() || !pp.contains("type") || !pp["type"].is_string())
+    throw Error(ErrorKind::Format, where + ": post_processor is not an object with a string \"type\"");
+  const std::string& type = pp["type"].get_ref<const std::string&>();
+  if (type == "ByteLevel") return;
+  if (type == "TemplateProcessing") {
+    // tokenizers hands a second template the pieces of the first as separate sequences (so it
+    // applies its pair template, or panics): nothing a model relies on, so refused, not imitated.
+    if (raw.has_template)
+      throw Error(ErrorKind::Unsupported, where + ": post_processor: a Sequence of more than one TemplateProcessing is not supported");
+    read_template(pp, where, raw);
+    return;
+  }
+  if (type == "Sequence") {
+    if (depth >= 16) throw Error(ErrorKind::Format, where + ": post_processor: Sequences nested more than 16 deep");
+    if (!pp.contains("processors") || !pp["processors"].is_array())
+      throw Error(ErrorKind::Format, where + ": post_processor Sequence: \"processors\" is not a list");
+    for (const json& p : pp["processors"]) read_post_processor(p, where, raw, depth + 1);
+    return;
+  }
+  throw Error(ErrorKind::Unsupported, where + ": post_processor '" + type +
+                                          "' is not supported (ByteLevel, TemplateProcessing and a Sequence of them are)");
+}
+
 RawTokenizer read_tokenizer_json(std::string_view text, const std::string& where) {
   RawTokenizer raw;
   json j = parse_json(text, where);
@@ -192,6 +270,7 @@ RawTokenizer read_tokenizer_json(std::string_view text, const std::string& where
   if (model.value("type", "") != "BPE")
     throw Error(ErrorKind::Unsupported, where + ": model type \"" + model.value("type", "") + "\" is not BPE");
   check_tokenizer_json_options(j, where);
+  if (j.contains("post_processor")) read_post_processor(j["post_processor"], where, raw);
   if (!model.contains("vocab")) throw Error(ErrorKind::Format, where + ": model has no \"vocab\"");
   read_vocab_object(model["vocab"], where, raw);
   const json& merges = model.value("merges", json::array());
@@ -284,6 +363,14 @@ Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
     t.specials_.emplace_back(content, static_cast<int32_t>(id));
   }
   t.sort_specials();
+  for (auto* part : {&raw.template_prefix, &raw.template_suffix}) {
+    for (auto& [name, id] : *part) {
+      if (id < 0 || id >= t.n_vocab_ || !t.has_id_[id])
+        throw Error(ErrorKind::Format, where + ": post_processor: special token " + json_quote(name) + " has id " +
+                                           std::to_string(id) + ", which no token has (n_vocab " + std::to_string(t.n_vocab_) + ")");
+      (part == &raw.template_prefix ? t.special_prefix_ : t.special_suffix_).push_back(static_cast<int32_t>(id));
+    }
+  }
 
   for (int b = 0; b < 256; ++b) {
     auto it = sym_to_id.find(alphabet().symbol(static_cast<unsigned char>(b)));
@@ -597,6 +684,21 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special
   }
   encode_ordinary(text.substr(pos), out);
   return out;
+}
+
+std::vector<int32_t> Tokenizer::add_special_tokens(std::span<const int32_t> ids) const {
+  std::vector<int32_t> out;
+  out.reserve(special_prefix_.size() + ids.size() + special_suffix_.size());
+  out.insert(out.end(), special_prefix_.begin(), special_prefix_.end());
+  out.insert(out.end(), ids.begin(), ids.end());
+  out.insert(out.end(), special_suffix_.begin(), special_suffix_.end());
+  return out;
+}
+
+std::vector<int32_t> Tokenizer::encode_with_specials(std::string_view text, bool allow_special) const {
+  std::vector<int32_t> ids = encode(text, allow_special);
+  if (special_prefix_.empty() && special_suffix_.empty()) return ids;
+  return add_special_tokens(ids);
 }
 
 // --- decoding -----------------------------------------------------------------------------------

@@ -54,7 +54,9 @@ int run_generate(GenerateCliOptions& o) {
   const std::string prompt_text = read_prompt(o);
   std::vector<int32_t> prompt;
   try {
-    prompt = tok.encode(prompt_text, o.special);
+    // With the special tokens of tokenizer.json's template (e.g. a BOS), as a transformers tokenizer gives
+    // them; an empty prompt stays empty, so that generation starts from the model's BOS.
+    prompt = prompt_text.empty() ? tok.encode(prompt_text, o.special) : tok.encode_with_specials(prompt_text, o.special);
   } catch (const Error& e) {
     const std::string where = o.prompt_given ? "-p" : o.file.empty() ? "stdin" : o.file;
     throw Error(e.kind(), "prompt (" + where + "): " + e.what());
@@ -100,7 +102,8 @@ int run_generate(GenerateCliOptions& o) {
       write_stdout(to_json_line(line) + "\n");
     };
   } else {
-    if (!o.no_echo) write_stdout(prompt_text);
+    // Echoed once the prompt has been evaluated: an error there leaves stdout empty.
+    if (!o.no_echo) cb.on_prefilled = [&prompt_text] { write_stdout(prompt_text); };
     cb.on_text = [](std::string_view t) { write_stdout(t); };
   }
   const GenerateResult r = generate(session, &tok, prompt, g, cb);

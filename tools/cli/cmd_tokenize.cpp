@@ -21,6 +21,7 @@ struct TokenizeOptions {
   bool json = false;
   bool decode = false;
   bool special = false;
+  bool no_add_special = false;
 };
 
 std::string read_input(const TokenizeOptions& o, bool have_text) {
@@ -41,6 +42,9 @@ bool registered = register_command(
       app.add_flag("--json", o->json, "Print {\"ids\": [...], \"tokens\": [...]}");
       app.add_flag("--decode", o->decode, "Read ids, print the text they stand for (raw bytes, no newline added)");
       app.add_flag("--special", o->special, "Recognise special tokens such as <|endoftext|> in the text");
+      app.add_flag("--no-add-special", o->no_add_special,
+                   "Leave out the special tokens that tokenizer.json's post_processor puts around the text (e.g. a "
+                   "BOS), as tokenizers' add_special_tokens=False");
       return [o, text_opt]() {
         Tokenizer tok = Tokenizer::load(o->model_dir);
         std::string input = read_input(*o, text_opt->count() > 0);
@@ -48,7 +52,10 @@ bool registered = register_command(
           write_out(tok.decode(parse_ids(input)));
           return 0;
         }
-        std::vector<int32_t> ids = tok.encode(input, o->special);
+        // As tokenizers' encode() and a transformers tokenizer's __call__ give them: with the template's
+        // special tokens unless --no-add-special.
+        std::vector<int32_t> ids =
+            o->no_add_special ? tok.encode(input, o->special) : tok.encode_with_specials(input, o->special);
         std::string out;
         if (o->json) {
           nlohmann::json j;
