@@ -157,6 +157,7 @@ GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::vecto
   const auto t0 = clock_type::now();
   std::span<const float> logits = session.eval(prompt);
   r.prefill_seconds = since(t0);
+  if (cb.on_prefilled) cb.on_prefilled();
   clock_type::time_point t_first;
   bool stopped = false;
   for (int64_t i = 0; i < o.max_new_tokens; ++i) {

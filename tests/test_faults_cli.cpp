@@ -241,8 +241,9 @@ TEST(FaultsCli, NonFiniteLogitsFailWithOneLine) {
       }
     }
   });
-  for (const char* mode : {"--temperature 0", "--seed 1", "--json --seed 1"}) {
-    const auto r = run_cli("generate -m " + tmp.path().string() + " -p hello --max-new-tokens 5 --no-echo " + mode);
+  // With the prompt echoed too: it is printed only once the prompt's logits came out finite.
+  for (const char* mode : {"--temperature 0", "--seed 1 --no-echo", "--json --seed 1"}) {
+    const auto r = run_cli("generate -m " + tmp.path().string() + " -p hello --max-new-tokens 5 " + mode);
     EXPECT_EQ(r.status, 1) << mode;
     EXPECT_EQ(r.out, "") << mode;
     EXPECT_EQ(count_lines(r.err), 1u) << r.err;

@@ -173,13 +173,13 @@ TEST(Generate, StopStringsCutTheTextAndStreamingShowsNothingPastThem) {
   GenerateOptions o = greedy(20);
   o.stop = {"\x01never\x02", stop};
   std::string streamed;
-  auto r = generate(s, &bm.tok, prompt, o, {nullptr, [&](std::string_view t) { streamed += t; }});
+  auto r = generate(s, &bm.tok, prompt, o, {nullptr, [&](std::string_view t) { streamed += t; }, nullptr});
   EXPECT_EQ(r.reason, StopReason::Stop);
   EXPECT_EQ(r.text, full.text.substr(0, full.text.find(stop)));
   EXPECT_EQ(streamed, r.text);
   // Without a stop, the streamed text is the whole text.
   streamed.clear();
-  auto r2 = generate(s, &bm.tok, prompt, greedy(20), {nullptr, [&](std::string_view t) { streamed += t; }});
+  auto r2 = generate(s, &bm.tok, prompt, greedy(20), {nullptr, [&](std::string_view t) { streamed += t; }, nullptr});
   EXPECT_EQ(streamed, full.text);
   EXPECT_EQ(r2.reason, StopReason::Length);
   o.stop = {""};
@@ -264,7 +264,7 @@ TEST(Generate, LogprobsComeFromTheRawDistribution) {
   o.top_logprobs = 4;
   std::vector<GeneratedToken> toks;
   const std::vector<int32_t> prompt = {1, 2, 3};
-  generate(s, nullptr, prompt, o, {[&](const GeneratedToken& t) { toks.push_back(t); }, nullptr});
+  generate(s, nullptr, prompt, o, {[&](const GeneratedToken& t) { toks.push_back(t); }, nullptr, nullptr});
   ASSERT_EQ(toks.size(), 3u);
   Session ref(m);
   auto logits = ref.eval(prompt);

@@ -17,6 +17,7 @@ TINY = os.path.join(ROOT, "tests", "fixtures", "models", "tiny")
 SHARDED = os.path.join(ROOT, "tests", "fixtures", "models", "tiny-sharded")
 GPT2TOK = os.path.join(ROOT, "tests", "fixtures", "gpt2-tokenizer")
 SHIPPED = os.path.join(ROOT, "models", "shakespeare-char")
+SHIPPED_NOJSON = None  # the shipped model without tokenizer.json (so that vocab.json + merges.txt are read), made in main()
 T = tempfile.mkdtemp(prefix="minigpt-bad-")
 
 
@@ -102,18 +103,68 @@ def vocab_bytes():
     return {s: i for s, i in v.items() if i < 256}
 
 
-def run(args, stdin=b""):
-    p = subprocess.run([EXE] + args, input=stdin, capture_output=True, timeout=300)
-    return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace")
+def poke(name, index, value, scale=False, base=TINY):
+    """The weights of `base` with element `index` of F32 tensor `name` set to `value` (every element when
+    scale=True)."""
+    h, data = read_st(os.path.join(base, "model.safetensors"))
+    key = name if name in h else "transformer." + name
+    b, e = h[key]["data_offsets"]
+    data = bytearray(data)
+    idx = range((e - b) // 4) if scale else [index]
+    for i in idx:
+        struct.pack_into("<f", data, b + 4 * i, value)
+    return st_image(h, bytes(data))
+
+
+def with_tensor(name, copy_of):
+    """The tiny fixture's weights plus `name`, a copy of tensor `copy_of` with its first element changed."""
+    h, data = read_st(os.path.join(TINY, "model.safetensors"))
+    key = copy_of if copy_of in h else "transformer." + copy_of
+    b, e = h[key]["data_offsets"]
+    extra = bytearray(data[b:e])
+    struct.pack_into("<f", extra, 0, struct.unpack_from("<f", extra, 0)[0] + 0.5)
+    h[name] = {"dtype": h[key]["dtype"], "shape": h[key]["shape"], "data_offsets": [len(data), len(data) + len(extra)]}
+    return st_image(h, data + bytes(extra))
+
+
+def special(name, kind):
+    """A path in T that is a FIFO ("fifo"), a symlink to /dev/zero ("zero") or a directory ("dir")."""
+    p = os.path.join(T, name)
+    if kind == "fifo":
+        os.mkfifo(p)
+    elif kind == "zero":
+        os.symlink("/dev/zero", p)
+    else:
+        os.makedirs(p)
+    return p
+
+
+def run(args, stdin=b"", stdout=None):
+    if stdout is None:
+        p = subprocess.run([EXE] + args, input=stdin, capture_output=True, timeout=300)
+        return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace")
+    with open(stdout, "wb") as out:
+        p = subprocess.run([EXE] + args, input=stdin, stdout=out, stderr=subprocess.PIPE, timeout=300)
+    return p.returncode, b"", p.stderr.decode("utf-8", "replace")
 
 
 def main():
+    global SHIPPED_NOJSON
+    SHIPPED_NOJSON = model_dir("shipped-nojson", base=SHIPPED, extra={"tokenizer.json": None})
     V = vocab_bytes()
     vj = json.dumps(V)
     cases = []  # (group, description, args, stdin)
 
-    def add(group, desc, args, stdin=b""):
-        cases.append((group, desc, args, stdin))
+    def add(group, desc, args, stdin=b"", stdout=None):
+        cases.append((group, desc, args, stdin, stdout))
+
+    def replaced(name, f, kind, base=TINY):
+        d = model_dir(name, base=base, extra={f: None})
+        if kind == "fifo":
+            os.mkfifo(os.path.join(d, f))
+        else:
+            os.symlink("/dev/zero", os.path.join(d, f))
+        return d
 
     info = lambda d: ["info", "-m", d]
     add("loader", "directory does not exist", info(os.path.join(T, "nope")))
@@ -147,12 +198,21 @@ def main():
     add("loader", "index.json not JSON", info(model_dir("idx-json", base=SHARDED, extra={"model.safetensors.index.json": "{"})))
     add("loader", "index.json names ../etc/passwd", info(model_dir("idx-path", base=SHARDED, extra={"model.safetensors.index.json": json.dumps({"weight_map": {"wte.weight": "../etc/passwd"}})})))
     add("loader", "a shard missing", info(model_dir("idx-shard", base=SHARDED, extra={"model-00002-of-00004.safetensors": None})))
+    add("loader", "config.json is a FIFO", info(replaced("fifo-cfg", "config.json", "fifo")))
+    add("loader", "model.safetensors is a FIFO", info(replaced("fifo-st", "model.safetensors", "fifo")))
+    add("loader", "config.json -> /dev/zero", info(replaced("zero-cfg", "config.json", "zero")))
+    add("loader", "index.json -> /dev/zero", info(replaced("zero-idx", "model.safetensors.index.json", "zero", base=SHARDED)))
+    add("loader", "a NaN in h.0.mlp.c_fc.weight", info(model_dir("st-nan", weights=poke("h.0.mlp.c_fc.weight", 5, float("nan")))))
+    add("loader", "an Inf in wte.weight", info(model_dir("st-inf", weights=poke("wte.weight", 0, float("inf")))))
+    add("loader", "tied model with an lm_head.weight unlike wte", info(model_dir("st-head", weights=with_tensor("lm_head.weight", "wte.weight"))))
+    add("loader", "h.99.attn.bias in a 2-layer model", info(model_dir("st-h99", weights=with_tensor("h.99.attn.bias", "h.0.ln_1.bias"))))
 
     tk = lambda d, *a: ["tokenize", "-m", d] + list(a)
     add("tokenizer", "no tokenizer files", tk(tok_dir("tok-none", {}), "hi"))
     add("tokenizer", "tokenizer.json not JSON", tk(tok_dir("tok-json", {"tokenizer.json": "{"}), "hi"))
     add("tokenizer", "tokenizer.json model type WordPiece", tk(tok_dir("tok-wp", {"tokenizer.json": json.dumps({"model": {"type": "WordPiece", "vocab": {}}})}), "hi"))
     add("tokenizer", "tokenizer.json with a normalizer", tk(tok_dir("tok-norm", {"tokenizer.json": json.dumps({"normalizer": {"type": "NFC"}, "pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": V}})}), "hi"))
+    add("tokenizer", "tokenizer.json post_processor BertProcessing", tk(tok_dir("tok-bert", {"tokenizer.json": json.dumps({"pre_tokenizer": {"type": "ByteLevel"}, "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 1], "cls": ["[CLS]", 0]}, "model": {"type": "BPE", "vocab": V, "merges": []}})}), "hi"))
     add("tokenizer", "vocab.json lacks byte symbols", tk(tok_dir("tok-bytes", {"vocab.json": '{"a": 0}', "merges.txt": ""}), "hi"))
     add("tokenizer", "vocab.json id is a string", tk(tok_dir("tok-idstr", {"vocab.json": '{"a": "0"}', "merges.txt": ""}), "hi"))
     add("tokenizer", "vocab.json id 2^40", tk(tok_dir("tok-idbig", {"vocab.json": vj[:-1] + ', "zz": 1099511627776}', "merges.txt": ""}), "hi"))
@@ -166,6 +226,11 @@ def main():
     add("tokenizer", "--file does not exist", tk(GPT2TOK, "--file", os.path.join(T, "nope.txt")))
     add("tokenizer", "text and --file both", tk(GPT2TOK, "hi", "--file", os.path.join(T, "nope.txt")))
     add("tokenizer", "-m missing", ["tokenize", "hi"])
+    add("tokenizer", "vocab.json -> /dev/zero", tk(replaced("zero-vocab", "vocab.json", "zero", base=SHIPPED_NOJSON), "hi"))
+    add("tokenizer", "tokenizer.json is a FIFO", tk(replaced("fifo-tok", "tokenizer.json", "fifo", base=SHIPPED), "hi"))
+    add("tokenizer", "--file /dev/zero", tk(GPT2TOK, "--file", "/dev/zero"))
+    add("tokenizer", "--file a directory", tk(GPT2TOK, "--file", T))
+    add("tokenizer", "stdout is /dev/full", tk(GPT2TOK, "hi"), stdout="/dev/full")
 
     g = lambda *a: ["generate", "-m", SHIPPED, "-p", "ROMEO:"] + list(a)
     add("generate", "--temperature -1", g("--temperature", "-1"))
@@ -190,6 +255,16 @@ def main():
     add("generate", "prompt longer than the context", ["generate", "-m", SHIPPED, "-p", "x" * 5000])
     add("generate", "--bogus-flag", g("--bogus-flag"))
     add("generate", "-m a model with a bad header", ["generate", "-m", os.path.join(T, "st-overlap"), "-p", "x"])
+    add("generate", "--file /dev/zero", ["generate", "-m", SHIPPED, "--file", "/dev/zero"])
+    add("generate", "--file a directory", ["generate", "-m", SHIPPED, "--file", T])
+    add("generate", "--file a FIFO", ["generate", "-m", SHIPPED, "--file", special("prompt-fifo", "fifo")])
+    add("generate", "-c 99999 (context 128)", g("-c", "99999"))
+    add("generate", "-c -1", g("-c", "-1"))
+    add("generate", "prompt longer than -c 4", g("-c", "4"))
+    add("generate", "weight 1e5 with --dtype f16", ["generate", "-m", model_dir("st-f16", weights=poke("h.1.attn.c_proj.weight", 7, 1e5)), "-p", "x", "--dtype", "f16"])
+    add("generate", "logits overflow (ln_f.weight 3e38)", ["generate", "-m", model_dir("st-lnf", base=SHIPPED, weights=poke("ln_f.weight", 0, 3e38, scale=True, base=SHIPPED)), "-p", "x"])
+    add("generate", "stdout is /dev/full", g("--max-new-tokens", "4"), stdout="/dev/full")
+    add("generate", "stdout is /dev/full (--json)", g("--max-new-tokens", "4", "--json"), stdout="/dev/full")
 
     b = lambda *a: ["bench", "-m", SHIPPED] + list(a)
     add("bench", "-p -1", b("-p", "-1"))
@@ -207,15 +282,19 @@ def main():
     add("bench", "neither -m nor --random", ["bench"])
     add("bench", "-p abc", b("-p", "abc"))
 
+    add("bench", "stdout is /dev/full", b("-p", "8", "-n", "0", "-r", "1", "-t", "1"), stdout="/dev/full")
+
     add("info", "-m missing", ["info"])
+    add("info", "stdout is /dev/full", info(SHIPPED), stdout="/dev/full")
+    add("cli", "--version > /dev/full", ["--version"], stdout="/dev/full")
     add("cli", "unknown command", ["frobnicate"])
     add("cli", "no command", [])
 
     print("| group | bad input | exit | stderr lines | stdout bytes | what minigpt says (stderr) |")
     print("|---|---|---:|---:|---:|---|")
     bad = 0
-    for group, desc, args, stdin in cases:
-        rc, out, err = run(args, stdin)
+    for group, desc, args, stdin, stdout in cases:
+        rc, out, err = run(args, stdin, stdout)
         lines = err.splitlines()
         msg = " / ".join(lines).replace(T, "$TMP").replace(ROOT + "/", "").replace("|", "\\|")
         msg = msg.replace(os.path.realpath(GPT2TOK), "gpt2").replace(GPT2TOK.replace(ROOT + "/", ""), "gpt2")

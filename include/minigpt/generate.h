@@ -58,6 +58,7 @@ struct GenerateCallbacks {
   std::function<void(const GeneratedToken&)> on_token;  // every generated token, as it comes
   std::function<void(std::string_view)> on_text;        // text safe to show now (held back while it may be
                                                         // the start of a stop string; never a partial character)
+  std::function<void()> on_prefilled;                   // the prompt was evaluated (nothing failed so far)
 };
 
 // Throws Error(Argument) naming the flag when an option is out of range.
