@@ -2,8 +2,6 @@
 // not, nothing printed past a stop, no hang or unbounded memory on a FIFO or a device, no crash when the
 // model file changes under a run, bounded memory for a huge context and for loading.
 #include <fcntl.h>
-#include <spawn.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,8 +10,6 @@
 
 #include "minigpt/random_weights.h"
 #include "test_util.h"
-
-extern char** environ;
 
 namespace minigpt {
 namespace {
@@ -36,35 +32,13 @@ test::CommandResult run_cli_to(const std::string& args, const std::string& targe
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc), "", test::read_file(tmp / "err")};
 }
 
-// Runs minigpt with `args` (no shell), stdout and stderr to /dev/null, and returns its peak resident set
-// in MiB (wait4's ru_maxrss) and its exit status. A sanitizer build keeps freed memory in quarantine, which
-// would count as resident: the child runs without it (harmless elsewhere).
+// The peak resident set of `minigpt args` in MiB, and its exit status. A sanitizer build keeps freed
+// memory in quarantine, which would count as resident: the child runs without it (harmless elsewhere).
 std::pair<double, int> peak_rss_mib(const std::vector<std::string>& args) {
-  std::vector<std::string> env_store;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "ASAN_OPTIONS=", 13) != 0) env_store.emplace_back(*e);
-  }
   const char* asan = std::getenv("ASAN_OPTIONS");
-  env_store.push_back(std::string("ASAN_OPTIONS=") + (asan ? std::string(asan) + ":" : "") + "quarantine_size_mb=0");
-  std::vector<char*> envp, argv;
-  for (auto& e : env_store) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> all = {MINIGPT_CLI_PATH};
-  all.insert(all.end(), args.begin(), args.end());
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  pid_t pid = 0;
-  const int err = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  if (err != 0) return {0.0, -1};
-  int status = 0;
-  struct rusage ru {};
-  ::wait4(pid, &status, 0, &ru);
-  return {double(ru.ru_maxrss) / 1024.0, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)};
+  const auto r = test::run_minigpt(
+      args, {std::string("ASAN_OPTIONS=") + (asan ? std::string(asan) + ":" : "") + "quarantine_size_mb=0"});
+  return {double(r.max_rss_kb) / 1024.0, r.status};
 }
 
 TEST(FaultsCli, AFailedWriteToStdoutFailsTheCommand) {

@@ -139,4 +139,14 @@ inline CommandResult run_cli(const std::string& args, const std::string& stdin_t
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc), read_file(out), read_file(err)};
 }
 
+struct ChildRun {
+  int status = -1;  // the exit status, or 128 + the signal
+  std::string out, err;
+  long max_rss_kb = 0;  // the child's peak resident set (ru_maxrss), its own only
+};
+// Runs the CLI with `args` (no shell), stdin from /dev/null, `env_add` put before this process's
+// environment (so that its entries win), and measures its own peak resident set (test_child.cpp: through a
+// small helper process, since a child's ru_maxrss would count this test process's pages).
+ChildRun run_minigpt(const std::vector<std::string>& args, const std::vector<std::string>& env_add = {});
+
 }  // namespace minigpt::test
