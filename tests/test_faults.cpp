@@ -82,7 +82,9 @@ TEST(Faults, ATiedModelRefusesALmHeadThatIsNotWte) {
       std::erase_if(w, [](const SafeTensorWrite& t) { return t.name == "lm_head.weight"; });
       for (size_t i = 0; i < w.size(); ++i) {
         if (w[i].name != "wte.weight") continue;
-        std::vector<uint8_t> copy = keep[i];
+        // keep[] is in the file's order, w[] lost an entry above: find wte's bytes by address.
+        const auto bytes = std::find_if(keep.begin(), keep.end(), [&](const auto& k) { return k.data() == w[i].data; });
+        std::vector<uint8_t> copy = *bytes;
         float v;
         std::memcpy(&v, copy.data(), 4);
         v += delta;
