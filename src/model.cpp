@@ -194,7 +194,7 @@ std::shared_ptr<const Model> Model::random(const Config& config, const LoadOptio
   for (const auto& [name, shape] : gpt2_tensor_shapes(config)) {
     size_t n = 1;
     for (int64_t d : shape) n *= size_t(d);
-    auto read = [name, n](void* dst) { fill_counter_random(static_cast<float*>(dst), n, name); };
+    auto read = [name = name, n](void* dst) { fill_counter_random(static_cast<float*>(dst), n, name); };  // clang 14 cannot capture a structured binding
     all.emplace(name, HostTensor{DType::F32, shape, n * sizeof(float), "<random>", read});
   }
   m->assemble(all, "", options, "<random>");
