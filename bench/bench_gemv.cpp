@@ -1,23 +1,32 @@
 // Micro-benchmark of the CPU GEMV kernels: GB/s of weights streamed, one thread, over a weight set far
-// larger than the last-level cache (so every byte comes from DRAM, as in a decode step).
-// Usage: bench_gemv [K] [N]    (default: GPT-2's c_fc, 768 x 3072)
+// larger than the last-level cache (so every byte comes from DRAM, as in a decode step), and for the
+// multi-row kernels (batched decode, nx rows of activations) the effective GFLOP/s as well.
+// Usage: bench_gemv [K] [N] [cache]   (default: GPT-2's c_fc, 768 x 3072; MINIGPT_CPU picks the level)
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "cpu/kernels.h"
 
 int main(int argc, char** argv) {
+  namespace cpu = minigpt::cpu;
   const int64_t K = argc > 1 ? std::atoll(argv[1]) : 768, N = argc > 2 ? std::atoll(argv[2]) : 3072;
   // >= 512 MB of F32 (from DRAM), or with a third argument "cache" one matrix again and again (compute).
   const bool cache = argc > 3;
   const int64_t mats = cache ? 1 : std::max<int64_t>(4, (int64_t(512) << 20) / (K * N * 4));
   const int64_t loops = cache ? 2000 : 1;
+  std::printf("kernel level %s (CPU: %s), K = %lld, N = %lld, %s\n", cpu::kernel_level_name(), cpu::cpu_features().c_str(),
+              (long long)K, (long long)N, cache ? "one matrix (cache)" : "weights from DRAM");
   std::vector<float> w32(size_t(mats * K * N), 0.01f);
   std::vector<uint16_t> w16(size_t(mats * K * N), 0x3c00);
-  std::vector<float> x(size_t(std::max(K, N)), 1.0f), y(size_t(std::max(K, N)));
-  auto time = [&](const char* name, size_t bytes_per_mat, auto fn) {
+  constexpr int64_t kMaxRows = 16;
+  const int64_t ld = std::max(K, N);
+  std::vector<float> x(size_t(kMaxRows * ld), 1.0f), y(size_t(kMaxRows * ld));
+  // flops_per_mat 0: GB/s only.
+  auto time = [&](const std::string& name, size_t bytes_per_mat, double flops_per_mat, auto fn) {
     double best = 1e30;
     for (int rep = 0; rep < 5; ++rep) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -25,12 +34,36 @@ int main(int argc, char** argv) {
         for (int64_t m = 0; m < mats; ++m) fn(m);
       best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
-    std::printf("%-16s %7.1f GB/s\n", name, double(bytes_per_mat * mats * loops) / best / 1e9);
+    const double n = double(mats * loops);
+    std::printf("%-34s %7.1f GB/s", name.c_str(), double(bytes_per_mat) * n / best / 1e9);
+    if (flops_per_mat > 0) std::printf("  %7.1f GFLOP/s", flops_per_mat * n / best / 1e9);
+    std::printf("\n");
   };
-  time("gemv_f32", size_t(K * N * 4), [&](int64_t m) { minigpt::cpu::gemv_f32(y.data(), &w32[size_t(m * K * N)], K, x.data(), N, K, true); });
-  time("gemv_inout_f32", size_t(K * N * 4), [&](int64_t m) { minigpt::cpu::gemv_inout_f32(y.data(), &w32[size_t(m * K * N)], N, x.data(), N, K, true); });
+  const double mac = 2.0 * double(K) * double(N);
+  time("gemv_f32", size_t(K * N * 4), mac, [&](int64_t m) { cpu::gemv_f32(y.data(), &w32[size_t(m * K * N)], K, x.data(), N, K, true); });
+  time("gemv_inout_f32", size_t(K * N * 4), mac, [&](int64_t m) { cpu::gemv_inout_f32(y.data(), &w32[size_t(m * K * N)], N, x.data(), N, K, true); });
   // 16-bit: the packed layout (K and N multiples of 16 and 4 here, so no padding).
-  time("packed bf16", size_t(K * N * 2), [&](int64_t m) { minigpt::cpu::gemv_packed16(y.data(), &w16[size_t(m * K * N)], K, x.data(), 0, N, K, true, true); });
-  time("packed f16", size_t(K * N * 2), [&](int64_t m) { minigpt::cpu::gemv_packed16(y.data(), &w16[size_t(m * K * N)], K, x.data(), 0, N, K, true, false); });
+  time("packed bf16", size_t(K * N * 2), mac, [&](int64_t m) { cpu::gemv_packed16(y.data(), &w16[size_t(m * K * N)], K, x.data(), 0, N, K, true, true); });
+  time("packed f16", size_t(K * N * 2), mac, [&](int64_t m) { cpu::gemv_packed16(y.data(), &w16[size_t(m * K * N)], K, x.data(), 0, N, K, true, false); });
+  // Multi-row kernels: nx rows of x against each weight, read once.
+  for (int64_t nx : {1, 2, 4, 8, 16}) {
+    const std::string s = " nx=" + std::to_string(nx);
+    time("packed bf16 rows" + s, size_t(K * N * 2), mac * double(nx), [&](int64_t m) {
+      cpu::gemv_packed16_rows(y.data(), ld, &w16[size_t(m * K * N)], K, x.data(), ld, nx, 0, N, K, true, true);
+    });
+    time("packed f16 rows" + s, size_t(K * N * 2), mac * double(nx), [&](int64_t m) {
+      cpu::gemv_packed16_rows(y.data(), ld, &w16[size_t(m * K * N)], K, x.data(), ld, nx, 0, N, K, true, false);
+    });
+    time("gemv_f32_rows" + s, size_t(K * N * 4), mac * double(nx), [&](int64_t m) {
+      cpu::gemv_f32_rows(y.data(), ld, &w32[size_t(m * K * N)], K, x.data(), ld, nx, N, K, true);
+    });
+    time("gemv_inout_f32_rows" + s, size_t(K * N * 4), mac * double(nx), [&](int64_t m) {
+      cpu::gemv_inout_f32_rows(y.data(), ld, &w32[size_t(m * K * N)], N, x.data(), ld, nx, N, K, true);
+    });
+  }
+  time("packed bf16 x8 as 8 single-row calls", size_t(K * N * 2), mac * 8, [&](int64_t m) {
+    for (int64_t t = 0; t < 8; ++t)
+      cpu::gemv_packed16(y.data() + t * ld, &w16[size_t(m * K * N)], K, x.data() + t * ld, 0, N, K, true, true);
+  });
   return 0;
 }

@@ -1,9 +1,10 @@
-// make_cuda_backend() and cuda_available() of the core: they load the CUDA backend module
+// make_cuda_backend(), cuda_available() and cuda_devices() of the core: they load the CUDA backend module
 // (libminigpt-cuda.so, src/cuda_module.h) on first use and forward to it, so that a process that never
 // asks for CUDA neither maps nor needs the CUDA libraries. When the module cannot be used, they say why
-// in one line (Error(Unsupported) / *why), as they do in a build without CUDA.
+// in one line (Error(Unsupported) / *why), as they do in a build without CUDA; cuda_devices() is empty then.
 #include "cuda_module.h"
 #include "minigpt/backend.h"
+#include "minigpt/cuda.h"
 #include "minigpt/error.h"
 
 #ifdef MINIGPT_WITH_CUDA
@@ -28,6 +29,7 @@ namespace {
 struct Module {
   decltype(&minigpt_cuda_available) available = nullptr;
   decltype(&minigpt_cuda_make_backend) make = nullptr;
+  decltype(&minigpt_cuda_devices) devices = nullptr;
   std::string error;  // set when the entry points are null
 };
 
@@ -81,7 +83,8 @@ Module load() {
   const auto abi = reinterpret_cast<decltype(&minigpt_cuda_abi)>(dlsym(handle, "minigpt_cuda_abi"));
   const auto available = reinterpret_cast<decltype(&minigpt_cuda_available)>(dlsym(handle, "minigpt_cuda_available"));
   const auto make = reinterpret_cast<decltype(&minigpt_cuda_make_backend)>(dlsym(handle, "minigpt_cuda_make_backend"));
-  if (abi == nullptr || available == nullptr || make == nullptr) {
+  const auto devices = reinterpret_cast<decltype(&minigpt_cuda_devices)>(dlsym(handle, "minigpt_cuda_devices"));
+  if (abi == nullptr || available == nullptr || make == nullptr || devices == nullptr) {
     m.error = prefix + "it is not a minigpt CUDA module (it lacks the minigpt_cuda_* entry points)";
     return m;
   }
@@ -93,6 +96,7 @@ Module load() {
   }
   m.available = available;
   m.make = make;
+  m.devices = devices;
   return m;
 }
 
@@ -135,6 +139,15 @@ std::shared_ptr<Backend> make_cuda_backend(const CudaOptions& options) {
   (void)options;
   throw Error(ErrorKind::Unsupported, kNoCuda);
 #endif
+}
+
+std::vector<CudaDeviceInfo> cuda_devices() {
+  std::vector<CudaDeviceInfo> out;
+#ifdef MINIGPT_WITH_CUDA
+  const Module& m = module();
+  if (m.devices != nullptr) m.devices(&out);
+#endif
+  return out;
 }
 
 std::shared_ptr<Backend> make_cuda_backend(int device) {

@@ -1,6 +1,8 @@
-// Loading: find the files, check every tensor against the config, hand the weights to the backend.
+// Loading: find the files, match every tensor to its architecture's description (src/arch/) and check it
+// against the config, hand the weights to the backend.
 #include "minigpt/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -14,6 +16,8 @@
 #include "minigpt/error.h"
 #include "minigpt/io.h"
 #include "minigpt/random_weights.h"
+#include "minigpt/registry.h"
+#include "arch/arch.h"
 
 namespace minigpt {
 namespace {
@@ -74,16 +78,6 @@ std::vector<std::shared_ptr<SafeTensorsFile>> open_weight_files(const fs::path& 
   return files;
 }
 
-// h.N.attn.bias (the causal mask) and h.N.attn.masked_bias of a layer N the model has: buffers old
-// checkpoints saved, not weights.
-bool is_legacy_buffer(const std::string& name, const std::string& prefix, int64_t n_layer) {
-  for (int64_t l = 0; l < n_layer; ++l) {
-    const std::string h = prefix + "h." + std::to_string(l) + ".attn.";
-    if (name == h + "bias" || name == h + "masked_bias") return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 std::vector<float> sinusoidal_positions(int64_t n_pos, int64_t d) {
@@ -98,13 +92,15 @@ std::vector<float> sinusoidal_positions(int64_t n_pos, int64_t d) {
   return pe;
 }
 
-struct Model::HostTensor {
+namespace {
+struct HostTensor {
   DType dtype;
   std::vector<int64_t> shape;
   size_t nbytes;
   std::string file;                      // where it comes from, for messages
   std::function<void(void* dst)> read;   // copies its nbytes bytes to dst
 };
+}  // namespace
 
 namespace {
 
@@ -155,19 +151,117 @@ std::string fmt_value(float v) {
 
 }  // namespace
 
-std::shared_ptr<const Model> Model::load(const fs::path& dir, const LoadOptions& options) {
-  if (!fs::exists(dir)) throw Error(ErrorKind::Io, "model directory '" + dir.string() + "' does not exist");
-  if (!fs::is_directory(dir)) throw Error(ErrorKind::Io, "'" + dir.string() + "' is not a directory");
-  const fs::path config_path = dir / "config.json";
-  if (!fs::exists(config_path)) {
-    throw Error(ErrorKind::Io, dir.string() + ": no config.json (a model directory holds config.json and model.safetensors)");
-  }
+namespace {
 
-  std::shared_ptr<Model> m(new Model());
-  m->dir_ = dir;
-  m->config_ = load_config(config_path);
-  // The files stay open only while loading: every tensor is copied out, nothing refers to them afterwards.
-  const auto files = open_weight_files(dir);
+using arch::Role;
+using arch::TensorDesc;
+
+// A tensor of the checkpoint matched to its description.
+struct Match {
+  const TensorDesc* desc;
+  const std::string* name;  // as the file spells it
+  const HostTensor* tensor;
+};
+
+// Every tensor of the checkpoint matched to the architecture's description and checked against the
+// config (names, dtypes, shapes; nothing missing, nothing left over), without reading a weight.
+struct Plan {
+  std::vector<TensorDesc> descs;
+  std::vector<Match> matches;       // in description order; absent optional tensors are left out
+  const Match* tied_copy = nullptr;  // a tied head's saved copy of the token embeddings
+  int64_t n_params = 0;
+  std::map<std::string, size_t> bytes_by_dtype;
+
+  const Match* find(Role role, int64_t layer) const {
+    for (const Match& m : matches) {
+      if (m.desc->role == role && m.desc->layer == layer) return &m;
+    }
+    return nullptr;
+  }
+};
+
+Plan make_plan(const Config& c, const std::map<std::string, HostTensor>& all, const std::string& weights_where,
+               const std::string& config_name) {
+  const arch::Architecture* a = arch::find(c.arch);
+  if (a == nullptr) throw Error(ErrorKind::Unsupported, config_name + ": architecture '" + c.arch + "' is not supported");
+  Plan plan;
+  plan.descs = a->tensors(c);
+  // Which spelling the checkpoint uses (bare or "transformer."-prefixed names): that of its token
+  // embeddings, so that a missing tensor is named as this checkpoint would name it.
+  size_t variant = 0;
+  for (const TensorDesc& d : plan.descs) {
+    if (d.role != Role::TokenEmbd) continue;
+    for (size_t i = 0; i < d.names.size(); ++i) {
+      if (all.count(d.names[i])) {
+        variant = i;
+        break;
+      }
+    }
+  }
+  std::set<std::string> used;
+  plan.matches.reserve(plan.descs.size());
+  for (const TensorDesc& d : plan.descs) {
+    const std::pair<const std::string, HostTensor>* found = nullptr;
+    for (const std::string& n : d.names) {
+      auto it = all.find(n);
+      if (it == all.end()) continue;
+      if (found != nullptr) {
+        throw Error(ErrorKind::Format, it->second.file + ": tensors '" + found->first + "' and '" + n +
+                                           "' are both the " + std::string(arch::role_name(d.role)) +
+                                           " weight; a checkpoint holds one of them");
+      }
+      found = &*it;
+    }
+    if (found == nullptr) {
+      if (d.optional) continue;
+      if (d.role == Role::Output) {
+        throw Error(ErrorKind::Shape, config_name + ": tie_word_embeddings is false but the weights have no '" +
+                                          d.names[0] + "'");
+      }
+      throw Error(ErrorKind::Shape, weights_where + ": missing tensor '" + d.names[std::min(variant, d.names.size() - 1)] +
+                                        "' (config.json implies shape " + shape_str(d.shape) + ")");
+    }
+    used.insert(found->first);
+    if (d.role == Role::Ignored) continue;
+    const HostTensor& t = found->second;
+    const std::string where = t.file + ": tensor '" + found->first + "'";
+    if (!is_float_weight_dtype(t.dtype)) {
+      throw Error(ErrorKind::Shape, where + " has dtype " + std::string(dtype_name(t.dtype)) +
+                                        "; weights must be F32, F16 or BF16");
+    }
+    if (t.shape != d.shape) {
+      throw Error(ErrorKind::Shape, where + " has shape " + shape_str(t.shape) + " but config.json implies " +
+                                        shape_str(d.shape));
+    }
+    plan.matches.push_back({&d, &found->first, &t});
+    if (d.role == Role::Output && c.tie_word_embeddings) {
+      plan.tied_copy = &plan.matches.back();  // checked against the embeddings when read, not a weight of its own
+      continue;
+    }
+    plan.n_params += int64_t(t.nbytes / dtype_size(t.dtype));
+    plan.bytes_by_dtype[std::string(dtype_name(t.dtype))] += t.nbytes;
+  }
+  for (const auto& [name, t] : all) {
+    if (used.count(name)) continue;
+    if (c.position_encoding != PositionEncoding::Learned) {
+      // Learned positions where config.json says otherwise: say so rather than "unexpected".
+      Config learned = c;
+      learned.position_encoding = PositionEncoding::Learned;
+      for (const TensorDesc& d : a->tensors(learned)) {
+        if (d.role == Role::PosEmbd && std::find(d.names.begin(), d.names.end(), name) != d.names.end()) {
+          throw Error(ErrorKind::Config, config_name + ": position_embedding_type is 'sinusoidal' but the weights have '" +
+                                             name + "'");
+        }
+      }
+    }
+    throw Error(ErrorKind::Shape, t.file + ": unexpected tensor '" + name + "' (not part of a " + a->display_name +
+                                      " model with this config.json: n_layer = " + std::to_string(c.n_layer) + ")");
+  }
+  return plan;
+}
+
+// The tensors of `dir`'s weight files by name, each readable on demand while `files` stay open.
+std::map<std::string, HostTensor> index_tensors(const std::vector<std::shared_ptr<SafeTensorsFile>>& files) {
   std::map<std::string, HostTensor> all;
   for (const auto& f : files) {
     for (const auto& t : f->tensors()) {
@@ -179,74 +273,42 @@ std::shared_ptr<const Model> Model::load(const fs::path& dir, const LoadOptions&
       }
     }
   }
-  // save_pretrained writes "transformer.wte.weight"; the hub's original gpt2 files write "wte.weight".
-  const std::string prefix = all.count("transformer.wte.weight") ? "transformer." : "";
-  m->assemble(all, prefix, options,
-              files.size() == 1 ? files[0]->path() : (dir / "model.safetensors.index.json").string());
-  return m;
+  return all;
 }
 
-std::shared_ptr<const Model> Model::random(const Config& config, const LoadOptions& options) {
-  config.validate("random model config");
-  std::shared_ptr<Model> m(new Model());
-  m->config_ = config;
-  std::map<std::string, HostTensor> all;
-  for (const auto& [name, shape] : gpt2_tensor_shapes(config)) {
-    size_t n = 1;
-    for (int64_t d : shape) n *= size_t(d);
-    auto read = [name = name, n](void* dst) { fill_counter_random(static_cast<float*>(dst), n, name); };  // clang 14 cannot capture a structured binding
-    all.emplace(name, HostTensor{DType::F32, shape, n * sizeof(float), "<random>", read});
+void check_model_dir(const fs::path& dir) {
+  if (!fs::exists(dir)) throw Error(ErrorKind::Io, "model directory '" + dir.string() + "' does not exist");
+  if (!fs::is_directory(dir)) throw Error(ErrorKind::Io, "'" + dir.string() + "' is not a directory");
+  if (!fs::exists(dir / "config.json")) {
+    throw Error(ErrorKind::Io, dir.string() + ": no config.json (a model directory holds config.json and model.safetensors)");
   }
-  m->assemble(all, "", options, "<random>");
-  return m;
 }
 
-void Model::assemble(const std::map<std::string, HostTensor>& all, const std::string& prefix, const LoadOptions& options,
-                     const std::string& weights_where) {
-  const Config& c = config_;
-  if (options.weight_dtype && !is_float_weight_dtype(*options.weight_dtype)) {
-    throw Error(ErrorKind::Argument, "weight dtype must be F32, F16 or BF16");
-  }
-  backend_ = options.backend ? options.backend : make_cpu_backend(options.n_threads);
-  Backend& be = *backend_;
-  const std::string config_name = dir_.empty() ? std::string("config") : (dir_ / "config.json").string();
-  std::set<std::string> used;
-  std::map<std::string, size_t> bytes_by_dtype;
+std::string weights_where(const fs::path& dir, const std::vector<std::shared_ptr<SafeTensorsFile>>& files) {
+  return files.size() == 1 ? files[0]->path() : (dir / "model.safetensors.index.json").string();
+}
 
-  // Looks a tensor up and checks its dtype and shape against the config.
-  auto find = [&](const std::string& bare, const std::vector<int64_t>& shape, bool with_prefix = true)
-      -> const std::pair<const std::string, HostTensor>& {
-    const std::string name = (with_prefix ? prefix : "") + bare;
-    auto it = all.find(name);
-    if (it == all.end()) {
-      throw Error(ErrorKind::Shape, weights_where + ": missing tensor '" + name + "' (config.json implies shape " +
-                                        shape_str(shape) + ")");
-    }
-    const HostTensor& t = it->second;
-    const std::string where = t.file + ": tensor '" + name + "'";
-    if (!is_float_weight_dtype(t.dtype)) {
-      throw Error(ErrorKind::Shape, where + " has dtype " + std::string(dtype_name(t.dtype)) +
-                                        "; weights must be F32, F16 or BF16");
-    }
-    if (t.shape != shape) {
-      throw Error(ErrorKind::Shape, where + " has shape " + shape_str(t.shape) + " but config.json implies " +
-                                        shape_str(shape));
-    }
-    if (used.insert(name).second) {
-      n_params_ += int64_t(t.nbytes / dtype_size(t.dtype));
-      bytes_by_dtype[std::string(dtype_name(t.dtype))] += t.nbytes;
-    }
-    return *it;
-  };
+}  // namespace
+
+// Reads each planned tensor once into a short-lived host buffer, checks it and hands it to the backend,
+// which keeps its own copy: nothing of the files (or of Model::random's values) stays referenced, and the
+// peak memory is the model plus its largest tensor.
+struct ModelBuilder {
+  Model& m;
+  const LoadOptions& options;
+  Backend& be;
+
   // A tensor read into host memory for the backend to take its copy from; freed when it goes out of scope.
   struct Staged {
     std::unique_ptr<uint8_t[]> bytes;
     Tensor view;
   };
+
   // Reads a tensor (as a [rows, cols] view) and refuses NaN/Inf, and values that `compute` (the dtype the
   // backend will hold it in) cannot represent.
-  auto stage = [&](const std::pair<const std::string, HostTensor>& entry, DType compute) {
-    const HostTensor& t = entry.second;
+  static Staged stage(const Match& match, DType compute) {
+    const HostTensor& t = *match.tensor;
+    const std::string& name = *match.name;
     Staged s;
     s.bytes = std::make_unique_for_overwrite<uint8_t[]>(std::max<size_t>(t.nbytes, 1));
     t.read(s.bytes.get());
@@ -258,124 +320,180 @@ void Model::assemble(const std::map<std::string, HostTensor>& all, const std::st
                                                      : "");
     };
     if (const int64_t i = first_non_finite(s.bytes.get(), t.dtype, n); i >= 0) {
-      throw Error(ErrorKind::Format, t.file + ": tensor '" + entry.first + "' holds " +
+      throw Error(ErrorKind::Format, t.file + ": tensor '" + name + "' holds " +
                                          fmt_value(element_f32(s.bytes.get(), t.dtype, size_t(i))) + " at element " +
                                          at(i) + ": a checkpoint with NaN or infinite weights cannot give finite logits");
     }
     if (const int64_t i = first_overflow(s.bytes.get(), t.dtype, n, compute); i >= 0) {
-      throw Error(ErrorKind::Argument, t.file + ": tensor '" + entry.first + "' holds " +
+      throw Error(ErrorKind::Argument, t.file + ": tensor '" + name + "' holds " +
                                            fmt_value(element_f32(s.bytes.get(), t.dtype, size_t(i))) + " at element " +
                                            at(i) + ", beyond " + std::string(dtype_name(compute)) +
                                            "'s range: it would become infinite (compute in F32 or BF16 instead)");
     }
     s.view = make_tensor(s.bytes.get(), t.dtype, Device::Host, rows, cols);
     return s;
-  };
-  auto vec = [&](const std::string& bare, int64_t n) {
-    const Staged s = stage(find(bare, {n}), DType::F32);
-    Tensor t = be.prepare_weight(s.view, owned_);
-    bytes_per_token_ += size_t(n) * sizeof(float);
+  }
+
+  Tensor vec(const Match& match) {
+    const Staged s = stage(match, DType::F32);
+    Tensor t = be.prepare_weight(s.view, m.owned_);
+    m.bytes_per_token_ += size_t(s.view.numel()) * sizeof(float);
     return t;
-  };
+  }
+
   // The compute dtype of a matrix: the requested one, else its stored one.
-  auto matrix_dtype = [&](DType stored) { return options.weight_dtype ? *options.weight_dtype : stored; };
-  auto linear = [&](const std::string& base, int64_t n_in, int64_t n_out) {
-    auto& w_entry = find(base + ".weight", {n_in, n_out});
-    const DType dtype = matrix_dtype(w_entry.second.dtype);
-    const Staged w = stage(w_entry, dtype);
-    const Staged b = stage(find(base + ".bias", {n_out}), DType::F32);
-    Linear l;
-    l.w = w.view;
-    l.b = b.view;
-    l.layout = WeightLayout::InOut;
-    l.n_in = n_in;
-    l.n_out = n_out;
-    l = be.prepare_linear(l, dtype, owned_);
-    bytes_per_token_ += size_t(n_in * n_out) * dtype_size(l.w.dtype) + size_t(n_out) * sizeof(float);
+  DType matrix_dtype(DType stored) const { return options.weight_dtype ? *options.weight_dtype : stored; }
+
+  // A matrix and its bias (if the plan has one) as a linear layer n_in -> n_out. `staged` is the matrix
+  // when the caller has read it already.
+  Linear linear(const Match& w, const Match* bias, const Staged* staged = nullptr) {
+    const TensorDesc& d = *w.desc;
+    const bool in_out = d.order == MatrixOrder::InOut;
+    const DType dtype = matrix_dtype(w.tensor->dtype);
+    Staged own;
+    if (staged == nullptr) {
+      own = stage(w, dtype);
+      staged = &own;
+    }
+    HostLinear h;
+    h.w = staged->view;
+    h.order = d.order;
+    h.n_in = in_out ? d.shape[0] : d.shape[1];
+    h.n_out = in_out ? d.shape[1] : d.shape[0];
+    Staged b;
+    if (bias != nullptr) {
+      b = stage(*bias, DType::F32);
+      h.b = b.view;
+    }
+    Linear l = be.prepare_linear(h, WeightFormat::plain(dtype), m.owned_);
+    m.bytes_per_token_ += l.format.row_bytes(h.n_in) * size_t(h.n_out) + (bias ? size_t(h.n_out) * sizeof(float) : 0);
     return l;
-  };
+  }
 
-  const int64_t C = c.n_embd, V = c.n_vocab, S = c.n_ctx, F = c.n_inner;
-  ModelWeights& w = weights_;
-  // wte is an embedding and, when tied, the LM head [V, C] = [n_out, n_in]: prepared as a linear layer.
-  Linear wte;
-  {
-    auto& entry = find("wte.weight", {V, C});
-    const DType dtype = matrix_dtype(entry.second.dtype);
-    const Staged s = stage(entry, dtype);
-    if (c.tie_word_embeddings && all.count("lm_head.weight")) {
-      // transformers ties the head to wte and ignores a saved lm_head.weight; a copy is harmless, anything
-      // else means the file and config.json disagree about the model.
-      const HostTensor& head = all.at("lm_head.weight");
-      bool same = head.dtype == entry.second.dtype && head.shape == entry.second.shape;
-      if (same) {
-        const auto bytes = std::make_unique_for_overwrite<uint8_t[]>(std::max<size_t>(head.nbytes, 1));
-        head.read(bytes.get());
-        same = std::memcmp(bytes.get(), s.bytes.get(), head.nbytes) == 0;
+  void build(const Plan& plan, const std::string& config_name) {
+    const Config& c = m.config_;
+    ModelWeights& w = m.weights_;
+    auto need = [&](Role role, int64_t layer) -> const Match& {
+      const Match* match = plan.find(role, layer);
+      if (match == nullptr) {  // the description lists every tensor the roles below need
+        throw Error(ErrorKind::Shape, config_name + ": the " + std::string(arch::role_name(role)) + " weight" +
+                                          (layer >= 0 ? " of layer " + std::to_string(layer) : std::string()) +
+                                          " is missing");
       }
-      if (!same) {
-        throw Error(ErrorKind::Shape, head.file + ": tensor 'lm_head.weight' differs from '" + prefix +
-                                          "wte.weight' but config.json ties them (tie_word_embeddings is true)");
-      }
-      used.insert("lm_head.weight");
-    }
-    wte.w = s.view;
-    wte.layout = WeightLayout::OutIn;
-    wte.n_in = C;
-    wte.n_out = V;
-    wte = be.prepare_linear(wte, dtype, owned_);
-  }
-  w.wte = wte.w;
-  if (c.position_encoding == PositionEncoding::Learned) {
-    w.wpe = be.prepare_weight(stage(find("wpe.weight", {S, C}), DType::F32).view, owned_);
-  } else {
-    if (all.count(prefix + "wpe.weight")) {
-      throw Error(ErrorKind::Config, config_name + ": position_embedding_type is 'sinusoidal' but the weights have '" +
-                                         prefix + "wpe.weight'");
-    }
-    std::vector<float> table = sinusoidal_positions(S, C);
-    w.wpe = be.prepare_weight(make_tensor(table.data(), DType::F32, Device::Host, S, C), owned_);
-  }
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    const std::string h = "h." + std::to_string(l) + ".";
-    LayerWeights L;
-    L.ln_1_w = vec(h + "ln_1.weight", C);
-    L.ln_1_b = vec(h + "ln_1.bias", C);
-    L.attn_qkv = linear(h + "attn.c_attn", C, 3 * C);
-    L.attn_proj = linear(h + "attn.c_proj", C, C);
-    L.ln_2_w = vec(h + "ln_2.weight", C);
-    L.ln_2_b = vec(h + "ln_2.bias", C);
-    L.mlp_fc = linear(h + "mlp.c_fc", C, F);
-    L.mlp_proj = linear(h + "mlp.c_proj", F, C);
-    w.layers.push_back(L);
-  }
-  w.ln_f_w = vec("ln_f.weight", C);
-  w.ln_f_b = vec("ln_f.bias", C);
-  if (c.tie_word_embeddings) {
-    w.lm_head = wte;
-  } else {
-    if (!all.count("lm_head.weight")) {
-      throw Error(ErrorKind::Shape, config_name + ": tie_word_embeddings is false but the weights have no 'lm_head.weight'");
-    }
-    auto& entry = find("lm_head.weight", {V, C}, /*with_prefix=*/false);
-    const DType dtype = matrix_dtype(entry.second.dtype);
-    const Staged s = stage(entry, dtype);
-    Linear head;
-    head.w = s.view;
-    head.layout = WeightLayout::OutIn;
-    head.n_in = C;
-    head.n_out = V;
-    w.lm_head = be.prepare_linear(head, dtype, owned_);
-  }
-  bytes_per_token_ += size_t(V * C) * dtype_size(w.lm_head.w.dtype);
+      return *match;
+    };
+    auto vec_of = [&](Role role, int64_t layer) { return vec(need(role, layer)); };
+    auto linear_of = [&](Role role, Role bias, int64_t layer) { return linear(need(role, layer), plan.find(bias, layer)); };
 
-  for (const auto& [name, t] : all) {
-    if (used.count(name) || is_legacy_buffer(name, prefix, c.n_layer)) continue;
-    throw Error(ErrorKind::Shape, t.file + ": unexpected tensor '" + name +
-                                      "' (not part of a GPT-2 model with this config.json: n_layer = " +
-                                      std::to_string(c.n_layer) + ")");
+    // The token embeddings are a linear layer C -> V ([V, C] = [n_out, n_in]): they double as the tied head.
+    {
+      const Match& e = need(Role::TokenEmbd, -1);
+      const Staged s = stage(e, matrix_dtype(e.tensor->dtype));
+      if (plan.tied_copy != nullptr) {
+        // transformers ties the head to the embeddings and ignores a saved copy; a copy is harmless,
+        // anything else means the file and config.json disagree about the model.
+        const HostTensor& head = *plan.tied_copy->tensor;
+        bool same = head.dtype == e.tensor->dtype && head.shape == e.tensor->shape;
+        if (same) {
+          const auto bytes = std::make_unique_for_overwrite<uint8_t[]>(std::max<size_t>(head.nbytes, 1));
+          head.read(bytes.get());
+          same = std::memcmp(bytes.get(), s.bytes.get(), head.nbytes) == 0;
+        }
+        if (!same) {
+          throw Error(ErrorKind::Shape, head.file + ": tensor '" + *plan.tied_copy->name + "' differs from '" + *e.name +
+                                            "' but config.json ties them (tie_word_embeddings is true)");
+        }
+      }
+      const size_t before = m.bytes_per_token_;
+      w.token_embd = linear(e, nullptr, &s);
+      m.bytes_per_token_ = before;  // a step reads T rows of it; counted below if it is the head
+    }
+    const int64_t S = c.n_ctx, C = c.n_embd;
+    switch (c.position_encoding) {
+      case PositionEncoding::Learned:
+        w.pos_embd = be.prepare_weight(stage(need(Role::PosEmbd, -1), DType::F32).view, m.owned_);
+        break;
+      case PositionEncoding::Sinusoidal: {
+        std::vector<float> table = sinusoidal_positions(S, C);
+        w.pos_embd = be.prepare_weight(make_tensor(table.data(), DType::F32, Device::Host, S, C), m.owned_);
+        break;
+      }
+      case PositionEncoding::Rotary:
+        break;  // applied to q and k, no table
+    }
+    for (int64_t l = 0; l < c.n_layer; ++l) {
+      LayerWeights L;
+      L.attn_norm_w = vec_of(Role::AttnNorm, l);
+      L.attn_norm_b = vec_of(Role::AttnNormBias, l);
+      L.attn_qkv = linear_of(Role::AttnQkv, Role::AttnQkvBias, l);
+      L.attn_out = linear_of(Role::AttnOut, Role::AttnOutBias, l);
+      L.ffn_norm_w = vec_of(Role::FfnNorm, l);
+      L.ffn_norm_b = vec_of(Role::FfnNormBias, l);
+      L.ffn_up = linear_of(Role::FfnUp, Role::FfnUpBias, l);
+      L.ffn_down = linear_of(Role::FfnDown, Role::FfnDownBias, l);
+      w.layers.push_back(L);
+    }
+    w.out_norm_w = vec_of(Role::OutputNorm, -1);
+    w.out_norm_b = vec_of(Role::OutputNormBias, -1);
+    if (c.tie_word_embeddings) {
+      w.output = w.token_embd;
+      m.bytes_per_token_ += w.output.format.row_bytes(C) * size_t(c.n_vocab);
+    } else {
+      w.output = linear(need(Role::Output, -1), nullptr);
+    }
   }
-  for (const auto& [dtype, bytes] : bytes_by_dtype) stored_bytes_.emplace_back(dtype, bytes);
+
+  static void run(Model& m, const std::map<std::string, HostTensor>& all, const LoadOptions& options,
+                  const std::string& weights_where) {
+    if (options.weight_dtype && !is_float_weight_dtype(*options.weight_dtype)) {
+      throw Error(ErrorKind::Argument, "weight dtype must be F32, F16 or BF16");
+    }
+    const std::string config_name = m.dir_.empty() ? std::string("config") : (m.dir_ / "config.json").string();
+    const Plan plan = make_plan(m.config_, all, weights_where, config_name);
+    m.backend_ = options.backend ? options.backend : make_backend("cpu", BackendOptions{options.n_threads, 0});
+    ModelBuilder b{m, options, *m.backend_};
+    b.build(plan, config_name);
+    m.n_params_ = plan.n_params;
+    for (const auto& [dtype, bytes] : plan.bytes_by_dtype) m.stored_bytes_.emplace_back(dtype, bytes);
+  }
+};
+
+std::shared_ptr<const Model> Model::load(const fs::path& dir, const LoadOptions& options) {
+  check_model_dir(dir);
+  std::shared_ptr<Model> m(new Model());
+  m->dir_ = dir;
+  m->config_ = load_config(dir / "config.json");
+  // The files stay open only while loading: every tensor is copied out, nothing refers to them afterwards.
+  const auto files = open_weight_files(dir);
+  ModelBuilder::run(*m, index_tensors(files), options, weights_where(dir, files));
+  return m;
+}
+
+ModelSummary Model::inspect(const fs::path& dir) {
+  check_model_dir(dir);
+  ModelSummary s;
+  s.config = load_config(dir / "config.json");
+  const auto files = open_weight_files(dir);
+  const Plan plan = make_plan(s.config, index_tensors(files), weights_where(dir, files), (dir / "config.json").string());
+  s.n_params = plan.n_params;
+  for (const auto& [dtype, bytes] : plan.bytes_by_dtype) s.stored_bytes.emplace_back(dtype, bytes);
+  for (const auto& f : files) s.files.push_back(f->path());
+  return s;
+}
+
+std::shared_ptr<const Model> Model::random(const Config& config, const LoadOptions& options) {
+  config.validate("random model config");
+  std::shared_ptr<Model> m(new Model());
+  m->config_ = config;
+  std::map<std::string, HostTensor> all;
+  for (const RandomTensor& t : random_tensors(config)) {
+    size_t n = 1;
+    for (int64_t d : t.shape) n *= size_t(d);
+    auto read = [t, n](void* dst) { fill_counter_random(static_cast<float*>(dst), n, t.name, t.mean, t.std); };
+    all.emplace(t.name, HostTensor{DType::F32, t.shape, n * sizeof(float), "<random>", read});
+  }
+  ModelBuilder::run(*m, all, options, "<random>");
+  return m;
 }
 
 }  // namespace minigpt

@@ -5,6 +5,7 @@
 
 #include "minigpt/error.h"
 #include "minigpt/safetensors.h"
+#include "arch/arch.h"
 
 namespace minigpt {
 
@@ -21,11 +22,7 @@ uint64_t fnv1a64(std::string_view s) {
   return h;
 }
 
-void fill_counter_random(float* dst, size_t n, std::string_view name, uint64_t first) {
-  auto ends_with = [&](std::string_view s) { return name.size() >= s.size() && name.substr(name.size() - s.size()) == s; };
-  const bool ln_weight = ends_with("ln_1.weight") || ends_with("ln_2.weight") || name == "ln_f.weight";
-  const double mean = ln_weight ? 1.0 : 0.0;
-  const double std = ln_weight ? 0.1 : 0.02;
+void fill_counter_random(float* dst, size_t n, std::string_view name, double mean, double std, uint64_t first) {
   const double amp = std::sqrt(3.0) * std;
   const uint64_t seed = splitmix64(fnv1a64(name));
   for (size_t j = 0; j < n; ++j) {
@@ -35,30 +32,19 @@ void fill_counter_random(float* dst, size_t n, std::string_view name, uint64_t f
   }
 }
 
-std::vector<std::pair<std::string, std::vector<int64_t>>> gpt2_tensor_shapes(const Config& c) {
-  const int64_t C = c.n_embd, F = c.n_inner;
-  std::vector<std::pair<std::string, std::vector<int64_t>>> t;
-  t.push_back({"wte.weight", {c.n_vocab, C}});
-  if (c.position_encoding == PositionEncoding::Learned) t.push_back({"wpe.weight", {c.n_ctx, C}});
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    const std::string h = "h." + std::to_string(l) + ".";
-    t.push_back({h + "ln_1.weight", {C}});
-    t.push_back({h + "ln_1.bias", {C}});
-    t.push_back({h + "attn.c_attn.weight", {C, 3 * C}});
-    t.push_back({h + "attn.c_attn.bias", {3 * C}});
-    t.push_back({h + "attn.c_proj.weight", {C, C}});
-    t.push_back({h + "attn.c_proj.bias", {C}});
-    t.push_back({h + "ln_2.weight", {C}});
-    t.push_back({h + "ln_2.bias", {C}});
-    t.push_back({h + "mlp.c_fc.weight", {C, F}});
-    t.push_back({h + "mlp.c_fc.bias", {F}});
-    t.push_back({h + "mlp.c_proj.weight", {F, C}});
-    t.push_back({h + "mlp.c_proj.bias", {C}});
+std::vector<RandomTensor> random_tensors(const Config& c) {
+  const arch::Architecture* a = arch::find(c.arch);
+  if (a == nullptr) throw Error(ErrorKind::Argument, "random model: unknown architecture '" + c.arch + "'");
+  std::vector<RandomTensor> out;
+  for (const arch::TensorDesc& d : a->tensors(c)) {
+    if (d.optional) continue;  // ignored buffers; the head of a tied model
+    RandomTensor t;
+    t.name = d.names[0];
+    t.shape = d.shape;
+    if (arch::is_norm_weight(d.role)) t.mean = 1.0, t.std = 0.1;
+    out.push_back(std::move(t));
   }
-  t.push_back({"ln_f.weight", {C}});
-  t.push_back({"ln_f.bias", {C}});
-  if (!c.tie_word_embeddings) t.push_back({"lm_head.weight", {c.n_vocab, C}});
-  return t;
+  return out;
 }
 
 Config gpt2_preset(std::string_view name) {
@@ -87,15 +73,16 @@ Config gpt2_preset(std::string_view name) {
 void write_random_model(const std::filesystem::path& dir, const Config& c, DType dtype) {
   if (!is_float_weight_dtype(dtype)) throw Error(ErrorKind::Argument, "random weights must be F32, F16 or BF16");
   std::filesystem::create_directories(dir);
-  const auto shapes = gpt2_tensor_shapes(c);
+  const auto tensors = random_tensors(c);
   std::vector<std::vector<uint8_t>> storage;
+  storage.reserve(tensors.size());
   std::vector<SafeTensorWrite> writes;
   std::vector<float> tmp;
-  for (const auto& [name, shape] : shapes) {
+  for (const RandomTensor& t : tensors) {
     size_t n = 1;
-    for (int64_t d : shape) n *= size_t(d);
+    for (int64_t d : t.shape) n *= size_t(d);
     tmp.resize(n);
-    fill_counter_random(tmp.data(), n, name);
+    fill_counter_random(tmp.data(), n, t.name, t.mean, t.std);
     std::vector<uint8_t> bytes(n * dtype_size(dtype));
     if (dtype == DType::F32) {
       std::memcpy(bytes.data(), tmp.data(), n * 4);
@@ -104,7 +91,7 @@ void write_random_model(const std::filesystem::path& dir, const Config& c, DType
       for (size_t i = 0; i < n; ++i) d[i] = dtype == DType::F16 ? f32_to_f16(tmp[i]) : f32_to_bf16(tmp[i]);
     }
     storage.push_back(std::move(bytes));
-    writes.push_back({name, dtype, shape, storage.back().data()});
+    writes.push_back({t.name, dtype, t.shape, storage.back().data()});
   }
   write_safetensors(dir / "model.safetensors", writes, {{"format", "pt"}});
   std::ofstream(dir / "config.json") << config_to_json(c);

@@ -15,40 +15,48 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
     throw Error(ErrorKind::Argument, "context size " + std::to_string(options.n_ctx) + " is outside [1, " +
                                          std::to_string(c.n_ctx) + "], the model's context (n_positions)");
   }
+  if (options.n_seq < 1 || options.n_seq > 4096) {
+    throw Error(ErrorKind::Argument, "sequence count " + std::to_string(options.n_seq) + " is outside [1, 4096]");
+  }
   n_ctx_ = options.n_ctx == 0 ? c.n_ctx : options.n_ctx;
-  max_batch_ = std::min(options.max_batch, n_ctx_);
+  max_batch_ = std::min(options.max_batch, n_ctx_ * options.n_seq);
+  n_past_.assign(size_t(options.n_seq), 0);
   Backend& be = model_->backend();
-  const int64_t C = c.n_embd, S = n_ctx_, B = max_batch_;
+  KvCacheSpec spec;
+  spec.n_layer = c.n_layer;
+  spec.n_kv_head = c.kv_heads();
+  spec.head_dim = c.head_dim();
+  spec.n_ctx = n_ctx_;
+  spec.n_seq = options.n_seq;
+  cache_ = be.make_kv_cache(spec);
+  const int64_t C = c.n_embd, B = max_batch_, HD = c.n_head * c.head_dim();
   auto tensor = [&](int64_t rows, int64_t cols) {
     buffers_.push_back(be.alloc(size_t(rows * cols) * sizeof(float)));
     return make_tensor(buffers_.back()->data(), DType::F32, be.device(), rows, cols);
   };
-  // The KV cache in the backend's dtype (F32 on the CPU, 16-bit on a GPU).
-  const DType kv = be.kv_dtype();
-  const int64_t kv_rows = be.kv_cache_rows(S);
-  if (kv_rows < S) throw Error(ErrorKind::Argument, "Session: the backend's KV cache has fewer rows than the context");
-  auto kv_tensor = [&] {
-    buffers_.push_back(be.alloc(size_t(kv_rows * C) * dtype_size(kv)));
-    return make_tensor(buffers_.back()->data(), kv, be.device(), kv_rows, C);
-  };
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    k_cache_.push_back(kv_tensor());
-    v_cache_.push_back(kv_tensor());
-  }
   x_ = tensor(B, C);
   xn_ = tensor(B, C);
-  qkv_ = tensor(B, 3 * C);
-  att_ = tensor(B, C);
+  qkv_ = tensor(B, HD + 2 * c.kv_dim());
+  att_ = tensor(B, HD);
   h_ = tensor(B, c.n_inner);
   ensure_logit_rows(1);
-  logits_.resize(size_t(c.n_vocab));
 }
 
 // What the backend recorded for this session's steps refers to its buffers, and a later session may get
 // the same address.
 Session::~Session() { model_->backend().forget_step(this); }
 
-int64_t Session::n_ctx() const { return n_ctx_; }
+void Session::reset() { std::fill(n_past_.begin(), n_past_.end(), 0); }
+
+void Session::reset(int64_t seq) {
+  check_seq(seq);
+  n_past_[size_t(seq)] = 0;
+}
+
+int64_t Session::n_past(int64_t seq) const {
+  check_seq(seq);
+  return n_past_[size_t(seq)];
+}
 
 void Session::ensure_logit_rows(int64_t rows) {
   if (rows <= logit_rows_) return;
@@ -60,96 +68,172 @@ void Session::ensure_logit_rows(int64_t rows) {
   logit_rows_ = rows;
 }
 
-void Session::check_tokens(std::span<const int32_t> tokens) const {
-  const Config& c = model_->config();
-  if (tokens.empty()) throw Error(ErrorKind::Argument, "eval: no tokens");
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || tokens[i] >= c.n_vocab) {
-      throw Error(ErrorKind::Argument, "eval: token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
-                                           " is outside the vocabulary [0, " + std::to_string(c.n_vocab) + ")");
-    }
-  }
-  if (int64_t(tokens.size()) > n_ctx_ - n_past_) {
-    throw Error(ErrorKind::Argument, "eval: context overflow: " + std::to_string(n_past_) + " tokens in the context + " +
-                                         std::to_string(tokens.size()) + " new > n_ctx " + std::to_string(n_ctx_));
+void Session::check_seq(int64_t seq) const {
+  if (seq < 0 || seq >= int64_t(n_past_.size())) {
+    throw Error(ErrorKind::Argument, "sequence " + std::to_string(seq) + " is outside the session's [0, " +
+                                         std::to_string(n_past_.size()) + ")");
   }
 }
 
-std::span<const float> Session::eval(std::span<const int32_t> tokens) {
-  check_tokens(tokens);
+void Session::check_tokens(std::span<const int32_t> tokens, int64_t seq, const char* what) const {
+  const Config& c = model_->config();
+  check_seq(seq);
+  if (tokens.empty()) throw Error(ErrorKind::Argument, std::string(what) + ": no tokens");
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= c.n_vocab) {
+      throw Error(ErrorKind::Argument, std::string(what) + ": token id " + std::to_string(tokens[i]) + " at index " +
+                                           std::to_string(i) + " is outside the vocabulary [0, " +
+                                           std::to_string(c.n_vocab) + ")");
+    }
+  }
+  const int64_t past = n_past_[size_t(seq)];
+  if (int64_t(tokens.size()) > n_ctx_ - past) {
+    throw Error(ErrorKind::Argument, std::string(what) + ": context overflow: " + std::to_string(past) +
+                                         " tokens in the context + " + std::to_string(tokens.size()) + " new > n_ctx " +
+                                         std::to_string(n_ctx_) +
+                                         (n_past_.size() > 1 ? " (sequence " + std::to_string(seq) + ")" : ""));
+  }
+}
+
+std::span<const float> Session::eval(std::span<const int32_t> tokens, int64_t seq) {
+  check_tokens(tokens, seq, "eval");
   const int64_t n = int64_t(tokens.size());
+  const int64_t V = model_->config().n_vocab;
+  logits_.resize(size_t(V));
   for (int64_t i = 0; i < n; i += max_batch_) {
     const int64_t len = std::min(max_batch_, n - i);
+    const SeqRun run{seq, 0, len, n_past_[size_t(seq)]};
+    const Step step{tokens.data() + i, len, {&run, 1}};
     // Only the last chunk's last row is wanted; earlier chunks just fill the KV cache.
-    forward(tokens.data() + i, len, false, i + len == n ? logits_.data() : nullptr);
+    const int64_t last = len - 1;
+    forward(step, i + len == n ? std::span<const int64_t>(&last, 1) : std::span<const int64_t>(),
+            i + len == n ? logits_.data() : nullptr);
   }
   return {logits_.data(), logits_.size()};
 }
 
-std::span<const float> Session::eval_all(std::span<const int32_t> tokens) {
-  check_tokens(tokens);
+std::span<const float> Session::eval_all(std::span<const int32_t> tokens, int64_t seq) {
+  check_tokens(tokens, seq, "eval");
   const int64_t n = int64_t(tokens.size());
   const int64_t V = model_->config().n_vocab;
   ensure_logit_rows(std::min(n, max_batch_));
   all_logits_.resize(size_t(n * V));
+  std::vector<int64_t> rows;
   for (int64_t i = 0; i < n; i += max_batch_) {
     const int64_t len = std::min(max_batch_, n - i);
-    forward(tokens.data() + i, len, true, all_logits_.data() + i * V);
+    const SeqRun run{seq, 0, len, n_past_[size_t(seq)]};
+    const Step step{tokens.data() + i, len, {&run, 1}};
+    rows.resize(size_t(len));
+    for (int64_t r = 0; r < len; ++r) rows[size_t(r)] = r;
+    forward(step, rows, all_logits_.data() + i * V);
   }
   return {all_logits_.data(), all_logits_.size()};
 }
 
-void Session::forward(const int32_t* tokens, int64_t n, bool all_logits, float* logits_out) {
+std::span<const float> Session::eval_batch(std::span<const SeqTokens> batch) {
+  if (batch.empty()) throw Error(ErrorKind::Argument, "eval_batch: no sequences");
+  int64_t total = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    check_tokens(batch[i].tokens, batch[i].seq, "eval_batch");
+    for (size_t j = 0; j < i; ++j) {
+      if (batch[j].seq == batch[i].seq) {
+        throw Error(ErrorKind::Argument, "eval_batch: sequence " + std::to_string(batch[i].seq) + " appears twice");
+      }
+    }
+    total += int64_t(batch[i].tokens.size());
+  }
+  if (total > max_batch_) {
+    throw Error(ErrorKind::Argument, "eval_batch: " + std::to_string(total) + " tokens exceed the session's batch of " +
+                                         std::to_string(max_batch_));
+  }
+  step_tokens_.clear();
+  step_runs_.clear();
+  step_rows_.clear();
+  for (const SeqTokens& e : batch) {
+    const int64_t first = int64_t(step_tokens_.size()), n = int64_t(e.tokens.size());
+    step_tokens_.insert(step_tokens_.end(), e.tokens.begin(), e.tokens.end());
+    step_runs_.push_back({e.seq, first, n, n_past_[size_t(e.seq)]});
+    step_rows_.push_back(first + n - 1);
+  }
+  const int64_t V = model_->config().n_vocab;
+  ensure_logit_rows(int64_t(batch.size()));
+  logits_.resize(batch.size() * size_t(V));
+  const Step step{step_tokens_.data(), total, step_runs_};
+  forward(step, step_rows_, logits_.data());
+  return {logits_.data(), logits_.size()};
+}
+
+void Session::forward(const Step& step, std::span<const int64_t> logit_rows, float* logits_out) {
   const Model& m = *model_;
   const Config& c = m.config();
   const ModelWeights& w = m.weights();
   Backend& be = m.backend();
-  const int64_t C = c.n_embd;
-  const int64_t pos0 = n_past_;
+  const int64_t n = step.n_tokens;
+  const int64_t H = c.n_head, D = c.head_dim(), HD = H * D, KV = c.kv_dim();
+  check_step(step, cache_->spec());
+  KvCache& cache = *cache_;
 
   Tensor x = x_.row_slice(0, n);
   Tensor xn = xn_.row_slice(0, n);
   Tensor qkv = qkv_.row_slice(0, n);
   Tensor att = att_.row_slice(0, n);
   Tensor h = h_.row_slice(0, n);
+  const Tensor q = qkv.col_slice(0, HD), k = qkv.col_slice(HD, KV), v = qkv.col_slice(HD + KV, KV);
 
-  const int64_t rows = all_logits ? n : 1;
-  Tensor logits = logits_dev_.row_slice(0, rows);
-  // The whole step as one unit the backend may record and replay: only tokens and pos0 vary between
-  // replays, and a step that skips the logits is never recorded (it is a different op sequence).
-  be.run_step(logits_out ? this : nullptr, tokens, n, pos0, [&] {
-    be.embed(x, tokens, n, pos0, w.wte, w.wpe);
+  const int64_t rows = int64_t(logit_rows.size());
+  Tensor logits = logits_dev_.row_slice(0, std::max<int64_t>(rows, 1));
+  // The logits rows as one range when they are consecutive (a prefill's every row, or its last).
+  const bool consecutive = rows > 0 && logit_rows.back() - logit_rows.front() == rows - 1;
+  // The whole step as one unit the backend may record and replay: only the token ids and positions vary
+  // between replays of the same shape, and a step that skips the logits is never recorded.
+  be.run_step(logits_out ? this : nullptr, step, [&] {
+    be.embed(x, step, w.token_embd, w.pos_embd);
     for (int64_t l = 0; l < c.n_layer; ++l) {
       const LayerWeights& L = w.layers[size_t(l)];
-      // attention block: x += proj(attn(ln_1(x)))
-      be.layer_norm(xn, x, L.ln_1_w, L.ln_1_b, c.layer_norm_epsilon);
-      be.linear(qkv, xn, L.attn_qkv, false);
-      be.store_kv(k_cache_[size_t(l)], v_cache_[size_t(l)], qkv.col_slice(C, C), qkv.col_slice(2 * C, C), pos0, c.n_head);
-      float scale = c.scale_attn_weights ? 1.0f / std::sqrt(float(c.head_dim())) : 1.0f;
+      float scale = c.scale_attn_weights ? 1.0f / std::sqrt(float(D)) : 1.0f;
       if (c.scale_attn_by_inverse_layer_idx) scale /= float(l + 1);
-      be.attention(att, qkv.col_slice(0, C), k_cache_[size_t(l)], v_cache_[size_t(l)], pos0, c.n_head, scale);
-      be.linear(x, att, L.attn_proj, true);
-      // MLP block: x += proj(act(fc(ln_2(x))))
-      be.layer_norm(xn, x, L.ln_2_w, L.ln_2_b, c.layer_norm_epsilon);
-      be.linear_act(h, xn, L.mlp_fc, c.activation);
-      be.linear(x, h, L.mlp_proj, true);
+      // attention: att = attn(ln_1(x)) over each token's own sequence (rotary positions, when the families
+      // issue brings them, rotate q and k here, before store_kv)
+      be.layer_norm(xn, x, L.attn_norm_w, L.attn_norm_b, c.layer_norm_epsilon);
+      be.linear(qkv, xn, L.attn_qkv, false);
+      be.store_kv(cache, l, k, v, step);
+      be.attention(att, q, cache, l, step, H, scale);
+      if (c.parallel_residual) {
+        // x += proj(att) + mlp(ln_2(x)), both norms of the block's input x
+        be.layer_norm(xn, x, L.ffn_norm_w, L.ffn_norm_b, c.layer_norm_epsilon);
+        be.linear_act(h, xn, L.ffn_up, c.activation);
+        be.linear(x, att, L.attn_out, true);
+        be.linear(x, h, L.ffn_down, true);
+      } else {
+        // x += proj(att); x += mlp(ln_2(x))
+        be.linear(x, att, L.attn_out, true);
+        be.layer_norm(xn, x, L.ffn_norm_w, L.ffn_norm_b, c.layer_norm_epsilon);
+        be.linear_act(h, xn, L.ffn_up, c.activation);
+        be.linear(x, h, L.ffn_down, true);
+      }
     }
-    if (logits_out == nullptr) return;
-    Tensor xs = x.row_slice(n - rows, rows);
+    if (rows == 0) return;
     Tensor xf = xn.row_slice(0, rows);
-    be.layer_norm(xf, xs, w.ln_f_w, w.ln_f_b, c.layer_norm_epsilon);
-    be.linear(logits, xf, w.lm_head, false);
+    if (consecutive) {
+      be.layer_norm(xf, x.row_slice(logit_rows.front(), rows), w.out_norm_w, w.out_norm_b, c.layer_norm_epsilon);
+    } else {
+      for (int64_t i = 0; i < rows; ++i) {
+        be.layer_norm(xf.row_slice(i, 1), x.row_slice(logit_rows[size_t(i)], 1), w.out_norm_w, w.out_norm_b,
+                      c.layer_norm_epsilon);
+      }
+    }
+    be.linear(logits, xf, w.output, false);
   });
-  n_past_ += n;
-  if (logits_out == nullptr) return;
+  for (const SeqRun& r : step.runs) n_past_[size_t(r.seq)] = r.pos0 + r.n;
+  if (logits_out == nullptr || rows == 0) return;
   be.to_host(logits_out, logits);
-  check_finite(logits_out, rows, pos0 + n - rows);
+  check_finite(logits_out, step, logit_rows);
 }
 
-void Session::check_finite(const float* logits, int64_t rows, int64_t pos0) const {
+void Session::check_finite(const float* logits, const Step& step, std::span<const int64_t> rows) const {
   const int64_t V = model_->config().n_vocab;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = logits + r * V;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const float* row = logits + int64_t(r) * V;
     // Exponent all ones: Inf or NaN. On the bits, so that it vectorises.
     const auto* bits = reinterpret_cast<const uint32_t*>(row);
     uint32_t bad = 0;
@@ -158,9 +242,17 @@ void Session::check_finite(const float* logits, int64_t rows, int64_t pos0) cons
     if (bad == 0) continue;
     int64_t i = 0;
     while (std::isfinite(row[i])) ++i;
+    // The position (and sequence) of the step's row.
+    std::string where;
+    for (const SeqRun& run : step.runs) {
+      if (rows[r] >= run.first && rows[r] < run.first + run.n) {
+        where = std::to_string(run.pos0 + rows[r] - run.first);
+        if (n_past_.size() > 1) where += " of sequence " + std::to_string(run.seq);
+      }
+    }
     throw Error(ErrorKind::Numeric,
-                "the logits at position " + std::to_string(pos0 + r) + " are not finite (" +
-                    (std::isnan(row[i]) ? "NaN" : "Inf") + " for token " + std::to_string(i) +
+                "the logits at position " + where + " are not finite (" + (std::isnan(row[i]) ? "NaN" : "Inf") +
+                    " for token " + std::to_string(i) +
                     "): the computation overflowed; with --dtype f16, values beyond F16's range become "
                     "infinite (try f32 or bf16)");
   }

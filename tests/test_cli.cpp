@@ -58,9 +58,9 @@ TEST(Cli, LoadErrorsAreOneLineAndNonZero) {
 }
 
 TEST(Cli, UsageErrors) {
-  auto r = test::run_cli("info");
+  auto r = test::run_cli("info");  // neither -m nor --system
   EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.err.find("--model is required"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("info needs --model DIR"), std::string::npos) << r.err;
   r = test::run_cli("no-such-command");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("no-such-command"), std::string::npos) << r.err;

@@ -1,12 +1,15 @@
 // The CUDA backend against the CPU backend (every op, odd sizes) and against transformers (whole model);
-// the decode step recorded as a CUDA graph against the same step launched op by op. Every test skips, with
-// the reason, where there is no CUDA device (or no CUDA in the build).
+// the decode step recorded as a CUDA graph against the same step launched op by op; several sequences in
+// one step against each sequence alone on the CPU. Every test skips, with the reason, where there is no
+// CUDA device (or no CUDA in the build).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 
 #include "minigpt/backend.h"
+#include "minigpt/cpu.h"
+#include "minigpt/cuda.h"
 #include "minigpt/model.h"
 #include "minigpt/random_weights.h"
 #include "minigpt/session.h"
@@ -55,6 +58,32 @@ std::vector<float> fetch(Backend& be, const Tensor& t) {
   return v;
 }
 
+// A step over dummy token ids (store_kv and attention do not read them), runs as given.
+struct StepOf {
+  std::vector<int32_t> tokens;
+  std::vector<SeqRun> runs;
+  explicit StepOf(std::vector<SeqRun> r) : runs(std::move(r)) {
+    int64_t n = 0;
+    for (const SeqRun& run : runs) n += run.n;
+    tokens.assign(size_t(n), 0);
+  }
+  StepOf(std::vector<int32_t> t, std::vector<SeqRun> r) : tokens(std::move(t)), runs(std::move(r)) {}
+  Step step() const { return Step{tokens.data(), int64_t(tokens.size()), std::span<const SeqRun>(runs)}; }
+};
+// One sequence's run of n tokens at pos0.
+StepOf one_run(int64_t seq, int64_t n, int64_t pos0) { return StepOf({SeqRun{seq, 0, n, pos0}}); }
+
+Linear prepare(Backend& be, std::vector<float>& w, std::vector<float>* b, MatrixOrder order, int64_t n_in,
+               int64_t n_out, DType dt, std::vector<std::unique_ptr<Buffer>>& keep) {
+  HostLinear h;
+  h.w = order == MatrixOrder::InOut ? host_view(w, n_in, n_out) : host_view(w, n_out, n_in);
+  if (b) h.b = host_view(*b, 1, n_out);
+  h.order = order;
+  h.n_in = n_in;
+  h.n_out = n_out;
+  return be.prepare_linear(h, WeightFormat::plain(dt), keep);
+}
+
 std::shared_ptr<Backend> cuda_backend(DType kv = DType::F16, bool graphs = true) {
   CudaOptions o;
   o.kv_dtype = kv;
@@ -65,30 +94,34 @@ std::shared_ptr<Backend> cuda_backend(DType kv = DType::F16, bool graphs = true)
 // ---- ops against the CPU backend ----------------------------------------------------------------
 
 // The same widened weights and the same adds: only float summation order could differ (it does not here).
+// Two sequences' runs in one step, each at its own positions; with learned positions and without.
 TEST(CudaOps, EmbedMatchesCpu) {
   SKIP_WITHOUT_CUDA();
   auto gpu = cuda_backend();
   auto cpu = make_cpu_backend(2);
   const int64_t V = 37, C = 19, S = 11;
   auto wte = randn(size_t(V * C), 1), wpe = randn(size_t(S * C), 2);
-  const std::vector<int32_t> tokens = {3, 0, 36, 5};
-  const int64_t T = int64_t(tokens.size()), pos0 = 4;
-  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
-    std::vector<float> got, want;
-    for (Backend* be : {gpu.get(), cpu.get()}) {
-      Uploads up;
-      Linear l;
-      l.w = host_view(wte, V, C);
-      l.layout = WeightLayout::OutIn;
-      l.n_in = C;
-      l.n_out = V;
-      l = be->prepare_linear(l, dt, up.keep);
-      Tensor p = up.put(*be, wpe, S, C);
-      Tensor out = up.zeros(*be, T, C, C + 3);
-      be->embed(out, tokens.data(), T, pos0, l.w, p);
-      (be == gpu.get() ? got : want) = fetch(*be, out);
+  const StepOf steps[] = {StepOf({3, 0, 36, 5}, {SeqRun{0, 0, 4, 4}}),
+                          StepOf({3, 0, 36, 5, 7}, {SeqRun{1, 0, 2, 9}, SeqRun{0, 2, 1, 0}, SeqRun{2, 3, 2, 5}})};
+  for (const StepOf& st : steps) {
+    const Step step = st.step();
+    for (bool with_wpe : {true, false}) {
+      for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+        std::vector<float> got, want;
+        for (Backend* be : {gpu.get(), cpu.get()}) {
+          Uploads up;
+          Linear l = prepare(*be, wte, nullptr, MatrixOrder::OutIn, C, V, dt, up.keep);
+          Tensor p = with_wpe ? up.put(*be, wpe, S, C) : Tensor{};
+          Tensor out = up.zeros(*be, step.n_tokens, C, C + 3);
+          be->embed(out, step, l, p);
+          (be == gpu.get() ? got : want) = fetch(*be, out);
+        }
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_NEAR(got[i], want[i], 1e-6) << dtype_name(dt) << " wpe=" << with_wpe << " runs=" << st.runs.size()
+                                             << " i=" << i;
+        }
+      }
     }
-    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6) << dtype_name(dt) << " i=" << i;
   }
 }
 
@@ -150,13 +183,13 @@ TEST(CudaOps, LinearMatchesCpu) {
           std::vector<float> got, want;
           for (Backend* be : {gpu.get(), cpu.get()}) {
             Uploads up;
-            Linear l;
-            l.w = in_out ? host_view(w, K, N) : host_view(w, N, K);
-            if (with_bias) l.b = host_view(b, 1, N);
-            l.layout = in_out ? WeightLayout::InOut : WeightLayout::OutIn;
-            l.n_in = K;
-            l.n_out = N;
-            l = be->prepare_linear(l, dt, up.keep);
+            const Linear l = prepare(*be, w, with_bias ? &b : nullptr, in_out ? MatrixOrder::InOut : MatrixOrder::OutIn,
+                                     K, N, dt, up.keep);
+            if (be == gpu.get()) {
+              EXPECT_EQ(l.format.dtype, dt);
+              EXPECT_EQ(l.n_in, K);
+              EXPECT_EQ(l.n_out, N);
+            }
             Tensor in = up.put(*be, x, T, K);
             std::vector<float> r = residual;
             Tensor out = up.put(*be, r, T, N);
@@ -191,8 +224,9 @@ TEST(CudaOps, LinearMatchesCpu) {
 }
 
 // store_kv then attention, for every cache dtype, prefill (T > 1) and decode (T = 1, split over the cache)
-// shapes, odd head dims up to the maximum. The CPU reference runs on an F32 cache holding the same rounded
-// values, so only summation order differs: |diff| <= 2e-5 (outputs are averages of N(0,1) values).
+// shapes, odd head dims up to the maximum. The CPU reference holds the same rounded values (the inputs are
+// rounded to the GPU cache's dtype first), so only summation order differs: |diff| <= 2e-5 (outputs are
+// averages of N(0,1) values).
 TEST(CudaOps, StoreKvAndAttentionMatchCpu) {
   SKIP_WITHOUT_CUDA();
   auto cpu = make_cpu_backend(2);
@@ -214,19 +248,94 @@ TEST(CudaOps, StoreKvAndAttentionMatchCpu) {
       std::vector<float> got, want;
       for (Backend* be : {gpu.get(), cpu.get()}) {
         Uploads up;
-        const DType cache_dtype = be == gpu.get() ? kv : DType::F32;
-        Tensor kc = up.zeros(*be, c.S, C, C, cache_dtype), vc = up.zeros(*be, c.S, C, C, cache_dtype);
+        auto cache = be->make_kv_cache(KvCacheSpec{1, c.H, c.D, c.S, 1});
         // Rows 0 .. pos0-1 as an earlier step would have stored them, then this step's T rows.
         Tensor kt = up.put(*be, k, n, C), vt = up.put(*be, v, n, C);
-        if (c.pos0 > 0) be->store_kv(kc, vc, kt.row_slice(0, c.pos0), vt.row_slice(0, c.pos0), 0, c.H);
-        be->store_kv(kc, vc, kt.row_slice(c.pos0, c.T), vt.row_slice(c.pos0, c.T), c.pos0, c.H);
+        if (c.pos0 > 0) {
+          const StepOf before = one_run(0, c.pos0, 0);
+          be->store_kv(*cache, 0, kt.row_slice(0, c.pos0), vt.row_slice(0, c.pos0), before.step());
+        }
+        const StepOf now = one_run(0, c.T, c.pos0);
+        be->store_kv(*cache, 0, kt.row_slice(c.pos0, c.T), vt.row_slice(c.pos0, c.T), now.step());
         Tensor out = up.zeros(*be, c.T, C, C);
-        be->attention(out, up.put(*be, q, c.T, C), kc, vc, c.pos0, c.H, scale);
+        be->attention(out, up.put(*be, q, c.T, C), *cache, 0, now.step(), c.H, scale);
         (be == gpu.get() ? got : want) = fetch(*be, out);
       }
       for (size_t i = 0; i < got.size(); ++i) {
         ASSERT_NEAR(got[i], want[i], 2e-5) << dtype_name(kv) << " T=" << c.T << " pos0=" << c.pos0 << " H=" << c.H
                                            << " D=" << c.D << " S=" << c.S << " i=" << i;
+      }
+    }
+  }
+}
+
+// Three sequences in one step, each at its own position (two decode runs, one prefill run, in an order
+// other than their sequence numbers), in the second layer of a two-layer cache: each run's output equals
+// the CPU's for that sequence alone in a cache of its own. Earlier positions are stored by steps of one
+// sequence first, as a session would have.
+TEST(CudaOps, SeveralSequencesInOneStepMatchEachAloneOnCpu) {
+  SKIP_WITHOUT_CUDA();
+  auto cpu = make_cpu_backend(2);
+  const int64_t H = 3, D = 40, C = H * D, S = 96, L = 2, layer = 1;
+  const float scale = 1.0f / std::sqrt(float(D));
+  const std::vector<SeqRun> runs = {SeqRun{2, 0, 1, 70}, SeqRun{0, 1, 1, 5}, SeqRun{1, 2, 6, 17}};
+  const StepOf now(runs);
+  const int64_t T = now.step().n_tokens;
+  for (DType kv : {DType::F32, DType::F16, DType::BF16}) {
+    auto gpu = cuda_backend(kv);
+    // Per sequence: its keys and values for positions 0 .. pos0 + n - 1, and this step's queries.
+    std::vector<std::vector<float>> ks, vs;
+    for (const SeqRun& r : runs) {
+      ks.push_back(randn(size_t((r.pos0 + r.n) * C), 20 + uint32_t(r.seq)));
+      vs.push_back(randn(size_t((r.pos0 + r.n) * C), 30 + uint32_t(r.seq)));
+      for (auto& e : ks.back()) e = round_to(e, kv);
+      for (auto& e : vs.back()) e = round_to(e, kv);
+    }
+    auto q = randn(size_t(T * C), 40);
+
+    // The GPU: one cache of 3 sequences; the history per sequence, then the step of all three.
+    std::vector<float> got;
+    {
+      Uploads up;
+      auto cache = gpu->make_kv_cache(KvCacheSpec{L, H, D, S, 3});
+      EXPECT_EQ(cache->bytes(), size_t(L * 3 * 2 * S * C) * dtype_size(kv));
+      std::vector<float> k_now(size_t(T * C)), v_now(size_t(T * C));
+      for (size_t i = 0; i < runs.size(); ++i) {
+        const SeqRun& r = runs[i];
+        Tensor kt = up.put(*gpu, ks[i], r.pos0 + r.n, C), vt = up.put(*gpu, vs[i], r.pos0 + r.n, C);
+        const StepOf before = one_run(r.seq, r.pos0, 0);
+        gpu->store_kv(*cache, layer, kt.row_slice(0, r.pos0), vt.row_slice(0, r.pos0), before.step());
+        std::memcpy(&k_now[size_t(r.first * C)], &ks[i][size_t(r.pos0 * C)], size_t(r.n * C) * sizeof(float));
+        std::memcpy(&v_now[size_t(r.first * C)], &vs[i][size_t(r.pos0 * C)], size_t(r.n * C) * sizeof(float));
+      }
+      // k and v as strided views, as the session's qkv buffer gives them.
+      std::vector<float> kv_rows(size_t(T * 2 * C));
+      for (int64_t t = 0; t < T; ++t) {
+        std::memcpy(&kv_rows[size_t(t * 2 * C)], &k_now[size_t(t * C)], size_t(C) * sizeof(float));
+        std::memcpy(&kv_rows[size_t(t * 2 * C + C)], &v_now[size_t(t * C)], size_t(C) * sizeof(float));
+      }
+      Tensor both = up.put(*gpu, kv_rows, T, 2 * C);
+      gpu->store_kv(*cache, layer, both.col_slice(0, C), both.col_slice(C, C), now.step());
+      Tensor out = up.zeros(*gpu, T, C, C);
+      gpu->attention(out, up.put(*gpu, q, T, C), *cache, layer, now.step(), H, scale);
+      got = fetch(*gpu, out);
+    }
+    // The CPU: each sequence alone, as sequence 0 of a cache of one.
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const SeqRun& r = runs[i];
+      Uploads up;
+      auto cache = cpu->make_kv_cache(KvCacheSpec{L, H, D, S, 1});
+      Tensor kt = up.put(*cpu, ks[i], r.pos0 + r.n, C), vt = up.put(*cpu, vs[i], r.pos0 + r.n, C);
+      const StepOf before = one_run(0, r.pos0, 0), alone = one_run(0, r.n, r.pos0);
+      cpu->store_kv(*cache, layer, kt.row_slice(0, r.pos0), vt.row_slice(0, r.pos0), before.step());
+      cpu->store_kv(*cache, layer, kt.row_slice(r.pos0, r.n), vt.row_slice(r.pos0, r.n), alone.step());
+      std::vector<float> q_alone(q.begin() + r.first * C, q.begin() + (r.first + r.n) * C);
+      Tensor out = up.zeros(*cpu, r.n, C, C);
+      cpu->attention(out, up.put(*cpu, q_alone, r.n, C), *cache, layer, alone.step(), H, scale);
+      const std::vector<float> want = fetch(*cpu, out);
+      for (size_t j = 0; j < want.size(); ++j) {
+        ASSERT_NEAR(got[size_t(r.first * C) + j], want[j], 2e-5)
+            << dtype_name(kv) << " sequence " << r.seq << " (pos0 " << r.pos0 << ", n " << r.n << ") j=" << j;
       }
     }
   }
@@ -293,7 +402,7 @@ TEST(CudaModel, SixteenBitWeightsCloseToTransformers) {
     for (const char* name : {"tiny", "tiny-untied", "tiny-sharded", "tiny-relu-legacy", "tiny-sinusoidal"}) {
       const Reference ref = load_reference(name);
       auto model = load_on(name, be, dt);
-      ASSERT_EQ(model->weights().layers[0].mlp_fc.w.dtype, dt);
+      ASSERT_EQ(model->weights().layers[0].ffn_up.format.dtype, dt);
       const int64_t V = model->config().n_vocab, T = int64_t(ref.tokens.size());
       Session s(model);
       auto got = s.eval_all(ref.tokens);
@@ -409,6 +518,59 @@ TEST(CudaModel, GraphPathEqualsPlainPath) {
   }
 }
 
+// Three sequences of one session decoded together (Session::eval_batch: one step of three runs at three
+// positions, then one mixing a prefill run with decode runs), then one at a time (a recorded graph per
+// sequence): every sequence's logits equal the CPU's for that sequence alone in a session of its own. F32
+// KV cache: both within 1e-4 of transformers, so within 2e-4 of each other.
+TEST(CudaModel, ThreeSequencesInOneStepEqualEachAloneOnCpu) {
+  SKIP_WITHOUT_CUDA();
+  auto be = cuda_backend(DType::F32);
+  for (const char* name : {"tiny", "tiny-untied", "tiny-sinusoidal", "tiny-bf16"}) {
+    const Reference ref = load_reference(name);
+    auto on_gpu = load_on(name, be);
+    auto on_cpu = Model::load(test::fixture_dir(name), LoadOptions::threads(2));
+    const int64_t V = on_gpu->config().n_vocab;
+    const std::vector<int32_t>& tk = ref.tokens;
+    ASSERT_GE(tk.size(), 9u) << name;
+    // Prompts of different lengths: the sequences sit at positions 5, 1 and 8.
+    const std::vector<std::vector<int32_t>> prompts = {
+        {tk.begin(), tk.begin() + 5}, {tk.rbegin(), tk.rbegin() + 1}, {tk.begin() + 1, tk.begin() + 9}};
+    // What each sequence gets in each later step: {seq, tokens}.
+    const std::vector<std::vector<std::pair<int64_t, std::vector<int32_t>>>> steps = {
+        {{2, {tk[1]}}, {0, {tk[6]}}, {1, {tk[2]}}},           // three decode runs
+        {{1, {tk[3], tk[4], tk[0]}}, {0, {tk[7]}}, {2, {tk[8]}}},  // a prefill run among decode runs
+        {{1, {tk[5]}}},                                        // one sequence alone: graphs
+        {{0, {tk[2]}}},
+        {{1, {tk[6]}}},
+        {{0, {tk[3]}}},
+    };
+    SessionOptions so;
+    so.n_seq = 3;
+    Session g(on_gpu, so);
+    std::vector<std::unique_ptr<Session>> alone;
+    for (int64_t s = 0; s < 3; ++s) {
+      g.eval(prompts[size_t(s)], s);
+      alone.push_back(std::make_unique<Session>(on_cpu));
+      alone.back()->eval(prompts[size_t(s)]);
+    }
+    for (size_t si = 0; si < steps.size(); ++si) {
+      std::vector<Session::SeqTokens> batch;
+      for (const auto& [seq, toks] : steps[si]) batch.push_back({seq, std::span<const int32_t>(toks)});
+      const auto got_span = g.eval_batch(batch);
+      const std::vector<float> got(got_span.begin(), got_span.end());
+      ASSERT_EQ(got.size(), batch.size() * size_t(V)) << name;
+      for (size_t e = 0; e < batch.size(); ++e) {
+        const auto want = alone[size_t(batch[e].seq)]->eval(batch[e].tokens);
+        const double d = max_abs_diff(got.data() + e * size_t(V), want.data(), size_t(V));
+        EXPECT_LE(d, 2e-4) << name << " step " << si << " sequence " << batch[e].seq;
+        EXPECT_EQ(argmax(got.data() + e * size_t(V), V), argmax(want.data(), V))
+            << name << " step " << si << " sequence " << batch[e].seq;
+      }
+    }
+    for (int64_t s = 0; s < 3; ++s) EXPECT_EQ(g.n_past(s), alone[size_t(s)]->n_past()) << name;
+  }
+}
+
 // Greedy generation on the GPU picks exactly the CPU's tokens (stored weights, default F16 KV cache).
 TEST(CudaModel, GreedyGenerationEqualsCpu) {
   SKIP_WITHOUT_CUDA();
@@ -458,8 +620,63 @@ TEST(CudaBackend, ClearErrorsForMissingDevices) {
   test::expect_error([] { make_cuda_backend(1000); }, ErrorKind::Argument, {"CUDA device 1000 does not exist"});
   auto be = make_cuda_backend(0);
   EXPECT_EQ(be->device(), Device::Cuda);
-  EXPECT_EQ(be->kv_dtype(), DType::F16);
-  EXPECT_GT(be->peak_bandwidth_gb_s(), 100.0);
+  // The default KV cache is F16: [layer][seq][K | V][n_ctx][Hkv * D].
+  auto cache = be->make_kv_cache(KvCacheSpec{3, 4, 16, 10, 2});
+  EXPECT_EQ(cache->bytes(), size_t(3 * 2 * 2 * 10 * 4 * 16) * 2);
+  EXPECT_EQ(cache->spec().n_seq, 2);
+}
+
+// The devices the driver reports: none without CUDA; with it, each with a name, its memory and its maker's
+// bandwidth.
+TEST(CudaBackend, DevicesAreListed) {
+  std::string why;
+  const std::vector<CudaDeviceInfo> devices = cuda_devices();
+  if (!cuda_available(&why)) {
+    EXPECT_TRUE(devices.empty());
+    GTEST_SKIP() << why;
+  }
+  ASSERT_FALSE(devices.empty());
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const CudaDeviceInfo& d = devices[i];
+    EXPECT_EQ(d.index, int(i));
+    EXPECT_FALSE(d.name.empty());
+    EXPECT_GE(d.cc_major, 1);
+    EXPECT_GT(d.memory_bytes, size_t(1) << 30);
+    EXPECT_GT(d.peak_bandwidth_gb_s, 100.0) << d.name;
+  }
+}
+
+// What the CUDA backend does not do yet is refused by name, kind Unsupported: quantized weight formats and
+// attention with fewer KV heads than query heads.
+TEST(CudaBackend, UnsupportedVariantsAreRefused) {
+  SKIP_WITHOUT_CUDA();
+  auto be = cuda_backend();
+  Uploads up;
+  std::vector<float> w = randn(64 * 8, 50);
+  HostLinear h;
+  h.w = host_view(w, 64, 8);
+  h.order = MatrixOrder::InOut;
+  h.n_in = 64;
+  h.n_out = 8;
+  WeightFormat q4{DType::U8, 32, 18};
+  test::expect_error([&] { be->prepare_linear(h, q4, up.keep); }, ErrorKind::Unsupported,
+                     {"cuda backend: quantized weights are not supported yet"});
+
+  const int64_t H = 4, Hkv = 2, D = 8;
+  auto cache = be->make_kv_cache(KvCacheSpec{1, Hkv, D, 16, 1});
+  const StepOf st = one_run(0, 1, 0);
+  Tensor k = up.zeros(*be, 1, Hkv * D, Hkv * D), v = up.zeros(*be, 1, Hkv * D, Hkv * D);
+  be->store_kv(*cache, 0, k, v, st.step());  // storing fewer KV heads is fine
+  Tensor q = up.zeros(*be, 1, H * D, H * D), out = up.zeros(*be, 1, H * D, H * D);
+  test::expect_error([&] { be->attention(out, q, *cache, 0, st.step(), H, 1.0f); }, ErrorKind::Unsupported,
+                     {"n_head 4 != n_kv_head 2"});
+  // A cache of another backend, a step past the cache: Argument errors.
+  auto cpu = make_cpu_backend(1);
+  auto cpu_cache = cpu->make_kv_cache(KvCacheSpec{1, Hkv, D, 16, 1});
+  test::expect_error([&] { be->store_kv(*cpu_cache, 0, k, v, st.step()); }, ErrorKind::Argument,
+                     {"not made by this CUDA backend"});
+  const StepOf past = one_run(0, 1, 16);
+  test::expect_error([&] { be->store_kv(*cache, 0, k, v, past.step()); }, ErrorKind::Argument, {"outside the cache"});
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "minigpt/backend.h"
+#include "minigpt/cuda.h"
 #include "test_util.h"
 
 extern char** environ;
@@ -171,6 +172,15 @@ TEST(CudaModule, ErrorsCrossTheModuleAsMinigptError) {
   } else {
     test::expect_error([] { make_cuda_backend(0); }, ErrorKind::Unsupported, {why});
   }
+}
+
+// cuda_devices() goes through the module too: empty where CUDA is unavailable (no module, no driver, no
+// device, or a build without CUDA), the driver's devices where it is.
+TEST(CudaModule, DevicesComeThroughTheModule) {
+  std::string why;
+  const bool available = cuda_available(&why);
+  const std::vector<CudaDeviceInfo> devices = cuda_devices();
+  EXPECT_EQ(devices.empty(), !available) << why;
 }
 
 // MINIGPT_CUDA_MODULE names the module to load; when that fails, the one line names it and says why.

@@ -1,10 +1,17 @@
-// The CPU kernels against plain loops, at sizes that are not multiples of the vector width.
+// The CPU kernels against plain loops, at sizes that are not multiples of the vector width, at every
+// kernel level this binary holds and this CPU runs (Levels/KernelsAtLevel.*/<level>).
 #include <cmath>
+#include <algorithm>
+#include <array>
 #include <limits>
 #include <random>
 
 #include "cpu/kernels.h"
 #include "minigpt/backend.h"
+#if __has_include("minigpt/cpu.h")
+#include "minigpt/cpu.h"  // make_cpu_backend
+#endif
+#include "minigpt/error.h"
 #include "minigpt/tensor.h"
 #include "test_util.h"
 
@@ -48,7 +55,15 @@ void expect_gemv_close(const std::vector<float>& got, const std::vector<float>& 
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * scale[i] + 1e-6) << "row " << i;
 }
 
-TEST(Kernels, GemvAtOddSizes) {
+class KernelsAtLevel : public ::testing::TestWithParam<std::string> {
+ protected:
+  const cpu::KernelTable& k() const { return cpu::kernels_for(GetParam()); }
+};
+INSTANTIATE_TEST_SUITE_P(Levels, KernelsAtLevel, ::testing::ValuesIn(cpu::supported_levels()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+TEST_P(KernelsAtLevel, GemvAtOddSizes) {
+  const cpu::KernelTable& K = k();
   for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 5}, {5, 17}, {7, 33}, {13, 100}, {9, 768}, {6, 3071}}) {
     const int64_t ldw = k + 3;  // rows not packed: the stride is honoured
     const auto wf = randn(size_t(n * ldw), uint32_t(n * 1000 + k));
@@ -78,10 +93,10 @@ TEST(Kernels, GemvAtOddSizes) {
         expect_gemv_close(got, want, scale_t);
       };
       SCOPED_TRACE("n=" + std::to_string(n) + " k=" + std::to_string(k) + " acc=" + std::to_string(acc));
-      run(cpu::gemv_f32, cpu::reference::gemv_f32, wf.data());
+      run(K.gemv_f32, cpu::reference::gemv_f32, wf.data());
       // The [K, N] layout: the same numbers read as W^T (k rows of ldw >= n).
       if (k + 3 >= n) {
-        run_t(cpu::gemv_inout_f32, cpu::reference::gemv_inout_f32, wf.data());
+        run_t(K.gemv_inout_f32, cpu::reference::gemv_inout_f32, wf.data());
       }
       // The packed 16-bit kernel against the plain loop on the unpacked matrix, all rows and a later block.
       for (bool bf16 : {true, false}) {
@@ -92,14 +107,14 @@ TEST(Kernels, GemvAtOddSizes) {
           for (int64_t c = 0; c < k; ++c) packed[size_t(cpu::Packed16::offset(r, c, kp))] = w16[size_t(r * ldw + c)];
         for (int64_t r0 : {int64_t(0), n > 4 ? int64_t(4) : int64_t(0)}) {
           std::vector<float> got = init, want = init;
-          cpu::gemv_packed16(got.data() + r0, packed.data(), kp, x.data(), r0, n - r0, k, acc, bf16);
+          K.gemv_packed16(got.data() + r0, packed.data(), kp, x.data(), r0, n - r0, k, acc, bf16);
           (bf16 ? cpu::reference::gemv_bf16 : cpu::reference::gemv_f16)(want.data() + r0, w16.data() + r0 * ldw, ldw,
                                                                          x.data(), n - r0, k, acc);
           expect_gemv_close(got, want, scale);
         }
         // Widening packed rows gives the stored values back.
         std::vector<float> rows(size_t(n * k));
-        cpu::widen_packed_rows(rows.data(), k, packed.data(), kp, 0, n, k, bf16);
+        K.widen_packed_rows(rows.data(), k, packed.data(), kp, 0, n, k, bf16);
         for (int64_t r = 0; r < n; ++r)
           for (int64_t c = 0; c < k; ++c) {
             const uint16_t v = w16[size_t(r * ldw + c)];
@@ -110,28 +125,28 @@ TEST(Kernels, GemvAtOddSizes) {
   }
 }
 
-TEST(Kernels, WidenRowsIsExact) {
+TEST_P(KernelsAtLevel, WidenRowsIsExact) {
   const int64_t rows = 3, cols = 21, ld = 25;
   const auto f = randn(size_t(rows * ld), 3, 10.0f);
   std::vector<uint16_t> b(f.size()), h(f.size());
   for (size_t i = 0; i < f.size(); ++i) b[i] = f32_to_bf16(f[i]), h[i] = f32_to_f16(f[i]);
   std::vector<float> out(static_cast<size_t>(rows * cols));
-  cpu::widen_rows(out.data(), cols, b.data(), ld, rows, cols, true);
+  k().widen_rows(out.data(), cols, b.data(), ld, rows, cols, true);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(out[size_t(r * cols + c)], bf16_to_f32(b[size_t(r * ld + c)]));
-  cpu::widen_rows(out.data(), cols, h.data(), ld, rows, cols, false);
+  k().widen_rows(out.data(), cols, h.data(), ld, rows, cols, false);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(out[size_t(r * cols + c)], f16_to_f32(h[size_t(r * ld + c)]));
 }
 
-TEST(Kernels, GeluTanhMatchesStdTanh) {
+TEST_P(KernelsAtLevel, GeluTanhMatchesStdTanh) {
   // Everywhere from tiny to huge, both signs, zero, and an odd count (vector body + scalar tail).
   std::vector<float> x = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-4f, -3e-3f, 0.06f, -0.07f, 30.0f, -30.0f, 200.0f, -200.0f};
   for (int i = -2000; i <= 2000; ++i) x.push_back(float(i) * 0.00437f);
   const auto r = randn(1001, 5, 3.0f);
   x.insert(x.end(), r.begin(), r.end());
   std::vector<float> got = x, want = x;
-  cpu::gelu_tanh(got.data(), int64_t(got.size()));
+  k().gelu_tanh(got.data(), int64_t(got.size()));
   cpu::reference::gelu_tanh(want.data(), int64_t(want.size()));
   double worst = 0;
   for (size_t i = 0; i < x.size(); ++i) {
@@ -142,7 +157,160 @@ TEST(Kernels, GeluTanhMatchesStdTanh) {
     EXPECT_NEAR(got[i], want[i], tol) << "x = " << x[i];
     worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
   }
-  std::printf("[ measured ] gelu_tanh: max |vector - std::tanh version| = %.3g\n", worst);
+  std::printf("[ measured ] %s gelu_tanh: max |vector - std::tanh version| = %.3g\n", GetParam().c_str(), worst);
+}
+
+// Several rows of x at once (batched decode) against the double reference row by row, nx = 1 .. 9, with
+// row strides that are not the row lengths, for all three layouts and both 16-bit types.
+TEST_P(KernelsAtLevel, MultiRowGemvAtOddSizes) {
+  const cpu::KernelTable& K = k();
+  for (auto [n, kk] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 5}, {5, 17}, {7, 33}, {13, 100}, {9, 768}, {6, 1031}}) {
+    const int64_t ldw = kk + 3, ldx = std::max(n, kk) + 5, ldy = std::max(n, kk) + 2;
+    const auto wf = randn(size_t(n * ldw), uint32_t(n * 1000 + kk));
+    std::vector<uint16_t> wb(wf.size()), wh(wf.size());
+    for (size_t i = 0; i < wf.size(); ++i) wb[i] = f32_to_bf16(wf[i]), wh[i] = f32_to_f16(wf[i]);
+    const int64_t kp = cpu::Packed16::padded_cols(kk);
+    std::vector<uint16_t> pb(size_t(cpu::Packed16::padded_rows(n) * kp), 0), ph(pb.size(), 0);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < kk; ++c) {
+        pb[size_t(cpu::Packed16::offset(r, c, kp))] = wb[size_t(r * ldw + c)];
+        ph[size_t(cpu::Packed16::offset(r, c, kp))] = wh[size_t(r * ldw + c)];
+      }
+    for (int64_t nx = 1; nx <= 9; ++nx) {
+      const auto x = randn(size_t(nx * ldx), uint32_t(kk + 31 * nx));
+      const auto init = randn(size_t(nx * ldy), uint32_t(nx));
+      for (bool acc : {false, true}) {
+        SCOPED_TRACE("n=" + std::to_string(n) + " k=" + std::to_string(kk) + " nx=" + std::to_string(nx) +
+                     " acc=" + std::to_string(acc));
+        // OutIn [n, k]: F32, and packed BF16 / F16 from row r0 on.
+        auto check_outin = [&](const std::vector<float>& got, auto ref, const auto* w, int64_t r0) {
+          for (int64_t t = 0; t < nx; ++t) {
+            std::vector<float> want(init.begin() + t * ldy + r0, init.begin() + t * ldy + n);
+            std::vector<float> g(got.begin() + t * ldy + r0, got.begin() + t * ldy + n), scale(static_cast<size_t>(n - r0));
+            for (int64_t i = r0; i < n; ++i)
+              for (int64_t j = 0; j < kk; ++j) scale[size_t(i - r0)] += std::fabs(wf[size_t(i * ldw + j)] * x[size_t(t * ldx + j)]);
+            ref(want.data(), w + r0 * ldw, ldw, x.data() + t * ldx, n - r0, kk, acc);
+            SCOPED_TRACE("t=" + std::to_string(t));
+            expect_gemv_close(g, want, scale);
+            // Columns past n (the row stride's gap) untouched.
+            for (int64_t i = n; i < ldy && t + 1 < nx; ++i) ASSERT_EQ(got[size_t(t * ldy + i)], init[size_t(t * ldy + i)]);
+          }
+        };
+        {
+          std::vector<float> got = init;
+          K.gemv_f32_rows(got.data(), ldy, wf.data(), ldw, x.data(), ldx, nx, n, kk, acc);
+          check_outin(got, cpu::reference::gemv_f32, wf.data(), 0);
+        }
+        for (bool bf16 : {true, false}) {
+          for (int64_t r0 : {int64_t(0), n > 4 ? int64_t(4) : int64_t(0)}) {
+            std::vector<float> got = init;
+            K.gemv_packed16_rows(got.data() + r0, ldy, (bf16 ? pb : ph).data(), kp, x.data(), ldx, nx, r0, n - r0, kk, acc, bf16);
+            check_outin(got, bf16 ? cpu::reference::gemv_bf16 : cpu::reference::gemv_f16, (bf16 ? wb : wh).data(), r0);
+          }
+        }
+        // InOut: the same [n, ldw] matrix read as [K = n, N = k], x rows of n.
+        {
+          std::vector<float> got = init;
+          K.gemv_inout_f32_rows(got.data(), ldy, wf.data(), ldw, x.data(), ldx, nx, kk, n, acc);
+          for (int64_t t = 0; t < nx; ++t) {
+            std::vector<float> want(init.begin() + t * ldy, init.begin() + t * ldy + kk);
+            std::vector<float> g(got.begin() + t * ldy, got.begin() + t * ldy + kk), scale(static_cast<size_t>(kk));
+            for (int64_t j = 0; j < kk; ++j)
+              for (int64_t i = 0; i < n; ++i) scale[size_t(j)] += std::fabs(wf[size_t(i * ldw + j)] * x[size_t(t * ldx + i)]);
+            cpu::reference::gemv_inout_f32(want.data(), wf.data(), ldw, x.data() + t * ldx, kk, n, acc);
+            SCOPED_TRACE("inout t=" + std::to_string(t));
+            expect_gemv_close(g, want, scale);
+          }
+        }
+      }
+    }
+  }
+}
+
+// attention_block (up to 4 queries) and attention_prefill of one head, called directly, against a direct
+// softmax: decode steps, short steps, and prefills over several tiles and key blocks, D % 8 == 0 or not.
+TEST_P(KernelsAtLevel, AttentionKernelsMatchDirectSoftmax) {
+  const cpu::KernelTable& K = k();
+  for (auto [T, pos0, D] : std::vector<std::array<int64_t, 3>>{
+           {1, 0, 1}, {3, 5, 7}, {1, 150, 64}, {4, 9, 16}, {1, 1500, 16}, {1, 30, 40}, {1, 10, 72}, {70, 0, 5},
+           {9, 5, 8}, {33, 0, 16}, {37, 11, 24}, {41, 7, 8}, {80, 130, 64}}) {
+    const int64_t S = pos0 + T, ldq = D + 3, ldo = D + 1;
+    const auto q = randn(size_t(T * ldq), 1), kt = randn(size_t(D * S), 2), v = randn(size_t(S * D), 3);
+    const float scale = 0.7f;
+    std::vector<double> want(size_t(T * D));
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t n = pos0 + t + 1;
+      std::vector<double> s(static_cast<size_t>(n));
+      double mx = -1e300, sum = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        double d = 0;
+        for (int64_t i = 0; i < D; ++i) d += double(q[size_t(t * ldq + i)]) * kt[size_t(i * S + j)];
+        s[size_t(j)] = scale * d;
+        mx = std::max(mx, s[size_t(j)]);
+      }
+      for (auto& e : s) sum += (e = std::exp(e - mx));
+      for (int64_t i = 0; i < D; ++i) {
+        double o = 0;
+        for (int64_t j = 0; j < n; ++j) o += s[size_t(j)] / sum * v[size_t(j * D + i)];
+        want[size_t(t * D + i)] = o;
+      }
+    }
+    std::vector<float> a(size_t(T * ldo)), b(size_t(T * ldo));
+    for (int64_t t0 = 0; t0 < T; t0 += 4) {
+      K.attention_block(a.data() + t0 * ldo, ldo, q.data() + t0 * ldq, ldq, std::min<int64_t>(4, T - t0), pos0 + t0,
+                        kt.data(), v.data(), S, D, scale);
+    }
+    K.attention_prefill(b.data(), ldo, q.data(), ldq, T, pos0, kt.data(), v.data(), S, D, scale);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < D; ++i) {
+        ASSERT_NEAR(a[size_t(t * ldo + i)], want[size_t(t * D + i)], 1e-5) << "block T=" << T << " pos0=" << pos0 << " t=" << t;
+        ASSERT_NEAR(b[size_t(t * ldo + i)], want[size_t(t * D + i)], 1e-5) << "prefill T=" << T << " pos0=" << pos0 << " t=" << t;
+      }
+  }
+}
+
+TEST(KernelLevels, ChosenLevelIsSupported) {
+  const auto levels = cpu::supported_levels();
+  ASSERT_FALSE(levels.empty());
+  EXPECT_EQ(levels.front(), "generic");
+  EXPECT_NE(std::find(levels.begin(), levels.end(), cpu::kernel_level_name()), levels.end()) << cpu::kernel_level_name();
+  for (const auto& l : levels) EXPECT_EQ(cpu::kernels_for(l).name, l);
+  std::string all;
+  for (const auto& l : levels) all += " " + l;
+  std::printf("[ measured ] kernel level %s; supported:%s; CPU features: %s\n", cpu::kernel_level_name(), all.c_str(),
+              cpu::cpu_features().c_str());
+}
+
+TEST(KernelLevels, UnknownOrUnsupportedLevelIsAnError) {
+  try {
+    cpu::kernels_for("nonsense");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Argument);
+    EXPECT_NE(std::string(e.what()).find("unknown kernel level"), std::string::npos) << e.what();
+  }
+  const auto levels = cpu::supported_levels();
+  const std::string features = " " + cpu::cpu_features() + " ";
+  for (std::string l : {"avx2", "avx512", "avx512bf16"}) {
+    if (std::find(levels.begin(), levels.end(), l) != levels.end()) continue;
+    try {
+      cpu::kernels_for(l);
+      FAIL() << l << ": no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Argument);
+      const std::string msg = e.what();
+      // Either this build lacks the level, or the message names a feature this CPU lacks.
+      const auto at = msg.find("this CPU lacks ");
+      if (at == std::string::npos) {
+        EXPECT_NE(msg.find("this build has no"), std::string::npos) << msg;
+      } else {
+        const std::string f = msg.substr(at + 15, msg.find(' ', at + 15) - (at + 15));
+        EXPECT_EQ(features.find(" " + f + " "), std::string::npos) << msg;
+        EXPECT_NE(msg.find("it supports: generic"), std::string::npos) << msg;
+      }
+      std::printf("[ measured ] %s\n", msg.c_str());
+    }
+  }
 }
 
 // The CPU backend's store_kv + attention (blockwise, online softmax) against a direct softmax over all scores:
@@ -158,15 +326,22 @@ TEST(Kernels, AttentionMatchesDirectSoftmax) {
            {300, 200, 2, 64}}) {
     const int64_t C = H * D, S = pos0 + T;
     const auto q = randn(size_t(T * C), 1), k = randn(size_t(S * C), 2), v = randn(size_t(S * C), 3);
-    std::vector<float> out(static_cast<size_t>(T * C)), kc(static_cast<size_t>(S * C)), vc(static_cast<size_t>(S * C));
+    std::vector<float> out(static_cast<size_t>(T * C));
     const float scale = 0.7f;
     auto view = [](const std::vector<float>& v, int64_t rows, int64_t cols) {
       return make_tensor(const_cast<float*>(v.data()), DType::F32, Device::Host, rows, cols);
     };
+    const auto cache = be->make_kv_cache(KvCacheSpec{1, H, D, S, 1});
+    const std::vector<int32_t> no_ids(static_cast<size_t>(S), 0);  // the ops below do not read ids
     // Rows 0 .. pos0-1 as earlier steps stored them, then this step's T rows; then attention.
-    if (pos0 > 0) be->store_kv(view(kc, S, C), view(vc, S, C), view(k, pos0, C), view(v, pos0, C), 0, H);
-    be->store_kv(view(kc, S, C), view(vc, S, C), view(k, S, C).row_slice(pos0, T), view(v, S, C).row_slice(pos0, T), pos0, H);
-    be->attention(view(out, T, C), view(q, T, C), view(kc, S, C), view(vc, S, C), pos0, H, scale);
+    if (pos0 > 0) {
+      const SeqRun before{0, 0, pos0, 0};
+      be->store_kv(*cache, 0, view(k, pos0, C), view(v, pos0, C), Step{no_ids.data(), pos0, {&before, 1}});
+    }
+    const SeqRun run{0, 0, T, pos0};
+    const Step step{no_ids.data(), T, {&run, 1}};
+    be->store_kv(*cache, 0, view(k, S, C).row_slice(pos0, T), view(v, S, C).row_slice(pos0, T), step);
+    be->attention(view(out, T, C), view(q, T, C), *cache, 0, step, H, scale);
     for (int64_t t = 0; t < T; ++t) {
       for (int64_t h = 0; h < H; ++h) {
         const int64_t n = pos0 + t + 1;

@@ -259,7 +259,7 @@ TEST_P(LowPrecision, LogitsCloseAndArgmaxAgreesWithTransformers) {
     lo.n_threads = 2;
     lo.weight_dtype = p.dtype;
     auto model = Model::load(test::fixture_dir(name), lo);
-    EXPECT_EQ(model->weights().layers[0].mlp_fc.w.dtype, p.dtype);
+    EXPECT_EQ(model->weights().layers[0].ffn_up.format.dtype, p.dtype);
     const int64_t V = model->config().n_vocab, T = int64_t(ref.tokens.size());
     Session s(model);
     auto got = s.eval_all(ref.tokens);

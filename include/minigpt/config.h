@@ -1,4 +1,5 @@
-// The hyper-parameters of a GPT-2-family model, read from a Hugging Face config.json.
+// The hyper-parameters of a decoder-only transformer, model-neutral: each architecture's parser
+// (src/arch/) fills them from its Hugging Face config.json, and the forward pass reads only these.
 #pragma once
 
 #include <cstdint>
@@ -8,36 +9,47 @@
 namespace minigpt {
 
 enum class Activation { GeluTanh, GeluErf, Relu };  // gelu_new / gelu_pytorch_tanh, gelu, relu
-enum class PositionEncoding { Learned, Sinusoidal };
+enum class PositionEncoding { Learned, Sinusoidal, Rotary };
 
 struct Config {
+  std::string arch = "gpt2";  // the architecture (Hugging Face model_type) that describes the tensors
   int64_t n_layer = 0;
   int64_t n_head = 0;
-  int64_t n_embd = 0;   // C: the residual width
-  int64_t n_ctx = 0;    // n_positions: the longest sequence the model accepts
-  int64_t n_vocab = 0;  // vocab_size
-  int64_t n_inner = 0;  // the MLP's hidden width (4 * n_embd when config.json says null)
+  int64_t n_kv_head = 0;  // key/value heads: n_head (multi-head), 1 (multi-query) or a divisor (grouped); 0 = n_head
+  int64_t n_embd = 0;     // C: the residual width
+  int64_t n_ctx = 0;      // the longest sequence the model accepts (n_positions)
+  int64_t n_vocab = 0;    // vocab_size
+  int64_t n_inner = 0;    // the MLP's hidden width
   float layer_norm_epsilon = 1e-5f;
   Activation activation = Activation::GeluTanh;
   std::string activation_name = "gelu_new";
+  // The block: x += attn(ln_1(x)); x += mlp(ln_2(x)) (sequential), or x += attn(ln_1(x)) + mlp(ln_2(x))
+  // with both norms of the same x (parallel, GPT-J / GPT-NeoX).
+  bool parallel_residual = false;
+  PositionEncoding position_encoding = PositionEncoding::Learned;
+  int64_t rotary_dim = 0;      // rotary: the leading dimensions of each head that are rotated
+  float rope_theta = 10000.0f;  // rotary: the base of the frequencies
   bool scale_attn_weights = true;                // scores /= sqrt(head_dim)
   bool scale_attn_by_inverse_layer_idx = false;  // scores /= (layer + 1)
-  bool tie_word_embeddings = true;               // lm_head.weight is wte.weight
-  PositionEncoding position_encoding = PositionEncoding::Learned;
+  bool tie_word_embeddings = true;               // the LM head is the token embedding matrix
   // -1: the model has none. transformers accepts ids outside the vocabulary (its default 50256 in a small
   // model's config), so these may be >= n_vocab; whoever uses them checks.
   int64_t bos_token_id = -1;
   int64_t eos_token_id = -1;
 
   int64_t head_dim() const { return n_embd / n_head; }
-  // Throws Error(Config) naming `source` when the values are inconsistent or out of range.
+  int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
+  int64_t kv_dim() const { return kv_heads() * head_dim(); }
+  // Throws Error(Config) naming `source` when the values are inconsistent or out of range, and
+  // Error(Unsupported) for a variant the forward pass does not implement yet.
   void validate(const std::string& source) const;
 };
 
-// Parses config.json text. `source` names the file in error messages.
+// Parses config.json text: its model_type picks the architecture, whose parser fills the config; an
+// unknown model_type is refused by name. `source` names the file in error messages.
 Config parse_config(const std::string& json_text, const std::string& source);
 Config load_config(const std::filesystem::path& path);
-// The config.json a Hugging Face GPT2Config would write for these values (for tests and tools).
+// The config.json transformers would write for these values (for tests and tools).
 std::string config_to_json(const Config& c);
 
 }  // namespace minigpt

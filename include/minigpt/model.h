@@ -1,5 +1,6 @@
-// A loaded GPT-2-family model: config plus weights prepared for one backend. Immutable after load, so
-// several Sessions may share it.
+// A loaded model: config plus weights prepared for one backend. Immutable after load, so several Sessions
+// may share it. Which tensors a checkpoint holds and where each goes is its architecture's description
+// (src/arch/); the weights are named here by their role.
 #pragma once
 
 #include <filesystem>
@@ -16,24 +17,34 @@
 namespace minigpt {
 
 struct LayerWeights {
-  Tensor ln_1_w, ln_1_b;  // [1, C]
-  Linear attn_qkv;        // C -> 3C   (q | k | v, heads side by side in each)
-  Linear attn_proj;       // C -> C
-  Tensor ln_2_w, ln_2_b;  // [1, C]
-  Linear mlp_fc;          // C -> F
-  Linear mlp_proj;        // F -> C
+  Tensor attn_norm_w, attn_norm_b;  // [1, C]
+  Linear attn_qkv;                  // C -> (H + 2 Hkv) D   (q | k | v, heads side by side in each)
+  Linear attn_out;                  // H D -> C
+  Tensor ffn_norm_w, ffn_norm_b;    // [1, C]
+  Linear ffn_up;                    // C -> F
+  Linear ffn_down;                  // F -> C
 };
 
 struct ModelWeights {
-  Tensor wte;  // [V, C] token embeddings
-  Tensor wpe;  // [S, C] position embeddings (learned, or the sinusoidal table built at load)
+  Linear token_embd;  // [V, C] token embeddings, held as a linear layer C -> V: it doubles as the tied head
+  Tensor pos_embd;    // [S, C] position embeddings (learned, or the sinusoidal table built at load); empty
+                      // for rotary positions
   std::vector<LayerWeights> layers;
-  Tensor ln_f_w, ln_f_b;  // [1, C]
-  Linear lm_head;         // C -> V, W stored [V, C] (wte itself when tied)
+  Tensor out_norm_w, out_norm_b;  // [1, C]
+  Linear output;                  // C -> V (token_embd itself when tied)
+};
+
+// What a model directory holds, read from config.json and the weight files' headers only (no weight is
+// read): `minigpt info`.
+struct ModelSummary {
+  Config config;
+  int64_t n_params = 0;
+  std::vector<std::pair<std::string, size_t>> stored_bytes;  // by dtype name
+  std::vector<std::string> files;                            // the weight files
 };
 
 struct LoadOptions {
-  std::shared_ptr<Backend> backend;  // null: the CPU backend with n_threads
+  std::shared_ptr<Backend> backend;  // null: the "cpu" backend of the registry with n_threads
   int n_threads = 0;                 // 0: all cores
   // The dtype the weight matrices are computed in (F32, F16, BF16), converted at load; unset: as stored
   // (a file of mixed dtypes keeps each). Layer norms, biases and positions stay F32.
@@ -52,6 +63,9 @@ class Model {
   static std::shared_ptr<const Model> load(const std::filesystem::path& dir, const LoadOptions& options = {});
   // A model of this config with the counter-based random weights of random_weights.h, built in memory.
   static std::shared_ptr<const Model> random(const Config& config, const LoadOptions& options = {});
+  // Reads config.json and the weight files' headers of `dir` and checks every tensor's name, dtype and
+  // shape against the architecture, as load() does, without reading a weight.
+  static ModelSummary inspect(const std::filesystem::path& dir);
 
   const Config& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
@@ -74,12 +88,7 @@ class Model {
   std::vector<std::pair<std::string, size_t>> stored_bytes_;
   size_t bytes_per_token_ = 0;
 
-  struct HostTensor;
-  // Reads each tensor of `all` once into a short-lived host buffer, checks it and hands it to the backend,
-  // which keeps its own copy: nothing of the files (or of Model::random's values) stays referenced, and the
-  // peak memory is the model plus its largest tensor. `weights_where` names the files in messages.
-  void assemble(const std::map<std::string, HostTensor>& all, const std::string& prefix, const LoadOptions& options,
-                const std::string& weights_where);
+  friend struct ModelBuilder;  // src/model.cpp: fills a Model from its architecture's tensors
 };
 
 // The sinusoidal table of "Attention Is All You Need": PE(p, 2i) = sin(p / 10000^(2i/d)),

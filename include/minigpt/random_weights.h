@@ -4,7 +4,8 @@
 // without committing the weights:
 //   seed = splitmix64(fnv1a64(bare name)); z = splitmix64(seed + j) for element j (row-major);
 //   u = ((z >> 40) + 0.5) / 2^24; value = float((2u - 1) * sqrt(3) * std + mean), in double, in this order;
-//   (mean, std) = (1, 0.1) for ln_1.weight, ln_2.weight, ln_f.weight, else (0, 0.02).
+//   (mean, std) = (1, 0.1) for norm weights (GPT-2: ln_1.weight, ln_2.weight, ln_f.weight), else (0, 0.02).
+// Which tensors a model has, and their bare names, come from its architecture's description (src/arch/).
 #pragma once
 
 #include <cstdint>
@@ -21,11 +22,19 @@ namespace minigpt {
 
 uint64_t splitmix64(uint64_t x);
 uint64_t fnv1a64(std::string_view s);
-// Values [first, first + n) of the tensor named `bare_name`.
-void fill_counter_random(float* dst, size_t n, std::string_view bare_name, uint64_t first = 0);
+// Values [first, first + n) of the tensor named `bare_name`, of this mean and standard deviation.
+void fill_counter_random(float* dst, size_t n, std::string_view bare_name, double mean, double std,
+                         uint64_t first = 0);
 
-// (bare name, shape) of every tensor of a GPT-2 model with this config, in Hugging Face's stored layout.
-std::vector<std::pair<std::string, std::vector<int64_t>>> gpt2_tensor_shapes(const Config& c);
+// Every tensor of a model of this config as its architecture describes it: its bare name, its shape in
+// Hugging Face's stored layout, and the mean and standard deviation of its random values.
+struct RandomTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  double mean = 0.0;
+  double std = 0.02;
+};
+std::vector<RandomTensor> random_tensors(const Config& c);
 
 // The published shapes: gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2.
 Config gpt2_preset(std::string_view name);

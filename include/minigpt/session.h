@@ -1,4 +1,6 @@
-// Per-run state over a shared Model: the KV cache (n_ctx rows per layer), scratch buffers, the position.
+// Per-run state over a shared Model: a KV cache of one or more sequences (made by the model's backend),
+// scratch buffers, each sequence's position. A forward step may take tokens of several sequences, each
+// at its own position, so that they are decoded together with every weight read once.
 // After each forward pass the logits are checked: NaN or Inf (weights that overflow their compute dtype,
 // activations that overflow F32) is an Error(Numeric), never a silently wrong token.
 #pragma once
@@ -13,10 +15,11 @@
 namespace minigpt {
 
 struct SessionOptions {
-  int64_t max_batch = 512;  // tokens per forward pass; longer evals are split into chunks of this size
-  // Positions the KV cache holds (llama.cpp's n_ctx, -c): 0 = the model's whole context (n_positions).
-  // At most that: learned positions end there. The cache is allocated for exactly this many.
+  int64_t max_batch = 512;  // tokens per forward pass; a longer eval of one sequence is split into chunks
+  // Positions the KV cache holds per sequence (llama.cpp's n_ctx, -c): 0 = the model's whole context
+  // (n_positions). At most that: learned positions end there. The cache is allocated for exactly this many.
   int64_t n_ctx = 0;
+  int64_t n_seq = 1;  // sequences the KV cache holds
 };
 
 class Session {
@@ -26,36 +29,56 @@ class Session {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  // Appends `tokens` (any number >= 1) to the sequence and returns the logits of the last one: [V].
-  // Throws Error(Argument) for an id outside the vocabulary or when the context would overflow; the
-  // session is unchanged then.
-  std::span<const float> eval(std::span<const int32_t> tokens);
+  // Appends `tokens` (any number >= 1) to sequence `seq` and returns the logits of the last one: [V].
+  // Throws Error(Argument) for an id outside the vocabulary, a sequence outside [0, n_seq) or when the
+  // context would overflow; the session is unchanged then.
+  std::span<const float> eval(std::span<const int32_t> tokens, int64_t seq = 0);
   // The same, returning the logits of every appended token: [n_tokens * V], row-major.
-  std::span<const float> eval_all(std::span<const int32_t> tokens);
-  // Forgets the sequence (keeps the memory).
-  void reset() { n_past_ = 0; }
+  std::span<const float> eval_all(std::span<const int32_t> tokens, int64_t seq = 0);
 
-  int64_t n_past() const { return n_past_; }
-  int64_t n_ctx() const;
+  // Tokens for one sequence in a batched step.
+  struct SeqTokens {
+    int64_t seq = 0;
+    std::span<const int32_t> tokens;
+  };
+  // Appends each entry's tokens to its sequence in ONE forward step (every weight read once for all of
+  // them) and returns the logits of each entry's last token: [entries * V], in the order given. Each
+  // sequence at most once; at most max_batch tokens in all. Errors as eval's, the session unchanged then.
+  std::span<const float> eval_batch(std::span<const SeqTokens> batch);
+
+  // Forgets every sequence, or one (keeps the memory).
+  void reset();
+  void reset(int64_t seq);
+
+  int64_t n_past(int64_t seq = 0) const;
+  int64_t n_ctx() const { return n_ctx_; }
+  int64_t n_seq() const { return int64_t(n_past_.size()); }
+  int64_t max_batch() const { return max_batch_; }
   const Model& model() const { return *model_; }
+  const KvCache& kv_cache() const { return *cache_; }
 
  private:
-  void check_tokens(std::span<const int32_t> tokens) const;
-  void forward(const int32_t* tokens, int64_t n, bool all_logits, float* logits_out);
-  void check_finite(const float* logits, int64_t rows, int64_t pos0) const;
+  void check_seq(int64_t seq) const;
+  void check_tokens(std::span<const int32_t> tokens, int64_t seq, const char* what) const;
+  // Runs one step; the logits of the step's rows `logit_rows` (ascending) go to logits_out (null: none).
+  void forward(const Step& step, std::span<const int64_t> logit_rows, float* logits_out);
+  void check_finite(const float* logits, const Step& step, std::span<const int64_t> rows) const;
   void ensure_logit_rows(int64_t rows);
 
   std::shared_ptr<const Model> model_;
   int64_t max_batch_;
   int64_t n_ctx_ = 0;
-  int64_t n_past_ = 0;
+  std::vector<int64_t> n_past_;  // per sequence
+  std::unique_ptr<KvCache> cache_;
   std::vector<std::unique_ptr<Buffer>> buffers_;
-  std::vector<Tensor> k_cache_, v_cache_;  // per layer: [S, C]
-  Tensor x_, xn_, qkv_, att_, h_;          // [B, C], [B, C], [B, 3C], [B, C], [B, F]
-  Tensor logits_dev_;                      // [rows, V] on the device
+  Tensor x_, xn_, qkv_, att_, h_;  // [B, C], [B, C], [B, (H + 2 Hkv) D], [B, H D], [B, F]
+  Tensor logits_dev_;              // [rows, V] on the device
   int64_t logit_rows_ = 0;
-  std::vector<float> logits_;              // [V]: the last position, handed to the caller
-  std::vector<float> all_logits_;          // [n * V]: every position, for eval_all
+  std::vector<float> logits_;      // [V] or [entries * V]: handed to the caller
+  std::vector<float> all_logits_;  // [n * V]: every position, for eval_all
+  std::vector<int32_t> step_tokens_;
+  std::vector<SeqRun> step_runs_;
+  std::vector<int64_t> step_rows_;
 };
 
 }  // namespace minigpt

@@ -16,6 +16,7 @@
 #include "cpu/kernels.h"
 #include "cpu/thread_pool.h"
 #include "minigpt/backend.h"
+#include "minigpt/cpu.h"
 #include "minigpt/error.h"
 
 namespace minigpt {
@@ -48,6 +49,38 @@ class HostBuffer final : public Buffer {
 };
 
 
+// How the CPU backend holds a linear layer's matrix (Linear::layout).
+enum CpuLayout : uint32_t {
+  kInOutF32 = 0,  // F32 [n_in, n_out], as GPT-2's Conv1D stores it (OpenBLAS takes either order)
+  kOutInF32 = 1,  // F32 [n_out, n_in]
+  kPacked16 = 2,  // F16/BF16 in cpu::Packed16 (kernels.h): rows = n_out, cols = n_in, stride = padded n_in
+};
+
+// The KV cache: for each layer and sequence, K transposed [Hkv, D, Sp] (a block of keys' scores is then one
+// FMA per head dimension over contiguous keys) and V [Hkv, Sp, D]: a decode step reads each head's K and V
+// as long contiguous streams instead of pieces a whole row apart. Sp pads the context: with S a multiple
+// of 1024 (GPT-2's 1024 positions), the rows of a head's K would lie a multiple of 4 KB apart, all in the
+// same L1 set, and a block of keys across the head dimensions would not stay in L1; 16 more rows (64
+// bytes) put consecutive rows in consecutive sets.
+class CpuKvCache final : public KvCache {
+ public:
+  explicit CpuKvCache(const KvCacheSpec& spec)
+      : KvCache(spec), sp_((spec.n_ctx + 15) / 16 * 16 + 16), per_seq_(spec.n_kv_head * spec.head_dim * sp_) {
+    buf_ = std::make_unique<HostBuffer>(size_t(spec.n_layer * spec.n_seq * 2 * per_seq_) * sizeof(float));
+  }
+  size_t bytes() const override { return buf_->bytes(); }
+  int64_t padded_ctx() const { return sp_; }
+  float* k(int64_t layer, int64_t seq) const { return base(layer, seq); }
+  float* v(int64_t layer, int64_t seq) const { return base(layer, seq) + per_seq_; }
+
+ private:
+  float* base(int64_t layer, int64_t seq) const {
+    return static_cast<float*>(buf_->data()) + (layer * spec().n_seq + seq) * 2 * per_seq_;
+  }
+  int64_t sp_, per_seq_;
+  std::unique_ptr<HostBuffer> buf_;
+};
+
 class CpuBackend final : public Backend {
  public:
   // OpenBLAS runs single-threaded inside our threads: a batch GEMM is split by output columns over the
@@ -74,13 +107,24 @@ class CpuBackend final : public Backend {
     return t;
   }
 
-  Linear prepare_linear(const Linear& host, DType dtype, std::vector<std::unique_ptr<Buffer>>& keep) override {
-    Linear l = host;
+  Linear prepare_linear(const HostLinear& host, const WeightFormat& format,
+                        std::vector<std::unique_ptr<Buffer>>& keep) override {
+    const DType dtype = format.dtype;
+    if (format.block != 1 || !is_float_weight_dtype(dtype)) {
+      throw Error(ErrorKind::Unsupported, "cpu backend: weights held as " + std::string(dtype_name(dtype)) +
+                                              " blocks are not supported yet");
+    }
+    Linear l;
+    l.format = WeightFormat::plain(dtype);
+    l.n_in = host.n_in;
+    l.n_out = host.n_out;
     if (!host.b.empty()) l.b = prepare_weight(host.b, keep);
+    const bool in_out = host.order == MatrixOrder::InOut;
     if (dtype == DType::F32) {
-      // OpenBLAS takes either layout, so an F32 matrix keeps its stored layout, copied into our own buffer
+      // OpenBLAS takes either order, so an F32 matrix keeps its stored order, copied into our own buffer
       // (2 MB pages when large, see HostBuffer: a decode step streams every matrix, and 4 KB pages cost a
       // TLB miss per 4 KB; measured: F32 decode ~10% slower in 4 KB pages).
+      l.layout = in_out ? kInOutF32 : kOutInF32;
       const size_t bytes = size_t(host.w.numel()) * sizeof(float);
       if (host.w.dtype == DType::F32 && host.w.stride == host.w.cols) {
         auto buf = alloc(bytes);
@@ -93,12 +137,11 @@ class CpuBackend final : public Backend {
       }
       return l;
     }
-    // 16-bit matrices are kept Packed4 (see kernels.h), transposing GPT-2's Conv1D [n_in, n_out] on the way.
+    // 16-bit matrices are kept Packed16 (see kernels.h), transposing GPT-2's Conv1D [n_in, n_out] on the way.
     using cpu::Packed16;
     const int64_t N = host.n_out, K = host.n_in, Kp = Packed16::padded_cols(K);
     auto buf = alloc(size_t(Packed16::padded_rows(N) * Kp) * sizeof(uint16_t));  // zero-filled: the padding
     uint16_t* dst = static_cast<uint16_t*>(buf->data());
-    const bool in_out = host.layout == WeightLayout::InOut;
     std::vector<float> row(size_t(host.w.cols));
     for (int64_t r = 0; r < host.w.rows; ++r) {
       const char* src = static_cast<const char*>(host.w.data) + size_t(r * host.w.stride) * dtype_size(host.w.dtype);
@@ -110,9 +153,17 @@ class CpuBackend final : public Backend {
       }
     }
     l.w = Tensor{dst, dtype, Device::Host, N, K, Kp};
-    l.layout = WeightLayout::Packed4;
+    l.layout = kPacked16;
     keep.push_back(std::move(buf));
     return l;
+  }
+
+  std::unique_ptr<KvCache> make_kv_cache(const KvCacheSpec& spec) override {
+    if (spec.n_layer < 1 || spec.n_kv_head < 1 || spec.head_dim < 1 || spec.n_ctx < 1 || spec.n_seq < 1) {
+      throw Error(ErrorKind::Argument,
+                  "cpu backend: a KV cache needs at least one layer, head, dimension, position and sequence");
+    }
+    return std::make_unique<CpuKvCache>(spec);
   }
 
   void to_host(float* dst, const Tensor& src) override {
@@ -121,19 +172,21 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void embed(Tensor out, const int32_t* tokens, int64_t n_tokens, int64_t pos0, const Tensor& wte,
-             const Tensor& wpe) override {
+  void embed(Tensor out, const Step& step, const Linear& table, const Tensor& wpe) override {
     const int64_t C = out.cols;
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      float* o = out.ptr<float>() + t * out.stride;
-      const int64_t row = int64_t(tokens[t]) * wte.stride;
-      if (wte.dtype == DType::F32) {
-        std::memcpy(o, wte.ptr<float>() + row, size_t(C) * sizeof(float));
-      } else {  // 16-bit matrices are Packed4 here
-        cpu::widen_packed_rows(o, C, wte.ptr<uint16_t>(), wte.stride, tokens[t], 1, C, wte.dtype == DType::BF16);
+    for (const SeqRun& run : step.runs) {
+      for (int64_t t = run.first; t < run.first + run.n; ++t) {
+        float* o = out.ptr<float>() + t * out.stride;
+        const int32_t id = step.tokens[t];
+        if (table.layout == kPacked16) {
+          cpu::widen_packed_rows(o, C, table.w.ptr<uint16_t>(), table.w.stride, id, 1, C, table.w.dtype == DType::BF16);
+        } else {  // the embeddings are [V, C]: OutIn
+          std::memcpy(o, table.w.ptr<float>() + int64_t(id) * table.w.stride, size_t(C) * sizeof(float));
+        }
+        if (wpe.empty()) continue;
+        const float* p = wpe.ptr<float>() + (run.pos0 + t - run.first) * wpe.stride;
+        for (int64_t i = 0; i < C; ++i) o[i] += p[i];
       }
-      const float* p = wpe.ptr<float>() + (pos0 + t) * wpe.stride;
-      for (int64_t i = 0; i < C; ++i) o[i] += p[i];
     }
   }
 
@@ -180,30 +233,32 @@ class CpuBackend final : public Backend {
     const int64_t K = lin.n_in;
     // Each thread first writes the bias into its own columns (init_out), so that one product with beta = 1
     // adds to it (and, when accumulating, to the residual already in `out`).
-    if (lin.w.dtype != DType::F32) {
-      if (T <= kGemvMaxRows) {
-        for (int64_t t = 0; t < T; ++t) gemv16(out.row_slice(t, 1), in.ptr<float>() + t * in.stride, lin, accumulate);
+    if (lin.layout == kPacked16) {
+      if (T <= kGemvMaxRows16) {
+        gemv16(out, in, lin, accumulate);
         return false;
       }
       gemm16(out, in, lin, accumulate, act);
       return true;
     }
-    const bool in_out = lin.layout == WeightLayout::InOut;
-    if (T <= kGemvMaxRows) {
-      // Decode: our GEMV kernels on our threads (OpenBLAS's sgemv would wake its own threads for every
-      // small product), each thread owning a contiguous block of outputs.
-      for (int64_t t = 0; t < T; ++t) {
-        const Tensor y = out.row_slice(t, 1);
-        const float* x = in.ptr<float>() + t * in.stride;
-        if (in_out) {
-          gemv_inout_slabs(y, x, lin, accumulate);
-          continue;
-        }
-        pool_.parallel_chunks(N, chunk(N, 4), [&](int64_t n0, int64_t n1) {
-          init_out(y, lin, accumulate, n0, n1);
-          cpu::gemv_f32(y.ptr<float>() + n0, lin.w.ptr<float>() + n0 * lin.w.stride, lin.w.stride, x, n1 - n0, K, true);
-        });
+    const bool in_out = lin.layout == kInOutF32;
+    if (T <= kGemvMaxRowsF32) {
+      // Decode (one or a few sequences): our GEMV kernels on our threads (OpenBLAS's sgemv would wake its own
+      // threads for every small product), every weight read once for all T rows.
+      if (in_out) {
+        gemv_inout_slabs(out, in, lin, accumulate);
+        return false;
       }
+      pool_.parallel_chunks(N, chunk(N, 4), [&](int64_t n0, int64_t n1) {
+        init_out(out, lin, accumulate, n0, n1);
+        if (T == 1) {
+          cpu::gemv_f32(out.ptr<float>() + n0, lin.w.ptr<float>() + n0 * lin.w.stride, lin.w.stride, in.ptr<float>(),
+                        n1 - n0, K, true);
+        } else {
+          cpu::gemv_f32_rows(out.ptr<float>() + n0, out.stride, lin.w.ptr<float>() + n0 * lin.w.stride, lin.w.stride,
+                             in.ptr<float>(), in.stride, T, n1 - n0, K, true);
+        }
+      });
       return false;
     }
     pool_.run([&](int ith, int nth) {
@@ -242,75 +297,85 @@ class CpuBackend final : public Backend {
     }
   }
 
-  // K is stored transposed (below), so the keys of one head dimension are a row of S floats: with S a
-  // multiple of 1024 (GPT-2's 1024 positions), the rows of a head would lie a multiple of 4 KB apart, all in
-  // the same L1 set, and a block of keys across the head dimensions would not stay in L1. 16 more rows
-  // (64 bytes) put consecutive rows in consecutive sets.
-  int64_t kv_cache_rows(int64_t n_ctx) const override { return (n_ctx + 15) / 16 * 16 + 16; }
-
-  // The caches are kept per head: K transposed [H, D, S] (a block of keys' scores is then one FMA per head
-  // dimension over contiguous keys), V [H, S, D]. A decode step reads each head's K and V as long
-  // contiguous streams instead of 256-byte pieces a whole row apart.
-  void store_kv(Tensor k_cache, Tensor v_cache, const Tensor& k, const Tensor& v, int64_t pos0, int64_t n_head) override {
-    const int64_t S = k_cache.rows, D = k.cols / n_head;
-    const int64_t T = k.rows;
-    auto heads = [&](int64_t h0, int64_t h1) {
-      for (int64_t h = h0; h < h1; ++h) {
-        float* kc = k_cache.ptr<float>() + h * D * S + pos0;
-        float* vc = v_cache.ptr<float>() + (h * S + pos0) * D;
+  void store_kv(KvCache& cache_base, int64_t layer, const Tensor& k, const Tensor& v, const Step& step) override {
+    auto& cache = static_cast<CpuKvCache&>(cache_base);
+    const int64_t Hkv = cache.spec().n_kv_head, D = cache.spec().head_dim, S = cache.padded_ctx();
+    // Task i: run i / Hkv, KV head i % Hkv.
+    auto tasks = [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const SeqRun& run = step.runs[size_t(i / Hkv)];
+        const int64_t h = i % Hkv, T = run.n;
+        float* kc = cache.k(layer, run.seq) + h * D * S + run.pos0;
+        float* vc = cache.v(layer, run.seq) + (h * S + run.pos0) * D;
+        const float* ks = k.ptr<float>() + run.first * k.stride + h * D;
+        const float* vs = v.ptr<float>() + run.first * v.stride + h * D;
         // K transposed in blocks of 16 rows: the block's D x 16 source floats stay in L1 while each of the D
         // destination rows gets 16 contiguous ones.
         for (int64_t r0 = 0; r0 < T; r0 += 16) {
           const int64_t r1 = std::min(T, r0 + 16);
-          const float* src = k.ptr<float>() + h * D;
           for (int64_t d = 0; d < D; ++d) {
-            for (int64_t r = r0; r < r1; ++r) kc[d * S + r] = src[r * k.stride + d];
+            for (int64_t r = r0; r < r1; ++r) kc[d * S + r] = ks[r * k.stride + d];
           }
         }
-        for (int64_t r = 0; r < T; ++r) {
-          std::memcpy(vc + r * D, v.ptr<float>() + r * v.stride + h * D, size_t(D) * sizeof(float));
-        }
+        for (int64_t r = 0; r < T; ++r) std::memcpy(vc + r * D, vs + r * v.stride, size_t(D) * sizeof(float));
       }
     };
-    if (T < 16) {
-      heads(0, n_head);  // a decode step: a few hundred floats, not worth waking the threads
+    const int64_t n_tasks = int64_t(step.runs.size()) * Hkv;
+    if (step.n_tokens < 16) {
+      tasks(0, n_tasks);  // decode steps: a few hundred floats per sequence, not worth waking the threads
     } else {
-      pool_.parallel_for(n_head, heads);
+      pool_.parallel_for(n_tasks, tasks);
     }
   }
 
-  void attention(Tensor out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t pos0,
-                 int64_t n_head, float scale) override {
-    const int64_t T = q.rows;
-    const int64_t D = q.cols / n_head;
-    const int64_t S = k_cache.rows;
-    if (T > 4) {
-      // A prefill: one task per (head, tile of queries), register-blocked like a GEMM.
-      constexpr int64_t tq = cpu::kPrefillTileQueries;
-      const int64_t tiles = (T + tq - 1) / tq;
-      pool_.parallel_for(n_head * tiles, [&](int64_t begin, int64_t end) {
-        for (int64_t task = begin; task < end; ++task) {
-          const int64_t h = task / tiles, t0 = (task % tiles) * tq, nq = std::min(tq, T - t0);
-          cpu::attention_prefill(out.ptr<float>() + t0 * out.stride + h * D, out.stride, q.ptr<float>() + t0 * q.stride + h * D,
-                                 q.stride, nq, pos0 + t0, k_cache.ptr<float>() + h * D * S, v_cache.ptr<float>() + h * S * D,
-                                 S, D, scale);
-        }
-      });
-      return;
+  void attention(Tensor out, const Tensor& q, KvCache& cache_base, int64_t layer, const Step& step, int64_t n_head,
+                 float scale) override {
+    auto& cache = static_cast<CpuKvCache&>(cache_base);
+    const int64_t Hkv = cache.spec().n_kv_head, D = cache.spec().head_dim, S = cache.padded_ctx();
+    if (n_head % Hkv != 0 || q.cols != n_head * D) {
+      throw Error(ErrorKind::Argument, "cpu attention: " + std::to_string(n_head) + " query heads of " +
+                                           std::to_string(D) + " over " + std::to_string(Hkv) + " KV heads");
     }
-    // Decode: one task per head, each streaming its K and V once.
-    pool_.parallel_for(n_head, [&](int64_t begin, int64_t end) {
-      for (int64_t h = begin; h < end; ++h) {
-        cpu::attention_block(out.ptr<float>() + h * D, out.stride, q.ptr<float>() + h * D, q.stride, T, pos0,
-                             k_cache.ptr<float>() + h * D * S, v_cache.ptr<float>() + h * S * D, S, D, scale);
+    const int64_t group = n_head / Hkv;
+    // The tasks: per run, per query head, a tile of queries. A run of up to 4 queries (decode) is one tile
+    // per head, streaming its K and V once; a longer one (prefill) is cut into tiles of
+    // kPrefillTileQueries queries, register-blocked like a GEMM.
+    struct Task {
+      int32_t run, head;
+      int64_t t0, nq;
+    };
+    std::vector<Task> tasks;
+    for (size_t r = 0; r < step.runs.size(); ++r) {
+      const int64_t n = step.runs[r].n;
+      const int64_t tq = n <= 4 ? n : cpu::kPrefillTileQueries;
+      for (int64_t h = 0; h < n_head; ++h) {
+        for (int64_t t0 = 0; t0 < n; t0 += tq) tasks.push_back({int32_t(r), int32_t(h), t0, std::min(tq, n - t0)});
+      }
+    }
+    pool_.parallel_for(int64_t(tasks.size()), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const Task& task = tasks[size_t(i)];
+        const SeqRun& run = step.runs[size_t(task.run)];
+        const int64_t h = task.head, kvh = h / group, row = run.first + task.t0;
+        const float* kt = cache.k(layer, run.seq) + kvh * D * S;
+        const float* vv = cache.v(layer, run.seq) + kvh * S * D;
+        float* o = out.ptr<float>() + row * out.stride + h * D;
+        const float* qq = q.ptr<float>() + row * q.stride + h * D;
+        if (run.n <= 4) {
+          cpu::attention_block(o, out.stride, qq, q.stride, task.nq, run.pos0 + task.t0, kt, vv, S, D, scale);
+        } else {
+          cpu::attention_prefill(o, out.stride, qq, q.stride, task.nq, run.pos0 + task.t0, kt, vv, S, D, scale);
+        }
       }
     });
   }
 
  private:
-  // Up to this many rows, a 16-bit linear layer runs as row-by-row GEMV (reads each weight once per row);
-  // beyond, as blocks widened to F32 and multiplied by OpenBLAS sgemm.
-  static constexpr int64_t kGemvMaxRows = 4;
+  // Up to this many rows (a decode step of that many sequences), a linear layer runs as our multi-row GEMV
+  // (reads each weight once for all rows); beyond, as OpenBLAS sgemm (16-bit weights: blocks widened to F32
+  // first). Measured on bench -b: see the closing note of the architecture issue.
+  static constexpr int64_t kGemvMaxRowsF32 = 8;
+  static constexpr int64_t kGemvMaxRows16 = 16;
 
   // The chunk size for a GEMV of n outputs handed out chunk by chunk: about 8 chunks per thread (a late
   // thread costs at most a chunk; one atomic add per chunk), at least 64 outputs (a long contiguous run of
@@ -345,41 +410,54 @@ class CpuBackend final : public Backend {
     }
   }
 
-  // out (+)= x W for one row of an F32 [K, N] (InOut) weight. W is cut into 8 slabs of whole rows, each a
-  // contiguous block read front to back (column blocks per thread would read every row in pieces, which
-  // the prefetchers follow less well), handed to the threads as they come free. Each slab's partial sums
-  // go to scratch and are added in slab order: the result does not depend on the thread count.
-  void gemv_inout_slabs(const Tensor& out, const float* x, const Linear& lin, bool accumulate) {
-    const int64_t N = lin.n_out, K = lin.n_in;
+  // out (+)= in W for the T rows of `in` and an F32 [K, N] (InOut) weight. W is cut into 8 slabs of whole
+  // rows, each a contiguous block read front to back (column blocks per thread would read every row in
+  // pieces, which the prefetchers follow less well), handed to the threads as they come free. Each slab's
+  // partial sums go to scratch and are added in slab order: the result does not depend on the thread count.
+  void gemv_inout_slabs(const Tensor& out, const Tensor& in, const Linear& lin, bool accumulate) {
+    const int64_t N = lin.n_out, K = lin.n_in, T = in.rows;
     constexpr int64_t kSlabs = 8;
     const int64_t rows = (K + kSlabs * 4 - 1) / (kSlabs * 4) * 4;  // per slab, a multiple of the kernel's 4
     const int64_t slabs = (K + rows - 1) / rows;
     std::lock_guard<std::mutex> lock(gemv_mutex_);
-    if (gemv_partial_.size() < size_t(slabs * N)) gemv_partial_.resize(size_t(slabs * N));
+    if (gemv_partial_.size() < size_t(slabs * T * N)) gemv_partial_.resize(size_t(slabs * T * N));
     float* partial = gemv_partial_.data();
     pool_.parallel_chunks(slabs, 1, [&](int64_t s0, int64_t s1) {
       for (int64_t sl = s0; sl < s1; ++sl) {
         const int64_t k0 = sl * rows;
-        cpu::gemv_inout_f32(partial + sl * N, lin.w.ptr<float>() + k0 * lin.w.stride, lin.w.stride, x + k0, N,
-                            std::min(rows, K - k0), false);
+        const float* w = lin.w.ptr<float>() + k0 * lin.w.stride;
+        if (T == 1) {
+          cpu::gemv_inout_f32(partial + sl * N, w, lin.w.stride, in.ptr<float>() + k0, N, std::min(rows, K - k0), false);
+        } else {
+          cpu::gemv_inout_f32_rows(partial + sl * T * N, N, w, lin.w.stride, in.ptr<float>() + k0, in.stride, T, N,
+                                   std::min(rows, K - k0), false);
+        }
       }
     });
     init_out(out, lin, accumulate, 0, N);
-    float* y = out.ptr<float>();
-    for (int64_t sl = 0; sl < slabs; ++sl) {
-      const float* p = partial + sl * N;
-      for (int64_t i = 0; i < N; ++i) y[i] += p[i];
+    for (int64_t t = 0; t < T; ++t) {
+      float* y = out.ptr<float>() + t * out.stride;
+      for (int64_t sl = 0; sl < slabs; ++sl) {
+        const float* p = partial + (sl * T + t) * N;
+        for (int64_t i = 0; i < N; ++i) y[i] += p[i];
+      }
     }
   }
 
-  // out (+)= W x for one row, the weight rows split over the threads.
-  void gemv16(const Tensor& out, const float* x, const Linear& lin, bool accumulate) {
-    const int64_t N = lin.n_out, K = lin.n_in;
+  // out (+)= in W^T for the T rows of `in` and a packed 16-bit weight, the weight rows split over the
+  // threads: every weight read once for all rows.
+  void gemv16(const Tensor& out, const Tensor& in, const Linear& lin, bool accumulate) {
+    const int64_t N = lin.n_out, K = lin.n_in, T = in.rows;
     const bool bf16 = lin.w.dtype == DType::BF16;
     float* y = out.ptr<float>();
     pool_.parallel_chunks(N, chunk(N, 4), [&](int64_t n0, int64_t n1) {
       init_out(out, lin, accumulate, n0, n1);
-      cpu::gemv_packed16(y + n0, lin.w.ptr<uint16_t>(), lin.w.stride, x, n0, n1 - n0, K, true, bf16);
+      if (T == 1) {
+        cpu::gemv_packed16(y + n0, lin.w.ptr<uint16_t>(), lin.w.stride, in.ptr<float>(), n0, n1 - n0, K, true, bf16);
+      } else {
+        cpu::gemv_packed16_rows(y + n0, out.stride, lin.w.ptr<uint16_t>(), lin.w.stride, in.ptr<float>(), in.stride, T,
+                                n0, n1 - n0, K, true, bf16);
+      }
     });
   }
 

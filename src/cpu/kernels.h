@@ -1,12 +1,20 @@
 // The CPU backend's own kernels, where OpenBLAS has nothing for the job (16-bit weights) or is slow
 // (transcendentals). Each has a plain reference next to it that the unit tests compare against.
-// Vector paths: AVX2 + FMA + F16C (x86-64-v3, e.g. AMD Zen, Intel Haswell and later), chosen at compile
-// time (-march=native); elsewhere the plain loops run.
+// The kernels are compiled once per instruction-set level (src/cpu/kernels_impl.inc, one object per level,
+// each in its own namespace minigpt::cpu::<level> with its own -m flags) and the best level this CPU runs
+// is chosen at first use from CPUID: generic (plain loops), avx2 (AVX2 + FMA + F16C, x86-64-v3), avx512
+// and avx512bf16 (the AVX2 code with the wider ISA open to the compiler's own vectorisation). The
+// environment variable MINIGPT_CPU=generic|avx2|avx512|avx512bf16 forces a level (an unknown one, or one
+// this CPU cannot run, is an Error of kind Argument). The functions below forward through the chosen
+// level's KernelTable: one indirect call each.
 //
 // Matrices here are row-major [N, K] with row stride ldw: y[n] = sum_k W[n, k] x[k] (the OutIn layout).
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
 
 namespace minigpt::cpu {
 
@@ -56,6 +64,51 @@ void attention_prefill(float* o, int64_t ldo, const float* q, int64_t ldq, int64
 
 // x = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in place; within a few ulp of the std::tanh result.
 void gelu_tanh(float* x, int64_t n);
+
+// Several rows of activations at once (batched decode: nx sequences, every weight read from memory once).
+// Row t of x is x + t * ldx, row t of y is y + t * ldy, for t < nx.
+// y[t][i] (+)= sum_k W[r0 + i, k] x[t][k], i < n, on a Packed16 matrix (r0 a multiple of 4): each 4-row
+// block of W streamed once and reused from L1 for all nx rows of x.
+void gemv_packed16_rows(float* y, int64_t ldy, const uint16_t* w, int64_t kp, const float* x, int64_t ldx, int64_t nx,
+                        int64_t r0, int64_t n, int64_t k, bool accumulate, bool is_bf16);
+// y[t][i] (+)= sum_k W[i, k] x[t][k], W F32 [N, K] (OutIn) with row stride ldw.
+void gemv_f32_rows(float* y, int64_t ldy, const float* w, int64_t ldw, const float* x, int64_t ldx, int64_t nx,
+                   int64_t n, int64_t k, bool accumulate);
+// y[t][i] (+)= sum_k x[t][k] W[k, i], W F32 [K, N] (InOut, GPT-2's Conv1D) with row stride ldw.
+void gemv_inout_f32_rows(float* y, int64_t ldy, const float* w, int64_t ldw, const float* x, int64_t ldx, int64_t nx,
+                         int64_t n, int64_t k, bool accumulate);
+
+// One level's kernels (the functions above, same meaning and signatures).
+struct KernelTable {
+  const char* name;
+  void (*gemv_f32)(float*, const float*, int64_t, const float*, int64_t, int64_t, bool);
+  void (*gemv_packed16)(float*, const uint16_t*, int64_t, const float*, int64_t, int64_t, int64_t, bool, bool);
+  void (*widen_packed_rows)(float*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, int64_t, bool);
+  void (*gemv_inout_f32)(float*, const float*, int64_t, const float*, int64_t, int64_t, bool);
+  void (*widen_rows)(float*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, bool);
+  void (*attention_block)(float*, int64_t, const float*, int64_t, int64_t, int64_t, const float*, const float*, int64_t,
+                          int64_t, float);
+  void (*attention_prefill)(float*, int64_t, const float*, int64_t, int64_t, int64_t, const float*, const float*,
+                            int64_t, int64_t, float);
+  void (*gelu_tanh)(float*, int64_t);
+  void (*gemv_packed16_rows)(float*, int64_t, const uint16_t*, int64_t, const float*, int64_t, int64_t, int64_t,
+                             int64_t, int64_t, bool, bool);
+  void (*gemv_f32_rows)(float*, int64_t, const float*, int64_t, const float*, int64_t, int64_t, int64_t, int64_t, bool);
+  void (*gemv_inout_f32_rows)(float*, int64_t, const float*, int64_t, const float*, int64_t, int64_t, int64_t, int64_t,
+                              bool);
+};
+
+// The level in use (chosen on first call: MINIGPT_CPU, else the best this CPU runs; throws Error
+// (Argument) for a bad MINIGPT_CPU).
+const KernelTable& kernels();
+const char* kernel_level_name();
+// The levels this binary holds and this CPU runs, lowest first ("generic" always).
+std::vector<std::string> supported_levels();
+// The features we care about that this CPU has, e.g. "avx2 fma f16c".
+std::string cpu_features();
+// A given level's table, for tests: throws Error (Argument) for an unknown level, one this binary lacks,
+// or one this CPU cannot run (naming the missing feature).
+const KernelTable& kernels_for(std::string_view level);
 
 // The plain versions the tests check the kernels against (double accumulation).
 namespace reference {

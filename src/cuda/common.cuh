@@ -1,5 +1,8 @@
 // What every file of the CUDA backend shares: checked calls (file:line, the call, CUDA's own words),
 // element loads and stores of the three float types, and the per-step values kernels read.
+//
+// Included by the kernels (.cu, nvcc, C++17) and by the backend (cuda_backend.cpp, the host compiler, C++20,
+// as backend.h needs): the device-side helpers are compiled only by nvcc (__CUDACC__).
 #pragma once
 
 #include <cublas_v2.h>
@@ -41,8 +44,12 @@ namespace minigpt::cuda {
 struct StepValue {
   const int32_t* dev = nullptr;
   int32_t value = 0;
+#ifdef __CUDACC__
   __device__ __forceinline__ int32_t get() const { return dev ? *dev : value; }
+#endif
 };
+
+#ifdef __CUDACC__
 
 // Element access for F32, F16 (__half) and BF16 (__nv_bfloat16) storage.
 __device__ __forceinline__ float to_float(float x) { return x; }
@@ -80,6 +87,8 @@ __device__ __forceinline__ float activate(float x, Activation act) {
   }
   return x;
 }
+
+#endif  // __CUDACC__
 
 inline unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
 

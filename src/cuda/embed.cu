@@ -1,4 +1,4 @@
-// embed: token rows of wte plus position rows of wpe.
+// embed: token rows of wte plus position rows of wpe (when the model has learned positions).
 #include "cuda/kernels.cuh"
 
 namespace minigpt::cuda {
@@ -9,6 +9,12 @@ __global__ void embed_kernel(float* out, int64_t ldo, const int32_t* tokens, Ste
                              int64_t ld_wte, const float* wpe, int64_t ld_wpe, int64_t C) {
   const int64_t t = blockIdx.y;
   const int64_t row = int64_t(tokens[t]) * ld_wte;
+  if (wpe == nullptr) {
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < C; i += int64_t(gridDim.x) * blockDim.x) {
+      out[t * ldo + i] = to_float(wte[row + i]);
+    }
+    return;
+  }
   const int64_t prow = (int64_t(pos0.get()) + t) * ld_wpe;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < C; i += int64_t(gridDim.x) * blockDim.x) {
     out[t * ldo + i] = to_float(wte[row + i]) + wpe[prow + i];

@@ -1,6 +1,6 @@
 // The CUDA backend's kernels, one launcher per op (one .cu file each). Pointers are device pointers,
 // matrices row-major with leading dimensions in elements; every launcher queues on `stream` and checks
-// the launch. The CUDA backend (cuda_backend.cu) checks shapes and devices before calling these.
+// the launch. The CUDA backend (cuda_backend.cpp) checks shapes and devices before calling these.
 //
 // Dimension letters as in backend.h: T tokens, C n_embd, H heads, D head dim, N/K a linear's out/in width.
 #pragma once
@@ -9,7 +9,8 @@
 
 namespace minigpt::cuda {
 
-// out[t] = wte[tokens[t]] + wpe[pos0 + t]         wte: [V, C] in `wte_dtype`; wpe: [S, C] F32
+// out[t] = wte[tokens[t]] + wpe[pos0 + t]         wte: [V, C] in `wte_dtype`; wpe: [S, C] F32, or null for
+// no learned positions (out[t] = wte[tokens[t]]; pos0 unused)
 void embed(float* out, int64_t ldo, const int32_t* tokens, int64_t T, StepValue pos0, const void* wte, DType wte_dtype,
            int64_t ld_wte, const float* wpe, int64_t ld_wpe, int64_t C, cudaStream_t stream);
 
@@ -35,10 +36,12 @@ void bias_fill(float* out, int64_t ldo, const float* bias, int64_t T, int64_t N,
 void split16(void* hi, void* lo, DType dtype, const float* x, int64_t ldx, int64_t T, int64_t K, cudaStream_t stream);
 
 // k_cache[pos0 + t] = k[t], v_cache[pos0 + t] = v[t], rounded to `kv_dtype`    k, v: [T, C] F32
+// (here C is the cache row's width, Hkv * D; the caches are one sequence's [S, C] rows)
 void store_kv(void* k_cache, void* v_cache, DType kv_dtype, int64_t ld_cache, const float* k, int64_t ldk,
               const float* v, int64_t ldv, int64_t T, int64_t C, StepValue pos0, cudaStream_t stream);
 
-// Attention of T >= 1 queries at pos0 .. pos0+T-1 over keys 0 .. pos0+t (flash-attention style: a block of
+// Attention of T >= 1 queries at pos0 .. pos0+T-1 over keys 0 .. pos0+t of one sequence's caches (query head
+// h reads columns h*D .. h*D+D-1 of the cache rows: H query heads over H KV heads) (flash-attention style: a block of
 // queries of one head walks tiles of 32 keys in shared memory with an online softmax; O(T) memory).
 constexpr int64_t kMaxHeadDim = 256;
 void attention_prefill(float* out, int64_t ldo, const float* q, int64_t ldq, const void* k_cache, const void* v_cache,

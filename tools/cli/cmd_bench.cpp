@@ -9,9 +9,11 @@
 #include <set>
 
 #include "command.h"
+#include "minigpt/cuda.h"
 #include "minigpt/error.h"
 #include "minigpt/model.h"
 #include "minigpt/random_weights.h"
+#include "minigpt/registry.h"
 #include "minigpt/session.h"
 #include "minigpt/sysinfo.h"
 
@@ -27,6 +29,7 @@ struct BenchOptions {
   std::vector<int64_t> n_prompt{512};
   std::vector<int64_t> n_gen{128};
   std::vector<int64_t> depth{0};
+  std::vector<int64_t> batch{1};
   int reps = 5;
   std::vector<int> threads;
   std::vector<std::string> dtypes;
@@ -75,20 +78,18 @@ std::optional<DType> parse_dtype(const std::string& s) {
 
 std::string dtype_label(const Model& m) {
   // The dtype the matrices are computed in (all matrices share one unless the file mixes them).
-  return std::string(dtype_name(m.weights().lm_head.w.dtype));
+  return std::string(dtype_name(m.weights().output.format.dtype));
 }
 
 int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
   if (o.model_dir.empty() == o.random.empty()) {
     throw Error(ErrorKind::Argument, "bench: give exactly one of -m DIR or --random NAME");
   }
-  if (o.backend != "cpu" && o.backend != "cuda") {
-    throw Error(ErrorKind::Argument, "--backend: '" + o.backend + "' is not one of cpu, cuda");
-  }
-  const bool on_gpu = o.backend == "cuda";
+  const bool on_gpu = o.backend != "cpu";
   if (o.device < 0) throw Error(ErrorKind::Argument, "--device: " + std::to_string(o.device) + " must be >= 0");
-  // One GPU backend for every dtype; its error (no device, no driver, no CUDA in this build) is the message.
-  std::shared_ptr<Backend> gpu = on_gpu ? make_cuda_backend(o.device) : nullptr;
+  // One GPU backend for every dtype; its error (unknown name, no device, no driver, no CUDA in this build)
+  // is the message.
+  std::shared_ptr<Backend> gpu = on_gpu ? make_backend(o.backend, BackendOptions{0, o.device}) : nullptr;
   // As in llama-bench, a length of 0 skips that test (-n 0: prefill only).
   for (int64_t p : o.n_prompt)
     if (p < 0) throw Error(ErrorKind::Argument, "-p: prompt length " + std::to_string(p) + " must be >= 0 (0 = no prefill test)");
@@ -99,6 +100,8 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
   if (o.n_prompt.empty() && o.n_gen.empty()) throw Error(ErrorKind::Argument, "-p/-n: every length is 0, nothing to measure");
   for (int64_t d : o.depth)
     if (d < 0) throw Error(ErrorKind::Argument, "-d: depth " + std::to_string(d) + " must be >= 0");
+  for (int64_t b : o.batch)
+    if (b < 1 || b > 256) throw Error(ErrorKind::Argument, "-b: " + std::to_string(b) + " sequences must be in [1, 256]");
   if (o.reps < 1 || o.reps > 1000) throw Error(ErrorKind::Argument, "-r: repetitions must be in [1, 1000]");
   // On the GPU the thread count means nothing: one pass, reported as 1.
   std::vector<int> threads = on_gpu ? std::vector<int>{1} : o.threads.empty() ? std::vector<int>{cpu_count()} : o.threads;
@@ -122,7 +125,8 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
   for (int t : threads) {
     if (on_gpu) {
       // The card's stated bandwidth (memory clock x bus width); achieved GB/s is reported against it.
-      bandwidth[t] = gpu->peak_bandwidth_gb_s();
+      const auto devices = cuda_devices();
+      bandwidth[t] = o.device < int(devices.size()) ? devices[size_t(o.device)].peak_bandwidth_gb_s : 0.0;
       machine["gpu_device"] = o.device;
       machine["gpu_peak_bandwidth_gb_s"] = bandwidth[t];
     } else if (!o.n_gen.empty()) {
@@ -153,7 +157,17 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
         for (auto& x : v) x = int32_t(rng() % uint32_t(c.n_vocab));
         return v;
       };
-      Session s(model);
+      // The KV cache holds what the longest test needs (the +1: the untimed step after each probe), for the
+      // most sequences decoded together.
+      int64_t ctx = 1;
+      for (int64_t p : o.n_prompt) ctx = std::max(ctx, p);
+      for (int64_t n : o.n_gen)
+        for (int64_t d : o.depth) ctx = std::max(ctx, d + n + 1);
+      SessionOptions so;
+      so.n_ctx = std::min(ctx, c.n_ctx);
+      so.n_seq = *std::max_element(o.batch.begin(), o.batch.end());
+      so.max_batch = std::max<int64_t>(512, so.n_seq);
+      Session s(model, so);
       auto emit = [&](json r, const std::string& notes) {
         r["model"] = model_name;
         r["backend"] = model->backend().name();
@@ -199,8 +213,10 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
       }
       for (int64_t n : o.n_gen) {
         for (int64_t d : o.depth) {
+          for (int64_t b : o.batch) {
           const auto prefix = tokens(d);
-          const auto gen = tokens(n);
+          const auto gen = tokens(n * b);  // sequence q's i-th token: gen[i * b + q]
+          std::vector<Session::SeqTokens> step(static_cast<size_t>(b));
           std::vector<double> rates, latencies, firsts, bws;
           for (int r = -1; r < o.reps; ++r) {
             // The CPU's read bandwidth just before each repetition (untimed): the roofline this test is
@@ -213,29 +229,39 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
               s.eval(std::span<const int32_t>(&gen[0], 1));
             }
             s.reset();
-            if (d > 0) s.eval(prefix);
+            if (d > 0) {
+              for (int64_t q = 0; q < b; ++q) s.eval(prefix, q);
+            }
             const auto t0 = clock_type::now();
             for (int64_t i = 0; i < n; ++i) {
               const auto ti = clock_type::now();
-              s.eval(std::span<const int32_t>(&gen[size_t(i)], 1));
+              if (b == 1) {
+                s.eval(std::span<const int32_t>(&gen[size_t(i)], 1));
+              } else {
+                // One step decodes a token of every sequence.
+                for (int64_t q = 0; q < b; ++q) step[size_t(q)] = {q, std::span<const int32_t>(&gen[size_t(i * b + q)], 1)};
+                s.eval_batch(step);
+              }
               if (r >= 0) latencies.push_back(seconds_since(ti) * 1e3);
               if (r >= 0 && i == 0) firsts.push_back(latencies.back());
             }
-            if (r >= 0) rates.push_back(double(n) / seconds_since(t0));
+            if (r >= 0) rates.push_back(double(n * b) / seconds_since(t0));
           }
           const Stats st = stats(rates);
-          // A decode step reads every weight once plus the KV cache up to its position (K and V in the
-          // backend's cache dtype).
+          // A decode step reads every weight once plus each sequence's KV cache up to its position (K and
+          // V in the backend's cache dtype), and makes b tokens.
           const double avg_ctx = double(d) + double(n + 1) / 2.0;
-          const double kv_bytes = 2.0 * double(c.n_layer) * avg_ctx * double(c.n_embd) *
-                                  double(dtype_size(model->backend().kv_dtype()));
-          const double bytes = double(model->bytes_per_token()) + kv_bytes;
-          const double gb_s = bytes * st.median / 1e9;
+          const double kv_bytes = 2.0 * double(c.n_layer) * avg_ctx * double(c.kv_dim()) *
+                                  double(dtype_size(s.kv_cache().dtype()));
+          const double bytes = double(model->bytes_per_token()) + double(b) * kv_bytes;
+          const double gb_s = bytes * st.median / double(b) / 1e9;
           const double bw = probe ? stats(bws).median : bandwidth[t];
-          json r = {{"test", "tg" + std::to_string(n) + (d > 0 ? "@d" + std::to_string(d) : "")},
+          json r = {{"test", "tg" + std::to_string(n) + (d > 0 ? "@d" + std::to_string(d) : "") +
+                                 (b > 1 ? "@b" + std::to_string(b) : "")},
+                    {"batch", b},
                     {"tok_s", st.median},
                     {"tok_s_std", st.stddev},
-                    {"bytes_per_token", bytes},
+                    {"bytes_per_token", bytes / double(b)},
                     {"gb_s", gb_s},
                     {"read_bandwidth_gb_s", bw},
                     {"roofline_pct", bw > 0 ? 100.0 * gb_s / bw : 0.0},
@@ -247,6 +273,7 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
           std::snprintf(notes, sizeof notes, "ITL p50 %.2f ms, p99 %.2f ms%s", r["itl_p50_ms"].get<double>(),
                         r["itl_p99_ms"].get<double>(), probe ? (", read " + fmt1(bw) + " GB/s").c_str() : "");
           emit(r, notes);
+          }
         }
       }
     }
@@ -285,11 +312,14 @@ const bool registered = register_command("bench", "Measure prefill and decode to
   app.add_option("-p,--n-prompt", o->n_prompt, "Prompt lengths (prefill tests), comma-separated; 0: no prefill test")->delimiter(',');
   app.add_option("-n,--n-gen", o->n_gen, "Generated tokens (decode tests), comma-separated; 0: no decode test")->delimiter(',');
   app.add_option("-d,--depth", o->depth, "KV-cache depths for the decode tests, comma-separated")->delimiter(',');
+  app.add_option("-b,--batch", o->batch,
+                 "Sequences decoded together in each decode step, comma-separated (aggregate tok/s; default 1)")
+      ->delimiter(',');
   app.add_option("-r,--repetitions", o->reps, "Timed repetitions after one warm-up");
   app.add_option("-t,--threads", o->threads, "Thread counts, comma-separated (default: all cores)")->delimiter(',');
   app.add_option("--dtype", o->dtypes, "Weight dtypes: f32, f16, bf16, stored (comma-separated)")->delimiter(',');
   app.add_option("-o,--output", o->output, "md or json");
-  app.add_option("--backend", o->backend, "cpu or cuda");
+  app.add_option("--backend", o->backend, "A backend of `minigpt info --system`: cpu, cuda");
   app.add_option("--device", o->device, "CUDA device index (with --backend cuda)");
   return [o] { return run_bench(*o); };
 });

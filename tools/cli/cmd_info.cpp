@@ -1,50 +1,234 @@
-// minigpt info -m DIR: what a model directory holds.
+// minigpt info -m DIR: what a model directory holds (config.json and the weight files' headers only: no
+// weight is read). minigpt info --system: what this build and this machine offer (CPU, kernels, BLAS,
+// backends and their devices). Either or both; --json for a JSON object with "system" and/or "model".
 #include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "command.h"
+#include "common.h"
+#include "minigpt/cpu.h"
 #include "minigpt/error.h"
 #include "minigpt/model.h"
+#include "minigpt/registry.h"
 #include "minigpt/tokenizer.h"
 
 namespace minigpt::cli {
 namespace {
 
+using nlohmann::json;
+
 struct InfoOptions {
   std::string model_dir;
+  bool system = false;
+  bool json = false;
 };
 
-int run_info(const InfoOptions& o) {
-  auto m = Model::load(o.model_dir, LoadOptions::threads(1));
-  const Config& c = m->config();
-  std::printf("model:        %s\n", o.model_dir.c_str());
-  std::printf("architecture: gpt2 (%lld layers, %lld heads, n_embd %lld, n_inner %lld)\n", (long long)c.n_layer,
-              (long long)c.n_head, (long long)c.n_embd, (long long)c.n_inner);
+const char* positions_name(PositionEncoding p) {
+  switch (p) {
+    case PositionEncoding::Learned: return "learned";
+    case PositionEncoding::Sinusoidal: return "sinusoidal";
+    case PositionEncoding::Rotary: return "rotary";
+  }
+  return "?";
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep = " ") {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+// --- the model --------------------------------------------------------------------------------
+
+struct TokenizerSummary {
+  bool present = false;
+  int n_vocab = 0;
+  std::optional<int32_t> eos;
+  std::string error;  // why there is none
+};
+
+TokenizerSummary tokenizer_summary(const std::string& dir) {
+  TokenizerSummary t;
+  try {
+    const Tokenizer tok = Tokenizer::load(dir);
+    t.present = true;
+    t.n_vocab = tok.n_vocab();
+    t.eos = tok.eos_id();
+  } catch (const Error& e) {
+    t.error = e.what();
+  }
+  return t;
+}
+
+json model_json(const std::string& dir, const ModelSummary& s, const TokenizerSummary& tok) {
+  const Config& c = s.config;
+  json j;
+  j["dir"] = dir;
+  j["arch"] = c.arch;
+  j["n_layer"] = c.n_layer;
+  j["n_head"] = c.n_head;
+  j["n_kv_head"] = c.kv_heads();
+  j["n_embd"] = c.n_embd;
+  j["n_inner"] = c.n_inner;
+  j["n_ctx"] = c.n_ctx;
+  j["n_vocab"] = c.n_vocab;
+  j["activation"] = c.activation_name;
+  j["positions"] = positions_name(c.position_encoding);
+  if (c.position_encoding == PositionEncoding::Rotary) {
+    j["rotary_dim"] = c.rotary_dim;
+    j["rope_theta"] = c.rope_theta;
+  }
+  j["residual"] = c.parallel_residual ? "parallel" : "sequential";
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["n_params"] = s.n_params;
+  json bytes = json::object();
+  for (const auto& [dtype, n] : s.stored_bytes) bytes[dtype] = n;
+  j["stored_bytes"] = bytes;
+  j["files"] = s.files;
+  j["bos_token_id"] = c.bos_token_id;
+  j["eos_token_id"] = c.eos_token_id;
+  if (tok.present) {
+    j["tokenizer"] = {{"n_vocab", tok.n_vocab}, {"eos_id", tok.eos ? json(*tok.eos) : json(nullptr)}};
+  } else {
+    j["tokenizer"] = nullptr;
+    j["tokenizer_error"] = tok.error;
+  }
+  return j;
+}
+
+void print_model(const std::string& dir, const ModelSummary& s, const TokenizerSummary& tok) {
+  const Config& c = s.config;
+  std::printf("model:        %s\n", dir.c_str());
+  std::printf("architecture: %s (%lld layers, %lld heads, n_embd %lld, n_inner %lld)\n", c.arch.c_str(),
+              (long long)c.n_layer, (long long)c.n_head, (long long)c.n_embd, (long long)c.n_inner);
+  const int64_t kv = c.kv_heads();
+  std::printf("kv heads:     %lld (%s)\n", (long long)kv,
+              kv == c.n_head ? "multi-head" : kv == 1 ? "multi-query" : "grouped-query");
   std::printf("context:      %lld tokens\n", (long long)c.n_ctx);
   std::printf("vocabulary:   %lld tokens\n", (long long)c.n_vocab);
   std::printf("activation:   %s\n", c.activation_name.c_str());
-  std::printf("positions:    %s\n", c.position_encoding == PositionEncoding::Learned ? "learned" : "sinusoidal");
+  if (c.position_encoding == PositionEncoding::Rotary) {
+    std::printf("positions:    rotary (%lld of %lld head dims, theta %g)\n", (long long)c.rotary_dim,
+                (long long)c.head_dim(), double(c.rope_theta));
+  } else {
+    std::printf("positions:    %s\n", positions_name(c.position_encoding));
+  }
+  std::printf("residual:     %s\n", c.parallel_residual ? "parallel" : "sequential");
   std::printf("lm head:      %s\n", c.tie_word_embeddings ? "tied to wte" : "separate");
-  std::printf("parameters:   %lld (%.1fM)\n", (long long)m->n_params(), double(m->n_params()) / 1e6);
-  for (const auto& [dtype, bytes] : m->stored_bytes()) {
+  std::printf("parameters:   %lld (%.1fM)\n", (long long)s.n_params, double(s.n_params) / 1e6);
+  for (const auto& [dtype, bytes] : s.stored_bytes) {
     std::printf("weights %-5s %zu bytes (%.1f MB)\n", (dtype + ":").c_str(), bytes, double(bytes) / 1e6);
   }
+  std::printf("files:        %s\n", join(s.files, ", ").c_str());
   std::printf("bos / eos:    %lld / %lld\n", (long long)c.bos_token_id, (long long)c.eos_token_id);
-  try {
-    const Tokenizer tok = Tokenizer::load(o.model_dir);
-    const auto eos = tok.eos_id();
-    std::printf("tokenizer:    byte-level BPE, %d tokens%s\n", tok.n_vocab(),
-                eos ? (", <|endoftext|> = " + std::to_string(*eos)).c_str() : "");
-  } catch (const Error& e) {
-    std::printf("tokenizer:    none (%s)\n", e.what());
+  if (tok.present) {
+    std::printf("tokenizer:    byte-level BPE, %d tokens%s\n", tok.n_vocab,
+                tok.eos ? (", <|endoftext|> = " + std::to_string(*tok.eos)).c_str() : "");
+  } else {
+    std::printf("tokenizer:    none (%s)\n", tok.error.c_str());
   }
+}
+
+// --- the system -------------------------------------------------------------------------------
+
+struct BackendStatus {
+  const BackendInfo* info;
+  bool available;
+  std::string why;
+  std::vector<std::string> devices;
+};
+
+std::vector<BackendStatus> backend_statuses() {
+  std::vector<BackendStatus> v;
+  for (const BackendInfo& b : backends()) {
+    BackendStatus s{&b, false, {}, {}};
+    s.available = b.available(&s.why);
+    if (s.available) s.devices = b.devices();
+    v.push_back(std::move(s));
+  }
+  return v;
+}
+
+#ifdef MINIGPT_WITH_CUDA
+constexpr bool kCudaBuilt = true;
+#else
+constexpr bool kCudaBuilt = false;
+#endif
+
+json system_json(const CpuInfo& cpu, const std::vector<BackendStatus>& bs) {
+  json j;
+  j["version"] = kVersion;
+  j["cuda_module_built"] = kCudaBuilt;
+  j["cpu"] = {{"model", cpu.model},          {"threads", cpu.cores},   {"features", cpu.features},
+              {"kernel_level", cpu.kernel_level}, {"levels", cpu.levels}, {"blas", cpu.blas}};
+  json list = json::array();
+  for (const auto& b : bs) {
+    json e = {{"name", b.info->name}, {"description", b.info->description}, {"available", b.available}};
+    if (!b.available) e["why"] = b.why;
+    e["devices"] = b.devices;
+    list.push_back(std::move(e));
+  }
+  j["backends"] = list;
+  return j;
+}
+
+void print_system(const CpuInfo& cpu, const std::vector<BackendStatus>& bs) {
+  std::printf("minigpt:      %s\n", kVersion);
+  std::printf("build:        %s\n", kCudaBuilt ? "with the CUDA backend module (libminigpt-cuda.so)" : "without CUDA");
+  std::printf("cpu:          %s, %d threads\n", cpu.model.c_str(), cpu.cores);
+  std::printf("cpu features: %s\n", cpu.features.empty() ? "(none the kernels use)" : cpu.features.c_str());
+  std::printf("kernels:      %s (this binary has and this CPU runs: %s)\n", cpu.kernel_level.c_str(),
+              join(cpu.levels).c_str());
+  std::printf("blas:         %s\n", cpu.blas.c_str());
+  std::printf("backends:\n");
+  for (const auto& b : bs) {
+    std::printf("  %-6s %-12s %s\n", b.info->name.c_str(), b.available ? "available" : "unavailable",
+                b.info->description.c_str());
+    if (!b.available) std::printf("         %s\n", b.why.c_str());
+    for (const auto& d : b.devices) std::printf("         device %s\n", d.c_str());
+  }
+}
+
+int run_info(const InfoOptions& o) {
+  if (o.model_dir.empty() && !o.system) {
+    throw Error(ErrorKind::Argument,
+                "info needs --model DIR (what a model directory holds) or --system (what this build and machine offer)");
+  }
+  json out = json::object();
+  if (o.system) {
+    const CpuInfo cpu = cpu_info();
+    const auto bs = backend_statuses();
+    if (o.json) {
+      out["system"] = system_json(cpu, bs);
+    } else {
+      print_system(cpu, bs);
+      if (!o.model_dir.empty()) std::printf("\n");
+    }
+  }
+  if (!o.model_dir.empty()) {
+    const ModelSummary s = Model::inspect(o.model_dir);  // headers only: no weight is read
+    const TokenizerSummary tok = tokenizer_summary(o.model_dir);
+    if (o.json) {
+      out["model"] = model_json(o.model_dir, s, tok);
+    } else {
+      print_model(o.model_dir, s, tok);
+    }
+  }
+  if (o.json) write_stdout(out.dump(2) + "\n");
   return 0;
 }
 
-const bool registered = register_command("info", "Show a model's config, size and context length", [](CLI::App& app) {
-  auto o = std::make_shared<InfoOptions>();
-  app.add_option("-m,--model", o->model_dir, "Model directory (config.json + model.safetensors)")->required();
-  return [o] { return run_info(*o); };
-});
+const bool registered = register_command(
+    "info", "Show a model's config, size and context length (-m), or what this build and machine offer (--system)",
+    [](CLI::App& app) {
+      auto o = std::make_shared<InfoOptions>();
+      app.add_option("-m,--model", o->model_dir, "Model directory (config.json + model.safetensors)");
+      app.add_flag("--system", o->system, "Show this build and machine: CPU, kernels, BLAS, backends and devices");
+      app.add_flag("--json", o->json, "Print one JSON object (\"system\" and/or \"model\")");
+      return [o] { return run_info(*o); };
+    });
 
 }  // namespace
 }  // namespace minigpt::cli

@@ -7,8 +7,24 @@
 #include <cstring>
 
 #include "minigpt/error.h"
+#include "minigpt/registry.h"
 
 namespace minigpt::cli {
+
+std::string backend_names() {
+  std::string s;
+  for (const BackendInfo& b : backends()) s += (s.empty() ? "" : ", ") + b.name;
+  return s;
+}
+
+CLI::Validator backend_validator() {
+  return CLI::Validator(
+      [](std::string& name) -> std::string {
+        if (find_backend(name) != nullptr) return "";
+        return "unknown backend '" + name + "' (this build has: " + backend_names() + ")";
+      },
+      "BACKEND", "backend");
+}
 
 void add_model_options(CLI::App& app, ModelOptions& o, bool model_required) {
   auto* m = app.add_option("-m,--model", o.dir, "Model directory (config.json, model.safetensors, tokenizer files)");
@@ -16,8 +32,8 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool model_required) {
   app.add_option("-t,--threads", o.threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 1024));
   app.add_option("--dtype", o.dtype, "Weight dtype to compute in: f32, f16, bf16, or stored (as in the file)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "stored"}));
-  app.add_option("--backend", o.backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--device", o.device, "CUDA device index")->check(CLI::Range(0, 1024));
+  app.add_option("--backend", o.backend, "Backend to run on: " + backend_names())->check(backend_validator());
+  app.add_option("--device", o.device, "Device index of the backend (a CUDA device)")->check(CLI::Range(0, 1024));
 }
 
 std::filesystem::path resolve_model_dir(const ModelOptions& o) {
@@ -46,7 +62,12 @@ LoadOptions load_options(const ModelOptions& o) {
   if (o.dtype == "f32") lo.weight_dtype = DType::F32;
   if (o.dtype == "f16") lo.weight_dtype = DType::F16;
   if (o.dtype == "bf16") lo.weight_dtype = DType::BF16;
-  if (o.backend == "cuda") lo.backend = make_cuda_backend(o.device);  // a clear error without CUDA or a GPU
+  // The registry's backend: an unknown name or one that cannot run here is a one-line error (its probe's
+  // reason: no CUDA in this build, no GPU, no driver).
+  BackendOptions bo;
+  bo.n_threads = o.threads;
+  bo.device = o.device;
+  lo.backend = make_backend(o.backend, bo);
   return lo;
 }
 

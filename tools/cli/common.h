@@ -10,13 +10,21 @@
 
 namespace minigpt::cli {
 
+// What `minigpt --version` prints (and `minigpt info --system`).
+inline constexpr const char* kVersion = "minigpt 0.1.0";
+
 struct ModelOptions {
   std::string dir;             // empty: the shipped model
   int threads = 0;             // 0: all cores
   std::string dtype = "stored";
-  std::string backend = "cpu";
+  std::string backend = "cpu";  // a name of the backend registry (minigpt/registry.h)
   int device = 0;
 };
+
+// The registry's backend names, "cpu, cuda".
+std::string backend_names();
+// Accepts a name of the backend registry; otherwise "unknown backend 'x' (this build has: cpu, cuda)".
+CLI::Validator backend_validator();
 
 // Adds -m, -t, --dtype, --backend, --device to `app`.
 void add_model_options(CLI::App& app, ModelOptions& o, bool model_required);

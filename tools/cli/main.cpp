@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   using namespace minigpt::cli;
   CLI::App app{"minigpt: a small, fast GPT-2 inference engine"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "minigpt 0.1.0");
+  app.set_version_flag("--version", kVersion);
 
   auto commands = command_registry();
   std::sort(commands.begin(), commands.end(), [](auto& a, auto& b) { return a.name < b.name; });

@@ -1,5 +1,6 @@
-// The CUDA backend: device buffers, weight upload, the ops (shape checks here, kernels in the other .cu
-// files), recorded decode steps (CUDA graphs), and the factory.
+// The CUDA backend: device buffers, weight upload, the KV cache, the ops (shape checks here, kernels in the
+// .cu files), recorded decode steps (CUDA graphs), the factory and the device list. Host code only, built
+// by the host compiler (C++20, as backend.h needs; nvcc builds the .cu files as C++17).
 //
 // Everything runs in order on one stream per backend. Entry points that are not ops (alloc, prepare_*,
 // to_host, run_step, forget_step) take the backend's lock, so several sessions may share it from several
@@ -8,12 +9,14 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cuda/kernels.cuh"
 #include "minigpt/backend.h"
+#include "minigpt/cuda.h"
 
 namespace minigpt {
 namespace {
@@ -71,6 +74,36 @@ void store_as(uint8_t* dst, float v, DType dtype) {
   }
 }
 
+// The KV cache: one device allocation holding, for each layer and each sequence, K then V as [n_ctx, Hkv * D]
+// rows in the backend's KV dtype (heads side by side, as the kernels read them):
+//   [layer][seq][K | V][n_ctx][Hkv * D]
+class CudaKvCache final : public KvCache {
+ public:
+  CudaKvCache(const KvCacheSpec& spec, DType dtype, const void* owner, std::unique_ptr<Buffer> buffer)
+      : KvCache(spec), dtype_(dtype), owner_(owner), buffer_(std::move(buffer)) {}
+  size_t bytes() const override { return buffer_->bytes(); }
+
+  DType dtype() const { return dtype_; }
+  const void* owner() const { return owner_; }
+  int64_t width() const { return spec().n_kv_head * spec().head_dim; }
+  // Bytes of one sequence's K (or V) rows of one layer.
+  static size_t plane_bytes(const KvCacheSpec& s, DType dtype) {
+    return size_t(s.n_ctx) * size_t(s.n_kv_head * s.head_dim) * dtype_size(dtype);
+  }
+  void* k(int64_t layer, int64_t seq) const { return plane(layer, seq, 0); }
+  void* v(int64_t layer, int64_t seq) const { return plane(layer, seq, 1); }
+
+ private:
+  void* plane(int64_t layer, int64_t seq, int64_t kv) const {
+    const size_t index = size_t((layer * spec().n_seq + seq) * 2 + kv);
+    return static_cast<char*>(buffer_->data()) + index * plane_bytes(spec(), dtype_);
+  }
+
+  DType dtype_;
+  const void* owner_;
+  std::unique_ptr<Buffer> buffer_;
+};
+
 bool graphs_disabled_by_env() {
   const char* e = std::getenv("MINIGPT_CUDA_GRAPHS");
   return e != nullptr && std::string(e) == "0";
@@ -89,10 +122,6 @@ class CudaBackend final : public Backend {
       CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
       cuda::attention_init();
       ensure_step_capacity(1 + 1024);
-      int clock_khz = 0, bus_bits = 0;
-      CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device_));
-      CUDA_CHECK(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device_));
-      peak_gb_s_ = 2.0 * double(clock_khz) * 1e3 * double(bus_bits) / 8.0 / 1e9;  // double data rate
     } catch (...) {
       release();
       throw;
@@ -102,8 +131,6 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   Device device() const override { return Device::Cuda; }
-  DType kv_dtype() const override { return options_.kv_dtype; }
-  double peak_bandwidth_gb_s() const override { return peak_gb_s_; }
 
   std::unique_ptr<Buffer> alloc(size_t bytes) override {
     std::lock_guard<std::recursive_mutex> lock(mutex_);
@@ -124,17 +151,22 @@ class CudaBackend final : public Backend {
     return make_tensor(keep.back()->data(), DType::F32, Device::Cuda, host.rows, host.cols);
   }
 
-  // Matrices live as [n_out, n_in] (OutIn) in `dtype`: the rows the GEMV kernel streams, and cuBLAS's
+  // Matrices live as [n_out, n_in] (OutIn) in `format.dtype`: the rows the GEMV kernel streams, and cuBLAS's
   // column-major [n_in, n_out] for a transposed GEMM.
-  Linear prepare_linear(const Linear& host, DType dtype, std::vector<std::unique_ptr<Buffer>>& keep) override {
+  Linear prepare_linear(const HostLinear& host, const WeightFormat& format,
+                        std::vector<std::unique_ptr<Buffer>>& keep) override {
     std::lock_guard<std::recursive_mutex> lock(mutex_);
+    if (format.block != 1) throw Error(ErrorKind::Unsupported, "cuda backend: quantized weights are not supported yet");
+    const DType dtype = format.dtype;
     need(is_weight_dtype(dtype), "prepare_linear: dtype must be F32, F16 or BF16");
     need(host.w.device == Device::Host && is_weight_dtype(host.w.dtype), "prepare_linear: a host F32/F16/BF16 matrix");
-    Linear l = host;
-    if (!host.b.empty()) l.b = prepare_weight(host.b, keep);
     const int64_t N = host.n_out, K = host.n_in;
-    const bool in_out = host.layout == WeightLayout::InOut;
-    need(host.w.rows * host.w.cols == N * K, "prepare_linear: matrix shape disagrees with n_in x n_out");
+    const bool in_out = host.order == MatrixOrder::InOut;
+    need(N >= 1 && K >= 1 && (in_out ? host.w.rows == K && host.w.cols == N : host.w.rows == N && host.w.cols == K),
+         "prepare_linear: matrix shape disagrees with n_in x n_out");
+    need(host.b.empty() || host.b.rows * host.b.cols == N, "prepare_linear: bias is not [1, n_out]");
+    Linear l;
+    if (!host.b.empty()) l.b = prepare_weight(host.b, keep);
     const size_t esize = dtype_size(dtype);
     std::vector<uint8_t> dst(size_t(N * K) * esize);
     std::vector<float> row(size_t(host.w.cols));
@@ -148,8 +180,27 @@ class CudaBackend final : public Backend {
     }
     keep.push_back(upload(dst.data(), dst.size()));
     l.w = make_tensor(keep.back()->data(), dtype, Device::Cuda, N, K);
-    l.layout = WeightLayout::OutIn;
+    l.format = WeightFormat::plain(dtype);
+    l.n_in = K;
+    l.n_out = N;
     return l;
+  }
+
+  std::unique_ptr<KvCache> make_kv_cache(const KvCacheSpec& spec) override {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    need(!capturing_, "make_kv_cache while a step is being recorded");
+    need(spec.n_layer >= 1 && spec.n_kv_head >= 1 && spec.head_dim >= 1 && spec.n_ctx >= 1 && spec.n_seq >= 1,
+         "make_kv_cache: every dimension of the spec must be >= 1");
+    need(spec.n_ctx <= INT32_MAX, "make_kv_cache: n_ctx past the positions the kernels take (2^31 - 1)");
+    const DType dtype = options_.kv_dtype;
+    // Overflow-checked size: layers * sequences * 2 planes of n_ctx rows of Hkv * D elements.
+    const double total = double(spec.n_layer) * double(spec.n_seq) * 2.0 * double(spec.n_ctx) *
+                         double(spec.n_kv_head) * double(spec.head_dim) * double(dtype_size(dtype));
+    need(total < 9.0e18, "make_kv_cache: the cache's size overflows");
+    const size_t bytes = size_t(spec.n_layer * spec.n_seq * 2) * CudaKvCache::plane_bytes(spec, dtype);
+    CUDA_CHECK(cudaSetDevice(device_));
+    auto buffer = std::make_unique<CudaBuffer>(bytes, device_, stream_);
+    return std::make_unique<CudaKvCache>(spec, dtype, this, std::move(buffer));
   }
 
   // Through pinned staging: a page-locked buffer is what the copy engine writes at full speed.
@@ -172,22 +223,36 @@ class CudaBackend final : public Backend {
     std::memcpy(dst, pinned_logits_, bytes);
   }
 
-  void embed(Tensor out, const int32_t* tokens, int64_t n_tokens, int64_t pos0, const Tensor& wte,
-             const Tensor& wpe) override {
+  // One launch per run (each at its own positions); the ids are read from step_dev_ (uploaded by run_step,
+  // or here outside a step).
+  void embed(Tensor out, const Step& step, const Linear& table, const Tensor& wpe) override {
     need_device_f32(out, "embed", "out");
-    need_device_f32(wpe, "embed", "wpe");
-    need(wte.device == Device::Cuda && is_weight_dtype(wte.dtype), "embed: wte must be a device F32/F16/BF16 matrix");
-    need(out.rows >= n_tokens && out.cols == wte.cols && out.cols == wpe.cols, "embed: shapes disagree");
-    bind();
-    StepValue pos;
-    if (in_step_) {
-      pos = step_value(n_tokens, pos0, "embed");
-    } else {
-      upload_step(tokens, n_tokens, pos0);  // ids travel like a step's, through the pinned staging
-      pos.value = int32_t(pos0);
+    const Tensor& wte = table.w;
+    need(wte.device == Device::Cuda && is_weight_dtype(wte.dtype) && table.format.block == 1 &&
+             wte.dtype == table.format.dtype,
+         "embed: the token table was not prepared by the CUDA backend");
+    need(out.rows >= step.n_tokens && out.cols == wte.cols, "embed: shapes disagree");
+    if (!wpe.empty()) {
+      need_device_f32(wpe, "embed", "wpe");
+      need(wpe.cols == out.cols, "embed: shapes disagree (wpe)");
     }
-    cuda::embed(out.ptr<float>(), out.stride, step_dev_ + 1, n_tokens, pos, wte.data, wte.dtype, wte.stride,
-                wpe.ptr<float>(), wpe.stride, out.cols, stream_);
+    check_runs(step, "embed");
+    for (const SeqRun& r : step.runs) {
+      need(wpe.empty() || r.pos0 + r.n <= wpe.rows, "embed: positions past the end of wpe");
+    }
+    bind();
+    if (in_step_) {
+      same_step(step, "embed");
+      if (!wpe.empty()) note_limit(wpe.rows);
+    } else {
+      upload_step(step);  // ids travel like a step's, through the pinned staging
+    }
+    for (const SeqRun& r : step.runs) {
+      const StepValue pos = step_value(r);
+      cuda::embed(out.row_slice(r.first, r.n).ptr<float>(), out.stride, step_dev_ + 1 + r.first, r.n, pos, wte.data,
+                  wte.dtype, wte.stride, wpe.empty() ? nullptr : wpe.ptr<float>(), wpe.empty() ? 0 : wpe.stride,
+                  out.cols, stream_);
+    }
   }
 
   void layer_norm(Tensor out, const Tensor& in, const Tensor& w, const Tensor& b, float eps) override {
@@ -215,45 +280,70 @@ class CudaBackend final : public Backend {
     cuda::activation(x.ptr<float>(), x.stride, x.rows, x.cols, act, stream_);
   }
 
-  // The device caches stay [S, C] (heads side by side); the decode kernels read them as such.
-  void store_kv(Tensor k_cache, Tensor v_cache, const Tensor& k, const Tensor& v, int64_t pos0,
-                int64_t /*n_head*/) override {
+  // Each run's rows go to its sequence's caches at its positions (rows [S, Hkv * D], heads side by side).
+  void store_kv(KvCache& cache, int64_t layer, const Tensor& k, const Tensor& v, const Step& step) override {
+    check_step(step, cache.spec());
+    const CudaKvCache& c = own_cache(cache, layer, "store_kv");
     need_device_f32(k, "store_kv", "k");
     need_device_f32(v, "store_kv", "v");
-    check_cache(k_cache, v_cache, "store_kv");
-    need(k.rows == v.rows && k.cols == v.cols && k.cols == k_cache.cols, "store_kv: shapes disagree");
-    need(pos0 >= 0 && pos0 + k.rows <= k_cache.rows, "store_kv: rows past the end of the cache");
+    need(k.rows == step.n_tokens && v.rows == k.rows && k.cols == c.width() && v.cols == k.cols,
+         "store_kv: shapes disagree (k, v: [tokens, n_kv_head * head_dim])");
     bind();
-    const StepValue pos = step_value(k.rows, pos0, "store_kv");
-    cuda::store_kv(k_cache.data, v_cache.data, k_cache.dtype, k_cache.stride, k.ptr<float>(), k.stride, v.ptr<float>(),
-                   v.stride, k.rows, k.cols, pos, stream_);
+    if (in_step_) {
+      same_step(step, "store_kv");
+      note_limit(cache.spec().n_ctx);
+    }
+    for (const SeqRun& r : step.runs) {
+      cuda::store_kv(c.k(layer, r.seq), c.v(layer, r.seq), c.dtype(), c.width(), k.row_slice(r.first, r.n).ptr<float>(),
+                     k.stride, v.row_slice(r.first, r.n).ptr<float>(), v.stride, r.n, c.width(), step_value(r),
+                     stream_);
+    }
   }
 
-  void attention(Tensor out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t pos0,
-                 int64_t n_head, float scale) override {
+  // Per run: one query (decode) -> flash-decoding over that sequence's cache, split by cache size; more
+  // (prefill) -> the tiled kernel.
+  void attention(Tensor out, const Tensor& q, KvCache& cache, int64_t layer, const Step& step, int64_t n_head,
+                 float scale) override {
+    check_step(step, cache.spec());
+    const CudaKvCache& c = own_cache(cache, layer, "attention");
     need_device_f32(out, "attention", "out");
     need_device_f32(q, "attention", "q");
-    check_cache(k_cache, v_cache, "attention");
-    need(n_head >= 1 && q.cols % n_head == 0, "attention: n_head does not divide the width");
-    need(out.rows == q.rows && out.cols == q.cols && k_cache.cols == q.cols, "attention: shapes disagree");
-    need(pos0 >= 0 && pos0 + q.rows <= k_cache.rows, "attention: positions past the end of the cache");
-    const int64_t D = q.cols / n_head;
+    const int64_t D = cache.spec().head_dim, Hkv = cache.spec().n_kv_head;
+    need(n_head >= 1, "attention: n_head must be >= 1");
+    if (n_head != Hkv) {
+      throw Error(ErrorKind::Unsupported, "cuda attention: n_head " + std::to_string(n_head) + " != n_kv_head " +
+                                              std::to_string(Hkv) +
+                                              " (grouped or multi-query attention) is not supported yet");
+    }
+    need(q.rows == step.n_tokens && out.rows == q.rows && q.cols == n_head * D && out.cols == q.cols,
+         "attention: shapes disagree (q, out: [tokens, n_head * head_dim])");
     if (D > cuda::kMaxHeadDim) {
       throw Error(ErrorKind::Unsupported, "cuda attention: head dim " + std::to_string(D) + " > " +
                                               std::to_string(cuda::kMaxHeadDim) + " is not supported");
     }
     bind();
-    const StepValue pos = step_value(q.rows, pos0, "attention");
-    if (q.rows == 1) {
-      // The split count depends on the cache size only, so every decode step of a session has one grid.
-      const int64_t n_splits = cuda::attention_decode_splits(k_cache.rows);
-      const size_t bytes = size_t(n_head * n_splits * (D + 2)) * sizeof(float);
-      ensure_scratch(&partial_, &partial_bytes_, bytes);
-      cuda::attention_decode(out.ptr<float>(), q.ptr<float>(), k_cache.data, v_cache.data, k_cache.dtype,
-                             k_cache.stride, pos, n_head, D, scale, n_splits, static_cast<float*>(partial_), stream_);
-    } else {
-      cuda::attention_prefill(out.ptr<float>(), out.stride, q.ptr<float>(), q.stride, k_cache.data, v_cache.data,
-                              k_cache.dtype, k_cache.stride, q.rows, pos, n_head, D, scale, stream_);
+    if (in_step_) {
+      same_step(step, "attention");
+      note_limit(cache.spec().n_ctx);
+    }
+    const int64_t S = cache.spec().n_ctx;
+    for (const SeqRun& r : step.runs) {
+      const StepValue pos = step_value(r);
+      const void* kc = c.k(layer, r.seq);
+      const void* vc = c.v(layer, r.seq);
+      if (r.n == 1) {
+        // The split count depends on the cache size only, so every decode step of a session has one grid.
+        const int64_t n_splits = cuda::attention_decode_splits(S);
+        const size_t bytes = size_t(n_head * n_splits * (D + 2)) * sizeof(float);
+        ensure_scratch(&partial_, &partial_bytes_, bytes);
+        cuda::attention_decode(out.row_slice(r.first, 1).ptr<float>(), q.row_slice(r.first, 1).ptr<float>(), kc, vc,
+                               c.dtype(), c.width(), pos, n_head, D, scale, n_splits, static_cast<float*>(partial_),
+                               stream_);
+      } else {
+        cuda::attention_prefill(out.row_slice(r.first, r.n).ptr<float>(), out.stride,
+                                q.row_slice(r.first, r.n).ptr<float>(), q.stride, kc, vc, c.dtype(), c.width(), r.n,
+                                pos, n_head, D, scale, stream_);
+      }
     }
   }
 
@@ -263,47 +353,64 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
-  // A decode step (one token) of a session is recorded as a CUDA graph the first time and replayed after:
-  // the kernels read pos0 and the token id from step_dev_, which is refreshed before every replay. Longer
-  // steps (prefill) are launched directly: they are few, and long enough not to be launch-bound.
-  void run_step(const void* key, const int32_t* tokens, int64_t n_tokens, int64_t pos0,
-                const std::function<void()>& ops) override {
+  // A decode step of one sequence (one run of one token) is recorded as a CUDA graph the first time and
+  // replayed after (one graph per key and sequence, as the graph holds that sequence's cache addresses): its
+  // kernels read pos0 and the token id from step_dev_, which is refreshed before every replay. Other steps
+  // (prefill, several sequences) are launched directly with positions passed by value: prefill is long enough
+  // not to be launch-bound. The token ids are on the device (step_dev_ + 1) for every step.
+  void run_step(const void* key, const Step& step, const std::function<void()>& ops) override {
     std::lock_guard<std::recursive_mutex> lock(mutex_);
     need(!in_step_, "run_step inside run_step");
+    check_runs(step, "run_step");
     CUDA_CHECK(cudaSetDevice(device_));
-    upload_step(tokens, n_tokens, pos0);
-    StepScope scope(*this, n_tokens, pos0);
-    if (!options_.graphs || key == nullptr || n_tokens != 1) {
+    const bool graph = options_.graphs && key != nullptr && step.runs.size() == 1 && step.n_tokens == 1;
+    upload_step(step);  // first: growing the step buffer drops the recorded graphs
+    if (graph) {
+      if (auto it = graphs_.find({key, step.runs[0].seq}); it != graphs_.end()) {
+        // The replay runs no op, so no op checks its position: check it against the limit the recorded ops
+        // checked (the cache's n_ctx, wpe's rows).
+        need(step.runs[0].pos0 < it->second.pos_limit, "run_step: position past the end of the cache");
+        CUDA_CHECK(cudaGraphLaunch(it->second.exec, stream_));
+        return;
+      }
+    }
+    StepScope scope(*this, step, graph);
+    if (!graph) {
       ops();
       return;
     }
-    if (auto it = graphs_.find(key); it != graphs_.end()) {
-      CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
-      return;
-    }
-    // The first step runs directly (which also sizes every scratch buffer the recording will refer to),
-    // then the same ops are recorded, not executed, for the next steps.
+    // The first step runs directly (which also sizes every scratch buffer the recording will refer to and
+    // checks every op), then the same ops are recorded, not executed, for the next steps.
     ops();
-    graphs_[key] = record(ops);
+    Recorded rec;
+    rec.pos_limit = step_limit_;
+    rec.exec = record(ops);
+    graphs_[{key, step.runs[0].seq}] = rec;
   }
 
   void forget_step(const void* key) override {
     std::lock_guard<std::recursive_mutex> lock(mutex_);
-    auto it = graphs_.find(key);
-    if (it == graphs_.end()) return;
-    cudaGraphExecDestroy(it->second);  // an in-flight replay still completes
-    graphs_.erase(it);
+    auto it = graphs_.lower_bound({key, INT64_MIN});
+    while (it != graphs_.end() && it->first.first == key) {
+      cudaGraphExecDestroy(it->second.exec);  // an in-flight replay still completes
+      it = graphs_.erase(it);
+    }
   }
 
  private:
   struct StepScope {
     CudaBackend& be;
-    StepScope(CudaBackend& b, int64_t n, int64_t pos0) : be(b) {
+    StepScope(CudaBackend& b, const Step& step, bool graph) : be(b) {
       be.in_step_ = true;
-      be.step_n_ = n;
-      be.step_pos0_ = pos0;
+      be.graph_step_ = graph;
+      be.step_n_ = step.n_tokens;
+      be.step_runs_.assign(step.runs.begin(), step.runs.end());
+      be.step_limit_ = INT64_MAX;
     }
-    ~StepScope() { be.in_step_ = false; }
+    ~StepScope() {
+      be.in_step_ = false;
+      be.graph_step_ = false;
+    }
   };
 
   // Outside a step, ops may be called from any thread: make this backend's device current.
@@ -311,28 +418,54 @@ class CudaBackend final : public Backend {
     if (!in_step_) CUDA_CHECK(cudaSetDevice(device_));
   }
 
-  // pos0 as a kernel reads it: from step_dev_ inside a step (so a recorded graph sees each step's value),
-  // else by value.
-  StepValue step_value(int64_t n_tokens, int64_t pos0, const char* op) const {
+  // A run's pos0 as a kernel reads it: from step_dev_ in a step that is recorded as a graph (so the graph
+  // sees each replay's value; that step has one run), else by value.
+  StepValue step_value(const SeqRun& run) const {
     StepValue v;
-    if (!in_step_) {
-      v.value = int32_t(pos0);
-      return v;
+    if (graph_step_) {
+      v.dev = step_dev_;
+    } else {
+      v.value = int32_t(run.pos0);
     }
-    need(n_tokens == step_n_ && pos0 == step_pos0_,
-         std::string(op) + ": tokens or pos0 differ from the step's (run_step promises the same values)");
-    v.dev = step_dev_;
     return v;
   }
 
-  void check_cache(const Tensor& k_cache, const Tensor& v_cache, const char* op) const {
-    need(k_cache.device == Device::Cuda && v_cache.device == Device::Cuda,
-         std::string(op) + ": the KV cache is not in device memory");
-    need(k_cache.dtype == v_cache.dtype && (k_cache.dtype == DType::F32 || k_cache.dtype == DType::F16 ||
-                                            k_cache.dtype == DType::BF16),
-         std::string(op) + ": K and V caches must share one dtype of F32, F16, BF16");
-    need(k_cache.rows == v_cache.rows && k_cache.cols == v_cache.cols && k_cache.stride == v_cache.stride,
-         std::string(op) + ": K and V caches differ in shape");
+  // Inside run_step the ops take exactly its step (a recorded graph replays them with the step's values).
+  void same_step(const Step& step, const char* op) const {
+    bool same = step.n_tokens == step_n_ && step.runs.size() == step_runs_.size();
+    for (size_t i = 0; same && i < step_runs_.size(); ++i) {
+      const SeqRun &a = step.runs[i], &b = step_runs_[i];
+      same = a.seq == b.seq && a.first == b.first && a.n == b.n && a.pos0 == b.pos0;
+    }
+    need(same, std::string(op) + ": tokens or runs differ from the step's (run_step promises the same values)");
+  }
+
+  // While a graph's first step runs directly: the smallest position limit its ops checked against.
+  void note_limit(int64_t limit) {
+    if (in_step_) step_limit_ = std::min(step_limit_, limit);
+  }
+
+  // The step's own consistency where no cache is at hand (embed, run_step): runs consecutive from token 0,
+  // covering the tokens, at positions the kernels can take. check_step does this and more against a cache.
+  static void check_runs(const Step& step, const char* op) {
+    need(step.n_tokens >= 1 && step.tokens != nullptr, std::string(op) + ": a step needs at least one token");
+    int64_t next = 0;
+    for (const SeqRun& r : step.runs) {
+      need(r.first == next && r.n >= 1 && r.seq >= 0 && r.pos0 >= 0 && r.pos0 + r.n <= INT32_MAX,
+           std::string(op) + ": the step's runs are not consecutive, non-empty runs at valid positions");
+      next += r.n;
+    }
+    need(next == step.n_tokens, std::string(op) + ": the step's runs do not cover its tokens");
+  }
+
+  // The cache as this backend made it, and a valid layer of it.
+  const CudaKvCache& own_cache(const KvCache& cache, int64_t layer, const char* op) const {
+    const auto* c = dynamic_cast<const CudaKvCache*>(&cache);
+    need(c != nullptr && c->owner() == this, std::string(op) + ": the KV cache was not made by this CUDA backend");
+    need(layer >= 0 && layer < cache.spec().n_layer, std::string(op) + ": layer " + std::to_string(layer) +
+                                                          " outside the cache's " +
+                                                          std::to_string(cache.spec().n_layer));
+    return *c;
   }
 
   // T <= 4 rows: own GEMV (bias, residual and activation fused). More: bias (and residual) first, then
@@ -341,7 +474,8 @@ class CudaBackend final : public Backend {
   void linear_impl(Tensor out, const Tensor& in, const Linear& lin, bool accumulate, const Activation* act) {
     need_device_f32(out, "linear", "out");
     need_device_f32(in, "linear", "in");
-    need(lin.w.device == Device::Cuda && lin.layout == WeightLayout::OutIn,
+    need(lin.w.device == Device::Cuda && lin.format.block == 1 && lin.w.dtype == lin.format.dtype &&
+             is_weight_dtype(lin.w.dtype) && lin.w.rows == lin.n_out && lin.w.cols == lin.n_in,
          "linear: the layer was not prepared by the CUDA backend");
     const int64_t T = in.rows, N = lin.n_out, K = lin.n_in;
     need(in.cols == K && out.cols == N && out.rows == T, "linear: shapes disagree");
@@ -398,7 +532,7 @@ class CudaBackend final : public Backend {
     *bytes = need_bytes;
   }
 
-  // The step values [pos0, tokens...]: pinned host staging and its device copy.
+  // The step values [pos0 of the first run, tokens...]: pinned host staging and its device copy.
   void ensure_step_capacity(int64_t n_ints) {
     if (n_ints <= step_capacity_) return;
     need(!capturing_, "the step buffer would grow while a step is being recorded");
@@ -415,12 +549,15 @@ class CudaBackend final : public Backend {
     step_capacity_ = cap;
   }
 
-  void upload_step(const int32_t* tokens, int64_t n_tokens, int64_t pos0) {
-    need(n_tokens >= 1 && pos0 >= 0 && pos0 + n_tokens <= INT32_MAX, "step: bad token count or position");
+  void upload_step(const Step& step) {
+    const int64_t n_tokens = step.n_tokens;
+    const int64_t pos0 = step.runs.empty() ? 0 : step.runs[0].pos0;
+    need(n_tokens >= 1 && n_tokens < INT32_MAX && step.tokens != nullptr && pos0 >= 0 && pos0 <= INT32_MAX,
+         "step: bad token count or position");
     ensure_step_capacity(1 + n_tokens);
     CUDA_CHECK(cudaEventSynchronize(step_uploaded_));  // the previous copy has left the staging
     step_host_[0] = int32_t(pos0);
-    std::memcpy(step_host_ + 1, tokens, size_t(n_tokens) * sizeof(int32_t));
+    std::memcpy(step_host_ + 1, step.tokens, size_t(n_tokens) * sizeof(int32_t));
     CUDA_CHECK(cudaMemcpyAsync(step_dev_, step_host_, size_t(1 + n_tokens) * sizeof(int32_t), cudaMemcpyHostToDevice,
                                stream_));
     CUDA_CHECK(cudaEventRecord(step_uploaded_, stream_));
@@ -450,7 +587,7 @@ class CudaBackend final : public Backend {
   }
 
   void drop_graphs() {
-    for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+    for (auto& [key, rec] : graphs_) cudaGraphExecDestroy(rec.exec);
     graphs_.clear();
   }
 
@@ -477,7 +614,6 @@ class CudaBackend final : public Backend {
 
   CudaOptions options_;
   int device_;
-  double peak_gb_s_ = 0.0;
   std::recursive_mutex mutex_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
@@ -494,10 +630,18 @@ class CudaBackend final : public Backend {
   void* partial_ = nullptr;  // flash-decoding partial results
   size_t partial_bytes_ = 0;
 
-  std::unordered_map<const void*, cudaGraphExec_t> graphs_;  // session -> its recorded decode step
+  // A recorded decode step and the position limit its ops checked (positions < pos_limit).
+  struct Recorded {
+    cudaGraphExec_t exec = nullptr;
+    int64_t pos_limit = 0;
+  };
+  std::map<std::pair<const void*, int64_t>, Recorded> graphs_;  // (session, sequence) -> its decode step
   bool in_step_ = false;
+  bool graph_step_ = false;  // the step in progress is (being made into) a graph: positions from step_dev_
   bool capturing_ = false;
-  int64_t step_n_ = 0, step_pos0_ = 0;
+  int64_t step_n_ = 0;
+  std::vector<SeqRun> step_runs_;
+  int64_t step_limit_ = INT64_MAX;
 };
 
 }  // namespace
@@ -546,6 +690,29 @@ std::shared_ptr<Backend> make_cuda_backend(int device) {
   CudaOptions o;
   o.device = device;
   return make_cuda_backend(o);
+}
+
+std::vector<CudaDeviceInfo> cuda_devices() {
+  std::vector<CudaDeviceInfo> out;
+  if (!cuda_available()) return out;
+  int n = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&n));
+  for (int i = 0; i < n; ++i) {
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, i));
+    int clock_khz = 0, bus_bits = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, i));
+    CUDA_CHECK(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, i));
+    CudaDeviceInfo d;
+    d.index = i;
+    d.name = prop.name;
+    d.cc_major = prop.major;
+    d.cc_minor = prop.minor;
+    d.memory_bytes = prop.totalGlobalMem;
+    d.peak_bandwidth_gb_s = 2.0 * double(clock_khz) * 1e3 * double(bus_bits) / 8.0 / 1e9;  // double data rate
+    out.push_back(std::move(d));
+  }
+  return out;
 }
 
 }  // namespace minigpt

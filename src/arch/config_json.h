@@ -1,0 +1,59 @@
+// Reading config.json fields with the errors every architecture's parser gives.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "minigpt/error.h"
+
+namespace minigpt::arch {
+
+[[noreturn]] inline void config_fail(const std::string& source, const std::string& what) {
+  throw Error(ErrorKind::Config, source + ": " + what);
+}
+
+inline bool has(const nlohmann::json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
+
+inline int64_t get_int(const nlohmann::json& j, const char* key, const std::string& source, bool required,
+                       int64_t fallback) {
+  if (!has(j, key)) {
+    if (required) config_fail(source, std::string("missing field '") + key + "'");
+    return fallback;
+  }
+  const nlohmann::json& v = j[key];
+  if (!v.is_number_integer()) {
+    config_fail(source, std::string("field '") + key + "' must be an integer, got " + v.dump());
+  }
+  return v.get<int64_t>();
+}
+
+inline bool get_bool(const nlohmann::json& j, const char* key, const std::string& source, bool fallback) {
+  if (!has(j, key)) return fallback;
+  if (!j[key].is_boolean()) {
+    config_fail(source, std::string("field '") + key + "' must be true or false, got " + j[key].dump());
+  }
+  return j[key].get<bool>();
+}
+
+inline std::string get_string(const nlohmann::json& j, const char* key, const std::string& source,
+                              const std::string& fallback) {
+  if (!has(j, key)) return fallback;
+  if (!j[key].is_string()) config_fail(source, std::string("field '") + key + "' must be a string, got " + j[key].dump());
+  return j[key].get<std::string>();
+}
+
+// A positive number below `max` read as a double first: converting an out-of-range double (1e300) to
+// float is undefined.
+inline float get_positive_float(const nlohmann::json& j, const char* key, const std::string& source, float fallback,
+                                double max, const char* max_text) {
+  if (!has(j, key)) return fallback;
+  if (!j[key].is_number()) config_fail(source, std::string("field '") + key + "' must be a number");
+  const double v = j[key].get<double>();
+  if (!(v > 0.0) || v > max) {
+    config_fail(source, std::string(key) + " must be in (0, " + max_text + "], got " + j[key].dump());
+  }
+  return float(v);
+}
+
+}  // namespace minigpt::arch

@@ -1,0 +1,141 @@
+// GPT-2 (transformers' GPT2LMHeadModel): learned (or, minigpt's own option, sinusoidal) positions, a fused
+// Conv1D c_attn ([C, 3C], stored in -> out), sequential pre-norm blocks, GELU MLP, tied LM head.
+#include <nlohmann/json.hpp>
+
+#include "arch/arch.h"
+#include "arch/config_json.h"
+
+namespace minigpt::arch {
+namespace {
+
+using json = nlohmann::json;
+
+void parse(const json& j, const std::string& source, Config& c) {
+  if (get_bool(j, "add_cross_attention", source, false)) {
+    throw Error(ErrorKind::Unsupported, source + ": add_cross_attention=true (encoder-decoder GPT-2) is not supported");
+  }
+  c.n_layer = get_int(j, "n_layer", source, true, 0);
+  c.n_head = get_int(j, "n_head", source, true, 0);
+  c.n_kv_head = c.n_head;
+  c.n_embd = get_int(j, "n_embd", source, true, 0);
+  c.n_vocab = get_int(j, "vocab_size", source, true, 0);
+  if (has(j, "n_positions")) {
+    c.n_ctx = get_int(j, "n_positions", source, true, 0);
+  } else if (has(j, "n_ctx")) {
+    c.n_ctx = get_int(j, "n_ctx", source, true, 0);
+  } else {
+    config_fail(source, "missing field 'n_positions' (or 'n_ctx')");
+  }
+  c.n_inner = get_int(j, "n_inner", source, false, 4 * c.n_embd);
+  c.layer_norm_epsilon = get_positive_float(j, "layer_norm_epsilon", source, 1e-5f, 1.0, "1");
+
+  c.activation_name = get_string(j, "activation_function", source, "gelu_new");
+  if (c.activation_name == "gelu_new" || c.activation_name == "gelu_pytorch_tanh") {
+    c.activation = Activation::GeluTanh;
+  } else if (c.activation_name == "gelu") {
+    c.activation = Activation::GeluErf;
+  } else if (c.activation_name == "relu") {
+    c.activation = Activation::Relu;
+  } else {
+    throw Error(ErrorKind::Unsupported, source + ": activation_function '" + c.activation_name +
+                                            "' is not supported (gelu_new, gelu_pytorch_tanh, gelu, relu)");
+  }
+  c.scale_attn_weights = get_bool(j, "scale_attn_weights", source, true);
+  c.scale_attn_by_inverse_layer_idx = get_bool(j, "scale_attn_by_inverse_layer_idx", source, false);
+  c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", source, true);
+
+  // Not a transformers field: minigpt's own, for models with the original Transformer's fixed positions.
+  const std::string pos = get_string(j, "position_embedding_type", source, "learned");
+  if (pos == "learned" || pos == "absolute") {
+    c.position_encoding = PositionEncoding::Learned;
+  } else if (pos == "sinusoidal") {
+    c.position_encoding = PositionEncoding::Sinusoidal;
+  } else {
+    throw Error(ErrorKind::Unsupported,
+                source + ": position_embedding_type '" + pos + "' is not supported (learned, sinusoidal)");
+  }
+  c.bos_token_id = get_int(j, "bos_token_id", source, false, -1);
+  c.eos_token_id = get_int(j, "eos_token_id", source, false, -1);
+}
+
+json to_json(const Config& c) {
+  json j = {
+      {"model_type", "gpt2"},
+      {"architectures", {"GPT2LMHeadModel"}},
+      {"n_layer", c.n_layer},
+      {"n_head", c.n_head},
+      {"n_embd", c.n_embd},
+      {"n_positions", c.n_ctx},
+      {"n_ctx", c.n_ctx},
+      {"vocab_size", c.n_vocab},
+      {"n_inner", c.n_inner == 4 * c.n_embd ? json(nullptr) : json(c.n_inner)},
+      {"layer_norm_epsilon", c.layer_norm_epsilon},
+      {"activation_function", c.activation_name},
+      {"scale_attn_weights", c.scale_attn_weights},
+      {"scale_attn_by_inverse_layer_idx", c.scale_attn_by_inverse_layer_idx},
+      {"tie_word_embeddings", c.tie_word_embeddings},
+  };
+  if (c.position_encoding == PositionEncoding::Sinusoidal) j["position_embedding_type"] = "sinusoidal";
+  if (c.bos_token_id >= 0) j["bos_token_id"] = c.bos_token_id;
+  if (c.eos_token_id >= 0) j["eos_token_id"] = c.eos_token_id;
+  return j;
+}
+
+// save_pretrained writes "transformer.wte.weight"; the hub's original gpt2 files write "wte.weight". The
+// LM head is "lm_head.weight" in both.
+TensorDesc t(Role role, int64_t layer, const std::string& bare, std::vector<int64_t> shape,
+             MatrixOrder order = MatrixOrder::OutIn) {
+  TensorDesc d;
+  d.role = role;
+  d.layer = layer;
+  d.names = {bare, "transformer." + bare};
+  d.shape = std::move(shape);
+  d.order = order;
+  return d;
+}
+
+std::vector<TensorDesc> tensors(const Config& c) {
+  const int64_t C = c.n_embd, F = c.n_inner, V = c.n_vocab;
+  const int64_t qkv = c.n_head * c.head_dim() + 2 * c.kv_dim();
+  constexpr MatrixOrder conv1d = MatrixOrder::InOut;  // transformers' Conv1D keeps W as [in, out]
+  std::vector<TensorDesc> v;
+  v.push_back(t(Role::TokenEmbd, -1, "wte.weight", {V, C}));
+  if (c.position_encoding == PositionEncoding::Learned) v.push_back(t(Role::PosEmbd, -1, "wpe.weight", {c.n_ctx, C}));
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const std::string h = "h." + std::to_string(l) + ".";
+    v.push_back(t(Role::AttnNorm, l, h + "ln_1.weight", {C}));
+    v.push_back(t(Role::AttnNormBias, l, h + "ln_1.bias", {C}));
+    v.push_back(t(Role::AttnQkv, l, h + "attn.c_attn.weight", {C, qkv}, conv1d));
+    v.push_back(t(Role::AttnQkvBias, l, h + "attn.c_attn.bias", {qkv}));
+    v.push_back(t(Role::AttnOut, l, h + "attn.c_proj.weight", {C, C}, conv1d));
+    v.push_back(t(Role::AttnOutBias, l, h + "attn.c_proj.bias", {C}));
+    v.push_back(t(Role::FfnNorm, l, h + "ln_2.weight", {C}));
+    v.push_back(t(Role::FfnNormBias, l, h + "ln_2.bias", {C}));
+    v.push_back(t(Role::FfnUp, l, h + "mlp.c_fc.weight", {C, F}, conv1d));
+    v.push_back(t(Role::FfnUpBias, l, h + "mlp.c_fc.bias", {F}));
+    v.push_back(t(Role::FfnDown, l, h + "mlp.c_proj.weight", {F, C}, conv1d));
+    v.push_back(t(Role::FfnDownBias, l, h + "mlp.c_proj.bias", {C}));
+    // The causal mask and the masked-fill value older transformers saved as buffers.
+    for (const char* buffer : {"attn.bias", "attn.masked_bias"}) {
+      TensorDesc d = t(Role::Ignored, l, h + buffer, {});
+      d.optional = true;
+      v.push_back(d);
+    }
+  }
+  v.push_back(t(Role::OutputNorm, -1, "ln_f.weight", {C}));
+  v.push_back(t(Role::OutputNormBias, -1, "ln_f.bias", {C}));
+  TensorDesc head;
+  head.role = Role::Output;
+  head.names = {"lm_head.weight"};
+  head.shape = {V, C};
+  head.optional = c.tie_word_embeddings;  // transformers saves a copy of wte, or not
+  v.push_back(head);
+  return v;
+}
+
+}  // namespace
+
+extern const Architecture kGpt2;
+const Architecture kGpt2 = {"gpt2", "GPT2LMHeadModel", "GPT-2", parse, to_json, tensors};
+
+}  // namespace minigpt::arch

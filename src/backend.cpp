@@ -1,0 +1,40 @@
+// What every backend checks of a step before it touches its cache.
+#include "minigpt/backend.h"
+
+#include <vector>
+
+#include "minigpt/error.h"
+
+namespace minigpt {
+
+void check_step(const Step& step, const KvCacheSpec& cache) {
+  auto fail = [](const std::string& what) { throw Error(ErrorKind::Argument, "forward step: " + what); };
+  if (step.n_tokens < 1 || step.tokens == nullptr) fail("no tokens");
+  if (step.runs.empty()) fail("no sequence runs");
+  int64_t next = 0;
+  std::vector<uint8_t> seen;  // for many runs; a few are compared pairwise
+  if (step.runs.size() > 16) seen.assign(size_t(cache.n_seq), 0);
+  for (size_t i = 0; i < step.runs.size(); ++i) {
+    const SeqRun& r = step.runs[i];
+    const std::string run = "run " + std::to_string(i);
+    if (r.first != next || r.n < 1) fail(run + " does not continue the tokens (first " + std::to_string(r.first) + ", n " + std::to_string(r.n) + ")");
+    if (r.seq < 0 || r.seq >= cache.n_seq) {
+      fail(run + ": sequence " + std::to_string(r.seq) + " is outside the cache's [0, " + std::to_string(cache.n_seq) + ")");
+    }
+    if (r.pos0 < 0 || r.pos0 > cache.n_ctx - r.n) {
+      fail(run + ": positions " + std::to_string(r.pos0) + " .. " + std::to_string(r.pos0 + r.n - 1) +
+           " are outside the cache's " + std::to_string(cache.n_ctx));
+    }
+    bool twice = false;
+    if (!seen.empty()) {
+      twice = seen[size_t(r.seq)]++ != 0;
+    } else {
+      for (size_t j = 0; j < i; ++j) twice = twice || step.runs[j].seq == r.seq;
+    }
+    if (twice) fail(run + ": sequence " + std::to_string(r.seq) + " appears twice");
+    next = r.first + r.n;
+  }
+  if (next != step.n_tokens) fail("the runs cover " + std::to_string(next) + " of " + std::to_string(step.n_tokens) + " tokens");
+}
+
+}  // namespace minigpt

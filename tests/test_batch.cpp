@@ -1,0 +1,149 @@
+// Several sequences decoded in one forward step: each gets, within rounding, the logits it gets alone.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "minigpt/cpu.h"
+#include "minigpt/error.h"
+#include "minigpt/random_weights.h"
+#include "minigpt/session.h"
+#include "test_util.h"
+
+namespace minigpt {
+namespace {
+
+using test::expect_error;
+
+// |got - want| <= 1e-5 * max |want| over the row: F32 sums of the same products in another order (the
+// batched GEMV and attention tasks group them differently from the single-sequence ones).
+void expect_rows_close(std::span<const float> got, std::span<const float> want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  float scale = 0.0f;
+  for (float v : want) scale = std::max(scale, std::fabs(v));
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-5f * scale) << what << ", logit " << i;
+  }
+}
+
+Config small_config() {
+  Config c;
+  c.n_layer = 3;
+  c.n_head = 4;
+  c.n_embd = 64;
+  c.n_inner = 256;
+  c.n_ctx = 64;
+  c.n_vocab = 97;
+  return c;
+}
+
+std::vector<int32_t> ids(int64_t n, int64_t seed, int64_t vocab) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = int32_t((seed * 31 + i * 17 + i * i) % vocab);
+  return v;
+}
+
+// Four sequences with histories of different lengths, then ONE step that appends to each a different
+// number of tokens (decode and prefill runs mixed), against each sequence run alone in its own session.
+void check_batched_step(DType dtype) {
+  const Config c = small_config();
+  LoadOptions lo;
+  lo.n_threads = 2;
+  lo.weight_dtype = dtype;
+  const auto model = Model::random(c, lo);
+  const int64_t V = c.n_vocab;
+  const std::vector<int64_t> history = {5, 0, 17, 9};  // positions before the step
+  const std::vector<int64_t> appended = {1, 3, 1, 6};  // tokens each appends in the step
+  const std::vector<int64_t> order = {2, 0, 3, 1};     // the order the step lists them in
+
+  SessionOptions so;
+  so.n_seq = 4;
+  so.n_ctx = 32;
+  Session batched(model, so);
+  for (int64_t q = 0; q < 4; ++q) {
+    if (history[size_t(q)] > 0) batched.eval(ids(history[size_t(q)], q, V), q);
+  }
+  std::vector<std::vector<int32_t>> next(4);
+  std::vector<Session::SeqTokens> step;
+  for (int64_t q : order) {
+    next[size_t(q)] = ids(appended[size_t(q)], 100 + q, V);
+    step.push_back({q, next[size_t(q)]});
+  }
+  const auto got = batched.eval_batch(step);
+  ASSERT_EQ(got.size(), size_t(4 * V));
+  // Each sequence alone, in its own session: the same history, the same appended tokens.
+  std::vector<std::unique_ptr<Session>> alone;
+  for (size_t e = 0; e < order.size(); ++e) {
+    const int64_t q = order[e];
+    EXPECT_EQ(batched.n_past(q), history[size_t(q)] + appended[size_t(q)]);
+    SessionOptions one;
+    one.n_ctx = 32;
+    alone.push_back(std::make_unique<Session>(model, one));
+    if (history[size_t(q)] > 0) alone.back()->eval(ids(history[size_t(q)], q, V));
+    const auto want = alone.back()->eval(next[size_t(q)]);
+    expect_rows_close(got.subspan(e * size_t(V), size_t(V)), want,
+                      std::string(dtype_name(dtype)) + " sequence " + std::to_string(q));
+  }
+  // Then a pure decode step (one token each, in the order 0..3) continues every sequence as alone.
+  std::vector<std::vector<int32_t>> one_token(4);
+  step.clear();
+  for (int64_t q = 0; q < 4; ++q) {
+    one_token[size_t(q)] = {int32_t((q * 7 + 3) % V)};
+    step.push_back({q, one_token[size_t(q)]});
+  }
+  const auto got2 = batched.eval_batch(step);
+  for (size_t e = 0; e < order.size(); ++e) {
+    const int64_t q = order[e];
+    const auto want = alone[e]->eval(one_token[size_t(q)]);
+    expect_rows_close(got2.subspan(size_t(q * V), size_t(V)), want,
+                      std::string(dtype_name(dtype)) + " decode step, sequence " + std::to_string(q));
+  }
+}
+
+TEST(Batch, FourSequencesInOneStepMatchEachAloneF32) { check_batched_step(DType::F32); }
+TEST(Batch, FourSequencesInOneStepMatchEachAloneBF16) { check_batched_step(DType::BF16); }
+TEST(Batch, FourSequencesInOneStepMatchEachAloneF16) { check_batched_step(DType::F16); }
+
+// Bad batches are refused before anything runs, and leave every sequence as it was.
+TEST(Batch, BadBatchesAreRefusedAndChangeNothing) {
+  const Config c = test::tiny_config();
+  const auto model = Model::random(c, LoadOptions::threads(1));
+  SessionOptions so;
+  so.n_seq = 2;
+  so.n_ctx = 7;
+  so.max_batch = 6;
+  Session s(model, so);
+  const std::vector<int32_t> two = {1, 2}, three = {1, 2, 3}, five = {1, 2, 3, 4, 5}, bad = {1, 40};
+  s.eval(three, 1);
+  using B = std::vector<Session::SeqTokens>;
+  expect_error([&] { s.eval_batch(B{{0, three}, {2, three}}); }, ErrorKind::Argument, {"sequence 2", "[0, 2)"});
+  expect_error([&] { s.eval_batch(B{{0, three}, {0, three}}); }, ErrorKind::Argument, {"sequence 0 appears twice"});
+  expect_error([&] { s.eval_batch(B{{0, three}, {1, five}}); }, ErrorKind::Argument, {"context overflow", "sequence 1"});
+  expect_error([&] { s.eval_batch(B{{0, five}, {1, two}}); }, ErrorKind::Argument, {"7 tokens exceed", "batch of 6"});
+  expect_error([&] { s.eval_batch(B{{0, bad}}); }, ErrorKind::Argument, {"token id 40", "vocabulary"});
+  expect_error([&] { s.eval_batch(B{}); }, ErrorKind::Argument, {"no sequences"});
+  expect_error([&] { s.eval(three, -1); }, ErrorKind::Argument, {"sequence -1"});
+  EXPECT_EQ(s.n_past(0), 0);
+  EXPECT_EQ(s.n_past(1), 3);
+  s.reset(1);
+  EXPECT_EQ(s.n_past(1), 0);
+}
+
+// The KV cache is the backend's: sized from the context asked for, per sequence.
+TEST(Batch, TheCacheHoldsWhatTheSessionAsksFor) {
+  const Config c = test::tiny_config();
+  const auto model = Model::random(c, LoadOptions::threads(1));
+  SessionOptions so;
+  so.n_seq = 3;
+  so.n_ctx = 10;
+  Session s(model, so);
+  EXPECT_EQ(s.kv_cache().spec().n_seq, 3);
+  EXPECT_EQ(s.kv_cache().spec().n_ctx, 10);
+  EXPECT_EQ(s.kv_cache().spec().n_kv_head, c.n_head);
+  // K and V of every layer, sequence and position (the CPU pads the positions a little).
+  const size_t at_least = size_t(2 * c.n_layer * 3 * 10 * c.n_embd) * sizeof(float);
+  EXPECT_GE(s.kv_cache().bytes(), at_least);
+  EXPECT_LT(s.kv_cache().bytes(), 4 * at_least);
+}
+
+}  // namespace
+}  // namespace minigpt

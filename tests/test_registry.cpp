@@ -1,0 +1,216 @@
+// The backend registry (minigpt/registry.h), the CLI's --backend through it, and `minigpt info`: --system
+// (what this build and machine offer) and -m (a model directory, read from its headers only).
+#include <nlohmann/json.hpp>
+
+#include "minigpt/cpu.h"
+#include "minigpt/cuda.h"
+#include "minigpt/model.h"
+#include "minigpt/random_weights.h"
+#include "minigpt/registry.h"
+#include "test_util.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define MINIGPT_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MINIGPT_TEST_ASAN 1
+#endif
+#endif
+
+namespace minigpt {
+namespace {
+
+size_t line_count(const std::string& s) {
+  size_t n = 0;
+  for (char ch : s) n += ch == '\n';
+  return n + (!s.empty() && s.back() != '\n');
+}
+
+std::string known_names() {
+  std::string s;
+  for (const BackendInfo& b : backends()) s += (s.empty() ? "" : ", ") + b.name;
+  return s;
+}
+
+TEST(Registry, ListsCpuFirstAndItIsAvailable) {
+  const auto& list = backends();
+  ASSERT_FALSE(list.empty());
+  EXPECT_EQ(list[0].name, "cpu");
+  std::string why = "untouched";
+  EXPECT_TRUE(list[0].available(&why));
+  EXPECT_FALSE(list[0].description.empty());
+  const auto devices = list[0].devices();
+  ASSERT_EQ(devices.size(), 1u);
+  EXPECT_NE(devices[0].find(cpu_info().kernel_level), std::string::npos) << devices[0];
+  // Built once: the same objects every time.
+  EXPECT_EQ(&backends(), &list);
+  EXPECT_EQ(find_backend("cpu"), &list[0]);
+  ASSERT_NE(find_backend("cuda"), nullptr);
+  EXPECT_EQ(find_backend("cuda")->name, "cuda");
+  EXPECT_EQ(find_backend("tpu"), nullptr);
+  EXPECT_EQ(find_backend(""), nullptr);
+  // Names are unique, every entry is complete.
+  for (size_t i = 0; i < list.size(); ++i) {
+    EXPECT_TRUE(list[i].available && list[i].create && list[i].devices) << list[i].name;
+    for (size_t j = 0; j < i; ++j) EXPECT_NE(list[i].name, list[j].name);
+  }
+}
+
+TEST(Registry, MakesTheCpuBackend) {
+  BackendOptions o;
+  o.n_threads = 1;
+  auto b = make_backend("cpu", o);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->device(), Device::Host);
+  EXPECT_EQ(b->n_threads(), 1);
+}
+
+TEST(Registry, UnknownNameIsAnArgumentErrorNamingTheKnownOnes) {
+  test::expect_error([] { make_backend("tpu"); }, ErrorKind::Argument,
+                     {"unknown backend 'tpu' (this build has: " + known_names() + ")", "cpu", "cuda"});
+  test::expect_error([] { make_backend("CPU"); }, ErrorKind::Argument, {"unknown backend 'CPU'"});
+}
+
+// With a usable GPU "cuda" makes a backend; without one (or without CUDA in this build) it is an
+// Error(Unsupported) whose message is the probe's reason, word for word.
+TEST(Registry, CudaMakesABackendOrGivesTheProbesReason) {
+  const BackendInfo* cuda = find_backend("cuda");
+  ASSERT_NE(cuda, nullptr);
+  std::string why;
+  const bool available = cuda_available(&why);
+  std::string why2;
+  EXPECT_EQ(cuda->available(&why2), available);
+  EXPECT_EQ(why2, why);
+  if (available) {
+    auto b = make_backend("cuda");
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(b->device(), Device::Cuda);
+    EXPECT_FALSE(cuda->devices().empty());
+    return;
+  }
+  EXPECT_FALSE(why.empty());
+  EXPECT_TRUE(cuda->devices().empty());
+  try {
+    make_backend("cuda");
+    ADD_FAILURE() << "make_backend(\"cuda\") succeeded although cuda_available() said: " << why;
+  } catch (const Error& e) {
+    EXPECT_EQ(int(e.kind()), int(ErrorKind::Unsupported)) << e.what();
+    EXPECT_EQ(std::string(e.what()), why);
+  }
+}
+
+// The CLI takes --backend from the registry: an unknown name is a one-line usage error listing them.
+TEST(Registry, CliBackendFlagTakesTheRegistrysNames) {
+  auto r = test::run_cli("generate --backend tpu -p x --max-new-tokens 1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(line_count(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("unknown backend 'tpu' (this build has: " + known_names() + ")"), std::string::npos) << r.err;
+
+  r = test::run_cli("generate --backend cpu -t 1 -p x --max-new-tokens 2 --seed 1");
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
+TEST(InfoCli, SystemSaysWhatThisBuildAndMachineOffer) {
+  const CpuInfo cpu = cpu_info();
+  auto r = test::run_cli("info --system");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_NE(r.out.find("minigpt:      minigpt "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kernels:      " + cpu.kernel_level + " "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(cpu.model), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("blas:         "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n  cpu    available "), std::string::npos) << r.out;
+  std::string why;
+  if (cuda_available(&why)) {
+    EXPECT_NE(r.out.find("\n  cuda   available "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("device 0: "), std::string::npos) << r.out;
+  } else {
+    EXPECT_NE(r.out.find("\n  cuda   unavailable "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(why), std::string::npos) << r.out;
+  }
+  // The kernel level it reports is the one the environment forces.
+  auto forced = test::run_minigpt({"info", "--system"}, {"MINIGPT_CPU=generic"});
+  ASSERT_EQ(forced.status, 0) << forced.err;
+  EXPECT_NE(forced.out.find("kernels:      generic "), std::string::npos) << forced.out;
+}
+
+TEST(InfoCli, SystemAsJson) {
+  const CpuInfo cpu = cpu_info();
+  auto r = test::run_cli("info --system --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(j.contains("model"));
+  const auto& s = j.at("system");
+  EXPECT_EQ(s.at("cpu").at("kernel_level"), cpu.kernel_level);
+  EXPECT_EQ(s.at("cpu").at("threads"), cpu.cores);
+  EXPECT_EQ(s.at("cpu").at("levels").get<std::vector<std::string>>(), cpu.levels);
+  ASSERT_GE(s.at("backends").size(), 2u);
+  EXPECT_EQ(s.at("backends")[0].at("name"), "cpu");
+  EXPECT_EQ(s.at("backends")[0].at("available"), true);
+  EXPECT_EQ(s.at("backends")[1].at("name"), "cuda");
+  EXPECT_EQ(s.at("backends")[1].at("available"), cuda_available());
+}
+
+TEST(InfoCli, NeitherModelNorSystemIsAnError) {
+  auto r = test::run_cli("info");
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(line_count(r.err), 1u) << r.err;
+  EXPECT_EQ(r.err.rfind("minigpt: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("--model"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--system"), std::string::npos) << r.err;
+}
+
+// The parameter count info reports is the one Model::load counts.
+TEST(InfoCli, ModelReportsTheParametersLoadCounts) {
+  const auto dir = test::fixture_dir("tiny-untied");
+  const int64_t n = Model::load(dir, LoadOptions::threads(1))->n_params();
+  auto r = test::run_cli("info -m " + dir.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("parameters:   " + std::to_string(n) + " "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("architecture: gpt2 ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kv heads:     3 (multi-head)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("positions:    learned"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("residual:     sequential"), std::string::npos) << r.out;
+
+  r = test::run_cli("info --json -m " + dir.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(j.contains("system"));
+  EXPECT_EQ(j.at("model").at("n_params"), n);
+  EXPECT_EQ(j.at("model").at("arch"), "gpt2");
+  EXPECT_EQ(j.at("model").at("n_kv_head"), 3);
+  EXPECT_EQ(j.at("model").at("positions"), "learned");
+  EXPECT_EQ(j.at("model").at("residual"), "sequential");
+}
+
+// info -m reads config.json and the weight files' headers, not the weights: a 124M-parameter F32 model
+// (498 MB of weights) is described in a few MB (Model::load would peak near 1 GB).
+TEST(InfoCli, ModelReadsHeadersOnly) {
+#ifdef MINIGPT_TEST_ASAN
+  constexpr long kBoundKb = 128 * 1024;  // the sanitizers' runtime and shadow memory (see VersionRunsSmall)
+#else
+  constexpr long kBoundKb = 50 * 1024;
+#endif
+  test::TempDir tmp;
+  const Config c = gpt2_preset("gpt2");
+  write_random_model(tmp.path(), c, DType::F32);
+  int64_t expected = 0;
+  for (const RandomTensor& t : random_tensors(c)) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    expected += n;
+  }
+  const test::ChildRun r = test::run_minigpt({"info", "-m", tmp.path().string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("parameters:   " + std::to_string(expected) + " "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("12 layers, 12 heads, n_embd 768, n_inner 3072"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("weights F32:  " + std::to_string(expected * 4) + " bytes"), std::string::npos) << r.out;
+  EXPECT_GT(r.max_rss_kb, 0);
+  EXPECT_LT(r.max_rss_kb, kBoundKb) << "minigpt info -m peaked at " << r.max_rss_kb / 1024 << " MB";
+  std::printf("minigpt info -m (124M F32 model) peak RSS: %ld KB\n", r.max_rss_kb);
+}
+
+}  // namespace
+}  // namespace minigpt
