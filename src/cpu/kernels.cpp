@@ -151,7 +151,10 @@ std::vector<std::string> supported_levels() {
 std::string cpu_features() {
   std::string s;
   for (const Feature& f : features().f)
-    if (f.name != nullptr && f.present) s += (s.empty() ? "" : " ") + std::string(f.name);
+    if (f.name != nullptr && f.present) {
+      if (!s.empty()) s += ' ';
+      s += f.name;
+    }
   return s;
 }
 
