@@ -18,8 +18,9 @@ int main(int argc, char** argv) {
   const bool cache = argc > 3;
   const int64_t mats = cache ? 1 : std::max<int64_t>(4, (int64_t(512) << 20) / (K * N * 4));
   const int64_t loops = cache ? 2000 : 1;
-  std::printf("kernel level %s (CPU: %s), K = %lld, N = %lld, %s\n", cpu::kernel_level_name(), cpu::cpu_features().c_str(),
-              (long long)K, (long long)N, cache ? "one matrix (cache)" : "weights from DRAM");
+  std::printf("kernel level %s (CPU: %s), K = %lld, N = %lld, %s\n", cpu::kernel_level_name(),
+              cpu::cpu_features().c_str(), (long long)K, (long long)N,
+              cache ? "one matrix (cache)" : "weights from DRAM");
   std::vector<float> w32(size_t(mats * K * N), 0.01f);
   std::vector<uint16_t> w16(size_t(mats * K * N), 0x3c00);
   constexpr int64_t kMaxRows = 16;
@@ -40,19 +41,27 @@ int main(int argc, char** argv) {
     std::printf("\n");
   };
   const double mac = 2.0 * double(K) * double(N);
-  time("gemv_f32", size_t(K * N * 4), mac, [&](int64_t m) { cpu::gemv_f32(y.data(), &w32[size_t(m * K * N)], K, x.data(), N, K, true); });
-  time("gemv_inout_f32", size_t(K * N * 4), mac, [&](int64_t m) { cpu::gemv_inout_f32(y.data(), &w32[size_t(m * K * N)], N, x.data(), N, K, true); });
+  time("gemv_f32", size_t(K * N * 4), mac,
+       [&](int64_t m) { cpu::gemv_f32(y.data(), &w32[size_t(m * K * N)], K, x.data(), N, K, true); });
+  time("gemv_inout_f32", size_t(K * N * 4), mac,
+       [&](int64_t m) { cpu::gemv_inout_f32(y.data(), &w32[size_t(m * K * N)], N, x.data(), N, K, true); });
   // 16-bit: the packed layout (K and N multiples of 16 and 4 here, so no padding).
-  time("packed bf16", size_t(K * N * 2), mac, [&](int64_t m) { cpu::gemv_packed16(y.data(), &w16[size_t(m * K * N)], K, x.data(), 0, N, K, true, true); });
-  time("packed f16", size_t(K * N * 2), mac, [&](int64_t m) { cpu::gemv_packed16(y.data(), &w16[size_t(m * K * N)], K, x.data(), 0, N, K, true, false); });
+  time("packed bf16", size_t(K * N * 2), mac, [&](int64_t m) {
+    cpu::gemv_packed16(y.data(), &w16[size_t(m * K * N)], K, x.data(), 0, N, K, true, true);
+  });
+  time("packed f16", size_t(K * N * 2), mac, [&](int64_t m) {
+    cpu::gemv_packed16(y.data(), &w16[size_t(m * K * N)], K, x.data(), 0, N, K, true, false);
+  });
   // Multi-row kernels: nx rows of x against each weight, read once.
   for (int64_t nx : {1, 2, 4, 8, 16}) {
     const std::string s = " nx=" + std::to_string(nx);
     time("packed bf16 rows" + s, size_t(K * N * 2), mac * double(nx), [&](int64_t m) {
-      cpu::gemv_packed16_rows(y.data(), ld, &w16[size_t(m * K * N)], K, x.data(), ld, nx, 0, N, K, true, true);
+      cpu::gemv_packed16_rows(y.data(), ld, &w16[size_t(m * K * N)], K, x.data(), ld, nx, 0, N, K, true,
+                              true);
     });
     time("packed f16 rows" + s, size_t(K * N * 2), mac * double(nx), [&](int64_t m) {
-      cpu::gemv_packed16_rows(y.data(), ld, &w16[size_t(m * K * N)], K, x.data(), ld, nx, 0, N, K, true, false);
+      cpu::gemv_packed16_rows(y.data(), ld, &w16[size_t(m * K * N)], K, x.data(), ld, nx, 0, N, K, true,
+                              false);
     });
     time("gemv_f32_rows" + s, size_t(K * N * 4), mac * double(nx), [&](int64_t m) {
       cpu::gemv_f32_rows(y.data(), ld, &w32[size_t(m * K * N)], K, x.data(), ld, nx, N, K, true);
@@ -63,7 +72,8 @@ int main(int argc, char** argv) {
   }
   time("packed bf16 x8 as 8 single-row calls", size_t(K * N * 2), mac * 8, [&](int64_t m) {
     for (int64_t t = 0; t < 8; ++t)
-      cpu::gemv_packed16(y.data() + t * ld, &w16[size_t(m * K * N)], K, x.data() + t * ld, 0, N, K, true, true);
+      cpu::gemv_packed16(y.data() + t * ld, &w16[size_t(m * K * N)], K, x.data() + t * ld, 0, N, K, true,
+                         true);
   });
   return 0;
 }

@@ -41,10 +41,11 @@ int main(int argc, char** argv) {
     std::sort(enc_s.begin(), enc_s.end());
     std::sort(dec_s.begin(), dec_s.end());
     double mb = text.size() / 1e6;
-    std::printf("load %.1f ms; %zu bytes -> %zu ids; encode median %.2f ms = %.1f MB/s (best %.1f); "
-                "decode median %.2f ms = %.1f MB/s  [%d runs, 1 thread]\n",
-                load_ms, text.size(), ids.size(), enc_s[runs / 2] * 1e3, mb / enc_s[runs / 2], mb / enc_s[0],
-                dec_s[runs / 2] * 1e3, mb / dec_s[runs / 2], runs);
+    std::printf(
+        "load %.1f ms; %zu bytes -> %zu ids; encode median %.2f ms = %.1f MB/s (best %.1f); "
+        "decode median %.2f ms = %.1f MB/s  [%d runs, 1 thread]\n",
+        load_ms, text.size(), ids.size(), enc_s[runs / 2] * 1e3, mb / enc_s[runs / 2], mb / enc_s[0],
+        dec_s[runs / 2] * 1e3, mb / dec_s[runs / 2], runs);
     return 0;
   } catch (const minigpt::Error& e) {
     std::fprintf(stderr, "bench_tokenizer: error: %s\n", e.what());

@@ -14,7 +14,7 @@ echo "$line"
 status=0
 for level in $levels; do
   echo "=== MINIGPT_CPU=$level"
-  if MINIGPT_CPU=$level "$tests" --gtest_brief=1 --gtest_filter='*Kernels*:Half*:KernelLevels*'; then
+  if MINIGPT_CPU=$level "$tests" --gtest_brief=1 --gtest_filter='*Kernels*:Half*:KernelLevels*:Batch*'; then
     echo "=== $level: passed"
   else
     echo "=== $level: FAILED"

@@ -17,9 +17,12 @@ void check_step(const Step& step, const KvCacheSpec& cache) {
   for (size_t i = 0; i < step.runs.size(); ++i) {
     const SeqRun& r = step.runs[i];
     const std::string run = "run " + std::to_string(i);
-    if (r.first != next || r.n < 1) fail(run + " does not continue the tokens (first " + std::to_string(r.first) + ", n " + std::to_string(r.n) + ")");
+    if (r.first != next || r.n < 1)
+      fail(run + " does not continue the tokens (first " + std::to_string(r.first) + ", n " +
+           std::to_string(r.n) + ")");
     if (r.seq < 0 || r.seq >= cache.n_seq) {
-      fail(run + ": sequence " + std::to_string(r.seq) + " is outside the cache's [0, " + std::to_string(cache.n_seq) + ")");
+      fail(run + ": sequence " + std::to_string(r.seq) + " is outside the cache's [0, " +
+           std::to_string(cache.n_seq) + ")");
     }
     if (r.pos0 < 0 || r.pos0 > cache.n_ctx - r.n) {
       fail(run + ": positions " + std::to_string(r.pos0) + " .. " + std::to_string(r.pos0 + r.n - 1) +
@@ -34,7 +37,8 @@ void check_step(const Step& step, const KvCacheSpec& cache) {
     if (twice) fail(run + ": sequence " + std::to_string(r.seq) + " appears twice");
     next = r.first + r.n;
   }
-  if (next != step.n_tokens) fail("the runs cover " + std::to_string(next) + " of " + std::to_string(step.n_tokens) + " tokens");
+  if (next != step.n_tokens)
+    fail("the runs cover " + std::to_string(next) + " of " + std::to_string(step.n_tokens) + " tokens");
 }
 
 }  // namespace minigpt

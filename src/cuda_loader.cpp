@@ -63,7 +63,8 @@ Module load() {
   } else {
     const std::filesystem::path exe = executable_path();
     std::error_code ec;
-    const std::filesystem::path beside = exe.empty() ? std::filesystem::path() : exe.parent_path() / cuda_module::kFileName;
+    const std::filesystem::path beside =
+        exe.empty() ? std::filesystem::path() : exe.parent_path() / cuda_module::kFileName;
     if (!beside.empty() && std::filesystem::exists(beside, ec)) {
       path = described = beside.string();
     } else {
@@ -81,17 +82,20 @@ Module load() {
     return m;
   }
   const auto abi = reinterpret_cast<decltype(&minigpt_cuda_abi)>(dlsym(handle, "minigpt_cuda_abi"));
-  const auto available = reinterpret_cast<decltype(&minigpt_cuda_available)>(dlsym(handle, "minigpt_cuda_available"));
-  const auto make = reinterpret_cast<decltype(&minigpt_cuda_make_backend)>(dlsym(handle, "minigpt_cuda_make_backend"));
-  const auto devices = reinterpret_cast<decltype(&minigpt_cuda_devices)>(dlsym(handle, "minigpt_cuda_devices"));
+  const auto available =
+      reinterpret_cast<decltype(&minigpt_cuda_available)>(dlsym(handle, "minigpt_cuda_available"));
+  const auto make =
+      reinterpret_cast<decltype(&minigpt_cuda_make_backend)>(dlsym(handle, "minigpt_cuda_make_backend"));
+  const auto devices =
+      reinterpret_cast<decltype(&minigpt_cuda_devices)>(dlsym(handle, "minigpt_cuda_devices"));
   if (abi == nullptr || available == nullptr || make == nullptr || devices == nullptr) {
     m.error = prefix + "it is not a minigpt CUDA module (it lacks the minigpt_cuda_* entry points)";
     return m;
   }
   const std::string theirs = abi();
   if (theirs != MINIGPT_CUDA_ABI) {
-    m.error = prefix + "it was built from another version of minigpt (interface " + theirs + ", this program's " +
-              MINIGPT_CUDA_ABI + "); rebuild it with this one";
+    m.error = prefix + "it was built from another version of minigpt (interface " + theirs +
+              ", this program's " + MINIGPT_CUDA_ABI + "); rebuild it with this one";
     return m;
   }
   m.available = available;

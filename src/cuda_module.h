@@ -2,10 +2,10 @@
 //
 // The CUDA backend is built as a separate shared module so that a CPU-only run neither maps nor needs the
 // CUDA libraries: the core (cuda_loader.cpp) dlopens the module on the first call of make_cuda_backend()
-// cuda_available() or cuda_devices(), and finds these extern "C" entry points in it (src/cuda/module.cpp defines them;
-// everything else in the module is local to it). They pass C++ types: the module is built by the same
-// compiler from the same tree, which minigpt_cuda_abi() lets the loader check, and minigpt::Error thrown
-// inside the module reaches the caller as minigpt::Error.
+// cuda_available() or cuda_devices(), and finds these extern "C" entry points in it (src/cuda/module.cpp
+// defines them; everything else in the module is local to it). They pass C++ types: the module is built by
+// the same compiler from the same tree, which minigpt_cuda_abi() lets the loader check, and minigpt::Error
+// thrown inside the module reaches the caller as minigpt::Error.
 #pragma once
 
 #include <memory>

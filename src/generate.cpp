@@ -9,7 +9,9 @@ namespace minigpt {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+double since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
 
 // Bytes at the end of `text` that could begin one of `stops`: they must wait for the next token.
 size_t stop_prefix_hold(std::string_view text, const std::vector<std::string>& stops) {
@@ -29,22 +31,27 @@ size_t stop_prefix_hold(std::string_view text, const std::vector<std::string>& s
 
 const char* stop_reason_name(StopReason r) {
   switch (r) {
-    case StopReason::Length: return "length";
-    case StopReason::Eos: return "eos";
-    case StopReason::Stop: return "stop";
-    case StopReason::Context: return "context";
+    case StopReason::Length:
+      return "length";
+    case StopReason::Eos:
+      return "eos";
+    case StopReason::Stop:
+      return "stop";
+    case StopReason::Context:
+      return "context";
   }
   return "?";
 }
 
 void validate_options(const GenerateOptions& o, const Config& c, const Tokenizer* tokenizer) {
   if (o.max_new_tokens < 1) {
-    throw Error(ErrorKind::Argument, "--max-new-tokens: must be >= 1, got " + std::to_string(o.max_new_tokens));
+    throw Error(ErrorKind::Argument,
+                "--max-new-tokens: must be >= 1, got " + std::to_string(o.max_new_tokens));
   }
   o.sampling.validate();
   if (o.top_logprobs < 0 || o.top_logprobs > c.n_vocab) {
-    throw Error(ErrorKind::Argument, "--top-logprobs: must be in [0, " + std::to_string(c.n_vocab) + "], got " +
-                                         std::to_string(o.top_logprobs));
+    throw Error(ErrorKind::Argument, "--top-logprobs: must be in [0, " + std::to_string(c.n_vocab) +
+                                         "], got " + std::to_string(o.top_logprobs));
   }
   for (const auto& s : o.stop) {
     if (s.empty()) throw Error(ErrorKind::Argument, "--stop: a stop string must not be empty");
@@ -58,9 +65,11 @@ std::vector<int32_t> prepare_prompt(std::vector<int32_t> prompt, const GenerateO
   if (prompt.empty()) {
     // Unconditional generation starts from BOS, as GPT-2 does (<|endoftext|>).
     int64_t bos = c.bos_token_id;
-    if ((bos < 0 || bos >= c.n_vocab) && tokenizer != nullptr && tokenizer->bos_id()) bos = *tokenizer->bos_id();
+    if ((bos < 0 || bos >= c.n_vocab) && tokenizer != nullptr && tokenizer->bos_id())
+      bos = *tokenizer->bos_id();
     if (bos < 0 || bos >= c.n_vocab) {
-      throw Error(ErrorKind::Argument, "empty prompt, and the model has no BOS token (bos_token_id in config.json) to start from");
+      throw Error(ErrorKind::Argument,
+                  "empty prompt, and the model has no BOS token (bos_token_id in config.json) to start from");
     }
     prompt.push_back(int32_t(bos));
   }
@@ -69,8 +78,9 @@ std::vector<int32_t> prepare_prompt(std::vector<int32_t> prompt, const GenerateO
     if (o.overflow == ContextOverflow::Error) {
       const std::string which = n_ctx == c.n_ctx ? "the model's context of " + std::to_string(n_ctx)
                                                  : "the context of " + std::to_string(n_ctx) + " (-c)";
-      throw Error(ErrorKind::Argument, "the prompt is " + std::to_string(prompt.size()) + " tokens, longer than " +
-                                           which + " (--context-overflow truncate keeps its last tokens)");
+      throw Error(ErrorKind::Argument, "the prompt is " + std::to_string(prompt.size()) +
+                                           " tokens, longer than " + which +
+                                           " (--context-overflow truncate keeps its last tokens)");
     }
     // Keep room for the tokens asked for, but never less than half the context of prompt.
     const int64_t keep = std::max<int64_t>(1, n_ctx - std::min(o.max_new_tokens, n_ctx / 2));
@@ -198,14 +208,16 @@ GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::vecto
       // The last half of the window, the new token included, evaluated again from position 0.
       const int64_t keep = std::max<int64_t>(1, n_ctx / 2);
       session.reset();
-      logits = session.eval(std::span<const int32_t>(history.data() + history.size() - size_t(keep), size_t(keep)));
+      logits = session.eval(
+          std::span<const int32_t>(history.data() + history.size() - size_t(keep), size_t(keep)));
       ++r.slides;
     } else {
       logits = session.eval(std::span<const int32_t>(&history.back(), 1));
     }
   }
   if (!stopped) r.reason = StopReason::Length;
-  if (decoder && r.reason != StopReason::Stop && !add_text(decoder->flush(), true)) r.reason = StopReason::Stop;
+  if (decoder && r.reason != StopReason::Stop && !add_text(decoder->flush(), true))
+    r.reason = StopReason::Stop;
   release(r.reason == StopReason::Stop ? Release::Stop : Release::All);
   if (!r.tokens.empty() || r.reason == StopReason::Eos) r.decode_seconds = since(t_first);
   return r;

@@ -5,19 +5,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <functional>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
+#include "arch/arch.h"
 #include "minigpt/error.h"
 #include "minigpt/io.h"
 #include "minigpt/random_weights.h"
 #include "minigpt/registry.h"
-#include "arch/arch.h"
 
 namespace minigpt {
 namespace {
@@ -39,7 +39,9 @@ std::vector<std::shared_ptr<SafeTensorsFile>> open_weight_files(const fs::path& 
   if (!fs::exists(index)) {
     std::string hint;
     if (fs::exists(dir / "pytorch_model.bin")) {
-      hint = " (found pytorch_model.bin: only safetensors is read; convert it with safetensors' torch.save_file)";
+      hint =
+          " (found pytorch_model.bin: only safetensors is read; convert it with safetensors' "
+          "torch.save_file)";
     }
     throw Error(ErrorKind::Io,
                 dir.string() + ": no model.safetensors or model.safetensors.index.json" + hint);
@@ -56,11 +58,14 @@ std::vector<std::shared_ptr<SafeTensorsFile>> open_weight_files(const fs::path& 
   }
   std::set<std::string> shard_names;
   for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-    if (!it->is_string()) throw Error(ErrorKind::Format, index.string() + ": weight_map['" + it.key() + "'] is not a string");
+    if (!it->is_string())
+      throw Error(ErrorKind::Format, index.string() + ": weight_map['" + it.key() + "'] is not a string");
     const std::string f = it->get<std::string>();
     // A shard is a file beside the index, never a path that climbs out of the model directory.
-    if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." || f == "..") {
-      throw Error(ErrorKind::Format, index.string() + ": weight_map['" + it.key() + "'] = '" + f + "' is not a plain file name");
+    if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." ||
+        f == "..") {
+      throw Error(ErrorKind::Format,
+                  index.string() + ": weight_map['" + it.key() + "'] = '" + f + "' is not a plain file name");
     }
     shard_names.insert(f);
   }
@@ -94,11 +99,11 @@ std::vector<float> sinusoidal_positions(int64_t n_pos, int64_t d) {
 
 namespace {
 struct HostTensor {
-  DType dtype;
+  StDtype dtype;  // as the file declares it
   std::vector<int64_t> shape;
   size_t nbytes;
-  std::string file;                      // where it comes from, for messages
-  std::function<void(void* dst)> read;   // copies its nbytes bytes to dst
+  std::string file;                     // where it comes from, for messages
+  std::function<void(void* dst)> read;  // copies its nbytes bytes to dst
 };
 }  // namespace
 
@@ -137,7 +142,8 @@ int64_t first_overflow(const void* p, DType dtype, size_t n, DType to) {
     convert_to_f32(row, c + i0 * dtype_size(dtype), dtype, m);
     for (size_t i = 0; i < m; ++i) {
       const uint16_t h = to == DType::F16 ? f32_to_f16(row[i]) : f32_to_bf16(row[i]);
-      if ((h & (to == DType::F16 ? 0x7C00 : 0x7F80)) == (to == DType::F16 ? 0x7C00 : 0x7F80)) return int64_t(i0 + i);
+      if ((h & (to == DType::F16 ? 0x7C00 : 0x7F80)) == (to == DType::F16 ? 0x7C00 : 0x7F80))
+        return int64_t(i0 + i);
     }
   }
   return -1;
@@ -167,7 +173,7 @@ struct Match {
 // config (names, dtypes, shapes; nothing missing, nothing left over), without reading a weight.
 struct Plan {
   std::vector<TensorDesc> descs;
-  std::vector<Match> matches;       // in description order; absent optional tensors are left out
+  std::vector<Match> matches;        // in description order; absent optional tensors are left out
   const Match* tied_copy = nullptr;  // a tied head's saved copy of the token embeddings
   int64_t n_params = 0;
   std::map<std::string, size_t> bytes_by_dtype;
@@ -180,10 +186,11 @@ struct Plan {
   }
 };
 
-Plan make_plan(const Config& c, const std::map<std::string, HostTensor>& all, const std::string& weights_where,
-               const std::string& config_name) {
+Plan make_plan(const Config& c, const std::map<std::string, HostTensor>& all,
+               const std::string& weights_where, const std::string& config_name) {
   const arch::Architecture* a = arch::find(c.arch);
-  if (a == nullptr) throw Error(ErrorKind::Unsupported, config_name + ": architecture '" + c.arch + "' is not supported");
+  if (a == nullptr)
+    throw Error(ErrorKind::Unsupported, config_name + ": architecture '" + c.arch + "' is not supported");
   Plan plan;
   plan.descs = a->tensors(c);
   // Which spelling the checkpoint uses (bare or "transformer."-prefixed names): that of its token
@@ -215,18 +222,21 @@ Plan make_plan(const Config& c, const std::map<std::string, HostTensor>& all, co
     if (found == nullptr) {
       if (d.optional) continue;
       if (d.role == Role::Output) {
-        throw Error(ErrorKind::Shape, config_name + ": tie_word_embeddings is false but the weights have no '" +
-                                          d.names[0] + "'");
+        throw Error(
+            ErrorKind::Shape,
+            config_name + ": tie_word_embeddings is false but the weights have no '" + d.names[0] + "'");
       }
-      throw Error(ErrorKind::Shape, weights_where + ": missing tensor '" + d.names[std::min(variant, d.names.size() - 1)] +
+      throw Error(ErrorKind::Shape, weights_where + ": missing tensor '" +
+                                        d.names[std::min(variant, d.names.size() - 1)] +
                                         "' (config.json implies shape " + shape_str(d.shape) + ")");
     }
     used.insert(found->first);
     if (d.role == Role::Ignored) continue;
     const HostTensor& t = found->second;
     const std::string where = t.file + ": tensor '" + found->first + "'";
-    if (!is_float_weight_dtype(t.dtype)) {
-      throw Error(ErrorKind::Shape, where + " has dtype " + std::string(dtype_name(t.dtype)) +
+    DType compute;
+    if (!to_dtype(t.dtype, &compute)) {
+      throw Error(ErrorKind::Shape, where + " has dtype " + std::string(st_dtype_name(t.dtype)) +
                                         "; weights must be F32, F16 or BF16");
     }
     if (t.shape != d.shape) {
@@ -235,11 +245,12 @@ Plan make_plan(const Config& c, const std::map<std::string, HostTensor>& all, co
     }
     plan.matches.push_back({&d, &found->first, &t});
     if (d.role == Role::Output && c.tie_word_embeddings) {
-      plan.tied_copy = &plan.matches.back();  // checked against the embeddings when read, not a weight of its own
+      plan.tied_copy =
+          &plan.matches.back();  // checked against the embeddings when read, not a weight of its own
       continue;
     }
-    plan.n_params += int64_t(t.nbytes / dtype_size(t.dtype));
-    plan.bytes_by_dtype[std::string(dtype_name(t.dtype))] += t.nbytes;
+    plan.n_params += int64_t(t.nbytes / st_dtype_size(t.dtype));
+    plan.bytes_by_dtype[std::string(st_dtype_name(t.dtype))] += t.nbytes;
   }
   for (const auto& [name, t] : all) {
     if (used.count(name)) continue;
@@ -249,13 +260,15 @@ Plan make_plan(const Config& c, const std::map<std::string, HostTensor>& all, co
       learned.position_encoding = PositionEncoding::Learned;
       for (const TensorDesc& d : a->tensors(learned)) {
         if (d.role == Role::PosEmbd && std::find(d.names.begin(), d.names.end(), name) != d.names.end()) {
-          throw Error(ErrorKind::Config, config_name + ": position_embedding_type is 'sinusoidal' but the weights have '" +
-                                             name + "'");
+          throw Error(
+              ErrorKind::Config,
+              config_name + ": position_embedding_type is 'sinusoidal' but the weights have '" + name + "'");
         }
       }
     }
-    throw Error(ErrorKind::Shape, t.file + ": unexpected tensor '" + name + "' (not part of a " + a->display_name +
-                                      " model with this config.json: n_layer = " + std::to_string(c.n_layer) + ")");
+    throw Error(ErrorKind::Shape,
+                t.file + ": unexpected tensor '" + name + "' (not part of a " + a->display_name +
+                    " model with this config.json: n_layer = " + std::to_string(c.n_layer) + ")");
   }
   return plan;
 }
@@ -280,7 +293,9 @@ void check_model_dir(const fs::path& dir) {
   if (!fs::exists(dir)) throw Error(ErrorKind::Io, "model directory '" + dir.string() + "' does not exist");
   if (!fs::is_directory(dir)) throw Error(ErrorKind::Io, "'" + dir.string() + "' is not a directory");
   if (!fs::exists(dir / "config.json")) {
-    throw Error(ErrorKind::Io, dir.string() + ": no config.json (a model directory holds config.json and model.safetensors)");
+    throw Error(
+        ErrorKind::Io,
+        dir.string() + ": no config.json (a model directory holds config.json and model.safetensors)");
   }
 }
 
@@ -306,31 +321,41 @@ struct ModelBuilder {
 
   // Reads a tensor (as a [rows, cols] view) and refuses NaN/Inf, and values that `compute` (the dtype the
   // backend will hold it in) cannot represent.
+  // The float type of a planned tensor (the plan refused any other).
+  static DType stored(const HostTensor& t) {
+    DType d = DType::F32;
+    to_dtype(t.dtype, &d);
+    return d;
+  }
+
   static Staged stage(const Match& match, DType compute) {
     const HostTensor& t = *match.tensor;
+    const DType dtype = stored(t);
     const std::string& name = *match.name;
     Staged s;
     s.bytes = std::make_unique_for_overwrite<uint8_t[]>(std::max<size_t>(t.nbytes, 1));
     t.read(s.bytes.get());
-    const size_t n = t.nbytes / dtype_size(t.dtype);
+    const size_t n = t.nbytes / dtype_size(dtype);
     const int64_t cols = t.shape.back(), rows = int64_t(n) / std::max<int64_t>(cols, 1);
     auto at = [&](int64_t i) {
       return std::to_string(i) + (t.shape.size() == 2 ? " (row " + std::to_string(i / cols) + ", column " +
-                                                           std::to_string(i % cols) + ")"
-                                                     : "");
+                                                            std::to_string(i % cols) + ")"
+                                                      : "");
     };
-    if (const int64_t i = first_non_finite(s.bytes.get(), t.dtype, n); i >= 0) {
-      throw Error(ErrorKind::Format, t.file + ": tensor '" + name + "' holds " +
-                                         fmt_value(element_f32(s.bytes.get(), t.dtype, size_t(i))) + " at element " +
-                                         at(i) + ": a checkpoint with NaN or infinite weights cannot give finite logits");
+    if (const int64_t i = first_non_finite(s.bytes.get(), dtype, n); i >= 0) {
+      throw Error(ErrorKind::Format,
+                  t.file + ": tensor '" + name + "' holds " +
+                      fmt_value(element_f32(s.bytes.get(), dtype, size_t(i))) + " at element " + at(i) +
+                      ": a checkpoint with NaN or infinite weights cannot give finite logits");
     }
-    if (const int64_t i = first_overflow(s.bytes.get(), t.dtype, n, compute); i >= 0) {
-      throw Error(ErrorKind::Argument, t.file + ": tensor '" + name + "' holds " +
-                                           fmt_value(element_f32(s.bytes.get(), t.dtype, size_t(i))) + " at element " +
-                                           at(i) + ", beyond " + std::string(dtype_name(compute)) +
-                                           "'s range: it would become infinite (compute in F32 or BF16 instead)");
+    if (const int64_t i = first_overflow(s.bytes.get(), dtype, n, compute); i >= 0) {
+      throw Error(ErrorKind::Argument,
+                  t.file + ": tensor '" + name + "' holds " +
+                      fmt_value(element_f32(s.bytes.get(), dtype, size_t(i))) + " at element " + at(i) +
+                      ", beyond " + std::string(dtype_name(compute)) +
+                      "'s range: it would become infinite (compute in F32 or BF16 instead)");
     }
-    s.view = make_tensor(s.bytes.get(), t.dtype, Device::Host, rows, cols);
+    s.view = make_tensor(s.bytes.get(), dtype, Device::Host, rows, cols);
     return s;
   }
 
@@ -349,7 +374,7 @@ struct ModelBuilder {
   Linear linear(const Match& w, const Match* bias, const Staged* staged = nullptr) {
     const TensorDesc& d = *w.desc;
     const bool in_out = d.order == MatrixOrder::InOut;
-    const DType dtype = matrix_dtype(w.tensor->dtype);
+    const DType dtype = matrix_dtype(stored(*w.tensor));
     Staged own;
     if (staged == nullptr) {
       own = stage(w, dtype);
@@ -366,7 +391,8 @@ struct ModelBuilder {
       h.b = b.view;
     }
     Linear l = be.prepare_linear(h, WeightFormat::plain(dtype), m.owned_);
-    m.bytes_per_token_ += l.format.row_bytes(h.n_in) * size_t(h.n_out) + (bias ? size_t(h.n_out) * sizeof(float) : 0);
+    m.bytes_per_token_ +=
+        l.format.row_bytes(h.n_in) * size_t(h.n_out) + (bias ? size_t(h.n_out) * sizeof(float) : 0);
     return l;
   }
 
@@ -376,19 +402,21 @@ struct ModelBuilder {
     auto need = [&](Role role, int64_t layer) -> const Match& {
       const Match* match = plan.find(role, layer);
       if (match == nullptr) {  // the description lists every tensor the roles below need
-        throw Error(ErrorKind::Shape, config_name + ": the " + std::string(arch::role_name(role)) + " weight" +
-                                          (layer >= 0 ? " of layer " + std::to_string(layer) : std::string()) +
-                                          " is missing");
+        throw Error(ErrorKind::Shape,
+                    config_name + ": the " + std::string(arch::role_name(role)) + " weight" +
+                        (layer >= 0 ? " of layer " + std::to_string(layer) : std::string()) + " is missing");
       }
       return *match;
     };
     auto vec_of = [&](Role role, int64_t layer) { return vec(need(role, layer)); };
-    auto linear_of = [&](Role role, Role bias, int64_t layer) { return linear(need(role, layer), plan.find(bias, layer)); };
+    auto linear_of = [&](Role role, Role bias, int64_t layer) {
+      return linear(need(role, layer), plan.find(bias, layer));
+    };
 
     // The token embeddings are a linear layer C -> V ([V, C] = [n_out, n_in]): they double as the tied head.
     {
       const Match& e = need(Role::TokenEmbd, -1);
-      const Staged s = stage(e, matrix_dtype(e.tensor->dtype));
+      const Staged s = stage(e, matrix_dtype(stored(*e.tensor)));
       if (plan.tied_copy != nullptr) {
         // transformers ties the head to the embeddings and ignores a saved copy; a copy is harmless,
         // anything else means the file and config.json disagree about the model.
@@ -400,7 +428,8 @@ struct ModelBuilder {
           same = std::memcmp(bytes.get(), s.bytes.get(), head.nbytes) == 0;
         }
         if (!same) {
-          throw Error(ErrorKind::Shape, head.file + ": tensor '" + *plan.tied_copy->name + "' differs from '" + *e.name +
+          throw Error(ErrorKind::Shape, head.file + ": tensor '" + *plan.tied_copy->name +
+                                            "' differs from '" + *e.name +
                                             "' but config.json ties them (tie_word_embeddings is true)");
         }
       }
@@ -448,9 +477,11 @@ struct ModelBuilder {
     if (options.weight_dtype && !is_float_weight_dtype(*options.weight_dtype)) {
       throw Error(ErrorKind::Argument, "weight dtype must be F32, F16 or BF16");
     }
-    const std::string config_name = m.dir_.empty() ? std::string("config") : (m.dir_ / "config.json").string();
+    const std::string config_name =
+        m.dir_.empty() ? std::string("config") : (m.dir_ / "config.json").string();
     const Plan plan = make_plan(m.config_, all, weights_where, config_name);
-    m.backend_ = options.backend ? options.backend : make_backend("cpu", BackendOptions{options.n_threads, 0});
+    m.backend_ =
+        options.backend ? options.backend : make_backend("cpu", BackendOptions{options.n_threads, 0});
     ModelBuilder b{m, options, *m.backend_};
     b.build(plan, config_name);
     m.n_params_ = plan.n_params;
@@ -474,7 +505,8 @@ ModelSummary Model::inspect(const fs::path& dir) {
   ModelSummary s;
   s.config = load_config(dir / "config.json");
   const auto files = open_weight_files(dir);
-  const Plan plan = make_plan(s.config, index_tensors(files), weights_where(dir, files), (dir / "config.json").string());
+  const Plan plan =
+      make_plan(s.config, index_tensors(files), weights_where(dir, files), (dir / "config.json").string());
   s.n_params = plan.n_params;
   for (const auto& [dtype, bytes] : plan.bytes_by_dtype) s.stored_bytes.emplace_back(dtype, bytes);
   for (const auto& f : files) s.files.push_back(f->path());
@@ -489,8 +521,10 @@ std::shared_ptr<const Model> Model::random(const Config& config, const LoadOptio
   for (const RandomTensor& t : random_tensors(config)) {
     size_t n = 1;
     for (int64_t d : t.shape) n *= size_t(d);
-    auto read = [t, n](void* dst) { fill_counter_random(static_cast<float*>(dst), n, t.name, t.mean, t.std); };
-    all.emplace(t.name, HostTensor{DType::F32, t.shape, n * sizeof(float), "<random>", read});
+    auto read = [t, n](void* dst) {
+      fill_counter_random(static_cast<float*>(dst), n, t.name, t.mean, t.std);
+    };
+    all.emplace(t.name, HostTensor{StDtype::F32, t.shape, n * sizeof(float), "<random>", read});
   }
   ModelBuilder::run(*m, all, options, "<random>");
   return m;

@@ -3,9 +3,9 @@
 #include <cmath>
 #include <fstream>
 
+#include "arch/arch.h"
 #include "minigpt/error.h"
 #include "minigpt/safetensors.h"
-#include "arch/arch.h"
 
 namespace minigpt {
 
@@ -22,7 +22,8 @@ uint64_t fnv1a64(std::string_view s) {
   return h;
 }
 
-void fill_counter_random(float* dst, size_t n, std::string_view name, double mean, double std, uint64_t first) {
+void fill_counter_random(float* dst, size_t n, std::string_view name, double mean, double std,
+                         uint64_t first) {
   const double amp = std::sqrt(3.0) * std;
   const uint64_t seed = splitmix64(fnv1a64(name));
   for (size_t j = 0; j < n; ++j) {
@@ -71,7 +72,8 @@ Config gpt2_preset(std::string_view name) {
 }
 
 void write_random_model(const std::filesystem::path& dir, const Config& c, DType dtype) {
-  if (!is_float_weight_dtype(dtype)) throw Error(ErrorKind::Argument, "random weights must be F32, F16 or BF16");
+  if (!is_float_weight_dtype(dtype))
+    throw Error(ErrorKind::Argument, "random weights must be F32, F16 or BF16");
   std::filesystem::create_directories(dir);
   const auto tensors = random_tensors(c);
   std::vector<std::vector<uint8_t>> storage;
@@ -91,7 +93,7 @@ void write_random_model(const std::filesystem::path& dir, const Config& c, DType
       for (size_t i = 0; i < n; ++i) d[i] = dtype == DType::F16 ? f32_to_f16(tmp[i]) : f32_to_bf16(tmp[i]);
     }
     storage.push_back(std::move(bytes));
-    writes.push_back({t.name, dtype, t.shape, storage.back().data()});
+    writes.push_back({t.name, to_st_dtype(dtype), t.shape, storage.back().data()});
   }
   write_safetensors(dir / "model.safetensors", writes, {{"format", "pt"}});
   std::ofstream(dir / "config.json") << config_to_json(c);

@@ -31,7 +31,8 @@ BackendInfo cpu_backend_info() {
 std::string describe(const CudaDeviceInfo& d) {
   char buf[512];
   std::snprintf(buf, sizeof(buf), "%d: %s, %.1f GiB, cc %d.%d, %.0f GB/s peak", d.index, d.name.c_str(),
-                double(d.memory_bytes) / double(size_t(1) << 30), d.cc_major, d.cc_minor, d.peak_bandwidth_gb_s);
+                double(d.memory_bytes) / double(size_t(1) << 30), d.cc_major, d.cc_minor,
+                d.peak_bandwidth_gb_s);
   return buf;
 }
 

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <numeric>
-#include <cstdio>
 #include <string>
 
 #include "minigpt/error.h"
@@ -36,7 +36,8 @@ void softmax(std::span<const float> s, std::vector<float>& p) {
 }  // namespace
 
 void SamplingParams::validate() const {
-  if (!(temperature >= 0.0f) || !std::isfinite(temperature)) bad("--temperature", "must be >= 0 (0 = greedy), got " + num(temperature));
+  if (!(temperature >= 0.0f) || !std::isfinite(temperature))
+    bad("--temperature", "must be >= 0 (0 = greedy), got " + num(temperature));
   if (top_k < 0) bad("--top-k", "must be >= 0 (0 = off), got " + std::to_string(top_k));
   if (!(top_p > 0.0f && top_p <= 1.0f)) bad("--top-p", "must be in (0, 1], got " + num(top_p));
   if (!(min_p >= 0.0f && min_p <= 1.0f)) bad("--min-p", "must be in [0, 1], got " + num(min_p));
@@ -82,7 +83,8 @@ void top_p(std::span<float> scores, float p) {
   if (p >= 1.0f) return;
   std::vector<int32_t> order(scores.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return scores[size_t(a)] < scores[size_t(b)]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return scores[size_t(a)] < scores[size_t(b)]; });
   std::vector<float> sorted(scores.size()), probs;
   for (size_t i = 0; i < order.size(); ++i) sorted[i] = scores[size_t(order[i])];
   softmax(sorted, probs);
@@ -110,7 +112,10 @@ void min_p(std::span<float> scores, float p) {
 // The stream starts at splitmix64(seed), not at the seed itself: seeds N and N + 1 then start at unrelated
 // points of SplitMix64's sequence instead of one draw apart (which made their samples the same, shifted).
 Sampler::Sampler(const SamplingParams& params, int64_t n_vocab)
-    : params_(params), rng_state_(splitmix64(params.seed)), scores_(size_t(n_vocab)), scratch_(size_t(n_vocab)) {
+    : params_(params),
+      rng_state_(splitmix64(params.seed)),
+      scores_(size_t(n_vocab)),
+      scratch_(size_t(n_vocab)) {
   params_.validate();
   cand_score_.reserve(size_t(n_vocab));
   cand_id_.reserve(size_t(n_vocab));
@@ -147,10 +152,12 @@ std::span<const float> Sampler::process(std::span<const float> logits, std::span
   // every other entry is -inf, which neither can see.
   if (params_.top_k > 0 && size_t(params_.top_k) < scores_.size()) {
     std::copy(scores_.begin(), scores_.end(), scratch_.begin());
-    std::nth_element(scratch_.begin(), scratch_.begin() + (params_.top_k - 1), scratch_.end(), std::greater<float>());
+    std::nth_element(scratch_.begin(), scratch_.begin() + (params_.top_k - 1), scratch_.end(),
+                     std::greater<float>());
     const float kth = scratch_[size_t(params_.top_k - 1)];
     for (float& v : scores_) {
-      if (v < kth) v = -std::numeric_limits<float>::infinity();  // ties with the k-th value stay, as in transformers
+      if (v < kth)
+        v = -std::numeric_limits<float>::infinity();  // ties with the k-th value stay, as in transformers
     }
   }
   if (params_.top_p < 1.0f || params_.min_p > 0.0f) {
@@ -210,7 +217,8 @@ std::vector<std::pair<int32_t, double>> top_log_probs(std::span<const float> log
   for (float v : logits) sum += std::exp(double(v) - mx);
   const double lse = mx + std::log(sum);
   std::vector<std::pair<int32_t, double>> out;
-  for (int64_t i = 0; i < n; ++i) out.emplace_back(idx[size_t(i)], double(logits[size_t(idx[size_t(i)])]) - lse);
+  for (int64_t i = 0; i < n; ++i)
+    out.emplace_back(idx[size_t(i)], double(logits[size_t(idx[size_t(i)])]) - lse);
   return out;
 }
 

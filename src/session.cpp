@@ -7,7 +7,8 @@
 
 namespace minigpt {
 
-Session::Session(std::shared_ptr<const Model> model, const SessionOptions& options) : model_(std::move(model)) {
+Session::Session(std::shared_ptr<const Model> model, const SessionOptions& options)
+    : model_(std::move(model)) {
   if (!model_) throw Error(ErrorKind::Argument, "Session: no model");
   const Config& c = model_->config();
   if (options.max_batch < 1) throw Error(ErrorKind::Argument, "Session: max_batch must be >= 1");
@@ -16,7 +17,8 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
                                          std::to_string(c.n_ctx) + "], the model's context (n_positions)");
   }
   if (options.n_seq < 1 || options.n_seq > 4096) {
-    throw Error(ErrorKind::Argument, "sequence count " + std::to_string(options.n_seq) + " is outside [1, 4096]");
+    throw Error(ErrorKind::Argument,
+                "sequence count " + std::to_string(options.n_seq) + " is outside [1, 4096]");
   }
   n_ctx_ = options.n_ctx == 0 ? c.n_ctx : options.n_ctx;
   max_batch_ = std::min(options.max_batch, n_ctx_ * options.n_seq);
@@ -81,17 +83,19 @@ void Session::check_tokens(std::span<const int32_t> tokens, int64_t seq, const c
   if (tokens.empty()) throw Error(ErrorKind::Argument, std::string(what) + ": no tokens");
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || tokens[i] >= c.n_vocab) {
-      throw Error(ErrorKind::Argument, std::string(what) + ": token id " + std::to_string(tokens[i]) + " at index " +
-                                           std::to_string(i) + " is outside the vocabulary [0, " +
-                                           std::to_string(c.n_vocab) + ")");
+      throw Error(ErrorKind::Argument, std::string(what) + ": token id " + std::to_string(tokens[i]) +
+                                           " at index " + std::to_string(i) +
+                                           " is outside the vocabulary [0, " + std::to_string(c.n_vocab) +
+                                           ")");
     }
   }
   const int64_t past = n_past_[size_t(seq)];
   if (int64_t(tokens.size()) > n_ctx_ - past) {
-    throw Error(ErrorKind::Argument, std::string(what) + ": context overflow: " + std::to_string(past) +
-                                         " tokens in the context + " + std::to_string(tokens.size()) + " new > n_ctx " +
-                                         std::to_string(n_ctx_) +
-                                         (n_past_.size() > 1 ? " (sequence " + std::to_string(seq) + ")" : ""));
+    throw Error(ErrorKind::Argument,
+                std::string(what) + ": context overflow: " + std::to_string(past) +
+                    " tokens in the context + " + std::to_string(tokens.size()) + " new > n_ctx " +
+                    std::to_string(n_ctx_) +
+                    (n_past_.size() > 1 ? " (sequence " + std::to_string(seq) + ")" : ""));
   }
 }
 
@@ -137,13 +141,15 @@ std::span<const float> Session::eval_batch(std::span<const SeqTokens> batch) {
     check_tokens(batch[i].tokens, batch[i].seq, "eval_batch");
     for (size_t j = 0; j < i; ++j) {
       if (batch[j].seq == batch[i].seq) {
-        throw Error(ErrorKind::Argument, "eval_batch: sequence " + std::to_string(batch[i].seq) + " appears twice");
+        throw Error(ErrorKind::Argument,
+                    "eval_batch: sequence " + std::to_string(batch[i].seq) + " appears twice");
       }
     }
     total += int64_t(batch[i].tokens.size());
   }
   if (total > max_batch_) {
-    throw Error(ErrorKind::Argument, "eval_batch: " + std::to_string(total) + " tokens exceed the session's batch of " +
+    throw Error(ErrorKind::Argument, "eval_batch: " + std::to_string(total) +
+                                         " tokens exceed the session's batch of " +
                                          std::to_string(max_batch_));
   }
   step_tokens_.clear();
@@ -215,7 +221,8 @@ void Session::forward(const Step& step, std::span<const int64_t> logit_rows, flo
     if (rows == 0) return;
     Tensor xf = xn.row_slice(0, rows);
     if (consecutive) {
-      be.layer_norm(xf, x.row_slice(logit_rows.front(), rows), w.out_norm_w, w.out_norm_b, c.layer_norm_epsilon);
+      be.layer_norm(xf, x.row_slice(logit_rows.front(), rows), w.out_norm_w, w.out_norm_b,
+                    c.layer_norm_epsilon);
     } else {
       for (int64_t i = 0; i < rows; ++i) {
         be.layer_norm(xf.row_slice(i, 1), x.row_slice(logit_rows[size_t(i)], 1), w.out_norm_w, w.out_norm_b,
@@ -251,8 +258,8 @@ void Session::check_finite(const float* logits, const Step& step, std::span<cons
       }
     }
     throw Error(ErrorKind::Numeric,
-                "the logits at position " + where + " are not finite (" + (std::isnan(row[i]) ? "NaN" : "Inf") +
-                    " for token " + std::to_string(i) +
+                "the logits at position " + where + " are not finite (" +
+                    (std::isnan(row[i]) ? "NaN" : "Inf") + " for token " + std::to_string(i) +
                     "): the computation overflowed; with --dtype f16, values beyond F16's range become "
                     "infinite (try f32 or bf16)");
   }

@@ -10,26 +10,12 @@ struct DTypeInfo {
   std::string_view name;
   size_t size;
 };
-constexpr std::array<DTypeInfo, 15> kDTypes{{
-    {DType::F64, "F64", 8},     {DType::F32, "F32", 4},          {DType::F16, "F16", 2},
-    {DType::BF16, "BF16", 2},   {DType::I64, "I64", 8},          {DType::I32, "I32", 4},
-    {DType::I16, "I16", 2},     {DType::I8, "I8", 1},            {DType::U64, "U64", 8},
-    {DType::U32, "U32", 4},     {DType::U16, "U16", 2},          {DType::U8, "U8", 1},
-    {DType::BOOL, "BOOL", 1},   {DType::F8_E4M3, "F8_E4M3", 1}, {DType::F8_E5M2, "F8_E5M2", 1},
-}};
+constexpr std::array<DTypeInfo, 3> kDTypes{
+    {{DType::F32, "F32", 4}, {DType::F16, "F16", 2}, {DType::BF16, "BF16", 2}}};
 }  // namespace
 
 size_t dtype_size(DType t) { return kDTypes[size_t(t)].size; }
 std::string_view dtype_name(DType t) { return kDTypes[size_t(t)].name; }
-bool dtype_from_name(std::string_view name, DType* out) {
-  for (const auto& d : kDTypes) {
-    if (d.name == name) {
-      *out = d.type;
-      return true;
-    }
-  }
-  return false;
-}
 
 float f16_to_f32(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000) << 16;
@@ -60,7 +46,7 @@ uint16_t f32_to_f16(float f) {
   const uint16_t sign = uint16_t((u >> 16) & 0x8000);
   const uint32_t abs = u & 0x7fffffffu;
   if (abs >= 0x7f800000u) return sign | (abs > 0x7f800000u ? 0x7e00 : 0x7c00);  // NaN / inf
-  if (abs >= 0x477ff000u) return sign | 0x7c00;                               // rounds to inf
+  if (abs >= 0x477ff000u) return sign | 0x7c00;                                 // rounds to inf
   if (abs < 0x38800000u) {  // below the smallest normal: subnormal or zero, rounded to nearest even
     const float a = std::fabs(f);
     const float scaled = a * 16777216.0f;  // a / 2^-24, exact

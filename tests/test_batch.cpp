@@ -115,10 +115,26 @@ TEST(Batch, BadBatchesAreRefusedAndChangeNothing) {
   const std::vector<int32_t> two = {1, 2}, three = {1, 2, 3}, five = {1, 2, 3, 4, 5}, bad = {1, 40};
   s.eval(three, 1);
   using B = std::vector<Session::SeqTokens>;
-  expect_error([&] { s.eval_batch(B{{0, three}, {2, three}}); }, ErrorKind::Argument, {"sequence 2", "[0, 2)"});
-  expect_error([&] { s.eval_batch(B{{0, three}, {0, three}}); }, ErrorKind::Argument, {"sequence 0 appears twice"});
-  expect_error([&] { s.eval_batch(B{{0, three}, {1, five}}); }, ErrorKind::Argument, {"context overflow", "sequence 1"});
-  expect_error([&] { s.eval_batch(B{{0, five}, {1, two}}); }, ErrorKind::Argument, {"7 tokens exceed", "batch of 6"});
+  expect_error(
+      [&] {
+        s.eval_batch(B{{0, three}, {2, three}});
+      },
+      ErrorKind::Argument, {"sequence 2", "[0, 2)"});
+  expect_error(
+      [&] {
+        s.eval_batch(B{{0, three}, {0, three}});
+      },
+      ErrorKind::Argument, {"sequence 0 appears twice"});
+  expect_error(
+      [&] {
+        s.eval_batch(B{{0, three}, {1, five}});
+      },
+      ErrorKind::Argument, {"context overflow", "sequence 1"});
+  expect_error(
+      [&] {
+        s.eval_batch(B{{0, five}, {1, two}});
+      },
+      ErrorKind::Argument, {"7 tokens exceed", "batch of 6"});
   expect_error([&] { s.eval_batch(B{{0, bad}}); }, ErrorKind::Argument, {"token id 40", "vocabulary"});
   expect_error([&] { s.eval_batch(B{}); }, ErrorKind::Argument, {"no sequences"});
   expect_error([&] { s.eval(three, -1); }, ErrorKind::Argument, {"sequence -1"});

@@ -11,14 +11,17 @@ using json = nlohmann::json;
 
 std::string shipped() { return (test::source_dir() / "models" / "shakespeare-char").string(); }
 
-size_t lines(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')) + (!s.empty() && s.back() != '\n'); }
+size_t lines(const std::string& s) {
+  return size_t(std::count(s.begin(), s.end(), '\n')) + (!s.empty() && s.back() != '\n');
+}
 
 TEST(BenchCli, JsonHasEveryTestAndConsistentRoofline) {
   auto r = test::run_cli("bench -m " + shipped() + " -p 16 -n 4 -d 0,8 -r 3 -t 1,2 --dtype f32,bf16 -o json");
   ASSERT_EQ(r.status, 0) << r.err;
   const json j = json::parse(r.out);
   const json cfg = json::parse(test::read_file(std::filesystem::path(shipped()) / "config.json"));
-  const double C = cfg["n_embd"], L = cfg["n_layer"], S = cfg["n_positions"], V = cfg["vocab_size"], F = 4 * C;
+  const double C = cfg["n_embd"], L = cfg["n_layer"], S = cfg["n_positions"], V = cfg["vocab_size"],
+               F = 4 * C;
 
   const json& m = j.at("machine");
   EXPECT_FALSE(m.at("cpu").get<std::string>().empty());
@@ -42,7 +45,8 @@ TEST(BenchCli, JsonHasEveryTestAndConsistentRoofline) {
     EXPECT_GT(x.at("tok_s").get<double>(), 0.0);
     EXPECT_GE(x.at("tok_s_std").get<double>(), 0.0);
     if (test == "pp16") {
-      EXPECT_NEAR(x.at("ttft_ms").get<double>(), 16e3 / x.at("tok_s").get<double>(), 1e-6 * x.at("ttft_ms").get<double>())
+      EXPECT_NEAR(x.at("ttft_ms").get<double>(), 16e3 / x.at("tok_s").get<double>(),
+                  1e-6 * x.at("ttft_ms").get<double>())
           << "TTFT of the median run (of an odd number) is 16 tokens at the median rate";
       EXPECT_FALSE(x.contains("gb_s"));
       continue;

@@ -30,7 +30,8 @@ namespace fs = std::filesystem;
   unsetenv("MINIGPT_TEST_MAXRSS_TO");
   std::string cmdline = test::read_file("/proc/self/cmdline");  // argv, each ended by '\0'
   std::vector<char*> argv;
-  for (size_t i = 0; i < cmdline.size(); i += std::strlen(cmdline.data() + i) + 1) argv.push_back(cmdline.data() + i);
+  for (size_t i = 0; i < cmdline.size(); i += std::strlen(cmdline.data() + i) + 1)
+    argv.push_back(cmdline.data() + i);
   if (argv.size() < 2) _exit(125);
   argv.push_back(nullptr);
   const pid_t pid = fork();
@@ -96,6 +97,5 @@ ChildRun run_minigpt(const std::vector<std::string>& args, const std::vector<std
   r.err = read_file(err);
   return r;
 }
-
 
 }  // namespace minigpt::test

@@ -69,13 +69,15 @@ std::vector<std::string> elf_needed(const fs::path& file) {
     const Elf64_Shdr dyn = section(i);
     if (dyn.sh_type != SHT_DYNAMIC || dyn.sh_link >= eh.e_shnum) continue;
     const Elf64_Shdr strtab = section(dyn.sh_link);
-    const std::string entries = read(dyn.sh_offset, dyn.sh_size), strings = read(strtab.sh_offset, strtab.sh_size);
+    const std::string entries = read(dyn.sh_offset, dyn.sh_size),
+                      strings = read(strtab.sh_offset, strtab.sh_size);
     found = !entries.empty() && !strings.empty();
     for (size_t off = 0; off + sizeof(Elf64_Dyn) <= entries.size(); off += sizeof(Elf64_Dyn)) {
       Elf64_Dyn d;
       std::memcpy(&d, entries.data() + off, sizeof d);
       if (d.d_tag == DT_NULL) break;
-      if (d.d_tag == DT_NEEDED && d.d_un.d_val < strings.size()) needed.emplace_back(strings.c_str() + d.d_un.d_val);
+      if (d.d_tag == DT_NEEDED && d.d_un.d_val < strings.size())
+        needed.emplace_back(strings.c_str() + d.d_un.d_val);
     }
   }
   if (!found) ADD_FAILURE() << file << " has no readable dynamic section";
@@ -84,7 +86,8 @@ std::vector<std::string> elf_needed(const fs::path& file) {
 
 bool needs_cuda(const std::vector<std::string>& needed) {
   for (const auto& n : needed) {
-    if (n.rfind("libcudart", 0) == 0 || n.rfind("libcublas", 0) == 0 || n.rfind("libcuda.", 0) == 0) return true;
+    if (n.rfind("libcudart", 0) == 0 || n.rfind("libcublas", 0) == 0 || n.rfind("libcuda.", 0) == 0)
+      return true;
   }
   return false;
 }
@@ -148,7 +151,8 @@ TEST(CudaModule, OnlyTheModuleNeedsCuda) {
 TEST(CudaModule, CudaRequestLoadsTheModuleOrSaysWhy) {
   std::string why;
   const bool available = cuda_available(&why);
-  const ChildRun r = run_minigpt({"generate", "--backend", "cuda", "-p", "x", "--max-new-tokens", "2", "--seed", "1"});
+  const ChildRun r =
+      run_minigpt({"generate", "--backend", "cuda", "-p", "x", "--max-new-tokens", "2", "--seed", "1"});
   if (available) {
     EXPECT_EQ(r.status, 0) << r.err;
     return;
@@ -168,7 +172,8 @@ TEST(CudaModule, CudaRequestLoadsTheModuleOrSaysWhy) {
 TEST(CudaModule, ErrorsCrossTheModuleAsMinigptError) {
   std::string why;
   if (cuda_available(&why)) {
-    test::expect_error([] { make_cuda_backend(1000); }, ErrorKind::Argument, {"CUDA device 1000 does not exist"});
+    test::expect_error([] { make_cuda_backend(1000); }, ErrorKind::Argument,
+                       {"CUDA device 1000 does not exist"});
   } else {
     test::expect_error([] { make_cuda_backend(0); }, ErrorKind::Unsupported, {why});
   }
@@ -185,13 +190,15 @@ TEST(CudaModule, DevicesComeThroughTheModule) {
 
 // MINIGPT_CUDA_MODULE names the module to load; when that fails, the one line names it and says why.
 TEST(CudaModule, UnloadableModuleIsNamed) {
-  ChildRun r = run_minigpt({"generate", "--backend", "cuda", "-p", "x"}, {"MINIGPT_CUDA_MODULE=/nonexistent.so"});
+  ChildRun r =
+      run_minigpt({"generate", "--backend", "cuda", "-p", "x"}, {"MINIGPT_CUDA_MODULE=/nonexistent.so"});
   EXPECT_NE(r.status, 0);
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(line_count(r.err), 1u) << r.err;
   EXPECT_EQ(r.err.rfind("minigpt: error: ", 0), 0u) << r.err;
 #ifdef MINIGPT_WITH_CUDA
-  EXPECT_NE(r.err.find("cannot load the CUDA backend module MINIGPT_CUDA_MODULE=/nonexistent.so: "), std::string::npos)
+  EXPECT_NE(r.err.find("cannot load the CUDA backend module MINIGPT_CUDA_MODULE=/nonexistent.so: "),
+            std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("cannot open shared object file"), std::string::npos) << r.err;  // dlerror's words
 

@@ -34,8 +34,9 @@ TEST(Faults, NonFiniteWeightsAreRefusedAtLoadNamingTheTensor) {
     TempDir tmp;
     write_random_model(tmp.path(), test::tiny_config());
     poke(tmp.path(), "h.1.mlp.c_fc.weight", 70, bad);  // row 1, column 6 of [16, 64]
-    expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Format,
-                 {"tensor 'h.1.mlp.c_fc.weight'", std::isnan(bad) ? "nan" : "inf", "element 70 (row 1, column 6)"});
+    expect_error(
+        [&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Format,
+        {"tensor 'h.1.mlp.c_fc.weight'", std::isnan(bad) ? "nan" : "inf", "element 70 (row 1, column 6)"});
   }
 }
 
@@ -83,14 +84,15 @@ TEST(Faults, ATiedModelRefusesALmHeadThatIsNotWte) {
       for (size_t i = 0; i < w.size(); ++i) {
         if (w[i].name != "wte.weight") continue;
         // keep[] is in the file's order, w[] lost an entry above: find wte's bytes by address.
-        const auto bytes = std::find_if(keep.begin(), keep.end(), [&](const auto& k) { return k.data() == w[i].data; });
+        const auto bytes =
+            std::find_if(keep.begin(), keep.end(), [&](const auto& k) { return k.data() == w[i].data; });
         std::vector<uint8_t> copy = *bytes;
         float v;
         std::memcpy(&v, copy.data(), 4);
         v += delta;
         std::memcpy(copy.data(), &v, 4);
         keep.push_back(std::move(copy));  // w's pointers stay valid: the inner buffers do not move
-        w.push_back({"lm_head.weight", DType::F32, w[i].shape, keep.back().data()});
+        w.push_back({"lm_head.weight", StDtype::F32, w[i].shape, keep.back().data()});
         break;
       }
     });
@@ -106,9 +108,13 @@ TEST(Faults, LegacyBuffersOfLayersTheModelLacksAreRefused) {
   TempDir tmp;
   write_random_model(tmp.path(), test::tiny_config());  // 2 layers
   static const float scalar = -1e4f;
-  rewrite_weights(tmp.path(), [](auto& w, auto&) { w.push_back({"h.1.attn.bias", DType::F32, {}, &scalar}); });
+  rewrite_weights(tmp.path(), [](auto& w, auto&) {
+    w.push_back({"h.1.attn.bias", StDtype::F32, {}, &scalar});
+  });
   EXPECT_NO_THROW(Model::load(tmp.path(), LoadOptions::threads(1)));
-  rewrite_weights(tmp.path(), [](auto& w, auto&) { w.push_back({"h.99.attn.bias", DType::F32, {}, &scalar}); });
+  rewrite_weights(tmp.path(), [](auto& w, auto&) {
+    w.push_back({"h.99.attn.bias", StDtype::F32, {}, &scalar});
+  });
   expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Shape,
                {"unexpected tensor 'h.99.attn.bias'", "n_layer = 2"});
 }
@@ -140,7 +146,8 @@ TEST(Faults, AWeightFileTruncatedAfterOpeningIsAnErrorNotACrash) {
   const SafeTensor* t = f->find("ln_f.bias");
   ASSERT_NE(t, nullptr);
   std::vector<uint8_t> dst(t->nbytes);
-  expect_error([&] { f->read(*t, dst.data()); }, ErrorKind::Io, {"model.safetensors", "truncated after it was opened"});
+  expect_error([&] { f->read(*t, dst.data()); }, ErrorKind::Io,
+               {"model.safetensors", "truncated after it was opened"});
 }
 
 TEST(Faults, ContextSizeBoundsTheSession) {
@@ -225,7 +232,8 @@ TEST(Faults, OnlyRegularFilesWithinTheirCapAreRead) {
   std::filesystem::create_symlink("/dev/zero", tmp / "zero.json");
   expect_error([&] { read_regular_file(tmp / "zero.json", 100, "config"); }, ErrorKind::Io,
                {"zero.json", "character device"});
-  expect_error([&] { read_regular_file(tmp / "missing", 100, "config"); }, ErrorKind::Io, {"missing", "cannot open"});
+  expect_error([&] { read_regular_file(tmp / "missing", 100, "config"); }, ErrorKind::Io,
+               {"missing", "cannot open"});
 }
 
 }  // namespace

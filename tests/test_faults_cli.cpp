@@ -27,7 +27,8 @@ size_t count_lines(const std::string& s) {
 // Runs `minigpt args` (shell-quoted) with stdout sent to `target` (e.g. /dev/full).
 test::CommandResult run_cli_to(const std::string& args, const std::string& target) {
   TempDir tmp;
-  const std::string cmd = std::string(MINIGPT_CLI_PATH) + " " + args + " </dev/null >" + target + " 2>" + (tmp / "err").string();
+  const std::string cmd =
+      std::string(MINIGPT_CLI_PATH) + " " + args + " </dev/null >" + target + " 2>" + (tmp / "err").string();
   const int rc = std::system(cmd.c_str());
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc), "", test::read_file(tmp / "err")};
 }
@@ -44,8 +45,9 @@ std::pair<double, int> peak_rss_mib(const std::vector<std::string>& args) {
 TEST(FaultsCli, AFailedWriteToStdoutFailsTheCommand) {
   const std::string m = "-m " + kShipped.string() + " ";
   for (const std::string& args : std::vector<std::string>{
-           "generate -p ROMEO: --max-new-tokens 5 --seed 1", "generate -p ROMEO: --max-new-tokens 5 --seed 1 --json",
-        "tokenize " + m + "hello", "info " + m, "bench " + m + "-p 8 -n 0 -r 1 -t 1", "--version"}) {
+           "generate -p ROMEO: --max-new-tokens 5 --seed 1",
+           "generate -p ROMEO: --max-new-tokens 5 --seed 1 --json", "tokenize " + m + "hello", "info " + m,
+           "bench " + m + "-p 8 -n 0 -r 1 -t 1", "--version"}) {
     const auto r = run_cli_to(args, "/dev/full");
     EXPECT_NE(r.status, 0) << args;
     EXPECT_EQ(count_lines(r.err), 1u) << args << ": " << r.err;
@@ -84,7 +86,8 @@ TEST(FaultsCli, NothingPastAStopStringIsPrintedInAnyMode) {
     }
     EXPECT_EQ(summary["stop_reason"], "stop");
     EXPECT_EQ(summary["text"], want);
-    EXPECT_EQ(joined, want) << "the token texts printed are exactly the text before the stop '" << stop << "'";
+    EXPECT_EQ(joined, want) << "the token texts printed are exactly the text before the stop '" << stop
+                            << "'";
   }
 }
 
@@ -103,10 +106,12 @@ TEST(FaultsCli, FifosDevicesAndDirectoriesAreRefusedNotReadForever) {
   };
   std::vector<Case> cases = {
       {model_copy("fifo-config"), "config.json", true, "config.json: the config is a FIFO"},
-      {model_copy("fifo-weights"), "model.safetensors", true, "model.safetensors: not a regular file (a FIFO)"},
+      {model_copy("fifo-weights"), "model.safetensors", true,
+       "model.safetensors: not a regular file (a FIFO)"},
       {model_copy("zero-config"), "config.json", false, "config.json: the config is a character device"},
       {model_copy("zero-vocab"), "vocab.json", false, "vocab.json: the tokenizer file is a character device"},
-      {model_copy("zero-merges"), "merges.txt", false, "merges.txt: the tokenizer file is a character device"},
+      {model_copy("zero-merges"), "merges.txt", false,
+       "merges.txt: the tokenizer file is a character device"},
   };
   std::filesystem::remove(cases[3].dir / "tokenizer.json");  // so that vocab.json + merges.txt are read
   std::filesystem::remove(cases[4].dir / "tokenizer.json");
@@ -130,7 +135,9 @@ TEST(FaultsCli, FifosDevicesAndDirectoriesAreRefusedNotReadForever) {
   std::filesystem::create_symlink("/dev/zero", sharded / "model.safetensors.index.json");
   auto r = run_cli("generate -m " + sharded.string() + " -p hi");
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("model.safetensors.index.json: the shard index is a character device"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("model.safetensors.index.json: the shard index is a character device"),
+            std::string::npos)
+      << r.err;
   // --file: a device, a directory, a FIFO.
   ASSERT_EQ(::mkfifo((tmp / "prompt-fifo").c_str(), 0600), 0);
   for (const auto& [file, says] : std::vector<std::pair<std::string, std::string>>{
@@ -149,8 +156,8 @@ TEST(FaultsCli, FifosDevicesAndDirectoriesAreRefusedNotReadForever) {
 
 TEST(FaultsCli, StdinBeyondItsCapIsRefused) {
   // /dev/zero on stdin: read up to the 256 MiB cap, then refused (before: read until memory ran out).
-  const std::string cmd = std::string(MINIGPT_CLI_PATH) + " tokenize -m " + kShipped.string() +
-                          " </dev/zero >/dev/null 2>&1";
+  const std::string cmd =
+      std::string(MINIGPT_CLI_PATH) + " tokenize -m " + kShipped.string() + " </dev/zero >/dev/null 2>&1";
   const int rc = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(rc));
   EXPECT_EQ(WEXITSTATUS(rc), 1);
@@ -167,8 +174,9 @@ TEST(FaultsCli, TheModelFileTruncatedDuringARunDoesNotKillIt) {
   const std::string script =
       "out=" + (tmp / "out").string() + "; " + MINIGPT_CLI_PATH + " generate -m " + dir.string() +
       " -p ROMEO: --max-new-tokens 300 --ignore-eos --temperature 0 --context-overflow slide >$out 2>" +
-      (tmp / "err").string() + " & pid=$!; for i in $(seq 1 3000); do [ -s $out ] && break; sleep 0.01; done; " +
-      ": > " + (dir / "model.safetensors").string() + "; head -c 100000 /dev/urandom > " +
+      (tmp / "err").string() +
+      " & pid=$!; for i in $(seq 1 3000); do [ -s $out ] && break; sleep 0.01; done; " + ": > " +
+      (dir / "model.safetensors").string() + "; head -c 100000 /dev/urandom > " +
       (dir / "model.safetensors").string() + "; wait $pid; echo $? > " + (tmp / "rc").string();
   ASSERT_EQ(std::system(("bash -c '" + script + "'").c_str()), 0);
   EXPECT_EQ(test::read_file(tmp / "rc"), "0\n") << test::read_file(tmp / "err");
@@ -204,7 +212,8 @@ TEST(FaultsCli, NonFiniteLogitsFailWithOneLine) {
   c.n_vocab = 256;
   write_random_model(tmp.path(), c);
   for (const char* f : {"vocab.json", "merges.txt"}) {
-    std::filesystem::copy_file(test::source_dir() / "tests" / "fixtures" / "tokenizer" / "bytelevel" / f, tmp / f);
+    std::filesystem::copy_file(test::source_dir() / "tests" / "fixtures" / "tokenizer" / "bytelevel" / f,
+                               tmp / f);
   }
   test::rewrite_weights(tmp.path(), [](auto& w, auto& keep) {
     for (size_t i = 0; i < w.size(); ++i) {
@@ -235,17 +244,20 @@ TEST(FaultsCli, CtxSizeBoundsTheKvCache) {
   c.position_encoding = PositionEncoding::Sinusoidal;
   write_random_model(tmp.path(), c);
   for (const char* f : {"vocab.json", "merges.txt"}) {
-    std::filesystem::copy_file(test::source_dir() / "tests" / "fixtures" / "tokenizer" / "bytelevel" / f, tmp / f);
+    std::filesystem::copy_file(test::source_dir() / "tests" / "fixtures" / "tokenizer" / "bytelevel" / f,
+                               tmp / f);
   }
   const std::string dir = tmp.path().string();
   // The sinusoidal table itself is 1M x 16 floats = 64 MiB; the process with its libraries ~20 MiB (~45 MiB
   // and a shadow of 1/8 of the heap under ASan). The bound, 64 + 150 MiB, is far below the 64 + 256 MiB a
   // cache for every position takes.
-  const auto [peak, rc] = peak_rss_mib({"generate", "-m", dir, "-p", "hi", "--max-new-tokens", "3", "--seed", "1"});
+  const auto [peak, rc] =
+      peak_rss_mib({"generate", "-m", dir, "-p", "hi", "--max-new-tokens", "3", "--seed", "1"});
   EXPECT_EQ(rc, 0);
   EXPECT_LT(peak, 64.0 + 150.0) << "MiB: the KV cache should hold the default 4096 positions, not 1M";
   auto r = run_cli("generate -m " + dir + " -p hi --max-new-tokens 3 --seed 1");
-  EXPECT_NE(r.err.find("context 4096 of the model's 1048576 tokens (-c to change)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("context 4096 of the model's 1048576 tokens (-c to change)"), std::string::npos)
+      << r.err;
   r = run_cli("generate -m " + dir + " -p 'hello there' -c 4 --max-new-tokens 3");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("longer than the context of 4 (-c)"), std::string::npos) << r.err;
@@ -278,22 +290,23 @@ TEST(FaultsCli, LoadingHoldsTheWeightsOnceNotTwice) {
   // The weights once, plus the largest tensor while it is read (4 MiB here), plus the process itself
   // (binary, OpenBLAS, threads: ~20-40 MiB). Holding them twice (mapping + copies) was ~2x the file.
   const double bound = 1.15 * file_mib + 64.0;
-  const auto [loaded, rc] = peak_rss_mib({"bench", "-m", (tmp / "m").string(), "-p", "4", "-n", "0", "-r", "1", "-t", "1"});
+  const auto [loaded, rc] =
+      peak_rss_mib({"bench", "-m", (tmp / "m").string(), "-p", "4", "-n", "0", "-r", "1", "-t", "1"});
   EXPECT_EQ(rc, 0);
   EXPECT_LT(loaded, bound) << "peak MiB loading a " << file_mib << " MiB F32 model";
   test::write_file(tmp / "config.json", config_to_json(c));
-  const auto [random, rc2] =
-      peak_rss_mib({"bench", "--random", (tmp / "config.json").string(), "-p", "4", "-n", "0", "-r", "1", "-t", "1"});
+  const auto [random, rc2] = peak_rss_mib(
+      {"bench", "--random", (tmp / "config.json").string(), "-p", "4", "-n", "0", "-r", "1", "-t", "1"});
   EXPECT_EQ(rc2, 0);
   EXPECT_LT(random, bound) << "peak MiB building the same model with random weights";
 }
 
 TEST(FaultsCli, TheBandwidthProbeDoesNotSlowTheTimedSteps) {
   // bench reads 256 MB before each decode repetition to measure bandwidth. On the shipped model (a step
-  // takes ~0.1-0.2 ms) the first timed step after it took 2-170x a normal one (measured without the fix: 2.2x,
-  // 3.4x, 170x), so a row's spread could exceed its value. With an untimed step between the probe and the
-  // timing, the first timed step of a repetition (median over 7) measured 1.03-1.16x the median step; the
-  // bound is 2x.
+  // takes ~0.1-0.2 ms) the first timed step after it took 2-170x a normal one (measured without the
+  // fix: 2.2x, 3.4x, 170x), so a row's spread could exceed its value. With an untimed step between the probe
+  // and the timing, the first timed step of a repetition (median over 7) measured 1.03-1.16x the median step;
+  // the bound is 2x.
   const auto r = run_cli("bench -m " + kShipped.string() + " -p 0 -n 8 -r 7 -t 2 -o json");
   ASSERT_EQ(r.status, 0) << r.err;
   const json row = json::parse(r.out).at("results").at(0);

@@ -33,23 +33,27 @@ void parse_and_touch(const std::vector<uint8_t>& v) {
 
 TEST(FuzzRegressions, ConfigNumberOverflow) {
   // fuzz_config: a number nlohmann cannot hold raised json::out_of_range, which nothing caught.
-  const std::string crash = test::read_file(test::source_dir() / "tests/fuzz/regressions/config_number_overflow.json");
+  const std::string crash =
+      test::read_file(test::source_dir() / "tests/fuzz/regressions/config_number_overflow.json");
   ASSERT_FALSE(crash.empty());
-  expect_error([&] { parse_config(crash, "config.json"); }, ErrorKind::Config, {"config.json", "not valid JSON"});
-  expect_error([&] { parse_config(R"({"model_type":"gpt2","n_layer":1e999})", "config.json"); }, ErrorKind::Config,
+  expect_error([&] { parse_config(crash, "config.json"); }, ErrorKind::Config,
                {"config.json", "not valid JSON"});
+  expect_error([&] { parse_config(R"({"model_type":"gpt2","n_layer":1e999})", "config.json"); },
+               ErrorKind::Config, {"config.json", "not valid JSON"});
 }
 
 TEST(FuzzRegressions, LayerNormEpsilonOutOfFloatRange) {
-  const std::string base = R"({"model_type":"gpt2","n_layer":1,"n_head":1,"n_embd":2,"n_positions":4,"vocab_size":3,)";
+  const std::string base =
+      R"({"model_type":"gpt2","n_layer":1,"n_head":1,"n_embd":2,"n_positions":4,"vocab_size":3,)";
   for (const char* eps : {"1e300", "-1e300", "1e-300", "0"})
-    expect_error([&] { parse_config(base + "\"layer_norm_epsilon\":" + eps + "}", "config.json"); }, ErrorKind::Config,
-                 {"config.json", "layer_norm_epsilon must be in (0, 1]"});
+    expect_error([&] { parse_config(base + "\"layer_norm_epsilon\":" + eps + "}", "config.json"); },
+                 ErrorKind::Config, {"config.json", "layer_norm_epsilon must be in (0, 1]"});
 }
 
 TEST(FuzzRegressions, SafetensorsNumberOverflowInHeader) {
-  expect_error([&] { parse_and_touch(image(R"({"w":{"dtype":"F32","shape":[1e999],"data_offsets":[0,4]}})", 4)); },
-               ErrorKind::Format, {"x.safetensors", "not valid JSON"});
+  expect_error(
+      [&] { parse_and_touch(image(R"({"w":{"dtype":"F32","shape":[1e999],"data_offsets":[0,4]}})", 4)); },
+      ErrorKind::Format, {"x.safetensors", "not valid JSON"});
 }
 
 TEST(FuzzRegressions, IndexJsonNumberOverflow) {
@@ -65,8 +69,9 @@ TEST(FuzzRegressions, TensorEndingOneBytePastTheData) {
   // The offset check's boundary: [0, 4] over 4 bytes is fine, [1, 5] over 4 bytes is one past the end.
   const std::vector<uint8_t> ok = image(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4);
   EXPECT_NO_THROW(SafeTensorsFile::from_memory(ok.data(), ok.size(), "ok"));
-  expect_error([&] { parse_and_touch(image(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[1,5]}})", 4)); },
-               ErrorKind::Format, {"x.safetensors", "tensor 'w'", "past the end"});
+  expect_error(
+      [&] { parse_and_touch(image(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[1,5]}})", 4)); },
+      ErrorKind::Format, {"x.safetensors", "tensor 'w'", "past the end"});
   expect_error([&] { parse_and_touch(image(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", 0)); },
                ErrorKind::Format, {"x.safetensors", "tensor 'w'", "past the end"});
 }
@@ -75,12 +80,18 @@ TEST(FuzzRegressions, HugeSizesAreErrorsNotAllocations) {
   // A header length of 2^60, and a tensor of 2^60 elements: refused before anything is allocated.
   std::vector<uint8_t> v = image("{}", 0);
   v[7] = 0x10;  // header length 2^60
-  expect_error([&] { parse_and_touch(v); }, ErrorKind::Format, {"x.safetensors", "header length", "exceeds the file size"});
+  expect_error([&] { parse_and_touch(v); }, ErrorKind::Format,
+               {"x.safetensors", "header length", "exceeds the file size"});
   expect_error(
-      [&] { parse_and_touch(image(R"({"w":{"dtype":"F32","shape":[1048576,1048576],"data_offsets":[0,4]}})", 4)); },
+      [&] {
+        parse_and_touch(image(R"({"w":{"dtype":"F32","shape":[1048576,1048576],"data_offsets":[0,4]}})", 4));
+      },
       ErrorKind::Format, {"tensor 'w'", "cover 4 bytes"});
   expect_error(
-      [&] { parse_and_touch(image(R"({"w":{"dtype":"F64","shape":[1152921504606846976],"data_offsets":[0,8]}})", 8)); },
+      [&] {
+        parse_and_touch(
+            image(R"({"w":{"dtype":"F64","shape":[1152921504606846976],"data_offsets":[0,8]}})", 8));
+      },
       ErrorKind::Format, {"tensor 'w'", "too many elements"});
 }
 
@@ -108,7 +119,8 @@ TEST(FuzzRegressions, TokenizerInMemoryEqualsLoad) {
                {"m.txt", "lacks the symbol of byte 0"});
   test::write_file(tmp / "vocab.json", vocab);
   test::write_file(tmp / "merges.txt", "");
-  expect_error([&] { Tokenizer::load(tmp.path()); }, ErrorKind::Format, {"merges.txt", "lacks the symbol of byte 0"});
+  expect_error([&] { Tokenizer::load(tmp.path()); }, ErrorKind::Format,
+               {"merges.txt", "lacks the symbol of byte 0"});
   expect_error([&] { Tokenizer::from_tokenizer_json("{\"model\": 1e999}"); }, ErrorKind::Format,
                {"tokenizer.json", "not valid JSON"});
 }

@@ -179,7 +179,8 @@ TEST(Generate, StopStringsCutTheTextAndStreamingShowsNothingPastThem) {
   EXPECT_EQ(streamed, r.text);
   // Without a stop, the streamed text is the whole text.
   streamed.clear();
-  auto r2 = generate(s, &bm.tok, prompt, greedy(20), {nullptr, [&](std::string_view t) { streamed += t; }, nullptr});
+  auto r2 = generate(s, &bm.tok, prompt, greedy(20),
+                     {nullptr, [&](std::string_view t) { streamed += t; }, nullptr});
   EXPECT_EQ(streamed, full.text);
   EXPECT_EQ(r2.reason, StopReason::Length);
   o.stop = {""};

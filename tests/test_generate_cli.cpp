@@ -20,13 +20,16 @@ struct CliModel {
     c.bos_token_id = bos;
     write_random_model(dir, c);
     for (const char* f : {"vocab.json", "merges.txt"}) {
-      std::filesystem::copy_file(test::source_dir() / "tests" / "fixtures" / "tokenizer" / "bytelevel" / f, dir / f);
+      std::filesystem::copy_file(test::source_dir() / "tests" / "fixtures" / "tokenizer" / "bytelevel" / f,
+                                 dir / f);
     }
   }
   std::string m() const { return "-m " + dir.string() + " "; }
 };
 
-size_t lines(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')) + (!s.empty() && s.back() != '\n'); }
+size_t lines(const std::string& s) {
+  return size_t(std::count(s.begin(), s.end(), '\n')) + (!s.empty() && s.back() != '\n');
+}
 
 TEST(GenerateCli, GreedyOutputIsThePromptThenTheLibrarysText) {
   CliModel cm;
@@ -43,14 +46,16 @@ TEST(GenerateCli, GreedyOutputIsThePromptThenTheLibrarysText) {
   EXPECT_NE(r.err.find("prompt 5 tokens"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("generated 12 tokens"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("time to first token"), std::string::npos) << r.err;
-  auto quiet = test::run_cli("generate " + cm.m() + "-p 'To be' --temperature 0 --max-new-tokens 12 --no-echo");
+  auto quiet =
+      test::run_cli("generate " + cm.m() + "-p 'To be' --temperature 0 --max-new-tokens 12 --no-echo");
   EXPECT_EQ(quiet.out, want.text + "\n");
 }
 
 TEST(GenerateCli, SeedReproducesAcrossRunsAndThreadCounts) {
   CliModel cm;
   const std::string args = "generate " + cm.m() + "-p abc --max-new-tokens 30 --seed 99 --no-echo ";
-  auto a = test::run_cli(args + "-t 1"), b = test::run_cli(args + "-t 2"), c = test::run_cli(args + "-t 1 --seed 100");
+  auto a = test::run_cli(args + "-t 1"), b = test::run_cli(args + "-t 2"),
+       c = test::run_cli(args + "-t 1 --seed 100");
   ASSERT_EQ(a.status, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
   EXPECT_NE(a.out, c.out);
@@ -58,7 +63,8 @@ TEST(GenerateCli, SeedReproducesAcrossRunsAndThreadCounts) {
 
 TEST(GenerateCli, JsonLinesPerTokenThenASummary) {
   CliModel cm;
-  auto r = test::run_cli("generate " + cm.m() + "-p hello --max-new-tokens 5 --seed 3 --json --top-logprobs 3");
+  auto r =
+      test::run_cli("generate " + cm.m() + "-p hello --max-new-tokens 5 --seed 3 --json --top-logprobs 3");
   ASSERT_EQ(r.status, 0) << r.err;
   std::istringstream in(r.out);
   std::string line;

@@ -1,8 +1,8 @@
 // The CPU kernels against plain loops, at sizes that are not multiples of the vector width, at every
 // kernel level this binary holds and this CPU runs (Levels/KernelsAtLevel.*/<level>).
-#include <cmath>
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <limits>
 #include <random>
 
@@ -39,19 +39,21 @@ TEST(Half, EveryF16AndBF16ValueRoundTrips) {
 
 TEST(Half, RoundsToNearestEven) {
   // Midpoints between neighbouring 16-bit values go to the even one; anything past a midpoint goes up.
-  for (uint16_t h : {uint16_t(0x3c00), uint16_t(0x3c01), uint16_t(0x0001), uint16_t(0x03ff), uint16_t(0x7bfe)}) {
+  for (uint16_t h :
+       {uint16_t(0x3c00), uint16_t(0x3c01), uint16_t(0x0001), uint16_t(0x03ff), uint16_t(0x7bfe)}) {
     const double lo = f16_to_f32(h), hi = f16_to_f32(uint16_t(h + 1));
     const float mid = float((lo + hi) / 2);
     EXPECT_EQ(f32_to_f16(mid), (h % 2 == 0) ? h : uint16_t(h + 1)) << h;
     EXPECT_EQ(f32_to_f16(std::nextafter(mid, 1e9f)), uint16_t(h + 1)) << h;
     EXPECT_EQ(f32_to_f16(std::nextafter(mid, -1e9f)), h) << h;
   }
-  EXPECT_EQ(f32_to_f16(1e6f), 0x7c00);  // overflow -> inf
+  EXPECT_EQ(f32_to_f16(1e6f), 0x7c00);                           // overflow -> inf
   EXPECT_EQ(f32_to_bf16(1.0f + 1.0f / 256), f32_to_bf16(1.0f));  // tie -> even
 }
 
 // |got - want| <= 1e-5 * sum |w x| + 1e-6: F32 accumulation in another order than the double reference.
-void expect_gemv_close(const std::vector<float>& got, const std::vector<float>& want, const std::vector<float>& scale) {
+void expect_gemv_close(const std::vector<float>& got, const std::vector<float>& want,
+                       const std::vector<float>& scale) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * scale[i] + 1e-6) << "row " << i;
 }
 
@@ -64,7 +66,8 @@ INSTANTIATE_TEST_SUITE_P(Levels, KernelsAtLevel, ::testing::ValuesIn(cpu::suppor
 
 TEST_P(KernelsAtLevel, GemvAtOddSizes) {
   const cpu::KernelTable& K = k();
-  for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 5}, {5, 17}, {7, 33}, {13, 100}, {9, 768}, {6, 3071}}) {
+  for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 1}, {3, 5}, {5, 17}, {7, 33}, {13, 100}, {9, 768}, {6, 3071}}) {
     const int64_t ldw = k + 3;  // rows not packed: the stride is honoured
     const auto wf = randn(size_t(n * ldw), uint32_t(n * 1000 + k));
     const auto x = randn(size_t(k), uint32_t(k));
@@ -104,12 +107,13 @@ TEST_P(KernelsAtLevel, GemvAtOddSizes) {
         const int64_t kp = cpu::Packed16::padded_cols(k);
         std::vector<uint16_t> packed(size_t(cpu::Packed16::padded_rows(n) * kp), 0);
         for (int64_t r = 0; r < n; ++r)
-          for (int64_t c = 0; c < k; ++c) packed[size_t(cpu::Packed16::offset(r, c, kp))] = w16[size_t(r * ldw + c)];
+          for (int64_t c = 0; c < k; ++c)
+            packed[size_t(cpu::Packed16::offset(r, c, kp))] = w16[size_t(r * ldw + c)];
         for (int64_t r0 : {int64_t(0), n > 4 ? int64_t(4) : int64_t(0)}) {
           std::vector<float> got = init, want = init;
           K.gemv_packed16(got.data() + r0, packed.data(), kp, x.data(), r0, n - r0, k, acc, bf16);
-          (bf16 ? cpu::reference::gemv_bf16 : cpu::reference::gemv_f16)(want.data() + r0, w16.data() + r0 * ldw, ldw,
-                                                                         x.data(), n - r0, k, acc);
+          (bf16 ? cpu::reference::gemv_bf16 : cpu::reference::gemv_f16)(
+              want.data() + r0, w16.data() + r0 * ldw, ldw, x.data(), n - r0, k, acc);
           expect_gemv_close(got, want, scale);
         }
         // Widening packed rows gives the stored values back.
@@ -133,15 +137,18 @@ TEST_P(KernelsAtLevel, WidenRowsIsExact) {
   std::vector<float> out(static_cast<size_t>(rows * cols));
   k().widen_rows(out.data(), cols, b.data(), ld, rows, cols, true);
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(out[size_t(r * cols + c)], bf16_to_f32(b[size_t(r * ld + c)]));
+    for (int64_t c = 0; c < cols; ++c)
+      ASSERT_EQ(out[size_t(r * cols + c)], bf16_to_f32(b[size_t(r * ld + c)]));
   k().widen_rows(out.data(), cols, h.data(), ld, rows, cols, false);
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(out[size_t(r * cols + c)], f16_to_f32(h[size_t(r * ld + c)]));
+    for (int64_t c = 0; c < cols; ++c)
+      ASSERT_EQ(out[size_t(r * cols + c)], f16_to_f32(h[size_t(r * ld + c)]));
 }
 
 TEST_P(KernelsAtLevel, GeluTanhMatchesStdTanh) {
   // Everywhere from tiny to huge, both signs, zero, and an odd count (vector body + scalar tail).
-  std::vector<float> x = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-4f, -3e-3f, 0.06f, -0.07f, 30.0f, -30.0f, 200.0f, -200.0f};
+  std::vector<float> x = {0.0f,  -0.0f,  1e-30f, -1e-30f, 1e-4f,  -3e-3f,
+                          0.06f, -0.07f, 30.0f,  -30.0f,  200.0f, -200.0f};
   for (int i = -2000; i <= 2000; ++i) x.push_back(float(i) * 0.00437f);
   const auto r = randn(1001, 5, 3.0f);
   x.insert(x.end(), r.begin(), r.end());
@@ -157,14 +164,16 @@ TEST_P(KernelsAtLevel, GeluTanhMatchesStdTanh) {
     EXPECT_NEAR(got[i], want[i], tol) << "x = " << x[i];
     worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
   }
-  std::printf("[ measured ] %s gelu_tanh: max |vector - std::tanh version| = %.3g\n", GetParam().c_str(), worst);
+  std::printf("[ measured ] %s gelu_tanh: max |vector - std::tanh version| = %.3g\n", GetParam().c_str(),
+              worst);
 }
 
 // Several rows of x at once (batched decode) against the double reference row by row, nx = 1 .. 9, with
 // row strides that are not the row lengths, for all three layouts and both 16-bit types.
 TEST_P(KernelsAtLevel, MultiRowGemvAtOddSizes) {
   const cpu::KernelTable& K = k();
-  for (auto [n, kk] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 5}, {5, 17}, {7, 33}, {13, 100}, {9, 768}, {6, 1031}}) {
+  for (auto [n, kk] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 1}, {3, 5}, {5, 17}, {7, 33}, {13, 100}, {9, 768}, {6, 1031}}) {
     const int64_t ldw = kk + 3, ldx = std::max(n, kk) + 5, ldy = std::max(n, kk) + 2;
     const auto wf = randn(size_t(n * ldw), uint32_t(n * 1000 + kk));
     std::vector<uint16_t> wb(wf.size()), wh(wf.size());
@@ -186,14 +195,17 @@ TEST_P(KernelsAtLevel, MultiRowGemvAtOddSizes) {
         auto check_outin = [&](const std::vector<float>& got, auto ref, const auto* w, int64_t r0) {
           for (int64_t t = 0; t < nx; ++t) {
             std::vector<float> want(init.begin() + t * ldy + r0, init.begin() + t * ldy + n);
-            std::vector<float> g(got.begin() + t * ldy + r0, got.begin() + t * ldy + n), scale(static_cast<size_t>(n - r0));
+            std::vector<float> g(got.begin() + t * ldy + r0, got.begin() + t * ldy + n),
+                scale(static_cast<size_t>(n - r0));
             for (int64_t i = r0; i < n; ++i)
-              for (int64_t j = 0; j < kk; ++j) scale[size_t(i - r0)] += std::fabs(wf[size_t(i * ldw + j)] * x[size_t(t * ldx + j)]);
+              for (int64_t j = 0; j < kk; ++j)
+                scale[size_t(i - r0)] += std::fabs(wf[size_t(i * ldw + j)] * x[size_t(t * ldx + j)]);
             ref(want.data(), w + r0 * ldw, ldw, x.data() + t * ldx, n - r0, kk, acc);
             SCOPED_TRACE("t=" + std::to_string(t));
             expect_gemv_close(g, want, scale);
             // Columns past n (the row stride's gap) untouched.
-            for (int64_t i = n; i < ldy && t + 1 < nx; ++i) ASSERT_EQ(got[size_t(t * ldy + i)], init[size_t(t * ldy + i)]);
+            for (int64_t i = n; i < ldy && t + 1 < nx; ++i)
+              ASSERT_EQ(got[size_t(t * ldy + i)], init[size_t(t * ldy + i)]);
           }
         };
         {
@@ -204,8 +216,10 @@ TEST_P(KernelsAtLevel, MultiRowGemvAtOddSizes) {
         for (bool bf16 : {true, false}) {
           for (int64_t r0 : {int64_t(0), n > 4 ? int64_t(4) : int64_t(0)}) {
             std::vector<float> got = init;
-            K.gemv_packed16_rows(got.data() + r0, ldy, (bf16 ? pb : ph).data(), kp, x.data(), ldx, nx, r0, n - r0, kk, acc, bf16);
-            check_outin(got, bf16 ? cpu::reference::gemv_bf16 : cpu::reference::gemv_f16, (bf16 ? wb : wh).data(), r0);
+            K.gemv_packed16_rows(got.data() + r0, ldy, (bf16 ? pb : ph).data(), kp, x.data(), ldx, nx, r0,
+                                 n - r0, kk, acc, bf16);
+            check_outin(got, bf16 ? cpu::reference::gemv_bf16 : cpu::reference::gemv_f16,
+                        (bf16 ? wb : wh).data(), r0);
           }
         }
         // InOut: the same [n, ldw] matrix read as [K = n, N = k], x rows of n.
@@ -214,9 +228,11 @@ TEST_P(KernelsAtLevel, MultiRowGemvAtOddSizes) {
           K.gemv_inout_f32_rows(got.data(), ldy, wf.data(), ldw, x.data(), ldx, nx, kk, n, acc);
           for (int64_t t = 0; t < nx; ++t) {
             std::vector<float> want(init.begin() + t * ldy, init.begin() + t * ldy + kk);
-            std::vector<float> g(got.begin() + t * ldy, got.begin() + t * ldy + kk), scale(static_cast<size_t>(kk));
+            std::vector<float> g(got.begin() + t * ldy, got.begin() + t * ldy + kk),
+                scale(static_cast<size_t>(kk));
             for (int64_t j = 0; j < kk; ++j)
-              for (int64_t i = 0; i < n; ++i) scale[size_t(j)] += std::fabs(wf[size_t(i * ldw + j)] * x[size_t(t * ldx + i)]);
+              for (int64_t i = 0; i < n; ++i)
+                scale[size_t(j)] += std::fabs(wf[size_t(i * ldw + j)] * x[size_t(t * ldx + i)]);
             cpu::reference::gemv_inout_f32(want.data(), wf.data(), ldw, x.data() + t * ldx, kk, n, acc);
             SCOPED_TRACE("inout t=" + std::to_string(t));
             expect_gemv_close(g, want, scale);
@@ -231,9 +247,19 @@ TEST_P(KernelsAtLevel, MultiRowGemvAtOddSizes) {
 // softmax: decode steps, short steps, and prefills over several tiles and key blocks, D % 8 == 0 or not.
 TEST_P(KernelsAtLevel, AttentionKernelsMatchDirectSoftmax) {
   const cpu::KernelTable& K = k();
-  for (auto [T, pos0, D] : std::vector<std::array<int64_t, 3>>{
-           {1, 0, 1}, {3, 5, 7}, {1, 150, 64}, {4, 9, 16}, {1, 1500, 16}, {1, 30, 40}, {1, 10, 72}, {70, 0, 5},
-           {9, 5, 8}, {33, 0, 16}, {37, 11, 24}, {41, 7, 8}, {80, 130, 64}}) {
+  for (auto [T, pos0, D] : std::vector<std::array<int64_t, 3>>{{1, 0, 1},
+                                                               {3, 5, 7},
+                                                               {1, 150, 64},
+                                                               {4, 9, 16},
+                                                               {1, 1500, 16},
+                                                               {1, 30, 40},
+                                                               {1, 10, 72},
+                                                               {70, 0, 5},
+                                                               {9, 5, 8},
+                                                               {33, 0, 16},
+                                                               {37, 11, 24},
+                                                               {41, 7, 8},
+                                                               {80, 130, 64}}) {
     const int64_t S = pos0 + T, ldq = D + 3, ldo = D + 1;
     const auto q = randn(size_t(T * ldq), 1), kt = randn(size_t(D * S), 2), v = randn(size_t(S * D), 3);
     const float scale = 0.7f;
@@ -257,14 +283,16 @@ TEST_P(KernelsAtLevel, AttentionKernelsMatchDirectSoftmax) {
     }
     std::vector<float> a(size_t(T * ldo)), b(size_t(T * ldo));
     for (int64_t t0 = 0; t0 < T; t0 += 4) {
-      K.attention_block(a.data() + t0 * ldo, ldo, q.data() + t0 * ldq, ldq, std::min<int64_t>(4, T - t0), pos0 + t0,
-                        kt.data(), v.data(), S, D, scale);
+      K.attention_block(a.data() + t0 * ldo, ldo, q.data() + t0 * ldq, ldq, std::min<int64_t>(4, T - t0),
+                        pos0 + t0, kt.data(), v.data(), S, D, scale);
     }
     K.attention_prefill(b.data(), ldo, q.data(), ldq, T, pos0, kt.data(), v.data(), S, D, scale);
     for (int64_t t = 0; t < T; ++t)
       for (int64_t i = 0; i < D; ++i) {
-        ASSERT_NEAR(a[size_t(t * ldo + i)], want[size_t(t * D + i)], 1e-5) << "block T=" << T << " pos0=" << pos0 << " t=" << t;
-        ASSERT_NEAR(b[size_t(t * ldo + i)], want[size_t(t * D + i)], 1e-5) << "prefill T=" << T << " pos0=" << pos0 << " t=" << t;
+        ASSERT_NEAR(a[size_t(t * ldo + i)], want[size_t(t * D + i)], 1e-5)
+            << "block T=" << T << " pos0=" << pos0 << " t=" << t;
+        ASSERT_NEAR(b[size_t(t * ldo + i)], want[size_t(t * D + i)], 1e-5)
+            << "prefill T=" << T << " pos0=" << pos0 << " t=" << t;
       }
   }
 }
@@ -273,12 +301,13 @@ TEST(KernelLevels, ChosenLevelIsSupported) {
   const auto levels = cpu::supported_levels();
   ASSERT_FALSE(levels.empty());
   EXPECT_EQ(levels.front(), "generic");
-  EXPECT_NE(std::find(levels.begin(), levels.end(), cpu::kernel_level_name()), levels.end()) << cpu::kernel_level_name();
+  EXPECT_NE(std::find(levels.begin(), levels.end(), cpu::kernel_level_name()), levels.end())
+      << cpu::kernel_level_name();
   for (const auto& l : levels) EXPECT_EQ(cpu::kernels_for(l).name, l);
   std::string all;
   for (const auto& l : levels) all += " " + l;
-  std::printf("[ measured ] kernel level %s; supported:%s; CPU features: %s\n", cpu::kernel_level_name(), all.c_str(),
-              cpu::cpu_features().c_str());
+  std::printf("[ measured ] kernel level %s; supported:%s; CPU features: %s\n", cpu::kernel_level_name(),
+              all.c_str(), cpu::cpu_features().c_str());
 }
 
 TEST(KernelLevels, UnknownOrUnsupportedLevelIsAnError) {
@@ -313,17 +342,27 @@ TEST(KernelLevels, UnknownOrUnsupportedLevelIsAnError) {
   }
 }
 
-// The CPU backend's store_kv + attention (blockwise, online softmax) against a direct softmax over all scores:
-// decode steps, and prefills across several 32-query tiles and 128-key blocks with partial ones at every edge.
+// The CPU backend's store_kv + attention (blockwise, online softmax) against a direct softmax over all
+// scores: decode steps, and prefills across several 32-query tiles and 128-key blocks with partial ones at
+// every edge.
 TEST(Kernels, AttentionMatchesDirectSoftmax) {
   auto be = make_cpu_backend(2);
-  for (auto [T, pos0, H, D] : std::vector<std::array<int64_t, 4>>{
-           {1, 0, 1, 1}, {5, 3, 3, 7}, {1, 150, 2, 64}, {4, 9, 2, 16},  // decode and short steps
-           {1, 1500, 4, 16}, {1, 30, 2, 40}, {1, 10, 1, 72},           // one query: > 1024 keys, D = 32 + 8, 64 + 8
-           {70, 0, 2, 5},                                              // prefill, D % 8 != 0: the 4-query path
-           {9, 5, 1, 8}, {33, 0, 3, 16}, {37, 11, 2, 24},              // tiles: partial groups, D = 16 k + 8
-           {38, 1, 2, 8}, {40, 0, 1, 16}, {41, 7, 2, 8},               // a last group of every size
-           {300, 200, 2, 64}}) {
+  for (auto [T, pos0, H, D] :
+       std::vector<std::array<int64_t, 4>>{{1, 0, 1, 1},
+                                           {5, 3, 3, 7},
+                                           {1, 150, 2, 64},
+                                           {4, 9, 2, 16},  // decode and short steps
+                                           {1, 1500, 4, 16},
+                                           {1, 30, 2, 40},
+                                           {1, 10, 1, 72},  // one query: > 1024 keys, D = 32 + 8, 64 + 8
+                                           {70, 0, 2, 5},   // prefill, D % 8 != 0: the 4-query path
+                                           {9, 5, 1, 8},
+                                           {33, 0, 3, 16},
+                                           {37, 11, 2, 24},  // tiles: partial groups, D = 16 k + 8
+                                           {38, 1, 2, 8},
+                                           {40, 0, 1, 16},
+                                           {41, 7, 2, 8},  // a last group of every size
+                                           {300, 200, 2, 64}}) {
     const int64_t C = H * D, S = pos0 + T;
     const auto q = randn(size_t(T * C), 1), k = randn(size_t(S * C), 2), v = randn(size_t(S * C), 3);
     std::vector<float> out(static_cast<size_t>(T * C));
@@ -349,7 +388,8 @@ TEST(Kernels, AttentionMatchesDirectSoftmax) {
         double mx = -1e300, sum = 0;
         for (int64_t j = 0; j < n; ++j) {
           double d = 0;
-          for (int64_t i = 0; i < D; ++i) d += double(q[size_t(t * C + h * D + i)]) * k[size_t(j * C + h * D + i)];
+          for (int64_t i = 0; i < D; ++i)
+            d += double(q[size_t(t * C + h * D + i)]) * k[size_t(j * C + h * D + i)];
           s[size_t(j)] = scale * d;
           mx = std::max(mx, s[size_t(j)]);
         }
@@ -357,7 +397,8 @@ TEST(Kernels, AttentionMatchesDirectSoftmax) {
         for (int64_t i = 0; i < D; ++i) {
           double o = 0;
           for (int64_t j = 0; j < n; ++j) o += s[size_t(j)] / sum * v[size_t(j * C + h * D + i)];
-          ASSERT_NEAR(out[size_t(t * C + h * D + i)], o, 1e-5) << "T=" << T << " pos0=" << pos0 << " t=" << t << " h=" << h;
+          ASSERT_NEAR(out[size_t(t * C + h * D + i)], o, 1e-5)
+              << "T=" << T << " pos0=" << pos0 << " t=" << t << " h=" << h;
         }
       }
     }

@@ -33,13 +33,15 @@ TEST(SafeTensors, RoundTripsWhatItWrites) {
   std::vector<uint16_t> b = {f32_to_bf16(1.5f), f32_to_bf16(-2.25f)};
   std::vector<int32_t> c = {7};
   write_safetensors(tmp / "t.safetensors",
-                    {{"a", DType::F32, {2, 3}, a.data()}, {"b", DType::BF16, {2}, b.data()}, {"c", DType::I32, {}, c.data()}},
+                    {{"a", StDtype::F32, {2, 3}, a.data()},
+                     {"b", StDtype::BF16, {2}, b.data()},
+                     {"c", StDtype::I32, {}, c.data()}},
                     {{"k", "v"}});
   auto f = SafeTensorsFile::open(tmp / "t.safetensors");
   ASSERT_EQ(f->tensors().size(), 3u);
   const SafeTensor* ta = f->find("a");
   ASSERT_NE(ta, nullptr);
-  EXPECT_EQ(ta->dtype, DType::F32);
+  EXPECT_EQ(ta->dtype, StDtype::F32);
   EXPECT_EQ(ta->shape, (std::vector<int64_t>{2, 3}));
   float got_a[6];
   f->read(*ta, got_a);
@@ -48,7 +50,7 @@ TEST(SafeTensors, RoundTripsWhatItWrites) {
   uint16_t got_b[2];
   f->read(*tb, got_b);
   float out[2];
-  convert_to_f32(out, got_b, tb->dtype, 2);
+  convert_to_f32(out, got_b, DType::BF16, 2);
   EXPECT_EQ(out[0], 1.5f);
   EXPECT_EQ(out[1], -2.25f);
   EXPECT_EQ(f->find("c")->shape.size(), 0u);
@@ -64,7 +66,8 @@ TEST(SafeTensors, RoundTripsWhatItWrites) {
 
 TEST(SafeTensors, FileShorterThanTheLengthField) {
   TempDir tmp;
-  expect_error([&] { open_image(tmp, std::string("\x05\x00\x00", 3)); }, ErrorKind::Format, {"x.safetensors", "truncated"});
+  expect_error([&] { open_image(tmp, std::string("\x05\x00\x00", 3)); }, ErrorKind::Format,
+               {"x.safetensors", "truncated"});
   expect_error([&] { open_image(tmp, ""); }, ErrorKind::Format, {"x.safetensors", "truncated"});
 }
 
@@ -73,7 +76,8 @@ TEST(SafeTensors, HeaderLengthLargerThanTheFile) {
   std::string img = make_image("{}", 0);
   img[0] = char(0xff);
   img[3] = char(0x7f);
-  expect_error([&] { open_image(tmp, img); }, ErrorKind::Format, {"x.safetensors", "header length", "exceeds the file size"});
+  expect_error([&] { open_image(tmp, img); }, ErrorKind::Format,
+               {"x.safetensors", "header length", "exceeds the file size"});
   // 2^60: an error, not an allocation attempt.
   std::string huge(8, '\0');
   huge[7] = char(0x10);
@@ -83,38 +87,52 @@ TEST(SafeTensors, HeaderLengthLargerThanTheFile) {
 TEST(SafeTensors, TruncatedData) {
   TempDir tmp;
   std::vector<float> a(16, 1.0f);
-  write_safetensors(tmp / "t.safetensors", {{"w", DType::F32, {16}, a.data()}});
+  write_safetensors(tmp / "t.safetensors", {{"w", StDtype::F32, {16}, a.data()}});
   std::string raw = test::read_file(tmp / "t.safetensors");
   raw.resize(raw.size() - 5);
-  expect_error([&] { open_image(tmp, raw); }, ErrorKind::Format, {"x.safetensors", "tensor 'w'", "past the end"});
+  expect_error([&] { open_image(tmp, raw); }, ErrorKind::Format,
+               {"x.safetensors", "tensor 'w'", "past the end"});
 }
 
 TEST(SafeTensors, HeaderNotJson) {
   TempDir tmp;
-  expect_error([&] { open_image(tmp, make_image("{\"a\": [1, 2", 0)); }, ErrorKind::Format, {"x.safetensors", "not valid JSON"});
-  expect_error([&] { open_image(tmp, make_image("hello", 0)); }, ErrorKind::Format, {"not a safetensors file"});
+  expect_error([&] { open_image(tmp, make_image("{\"a\": [1, 2", 0)); }, ErrorKind::Format,
+               {"x.safetensors", "not valid JSON"});
+  expect_error([&] { open_image(tmp, make_image("hello", 0)); }, ErrorKind::Format,
+               {"not a safetensors file"});
 }
 
 TEST(SafeTensors, OffsetsOutOfRange) {
   TempDir tmp;
-  expect_error([&] { open_image(tmp, make_image(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8)); },
-               ErrorKind::Format, {"tensor 'w'", "past the end"});
-  expect_error([&] { open_image(tmp, make_image(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[16,0]}})", 16)); },
-               ErrorKind::Format, {"tensor 'w'", "end 0 < begin 16"});
-  expect_error([&] { open_image(tmp, make_image(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[-4,12]}})", 16)); },
-               ErrorKind::Format, {"tensor 'w'", "non-negative"});
   expect_error(
-      [&] { open_image(tmp, make_image(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,18446744073709551615]}})", 16)); },
+      [&] { open_image(tmp, make_image(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8)); },
+      ErrorKind::Format, {"tensor 'w'", "past the end"});
+  expect_error(
+      [&] { open_image(tmp, make_image(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[16,0]}})", 16)); },
+      ErrorKind::Format, {"tensor 'w'", "end 0 < begin 16"});
+  expect_error(
+      [&] { open_image(tmp, make_image(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[-4,12]}})", 16)); },
+      ErrorKind::Format, {"tensor 'w'", "non-negative"});
+  expect_error(
+      [&] {
+        open_image(
+            tmp,
+            make_image(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,18446744073709551615]}})", 16));
+      },
       ErrorKind::Format, {"tensor 'w'", "past the end"});
 }
 
 TEST(SafeTensors, SizeDisagreesWithShape) {
   TempDir tmp;
-  expect_error([&] { open_image(tmp, make_image(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", 16)); },
-               ErrorKind::Format, {"tensor 'w'", "cover 16 bytes", "need 12"});
+  expect_error(
+      [&] { open_image(tmp, make_image(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", 16)); },
+      ErrorKind::Format, {"tensor 'w'", "cover 16 bytes", "need 12"});
   expect_error(
       [&] {
-        open_image(tmp, make_image(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,16]}})", 16));
+        open_image(
+            tmp,
+            make_image(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,16]}})",
+                       16));
       },
       ErrorKind::Format, {"tensor 'w'", "too many elements"});
 }
@@ -139,27 +157,34 @@ TEST(SafeTensors, DataNotCovered) {
                                    12));
       },
       ErrorKind::Format, {"gap before 'b'"});
-  expect_error([&] { open_image(tmp, make_image(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 12)); },
-               ErrorKind::Format, {"8 bytes after the last tensor"});
+  expect_error(
+      [&] { open_image(tmp, make_image(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 12)); },
+      ErrorKind::Format, {"8 bytes after the last tensor"});
 }
 
 TEST(SafeTensors, UnknownDtypeAndBadEntries) {
   TempDir tmp;
-  expect_error([&] { open_image(tmp, make_image(R"({"w":{"dtype":"F33","shape":[1],"data_offsets":[0,4]}})", 4)); },
-               ErrorKind::Format, {"tensor 'w'", "unknown dtype 'F33'"});
-  expect_error([&] { open_image(tmp, make_image(R"({"w":{"shape":[1],"data_offsets":[0,4]}})", 4)); }, ErrorKind::Format,
-               {"tensor 'w'", "dtype"});
-  expect_error([&] { open_image(tmp, make_image(R"({"w":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})", 4)); },
-               ErrorKind::Format, {"tensor 'w'", "shape dimension"});
-  expect_error([&] { open_image(tmp, make_image(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0]}})", 4)); },
-               ErrorKind::Format, {"tensor 'w'", "data_offsets"});
-  expect_error([&] { open_image(tmp, make_image(R"({"__metadata__":{"a":1}})", 0)); }, ErrorKind::Format, {"__metadata__"});
-  expect_error([&] { open_image(tmp, make_image("[1,2]", 0)); }, ErrorKind::Format, {"not a safetensors file"});
+  expect_error(
+      [&] { open_image(tmp, make_image(R"({"w":{"dtype":"F33","shape":[1],"data_offsets":[0,4]}})", 4)); },
+      ErrorKind::Format, {"tensor 'w'", "unknown dtype 'F33'"});
+  expect_error([&] { open_image(tmp, make_image(R"({"w":{"shape":[1],"data_offsets":[0,4]}})", 4)); },
+               ErrorKind::Format, {"tensor 'w'", "dtype"});
+  expect_error(
+      [&] { open_image(tmp, make_image(R"({"w":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})", 4)); },
+      ErrorKind::Format, {"tensor 'w'", "shape dimension"});
+  expect_error(
+      [&] { open_image(tmp, make_image(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0]}})", 4)); },
+      ErrorKind::Format, {"tensor 'w'", "data_offsets"});
+  expect_error([&] { open_image(tmp, make_image(R"({"__metadata__":{"a":1}})", 0)); }, ErrorKind::Format,
+               {"__metadata__"});
+  expect_error([&] { open_image(tmp, make_image("[1,2]", 0)); }, ErrorKind::Format,
+               {"not a safetensors file"});
 }
 
 // --- config.json ---------------------------------------------------------------------------
 
-const char* kGoodConfig = R"({"model_type":"gpt2","n_layer":2,"n_head":2,"n_embd":16,"n_positions":24,"vocab_size":40})";
+const char* kGoodConfig =
+    R"({"model_type":"gpt2","n_layer":2,"n_head":2,"n_embd":16,"n_positions":24,"vocab_size":40})";
 
 TEST(Config, DefaultsAsTransformers) {
   Config c = parse_config(kGoodConfig, "config.json");
@@ -192,20 +217,44 @@ TEST(Config, LegacyNCtxAndNullInner) {
 }
 
 TEST(Config, BadConfigs) {
-  expect_error([] { parse_config("{not json", "dir/config.json"); }, ErrorKind::Config, {"dir/config.json", "not valid JSON"});
-  expect_error([] { parse_config(R"({"model_type":"gpt2","n_head":2,"n_embd":16,"n_positions":24,"vocab_size":40})", "c.json"); },
-               ErrorKind::Config, {"c.json", "missing field 'n_layer'"});
-  expect_error([] { parse_config(R"({"model_type":"gpt2","n_layer":2,"n_head":3,"n_embd":16,"n_positions":24,"vocab_size":40})", "c.json"); },
-               ErrorKind::Config, {"c.json", "n_embd (16) is not divisible by n_head (3)"});
-  expect_error([] { parse_config(R"({"model_type":"llama","n_layer":2})", "c.json"); }, ErrorKind::Unsupported,
-               {"c.json", "model_type 'llama'"});
-  expect_error([] { parse_config(R"({"n_layer":2})", "c.json"); }, ErrorKind::Config, {"missing field 'model_type'"});
-  expect_error([] { parse_config(R"({"model_type":"gpt2","n_layer":"2","n_head":2,"n_embd":16,"n_positions":24,"vocab_size":40})", "c"); },
-               ErrorKind::Config, {"'n_layer' must be an integer"});
-  expect_error([] { parse_config(R"({"model_type":"gpt2","n_layer":-1,"n_head":2,"n_embd":16,"n_positions":24,"vocab_size":40})", "c"); },
-               ErrorKind::Config, {"'n_layer' = -1 is out of range"});
-  expect_error([] { parse_config(R"({"model_type":"gpt2","n_layer":2,"n_head":2,"n_embd":16,"vocab_size":40})", "c"); },
-               ErrorKind::Config, {"missing field 'n_positions'"});
+  expect_error([] { parse_config("{not json", "dir/config.json"); }, ErrorKind::Config,
+               {"dir/config.json", "not valid JSON"});
+  expect_error(
+      [] {
+        parse_config(R"({"model_type":"gpt2","n_head":2,"n_embd":16,"n_positions":24,"vocab_size":40})",
+                     "c.json");
+      },
+      ErrorKind::Config, {"c.json", "missing field 'n_layer'"});
+  expect_error(
+      [] {
+        parse_config(
+            R"({"model_type":"gpt2","n_layer":2,"n_head":3,"n_embd":16,"n_positions":24,"vocab_size":40})",
+            "c.json");
+      },
+      ErrorKind::Config, {"c.json", "n_embd (16) is not divisible by n_head (3)"});
+  expect_error([] { parse_config(R"({"model_type":"llama","n_layer":2})", "c.json"); },
+               ErrorKind::Unsupported, {"c.json", "model_type 'llama'"});
+  expect_error([] { parse_config(R"({"n_layer":2})", "c.json"); }, ErrorKind::Config,
+               {"missing field 'model_type'"});
+  expect_error(
+      [] {
+        parse_config(
+            R"({"model_type":"gpt2","n_layer":"2","n_head":2,"n_embd":16,"n_positions":24,"vocab_size":40})",
+            "c");
+      },
+      ErrorKind::Config, {"'n_layer' must be an integer"});
+  expect_error(
+      [] {
+        parse_config(
+            R"({"model_type":"gpt2","n_layer":-1,"n_head":2,"n_embd":16,"n_positions":24,"vocab_size":40})",
+            "c");
+      },
+      ErrorKind::Config, {"'n_layer' = -1 is out of range"});
+  expect_error(
+      [] {
+        parse_config(R"({"model_type":"gpt2","n_layer":2,"n_head":2,"n_embd":16,"vocab_size":40})", "c");
+      },
+      ErrorKind::Config, {"missing field 'n_positions'"});
   expect_error(
       [] {
         parse_config(
@@ -276,20 +325,26 @@ TEST(Loader, WrongDtype) {
   write_random_model(tmp.path(), test::tiny_config());
   rewrite_weights(tmp.path(), [](auto& w, auto&) {
     for (auto& t : w) {
-      if (t.name == "ln_f.bias") t.dtype = DType::I32;
+      if (t.name == "ln_f.bias") t.dtype = StDtype::I32;
     }
   });
-  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Shape, {"tensor 'ln_f.bias'", "dtype I32"});
+  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Shape,
+               {"tensor 'ln_f.bias'", "dtype I32"});
 }
 
 TEST(Loader, UnexpectedTensorAndLegacyBuffers) {
   TempDir tmp;
   write_random_model(tmp.path(), test::tiny_config());
   static const float scalar = -1e4f;
-  rewrite_weights(tmp.path(), [](auto& w, auto&) { w.push_back({"h.0.attn.masked_bias", DType::F32, {}, &scalar}); });
+  rewrite_weights(tmp.path(), [](auto& w, auto&) {
+    w.push_back({"h.0.attn.masked_bias", StDtype::F32, {}, &scalar});
+  });
   EXPECT_NO_THROW(Model::load(tmp.path(), LoadOptions::threads(1)));  // legacy buffers are ignored
-  rewrite_weights(tmp.path(), [](auto& w, auto&) { w.push_back({"h.2.ln_1.bias", DType::F32, {}, &scalar}); });
-  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Shape, {"unexpected tensor 'h.2.ln_1.bias'"});
+  rewrite_weights(tmp.path(), [](auto& w, auto&) {
+    w.push_back({"h.2.ln_1.bias", StDtype::F32, {}, &scalar});
+  });
+  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Shape,
+               {"unexpected tensor 'h.2.ln_1.bias'"});
 }
 
 TEST(Loader, UntiedWithoutLmHead) {
@@ -298,19 +353,26 @@ TEST(Loader, UntiedWithoutLmHead) {
   write_random_model(tmp.path(), c);
   c.tie_word_embeddings = false;
   test::write_file(tmp / "config.json", config_to_json(c));
-  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Shape, {"config.json", "lm_head.weight"});
+  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Shape,
+               {"config.json", "lm_head.weight"});
 }
 
 TEST(Loader, BadShardIndex) {
   TempDir tmp;
   write_random_model(tmp.path(), test::tiny_config());
   std::filesystem::rename(tmp / "model.safetensors", tmp / "model-00001-of-00001.safetensors");
-  test::write_file(tmp / "model.safetensors.index.json", R"({"weight_map": {"wte.weight": "../../etc/passwd"}})");
-  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Format, {"index.json", "not a plain file name"});
-  test::write_file(tmp / "model.safetensors.index.json", R"({"weight_map": {"wte.weight": "model-00002-of-00002.safetensors"}})");
-  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Io, {"model-00002-of-00002.safetensors", "cannot open"});
-  test::write_file(tmp / "model.safetensors.index.json", R"({"weight_map": {"wpe.bias": "model-00001-of-00001.safetensors"}})");
-  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Format, {"'wpe.bias' is not in"});
+  test::write_file(tmp / "model.safetensors.index.json",
+                   R"({"weight_map": {"wte.weight": "../../etc/passwd"}})");
+  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Format,
+               {"index.json", "not a plain file name"});
+  test::write_file(tmp / "model.safetensors.index.json",
+                   R"({"weight_map": {"wte.weight": "model-00002-of-00002.safetensors"}})");
+  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Io,
+               {"model-00002-of-00002.safetensors", "cannot open"});
+  test::write_file(tmp / "model.safetensors.index.json",
+                   R"({"weight_map": {"wpe.bias": "model-00001-of-00001.safetensors"}})");
+  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Format,
+               {"'wpe.bias' is not in"});
   test::write_file(tmp / "model.safetensors.index.json", R"({"metadata": {}})");
   expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Format, {"weight_map"});
 }
@@ -336,7 +398,8 @@ TEST(Loader, SinusoidalModelRefusesAWpeTensor) {
   write_random_model(tmp.path(), c);  // learned: has wpe
   c.position_encoding = PositionEncoding::Sinusoidal;
   test::write_file(tmp / "config.json", config_to_json(c));
-  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Config, {"sinusoidal", "wpe.weight"});
+  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Config,
+               {"sinusoidal", "wpe.weight"});
 }
 
 }  // namespace

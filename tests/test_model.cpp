@@ -25,7 +25,8 @@ struct Diff {
 Diff compare(const float* got, const float* want, int64_t rows, int64_t V) {
   Diff d;
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t i = 0; i < V; ++i) d.max_abs = std::max(d.max_abs, double(std::fabs(got[r * V + i] - want[r * V + i])));
+    for (int64_t i = 0; i < V; ++i)
+      d.max_abs = std::max(d.max_abs, double(std::fabs(got[r * V + i] - want[r * V + i])));
     if (d.argmax_mismatch < 0 && argmax(got + r * V, V) != argmax(want + r * V, V)) d.argmax_mismatch = r;
   }
   return d;
@@ -50,8 +51,8 @@ TEST_P(Fixture, LogitsMatchTransformers) {
   Session s(model);
   auto got = s.eval_all(ref.tokens);
   const Diff d = compare(got.data(), ref.logits.data(), T, V);
-  std::printf("[ measured ] %s: max |logit - transformers| = %.3g over %lld positions\n", GetParam(), d.max_abs,
-              (long long)T);
+  std::printf("[ measured ] %s: max |logit - transformers| = %.3g over %lld positions\n", GetParam(),
+              d.max_abs, (long long)T);
   EXPECT_LE(d.max_abs, kTolF32) << GetParam();
   EXPECT_EQ(d.argmax_mismatch, -1) << GetParam() << ": argmax differs at position " << d.argmax_mismatch;
   // eval() returns the last row of the same computation.
@@ -174,7 +175,8 @@ TEST(Session, BadTokensAndContextOverflowLeaveTheSessionUnchanged) {
   std::vector<int32_t> full(size_t(S), 3);
   s.eval(full);  // exactly n_ctx tokens fit
   const std::vector<int32_t> one = {3};
-  test::expect_error([&] { s.eval(one); }, ErrorKind::Argument, {"context overflow", "64 tokens in the context + 1 new > n_ctx 64"});
+  test::expect_error([&] { s.eval(one); }, ErrorKind::Argument,
+                     {"context overflow", "64 tokens in the context + 1 new > n_ctx 64"});
   EXPECT_EQ(s.n_past(), S);
 }
 
@@ -183,11 +185,11 @@ TEST(Session, BadTokensAndContextOverflowLeaveTheSessionUnchanged) {
 TEST(Gpt2Shape, Random124MMatchesTransformers) {
   const auto dir = test::fixture_dir("gpt2-124m-splitmix");
   auto ref = SafeTensorsFile::open(dir / "reference.safetensors");
-  const auto tokens = read_tensor<int32_t>(*ref, "tokens", DType::I32);
-  const auto want_argmax = read_tensor<int32_t>(*ref, "argmax", DType::I32);
-  const auto logits_last = read_tensor<float>(*ref, "logits_last", DType::F32);
-  const auto vocab_ids = read_tensor<int32_t>(*ref, "vocab_ids", DType::I32);
-  const auto logits_sub = read_tensor<float>(*ref, "logits_sub", DType::F32);
+  const auto tokens = read_tensor<int32_t>(*ref, "tokens", StDtype::I32);
+  const auto want_argmax = read_tensor<int32_t>(*ref, "argmax", StDtype::I32);
+  const auto logits_last = read_tensor<float>(*ref, "logits_last", StDtype::F32);
+  const auto vocab_ids = read_tensor<int32_t>(*ref, "vocab_ids", StDtype::I32);
+  const auto logits_sub = read_tensor<float>(*ref, "logits_sub", StDtype::F32);
 
   test::TempDir tmp;
   const Config c = load_config(dir / "config.json");
@@ -205,11 +207,13 @@ TEST(Gpt2Shape, Random124MMatchesTransformers) {
   for (int64_t t = 0; t < T; ++t) {
     EXPECT_EQ(argmax(got.data() + t * V, V), want_argmax[size_t(t)]) << "position " << t;
     for (int64_t k = 0; k < K; ++k) {
-      max_abs = std::max(max_abs, double(std::fabs(got[size_t(t * V + vocab_ids[size_t(k)])] - logits_sub[size_t(t * K + k)])));
+      max_abs = std::max(max_abs, double(std::fabs(got[size_t(t * V + vocab_ids[size_t(k)])] -
+                                                   logits_sub[size_t(t * K + k)])));
     }
   }
   const double last = compare(got.data() + (T - 1) * V, logits_last.data(), 1, V).max_abs;
-  std::printf("[ measured ] gpt2 124M shape: max |logit - transformers| = %.3g (subset), %.3g (last row)\n", max_abs, last);
+  std::printf("[ measured ] gpt2 124M shape: max |logit - transformers| = %.3g (subset), %.3g (last row)\n",
+              max_abs, last);
   EXPECT_LE(max_abs, kTolF32);
   EXPECT_LE(compare(got.data() + (T - 1) * V, logits_last.data(), 1, V).max_abs, kTolF32);
 
@@ -225,8 +229,10 @@ TEST(Gpt2Shape, Random124MMatchesTransformers) {
     int64_t agree = 0;
     for (int64_t t = 0; t < T; ++t) agree += argmax(g16.data() + t * V, V) == want_argmax[size_t(t)];
     const double d16 = compare(g16.data() + (T - 1) * V, logits_last.data(), 1, V).max_abs;
-    std::printf("[ measured ] gpt2 124M shape, %s weights: max |logit - transformers F32| = %.3g (last row), argmax %lld/%lld\n",
-                std::string(dtype_name(dt)).c_str(), d16, (long long)agree, (long long)T);
+    std::printf(
+        "[ measured ] gpt2 124M shape, %s weights: max |logit - transformers F32| = %.3g (last row), argmax "
+        "%lld/%lld\n",
+        std::string(dtype_name(dt)).c_str(), d16, (long long)agree, (long long)T);
     EXPECT_LE(d16, dt == DType::BF16 ? 4e-2 : 7e-3);
     EXPECT_GE(double(agree), 0.99 * double(T));
   }
@@ -264,7 +270,8 @@ TEST_P(LowPrecision, LogitsCloseAndArgmaxAgreesWithTransformers) {
     Session s(model);
     auto got = s.eval_all(ref.tokens);
     worst = std::max(worst, compare(got.data(), ref.logits.data(), T, V).max_abs);
-    for (int64_t t = 0; t < T; ++t) agree += argmax(got.data() + t * V, V) == argmax(ref.logits.data() + t * V, V);
+    for (int64_t t = 0; t < T; ++t)
+      agree += argmax(got.data() + t * V, V) == argmax(ref.logits.data() + t * V, V);
     positions += T;
     // Decode through the KV cache (GEMV kernels) agrees with prefill (widened GEMM) on the same weights.
     Session step(model);

@@ -105,7 +105,8 @@ TEST(Registry, CliBackendFlagTakesTheRegistrysNames) {
   EXPECT_NE(r.status, 0);
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(line_count(r.err), 1u) << r.err;
-  EXPECT_NE(r.err.find("unknown backend 'tpu' (this build has: " + known_names() + ")"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unknown backend 'tpu' (this build has: " + known_names() + ")"), std::string::npos)
+      << r.err;
 
   r = test::run_cli("generate --backend cpu -t 1 -p x --max-new-tokens 2 --seed 1");
   EXPECT_EQ(r.status, 0) << r.err;
@@ -206,7 +207,8 @@ TEST(InfoCli, ModelReadsHeadersOnly) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("parameters:   " + std::to_string(expected) + " "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("12 layers, 12 heads, n_embd 768, n_inner 3072"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("weights F32:  " + std::to_string(expected * 4) + " bytes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("weights F32:  " + std::to_string(expected * 4) + " bytes"), std::string::npos)
+      << r.out;
   EXPECT_GT(r.max_rss_kb, 0);
   EXPECT_LT(r.max_rss_kb, kBoundKb) << "minigpt info -m peaked at " << r.max_rss_kb / 1024 << " MB";
   std::printf("minigpt info -m (124M F32 model) peak RSS: %ld KB\n", r.max_rss_kb);

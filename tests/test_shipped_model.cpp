@@ -10,7 +10,8 @@ namespace {
 
 TEST(ShippedModel, GreedyGenerationEqualsTransformers) {
   const auto dir = test::source_dir() / "models" / "shakespeare-char";
-  const auto golden = nlohmann::json::parse(test::read_file(test::source_dir() / "tests" / "fixtures" / "shakespeare-char" / "greedy.json"));
+  const auto golden = nlohmann::json::parse(
+      test::read_file(test::source_dir() / "tests" / "fixtures" / "shakespeare-char" / "greedy.json"));
   auto model = Model::load(dir, LoadOptions::threads(2));
   const Tokenizer tok = Tokenizer::load(dir);
   EXPECT_EQ(tok.n_vocab(), 256);
@@ -29,7 +30,8 @@ TEST(ShippedModel, GreedyGenerationEqualsTransformers) {
     o.sampling.temperature = 0;
     const auto r = generate(s, &tok, tok.encode(prompt), o);
     EXPECT_EQ(r.prompt, prompt_ids) << prompt;
-    EXPECT_EQ(r.tokens, std::vector<int32_t>(output_ids.begin() + long(prompt_ids.size()), output_ids.end())) << prompt;
+    EXPECT_EQ(r.tokens, std::vector<int32_t>(output_ids.begin() + long(prompt_ids.size()), output_ids.end()))
+        << prompt;
   }
 }
 

@@ -110,7 +110,8 @@ TEST(Tokenizer, TinyShakespeare) {
   size_t chunk = golden["chunk"];
   for (size_t i = 0, k = 0; i < ids.size(); i += chunk, ++k) {
     std::vector<int32_t> part(ids.begin() + i, ids.begin() + std::min(ids.size(), i + chunk));
-    ASSERT_EQ(fnv1a64(part), golden["chunk_fnv1a64"][k].get<std::string>()) << "first wrong chunk starts at id " << i;
+    ASSERT_EQ(fnv1a64(part), golden["chunk_fnv1a64"][k].get<std::string>())
+        << "first wrong chunk starts at id " << i;
   }
   EXPECT_EQ(fnv1a64(ids), golden["fnv1a64"].get<std::string>());
   EXPECT_EQ(gpt2_vocab_merges().encode(text), ids);
@@ -190,14 +191,19 @@ TEST(Tokenizer, SpecialTokensOnlyWhenAllowed) {
 
 TEST(Tokenizer, InvalidUtf8IsAnErrorNamingTheOffset) {
   const Tokenizer& t = gpt2_json();
-  for (auto [text, offset] : std::vector<std::pair<std::string, size_t>>{
-           {"abc\xff", 3}, {"\xc3", 0}, {"ok \xe2\x82", 3}, {"\xed\xa0\x80", 0}, {"x\xc0\xaf", 1}, {"caf\xc3\xa9\x80", 5}}) {
+  for (auto [text, offset] : std::vector<std::pair<std::string, size_t>>{{"abc\xff", 3},
+                                                                         {"\xc3", 0},
+                                                                         {"ok \xe2\x82", 3},
+                                                                         {"\xed\xa0\x80", 0},
+                                                                         {"x\xc0\xaf", 1},
+                                                                         {"caf\xc3\xa9\x80", 5}}) {
     try {
       t.encode(text);
       FAIL() << "no error";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::Argument);
-      EXPECT_NE(std::string(e.what()).find("byte offset " + std::to_string(offset)), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("byte offset " + std::to_string(offset)), std::string::npos)
+          << e.what();
     }
   }
 }
@@ -209,8 +215,12 @@ TEST(Tokenizer, Utf8SanitizeMatchesPythonReplace) {
   EXPECT_EQ(minigpt::utf8_sanitize("\xf0\x9f\x98"), r);
   EXPECT_EQ(minigpt::utf8_sanitize("\xed\xa0\x80"), r + r + r);
   EXPECT_EQ(minigpt::utf8_sanitize("\xc0\xaf"), r + r);
-  EXPECT_EQ(minigpt::utf8_sanitize("a\xff" "b"), "a" + r + "b");
-  EXPECT_EQ(minigpt::utf8_sanitize("\xe2\x82" "a"), r + "a");
+  EXPECT_EQ(minigpt::utf8_sanitize("a\xff"
+                                   "b"),
+            "a" + r + "b");
+  EXPECT_EQ(minigpt::utf8_sanitize("\xe2\x82"
+                                   "a"),
+            r + "a");
   EXPECT_EQ(minigpt::utf8_sanitize("\xf4\x90\x80\x80"), r + r + r + r);
   EXPECT_EQ(minigpt::utf8_sanitize("\xf0\x9f\x98\x80\x80"), "\xf0\x9f\x98\x80" + r);
 }
@@ -417,8 +427,9 @@ TEST(TokenizerLoad, ClearErrors) {
   }
   {
     TempDir dir("normalizer");
-    dir.write("tokenizer.json",
-              R"({"normalizer": {"type": "NFC"}, "pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {}}})");
+    dir.write(
+        "tokenizer.json",
+        R"({"normalizer": {"type": "NFC"}, "pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {}}})");
     expect_load_error(dir.path, ErrorKind::Unsupported, "normalizer");
   }
 }

@@ -18,7 +18,8 @@ struct CliResult {
 // Runs the CLI through /bin/sh (POSIX, no bashisms); `args` is pasted as is, so quote inside it.
 // `stdin_from`: a shell command whose output is piped in.
 CliResult run_cli(const std::string& args, bool merge_stderr = false, const std::string& stdin_from = "") {
-  std::string cmd = (stdin_from.empty() ? "" : stdin_from + " | ") + "'" + MINIGPT_CLI_PATH + "' tokenize " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
+  std::string cmd = (stdin_from.empty() ? "" : stdin_from + " | ") + "'" + MINIGPT_CLI_PATH + "' tokenize " +
+                    args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return {-1, ""};
   std::string out;
@@ -76,11 +77,11 @@ TEST(TokenizeCli, DecodesIds) {
 }
 
 TEST(TokenizeCli, RejectsBadIdsWithOneLine) {
-  for (auto [arg, needle] : std::vector<std::pair<std::string, std::string>>{
-           {"'15496 12x'", "\"12x\" (id #2"},
-           {"-- '3 -1'", "\"-1\" (id #2"},
-           {"'99999999999'", "\"99999999999\""},
-           {"'1 2 50257'", "50257 at position 2"}}) {
+  for (auto [arg, needle] :
+       std::vector<std::pair<std::string, std::string>>{{"'15496 12x'", "\"12x\" (id #2"},
+                                                        {"-- '3 -1'", "\"-1\" (id #2"},
+                                                        {"'99999999999'", "\"99999999999\""},
+                                                        {"'1 2 50257'", "50257 at position 2"}}) {
     CliResult r = run_cli(kModel + " --decode " + arg, true);
     EXPECT_EQ(r.code, 1) << arg;
     EXPECT_NE(r.out.find("minigpt: error: "), std::string::npos) << r.out;

@@ -42,7 +42,10 @@ std::string with_post_processor(const json& pp) {
 const json kA = {{"Sequence", {{"id", "A"}, {"type_id", 0}}}};
 json special_piece(const std::string& name) { return {{"SpecialToken", {{"id", name}, {"type_id", 0}}}}; }
 json template_of(const json& single, const json& special_tokens) {
-  return {{"type", "TemplateProcessing"}, {"single", single}, {"pair", json::array({kA})}, {"special_tokens", special_tokens}};
+  return {{"type", "TemplateProcessing"},
+          {"single", single},
+          {"pair", json::array({kA})},
+          {"special_tokens", special_tokens}};
 }
 const json kBosSpecials = {{"<s>", {{"id", "<s>"}, {"ids", {557}}, {"tokens", {"<s>"}}}}};
 
@@ -70,7 +73,8 @@ TEST(TokenizerPostProcessor, TemplateSpecialTokens) {
   auto prefix = [](const Tokenizer& t) { return V(t.special_prefix().begin(), t.special_prefix().end()); };
   auto suffix = [](const Tokenizer& t) { return V(t.special_suffix().begin(), t.special_suffix().end()); };
   const Tokenizer bos = Tokenizer::load(kDir / "bos"), eos = Tokenizer::load(kDir / "eos"),
-                  both = Tokenizer::load(kDir / "both"), llama3 = Tokenizer::load(kDir / "bytelevel_template");
+                  both = Tokenizer::load(kDir / "both"),
+                  llama3 = Tokenizer::load(kDir / "bytelevel_template");
   EXPECT_EQ(prefix(bos), V{557});
   EXPECT_EQ(suffix(bos), V{});
   EXPECT_EQ(prefix(eos), V{});
@@ -81,9 +85,10 @@ TEST(TokenizerPostProcessor, TemplateSpecialTokens) {
   EXPECT_EQ(bos.encode_with_specials(""), V{557});
   EXPECT_EQ(bos.encode(""), V{});
   // GPT-2 (ByteLevel post_processor), vocab.json + merges.txt and the built-in byte level: no template.
-  for (const Tokenizer& t : {Tokenizer::load(test::source_dir() / "tests" / "fixtures" / "gpt2-tokenizer"),
-                             Tokenizer::load(test::source_dir() / "tests" / "fixtures" / "tokenizer" / "bytelevel"),
-                             Tokenizer::byte_level()}) {
+  for (const Tokenizer& t :
+       {Tokenizer::load(test::source_dir() / "tests" / "fixtures" / "gpt2-tokenizer"),
+        Tokenizer::load(test::source_dir() / "tests" / "fixtures" / "tokenizer" / "bytelevel"),
+        Tokenizer::byte_level()}) {
     EXPECT_TRUE(t.special_prefix().empty());
     EXPECT_TRUE(t.special_suffix().empty());
     EXPECT_EQ(t.encode_with_specials("Hello world"), t.encode("Hello world"));
@@ -92,7 +97,8 @@ TEST(TokenizerPostProcessor, TemplateSpecialTokens) {
 
 TEST(TokenizerPostProcessor, AcceptedShapes) {
   using V = std::vector<int32_t>;
-  const json bl = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}};
+  const json bl = {
+      {"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}};
   const json tpl = template_of({special_piece("<s>"), kA, special_piece("<s>")}, kBosSpecials);
   const json inner = {{"type", "Sequence"}, {"processors", json::array({tpl})}};
   struct Case {
@@ -109,9 +115,15 @@ TEST(TokenizerPostProcessor, AcceptedShapes) {
            {"ByteLevel", bl, raw},
            {"empty Sequence", {{"type", "Sequence"}, {"processors", json::array()}}, raw},
            {"template", tpl, wrapped},
-           {"Sequence[ByteLevel, template, ByteLevel]", {{"type", "Sequence"}, {"processors", {bl, tpl, bl}}}, wrapped},
+           {"Sequence[ByteLevel, template, ByteLevel]",
+            {{"type", "Sequence"}, {"processors", {bl, tpl, bl}}},
+            wrapped},
            {"nested Sequence", {{"type", "Sequence"}, {"processors", json::array({inner})}}, wrapped},
-           {"template without pair", {{"type", "TemplateProcessing"}, {"single", json::array({kA})}, {"special_tokens", json::object()}}, raw},
+           {"template without pair",
+            {{"type", "TemplateProcessing"},
+             {"single", json::array({kA})},
+             {"special_tokens", json::object()}},
+            raw},
        }) {
     const Tokenizer t = Tokenizer::from_tokenizer_json(with_post_processor(c.pp));
     EXPECT_EQ(t.encode_with_specials("Hello world"), c.want) << c.what;
@@ -136,20 +148,27 @@ TEST(TokenizerPostProcessor, MalformedTemplateIsAOneLineFormatError) {
   no_single.erase("single");
   const json b = {{"Sequence", {{"id", "B"}, {"type_id", 1}}}};
   for (const auto& [pp, needle] : std::vector<std::pair<json, std::string>>{
-           {template_of({special_piece("<bos>"), kA}, kBosSpecials), "special token \"<bos>\", which special_tokens lacks"},
+           {template_of({special_piece("<bos>"), kA}, kBosSpecials),
+            "special token \"<bos>\", which special_tokens lacks"},
            {template_of({special_piece("a\nb"), kA}, kBosSpecials), "special token \"a\\nb\""},
-           {template_of({special_piece("<s>"), kA}, two_ids), "special_tokens[\"<s>\"].ids holds \"x\", not an integer"},
-           {template_of({special_piece("<s>"), kA}, unknown_id), "special token \"<s>\" has id 99999, which no token has"},
-           {template_of({special_piece("<s>"), kA}, negative_id), "special token \"<s>\" has id -1, which no token has"},
+           {template_of({special_piece("<s>"), kA}, two_ids),
+            "special_tokens[\"<s>\"].ids holds \"x\", not an integer"},
+           {template_of({special_piece("<s>"), kA}, unknown_id),
+            "special token \"<s>\" has id 99999, which no token has"},
+           {template_of({special_piece("<s>"), kA}, negative_id),
+            "special token \"<s>\" has id -1, which no token has"},
            {template_of({special_piece("<s>"), kA}, no_ids), "special_tokens[\"<s>\"] has no \"ids\" list"},
            {template_of({special_piece("<s>"), kA}, json::array()), "\"special_tokens\" is not an object"},
            {template_of(json::array({special_piece("<s>")}), kBosSpecials), "0 sequences A, not exactly one"},
            {template_of({kA, special_piece("<s>"), kA}, kBosSpecials), "2 sequences A, not exactly one"},
-           {template_of({special_piece("<s>"), b}, kBosSpecials), "piece 1 of the single template is sequence \"B\""},
+           {template_of({special_piece("<s>"), b}, kBosSpecials),
+            "piece 1 of the single template is sequence \"B\""},
            {template_of({{{"Text", "hi"}}, kA}, kBosSpecials), "piece 0 of the single template is neither"},
            {template_of(json::array({"<s>", kA}), kBosSpecials), "piece 0 of the single template is neither"},
-           {template_of({{{"SpecialToken", {{"id", "<s>"}}}}, kA}, kBosSpecials), "lacks a string \"id\" or a non-negative integer \"type_id\""},
-           {template_of(json::array({json{{"Sequence", {{"id", 0}, {"type_id", 0}}}}}), kBosSpecials), "lacks a string \"id\""},
+           {template_of({{{"SpecialToken", {{"id", "<s>"}}}}, kA}, kBosSpecials),
+            "lacks a string \"id\" or a non-negative integer \"type_id\""},
+           {template_of(json::array({json{{"Sequence", {{"id", 0}, {"type_id", 0}}}}}), kBosSpecials),
+            "lacks a string \"id\""},
            {template_of("<s> $A", kBosSpecials), "\"single\" is not a list of pieces"},
            {no_single, "\"single\" is not a list of pieces"},
            {json(42), "post_processor is not an object with a string \"type\""},
@@ -175,11 +194,15 @@ TEST(TokenizerPostProcessor, UnsupportedProcessorsAreRefused) {
                      {bert_path + ": post_processor 'BertProcessing' is not supported"});
   const json bl = {{"type", "ByteLevel"}};
   const json tpl = template_of({special_piece("<s>"), kA}, kBosSpecials);
-  const json roberta = {{"type", "RobertaProcessing"}, {"sep", json::array({"</s>", 558})}, {"cls", json::array({"<s>", 557})},
-                        {"trim_offsets", true}, {"add_prefix_space", true}};
+  const json roberta = {{"type", "RobertaProcessing"},
+                        {"sep", json::array({"</s>", 558})},
+                        {"cls", json::array({"<s>", 557})},
+                        {"trim_offsets", true},
+                        {"add_prefix_space", true}};
   for (const auto& [pp, needle] : std::vector<std::pair<json, std::string>>{
            {roberta, "post_processor 'RobertaProcessing' is not supported"},
-           {{{"type", "Sequence"}, {"processors", {bl, roberta}}}, "post_processor 'RobertaProcessing' is not supported"},
+           {{{"type", "Sequence"}, {"processors", {bl, roberta}}},
+            "post_processor 'RobertaProcessing' is not supported"},
            {{{"type", "SomethingNew"}}, "post_processor 'SomethingNew' is not supported"},
            // tokenizers would hand the second template the first one's pieces as a pair: refused.
            {{{"type", "Sequence"}, {"processors", {tpl, tpl}}}, "more than one TemplateProcessing"},
@@ -223,7 +246,8 @@ TEST(TokenizerPostProcessor, TokenizeCliAddsTheTemplateUnlessNoAddSpecial) {
   auto s = test::run_cli(m("eos") + "--special 'a<s>b</s>c'");
   EXPECT_EQ(s.out, spaced(golden_ids("eos", "a<s>b</s>c", "ids_add")) + "\n");
   // GPT-2: nothing changes.
-  auto g = test::run_cli("tokenize -m '" + (test::source_dir() / "tests" / "fixtures" / "gpt2-tokenizer").string() +
+  auto g = test::run_cli("tokenize -m '" +
+                         (test::source_dir() / "tests" / "fixtures" / "gpt2-tokenizer").string() +
                          "' 'Hello world'");
   EXPECT_EQ(g.out, "15496 995\n");
 }
@@ -239,12 +263,14 @@ TEST(TokenizerPostProcessor, TokenizeCliErrorsAreOneLineNamingTheFile) {
       << r.err;
 
   test::TempDir tmp;
-  test::write_file(tmp / "tokenizer.json", with_post_processor(template_of({special_piece("<bos>"), kA}, kBosSpecials)));
+  test::write_file(tmp / "tokenizer.json",
+                   with_post_processor(template_of({special_piece("<bos>"), kA}, kBosSpecials)));
   r = test::run_cli("tokenize -m '" + tmp.path().string() + "' hi");
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(count_lines(r.err), 1u) << r.err;
-  EXPECT_NE(r.err.find((tmp / "tokenizer.json").string() + ": post_processor TemplateProcessing: "), std::string::npos)
+  EXPECT_NE(r.err.find((tmp / "tokenizer.json").string() + ": post_processor TemplateProcessing: "),
+            std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("\"<bos>\", which special_tokens lacks"), std::string::npos) << r.err;
 }
@@ -257,7 +283,8 @@ TEST(TokenizerPostProcessor, GeneratePromptGetsTheTemplate) {
   c.bos_token_id = 556;
   write_random_model(dir, c);
   std::filesystem::copy_file(kDir / "bos" / "tokenizer.json", dir / "tokenizer.json");
-  const std::string args = "generate -m '" + dir.string() + "' --max-new-tokens 3 --temperature 0 --ignore-eos --json ";
+  const std::string args =
+      "generate -m '" + dir.string() + "' --max-new-tokens 3 --temperature 0 --ignore-eos --json ";
 
   // The token lines' ids, and the summary.
   auto run = [&](const std::string& more) {
@@ -269,8 +296,10 @@ TEST(TokenizerPostProcessor, GeneratePromptGetsTheTemplate) {
     json summary;
     while (std::getline(lines, line)) {
       const json j = json::parse(line);
-      if (j.contains("summary")) summary = j["summary"];
-      else ids.push_back(j["id"].get<int32_t>());
+      if (j.contains("summary"))
+        summary = j["summary"];
+      else
+        ids.push_back(j["id"].get<int32_t>());
     }
     return std::make_pair(ids, summary);
   };

@@ -30,7 +30,7 @@ struct Reference {
 };
 
 template <typename T>
-std::vector<T> read_tensor(const SafeTensorsFile& f, const std::string& name, DType dtype) {
+std::vector<T> read_tensor(const SafeTensorsFile& f, const std::string& name, StDtype dtype) {
   const SafeTensor* t = f.find(name);
   if (t == nullptr || t->dtype != dtype) throw std::runtime_error(f.path() + ": no " + name);
   std::vector<T> v(size_t(t->numel()));
@@ -40,7 +40,7 @@ std::vector<T> read_tensor(const SafeTensorsFile& f, const std::string& name, DT
 
 inline Reference load_reference(const std::string& fixture) {
   auto f = SafeTensorsFile::open(fixture_dir(fixture) / "reference.safetensors");
-  return {read_tensor<int32_t>(*f, "tokens", DType::I32), read_tensor<float>(*f, "logits", DType::F32)};
+  return {read_tensor<int32_t>(*f, "tokens", StDtype::I32), read_tensor<float>(*f, "logits", StDtype::F32)};
 }
 
 // The first maximum, as torch.argmax.
@@ -60,7 +60,8 @@ class TempDir {
  public:
   TempDir() {
     std::random_device rd;
-    path_ = std::filesystem::temp_directory_path() / ("minigpt-test-" + std::to_string(rd()) + std::to_string(rd()));
+    path_ = std::filesystem::temp_directory_path() /
+            ("minigpt-test-" + std::to_string(rd()) + std::to_string(rd()));
     std::filesystem::create_directories(path_);
   }
   ~TempDir() {
@@ -119,7 +120,8 @@ void expect_error(Fn&& body, ErrorKind kind, const std::vector<std::string>& nee
     ADD_FAILURE() << "expected a minigpt::Error, nothing was thrown";
   } catch (const Error& e) {
     EXPECT_EQ(int(e.kind()), int(kind)) << e.what();
-    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "'" << n << "' not in: " << e.what();
+    for (const auto& n : needles)
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "'" << n << "' not in: " << e.what();
   }
 }
 
@@ -133,8 +135,8 @@ inline CommandResult run_cli(const std::string& args, const std::string& stdin_t
   TempDir tmp;
   const auto out = tmp / "out", err = tmp / "err", in = tmp / "in";
   write_file(in, stdin_text);
-  const std::string cmd = std::string(MINIGPT_CLI_PATH) + " " + args + " <" + in.string() + " >" + out.string() +
-                          " 2>" + err.string();
+  const std::string cmd = std::string(MINIGPT_CLI_PATH) + " " + args + " <" + in.string() + " >" +
+                          out.string() + " 2>" + err.string();
   const int rc = std::system(cmd.c_str());
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc), read_file(out), read_file(err)};
 }

@@ -1,6 +1,8 @@
 // Helpers shared by the tokenizer test files.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -8,12 +10,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 namespace minigpt::test {
 
-// The GPT-2 tokenizer and tinyshakespeare.txt live in the project (provenance: tests/fixtures/gpt2-tokenizer/README.md).
+// The GPT-2 tokenizer and tinyshakespeare.txt live in the project (provenance:
+// tests/fixtures/gpt2-tokenizer/README.md).
 inline const std::filesystem::path kFixtureRoot = MINIGPT_SOURCE_DIR "/tests/fixtures";
 inline const std::filesystem::path kGpt2Dir = kFixtureRoot / "gpt2-tokenizer";
 inline const std::filesystem::path kShakespeare = kFixtureRoot / "data" / "tinyshakespeare.txt";

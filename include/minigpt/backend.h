@@ -134,7 +134,8 @@ class Backend {
   }
   // Stores the keys and values of the step's tokens in layer `layer` of the cache, each at its sequence
   // and position.                                            k, v: [T, Hkv * D] (may be strided views)
-  virtual void store_kv(KvCache& cache, int64_t layer, const Tensor& k, const Tensor& v, const Step& step) = 0;
+  virtual void store_kv(KvCache& cache, int64_t layer, const Tensor& k, const Tensor& v,
+                        const Step& step) = 0;
   // Causal attention of the step's queries over their own sequence's cached keys and values (positions 0
   // .. their own), after store_kv of the same step. Query head h reads KV head h / (H / Hkv).
   //   out, q: [T, H * D] (q may be strided); scores are scale * q.k; softmax over the causal window.

@@ -15,11 +15,12 @@ struct Config {
   std::string arch = "gpt2";  // the architecture (Hugging Face model_type) that describes the tensors
   int64_t n_layer = 0;
   int64_t n_head = 0;
-  int64_t n_kv_head = 0;  // key/value heads: n_head (multi-head), 1 (multi-query) or a divisor (grouped); 0 = n_head
-  int64_t n_embd = 0;     // C: the residual width
-  int64_t n_ctx = 0;      // the longest sequence the model accepts (n_positions)
-  int64_t n_vocab = 0;    // vocab_size
-  int64_t n_inner = 0;    // the MLP's hidden width
+  int64_t n_kv_head =
+      0;  // key/value heads: n_head (multi-head), 1 (multi-query) or a divisor (grouped); 0 = n_head
+  int64_t n_embd = 0;   // C: the residual width
+  int64_t n_ctx = 0;    // the longest sequence the model accepts (n_positions)
+  int64_t n_vocab = 0;  // vocab_size
+  int64_t n_inner = 0;  // the MLP's hidden width
   float layer_norm_epsilon = 1e-5f;
   Activation activation = Activation::GeluTanh;
   std::string activation_name = "gelu_new";
@@ -27,9 +28,9 @@ struct Config {
   // with both norms of the same x (parallel, GPT-J / GPT-NeoX).
   bool parallel_residual = false;
   PositionEncoding position_encoding = PositionEncoding::Learned;
-  int64_t rotary_dim = 0;      // rotary: the leading dimensions of each head that are rotated
-  float rope_theta = 10000.0f;  // rotary: the base of the frequencies
-  bool scale_attn_weights = true;                // scores /= sqrt(head_dim)
+  int64_t rotary_dim = 0;          // rotary: the leading dimensions of each head that are rotated
+  float rope_theta = 10000.0f;     // rotary: the base of the frequencies
+  bool scale_attn_weights = true;  // scores /= sqrt(head_dim)
   bool scale_attn_by_inverse_layer_idx = false;  // scores /= (layer + 1)
   bool tie_word_embeddings = true;               // the LM head is the token embedding matrix
   // -1: the model has none. transformers accepts ids outside the vocabulary (its default 50256 in a small

@@ -15,12 +15,12 @@ std::shared_ptr<Backend> make_cpu_backend(int n_threads = 0);
 
 // What the CPU backend runs with on this machine, for `info --system` and benchmarks.
 struct CpuInfo {
-  std::string model;                  // "AMD EPYC 7B13", from /proc/cpuinfo
-  int cores = 0;                      // hardware threads
-  std::string features;               // the instruction-set features the kernels care about, e.g. "avx2 fma f16c"
-  std::string kernel_level;           // the kernel level chosen (or forced by MINIGPT_CPU)
-  std::vector<std::string> levels;    // the levels this binary has that this CPU runs
-  std::string blas;                   // the BLAS library and its configuration
+  std::string model;         // "AMD EPYC 7B13", from /proc/cpuinfo
+  int cores = 0;             // hardware threads
+  std::string features;      // the instruction-set features the kernels care about, e.g. "avx2 fma f16c"
+  std::string kernel_level;  // the kernel level chosen (or forced by MINIGPT_CPU)
+  std::vector<std::string> levels;  // the levels this binary has that this CPU runs
+  std::string blas;                 // the BLAS library and its configuration
 };
 CpuInfo cpu_info();
 

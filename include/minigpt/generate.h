@@ -28,7 +28,8 @@ const char* stop_reason_name(StopReason r);
 struct GenerateOptions {
   int64_t max_new_tokens = 128;
   SamplingParams sampling;
-  std::vector<std::string> stop;  // generation ends at the first of these in the generated text, cut before it
+  std::vector<std::string>
+      stop;  // generation ends at the first of these in the generated text, cut before it
   bool ignore_eos = false;
   ContextOverflow overflow = ContextOverflow::Error;
   bool logprobs = false;     // fill GeneratedToken::logprob
@@ -37,7 +38,7 @@ struct GenerateOptions {
 
 struct GeneratedToken {
   int32_t id;
-  std::string text;  // what the stream decoder released for this token (may be empty mid-character)
+  std::string text;    // what the stream decoder released for this token (may be empty mid-character)
   double logprob = 0;  // log p(id) under the model's distribution before any sampling filter
   std::vector<std::pair<int32_t, double>> top;
 };
@@ -57,8 +58,8 @@ struct GenerateResult {
 struct GenerateCallbacks {
   std::function<void(const GeneratedToken&)> on_token;  // every generated token, as it comes
   std::function<void(std::string_view)> on_text;        // text safe to show now (held back while it may be
-                                                        // the start of a stop string; never a partial character)
-  std::function<void()> on_prefilled;                   // the prompt was evaluated (nothing failed so far)
+                                                  // the start of a stop string; never a partial character)
+  std::function<void()> on_prefilled;  // the prompt was evaluated (nothing failed so far)
 };
 
 // Throws Error(Argument) naming the flag when an option is out of range.
@@ -66,8 +67,9 @@ void validate_options(const GenerateOptions& options, const Config& config, cons
 // The prompt as generate() evaluates it in a context of `n_ctx` positions (a session's; 0 = the model's):
 // BOS for an empty one; an overlong one refused or truncated (options.overflow). `dropped` receives the
 // number of ids truncation removed.
-std::vector<int32_t> prepare_prompt(std::vector<int32_t> prompt, const GenerateOptions& options, const Config& config,
-                                    const Tokenizer* tokenizer, int64_t n_ctx = 0, int64_t* dropped = nullptr);
+std::vector<int32_t> prepare_prompt(std::vector<int32_t> prompt, const GenerateOptions& options,
+                                    const Config& config, const Tokenizer* tokenizer, int64_t n_ctx = 0,
+                                    int64_t* dropped = nullptr);
 
 // Runs generation from `prompt` (ids; empty = start from the model's BOS token). `tokenizer` may be null
 // (no text then; stop strings need one). Throws Error(Argument) for bad options or an overlong prompt.

@@ -17,9 +17,19 @@
 
 namespace minigpt {
 
+// The element types a safetensors file may declare. Weights must be F32, F16 or BF16 (to_dtype); the
+// integer types appear in reference files and legacy buffers.
+enum class StDtype { F64, F32, F16, BF16, I64, I32, I16, I8, U64, U32, U16, U8, BOOL, F8_E4M3, F8_E5M2 };
+size_t st_dtype_size(StDtype t);
+std::string_view st_dtype_name(StDtype t);  // the file's spelling: "F32", "BF16", "I32", ...
+bool st_dtype_from_name(std::string_view name, StDtype* out);
+// The compute type of a stored float type; false for the others.
+bool to_dtype(StDtype t, DType* out);
+StDtype to_st_dtype(DType t);
+
 struct SafeTensor {
   std::string name;
-  DType dtype;
+  StDtype dtype;
   std::vector<int64_t> shape;
   const uint8_t* data;  // inside an in-memory image (from_memory); null for a file: use read()
   uint64_t offset;      // of the first byte, from the start of the file
@@ -51,15 +61,15 @@ class SafeTensorsFile {
   void pread_exact(void* dst, size_t n, uint64_t offset, const std::string& what) const;
 
   std::string source_;
-  int fd_ = -1;                      // a file
-  const uint8_t* image_ = nullptr;   // or an in-memory image
+  int fd_ = -1;                     // a file
+  const uint8_t* image_ = nullptr;  // or an in-memory image
   std::vector<SafeTensor> tensors_;
   std::map<std::string, std::string> metadata_;
 };
 
 struct SafeTensorWrite {
   std::string name;
-  DType dtype;
+  StDtype dtype;
   std::vector<int64_t> shape;
   const void* data;  // numel * dtype_size bytes
 };

@@ -9,8 +9,8 @@
 namespace minigpt {
 
 struct SamplingParams {
-  float temperature = 1.0f;         // 0: greedy (argmax after the repetition penalty, as do_sample=False);
-                                    // so is one so small that logits / temperature overflow
+  float temperature = 1.0f;  // 0: greedy (argmax after the repetition penalty, as do_sample=False);
+                             // so is one so small that logits / temperature overflow
 
   int64_t top_k = 50;               // 0: off. transformers' default
   float top_p = 1.0f;               // 1: off
@@ -26,7 +26,8 @@ struct SamplingParams {
 namespace processors {
 // ids must lie in [0, scores.size()).
 void repetition_penalty(std::span<float> scores, std::span<const int32_t> ids, float penalty);
-void repetition_penalty(std::span<float> scores, std::span<const int32_t> ids, float penalty, std::vector<float>& scratch);
+void repetition_penalty(std::span<float> scores, std::span<const int32_t> ids, float penalty,
+                        std::vector<float>& scratch);
 void temperature(std::span<float> scores, float t);
 void top_k(std::span<float> scores, int64_t k);
 void top_p(std::span<float> scores, float p);
@@ -53,12 +54,12 @@ class Sampler {
 
   SamplingParams params_;
   uint64_t rng_state_;
-  bool greedy_ = false;  // this step's choice is the argmax
+  bool greedy_ = false;            // this step's choice is the argmax
   std::vector<float> scores_;      // [V]
   std::vector<float> scratch_;     // [V] for the top-k threshold
   std::vector<float> cand_score_;  // the tokens top-k kept, in id order
   std::vector<int32_t> cand_id_;
-  std::vector<float> gathered_;    // the repetition penalty's gathered scores
+  std::vector<float> gathered_;  // the repetition penalty's gathered scores
 };
 
 // log_softmax of the model's raw distribution, for --json: logprob of `id`, and the `n` most likely.

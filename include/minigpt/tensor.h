@@ -10,13 +10,13 @@
 
 namespace minigpt {
 
-// Storage types a safetensors file may declare. Weights must be F32, F16 or BF16; the integer types
-// appear in reference files and legacy buffers.
-enum class DType { F64, F32, F16, BF16, I64, I32, I16, I8, U64, U32, U16, U8, BOOL, F8_E4M3, F8_E5M2 };
+// The element types tensors are computed and held in. (What a file may declare is the loader's business:
+// safetensors.h's StDtype, GGUF's types.) Quantized block types join here with their block layout
+// (backend.h's WeightFormat).
+enum class DType { F32, F16, BF16 };
 
 size_t dtype_size(DType t);
-std::string_view dtype_name(DType t);           // the safetensors spelling: "F32", "BF16", ...
-bool dtype_from_name(std::string_view name, DType* out);
+std::string_view dtype_name(DType t);  // "F32", "F16", "BF16"
 inline bool is_float_weight_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
 // 16-bit float conversions (round to nearest even; NaN stays NaN).
@@ -48,7 +48,9 @@ struct Tensor {
   bool empty() const { return data == nullptr; }
   int64_t numel() const { return rows * cols; }
   template <typename T>
-  T* ptr() const { return static_cast<T*>(data); }
+  T* ptr() const {
+    return static_cast<T*>(data);
+  }
   // Rows [r0, r0 + n).
   Tensor row_slice(int64_t r0, int64_t n) const {
     Tensor t = *this;

@@ -37,9 +37,9 @@
 namespace minigpt {
 
 namespace tokenizer_detail {
-class PreTokenizer;  // the compiled GPT-2 split pattern (PCRE2), see src/tokenizer/pretokenizer.h
+class PreTokenizer;   // the compiled GPT-2 split pattern (PCRE2), see src/tokenizer/pretokenizer.h
 struct RawTokenizer;  // what either file format holds, before the tables are built
-}
+}  // namespace tokenizer_detail
 
 class Tokenizer {
  public:
@@ -103,10 +103,10 @@ class Tokenizer {
   const Merge* find_merge(int32_t left, int32_t right) const;
 
   int32_t n_vocab_ = 0;
-  int32_t byte_ids_[256] = {};                      // byte value -> id of its one-byte token
-  std::vector<std::string> id_bytes_;               // id -> bytes; empty = no token (a hole)
-  std::vector<std::string> id_symbols_;             // id -> symbol as the vocabulary spells it
-  std::vector<bool> has_id_;                        // id -> a token has it
+  int32_t byte_ids_[256] = {};           // byte value -> id of its one-byte token
+  std::vector<std::string> id_bytes_;    // id -> bytes; empty = no token (a hole)
+  std::vector<std::string> id_symbols_;  // id -> symbol as the vocabulary spells it
+  std::vector<bool> has_id_;             // id -> a token has it
   // (left << 32 | right) -> rank, merged id: open addressing, the hottest lookup of encode().
   struct MergeSlot {
     uint64_t key = UINT64_MAX;  // UINT64_MAX: empty (ids are < 2^24, so no pair has it)
@@ -116,7 +116,7 @@ class Tokenizer {
   size_t n_merges_ = 0;
   void add_merge(uint64_t key, Merge m);
   std::vector<std::pair<std::string, int32_t>> specials_;  // added tokens, longest first
-  std::vector<int32_t> special_prefix_, special_suffix_;    // the post_processor's template around the text
+  std::vector<int32_t> special_prefix_, special_suffix_;   // the post_processor's template around the text
   // Shared so that a Tokenizer copies cheaply; the compiled pattern is immutable.
   std::shared_ptr<const tokenizer_detail::PreTokenizer> pre_;
 };

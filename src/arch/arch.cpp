@@ -21,37 +21,56 @@ const Architecture* find(std::string_view model_type) {
 
 std::string known_model_types() {
   std::string s;
-  for (const Architecture* a : kArchitectures) s += (s.empty() ? "\"" : ", \"") + std::string(a->model_type) + "\"";
+  for (const Architecture* a : kArchitectures)
+    s += (s.empty() ? "\"" : ", \"") + std::string(a->model_type) + "\"";
   return s;
 }
 
 std::string_view role_name(Role r) {
   switch (r) {
-    case Role::TokenEmbd: return "token_embd";
-    case Role::PosEmbd: return "position_embd";
-    case Role::AttnNorm: return "attn_norm";
-    case Role::AttnNormBias: return "attn_norm_bias";
-    case Role::AttnQkv: return "attn_qkv";
-    case Role::AttnQkvBias: return "attn_qkv_bias";
-    case Role::AttnOut: return "attn_output";
-    case Role::AttnOutBias: return "attn_output_bias";
-    case Role::FfnNorm: return "ffn_norm";
-    case Role::FfnNormBias: return "ffn_norm_bias";
-    case Role::FfnUp: return "ffn_up";
-    case Role::FfnUpBias: return "ffn_up_bias";
-    case Role::FfnDown: return "ffn_down";
-    case Role::FfnDownBias: return "ffn_down_bias";
-    case Role::OutputNorm: return "output_norm";
-    case Role::OutputNormBias: return "output_norm_bias";
-    case Role::Output: return "output";
-    case Role::Ignored: return "ignored";
+    case Role::TokenEmbd:
+      return "token_embd";
+    case Role::PosEmbd:
+      return "position_embd";
+    case Role::AttnNorm:
+      return "attn_norm";
+    case Role::AttnNormBias:
+      return "attn_norm_bias";
+    case Role::AttnQkv:
+      return "attn_qkv";
+    case Role::AttnQkvBias:
+      return "attn_qkv_bias";
+    case Role::AttnOut:
+      return "attn_output";
+    case Role::AttnOutBias:
+      return "attn_output_bias";
+    case Role::FfnNorm:
+      return "ffn_norm";
+    case Role::FfnNormBias:
+      return "ffn_norm_bias";
+    case Role::FfnUp:
+      return "ffn_up";
+    case Role::FfnUpBias:
+      return "ffn_up_bias";
+    case Role::FfnDown:
+      return "ffn_down";
+    case Role::FfnDownBias:
+      return "ffn_down_bias";
+    case Role::OutputNorm:
+      return "output_norm";
+    case Role::OutputNormBias:
+      return "output_norm_bias";
+    case Role::Output:
+      return "output";
+    case Role::Ignored:
+      return "ignored";
   }
   return "?";
 }
 
 bool is_matrix(Role r) {
-  return r == Role::TokenEmbd || r == Role::AttnQkv || r == Role::AttnOut || r == Role::FfnUp || r == Role::FfnDown ||
-         r == Role::Output;
+  return r == Role::TokenEmbd || r == Role::AttnQkv || r == Role::AttnOut || r == Role::FfnUp ||
+         r == Role::FfnDown || r == Role::Output;
 }
 
 bool is_norm_weight(Role r) { return r == Role::AttnNorm || r == Role::FfnNorm || r == Role::OutputNorm; }
@@ -60,24 +79,42 @@ std::string gguf_name(Role role, int64_t layer) {
   // llama.cpp's names (gguf-py's constants.py, MODEL_TENSOR): weights end in .weight, biases in .bias.
   const std::string blk = "blk." + std::to_string(layer) + ".";
   switch (role) {
-    case Role::TokenEmbd: return "token_embd.weight";
-    case Role::PosEmbd: return "position_embd.weight";
-    case Role::AttnNorm: return blk + "attn_norm.weight";
-    case Role::AttnNormBias: return blk + "attn_norm.bias";
-    case Role::AttnQkv: return blk + "attn_qkv.weight";
-    case Role::AttnQkvBias: return blk + "attn_qkv.bias";
-    case Role::AttnOut: return blk + "attn_output.weight";
-    case Role::AttnOutBias: return blk + "attn_output.bias";
-    case Role::FfnNorm: return blk + "ffn_norm.weight";
-    case Role::FfnNormBias: return blk + "ffn_norm.bias";
-    case Role::FfnUp: return blk + "ffn_up.weight";
-    case Role::FfnUpBias: return blk + "ffn_up.bias";
-    case Role::FfnDown: return blk + "ffn_down.weight";
-    case Role::FfnDownBias: return blk + "ffn_down.bias";
-    case Role::OutputNorm: return "output_norm.weight";
-    case Role::OutputNormBias: return "output_norm.bias";
-    case Role::Output: return "output.weight";
-    case Role::Ignored: return "";
+    case Role::TokenEmbd:
+      return "token_embd.weight";
+    case Role::PosEmbd:
+      return "position_embd.weight";
+    case Role::AttnNorm:
+      return blk + "attn_norm.weight";
+    case Role::AttnNormBias:
+      return blk + "attn_norm.bias";
+    case Role::AttnQkv:
+      return blk + "attn_qkv.weight";
+    case Role::AttnQkvBias:
+      return blk + "attn_qkv.bias";
+    case Role::AttnOut:
+      return blk + "attn_output.weight";
+    case Role::AttnOutBias:
+      return blk + "attn_output.bias";
+    case Role::FfnNorm:
+      return blk + "ffn_norm.weight";
+    case Role::FfnNormBias:
+      return blk + "ffn_norm.bias";
+    case Role::FfnUp:
+      return blk + "ffn_up.weight";
+    case Role::FfnUpBias:
+      return blk + "ffn_up.bias";
+    case Role::FfnDown:
+      return blk + "ffn_down.weight";
+    case Role::FfnDownBias:
+      return blk + "ffn_down.bias";
+    case Role::OutputNorm:
+      return "output_norm.weight";
+    case Role::OutputNormBias:
+      return "output_norm.bias";
+    case Role::Output:
+      return "output.weight";
+    case Role::Ignored:
+      return "";
   }
   return "";
 }

@@ -20,24 +20,24 @@ namespace minigpt::arch {
 
 // What a tensor is for; the loader puts each role in its place of ModelWeights.
 enum class Role {
-  TokenEmbd,       // [V, C]
-  PosEmbd,         // [S, C] learned positions
-  AttnNorm,        // [C] per layer, and its bias AttnNormBias
+  TokenEmbd,  // [V, C]
+  PosEmbd,    // [S, C] learned positions
+  AttnNorm,   // [C] per layer, and its bias AttnNormBias
   AttnNormBias,
-  AttnQkv,         // C -> (H + 2 Hkv) D: q | k | v side by side
+  AttnQkv,  // C -> (H + 2 Hkv) D: q | k | v side by side
   AttnQkvBias,
-  AttnOut,         // H D -> C
+  AttnOut,  // H D -> C
   AttnOutBias,
   FfnNorm,
   FfnNormBias,
-  FfnUp,           // C -> F
+  FfnUp,  // C -> F
   FfnUpBias,
-  FfnDown,         // F -> C
+  FfnDown,  // F -> C
   FfnDownBias,
   OutputNorm,
   OutputNormBias,
-  Output,          // the LM head [V, C]; absent (or a copy of TokenEmbd) when tied
-  Ignored,         // buffers old checkpoints saved that are not weights (causal masks)
+  Output,   // the LM head [V, C]; absent (or a copy of TokenEmbd) when tied
+  Ignored,  // buffers old checkpoints saved that are not weights (causal masks)
 };
 std::string_view role_name(Role r);
 bool is_matrix(Role r);
@@ -45,16 +45,16 @@ bool is_norm_weight(Role r);  // initialised around 1 in random models
 
 struct TensorDesc {
   Role role;
-  int64_t layer = -1;              // -1: not per layer
-  std::vector<std::string> names;  // as checkpoints spell it; names[0] is the canonical (bare) one
-  std::vector<int64_t> shape;      // as stored
+  int64_t layer = -1;                      // -1: not per layer
+  std::vector<std::string> names;          // as checkpoints spell it; names[0] is the canonical (bare) one
+  std::vector<int64_t> shape;              // as stored
   MatrixOrder order = MatrixOrder::OutIn;  // of a matrix as stored
-  bool optional = false;           // may be absent (Ignored buffers, a tied head's copy)
+  bool optional = false;                   // may be absent (Ignored buffers, a tied head's copy)
 };
 
 struct Architecture {
-  const char* model_type;  // Hugging Face model_type, e.g. "gpt2"
-  const char* hf_class;    // the transformers class, e.g. "GPT2LMHeadModel"
+  const char* model_type;    // Hugging Face model_type, e.g. "gpt2"
+  const char* hf_class;      // the transformers class, e.g. "GPT2LMHeadModel"
   const char* display_name;  // for messages, e.g. "GPT-2"
   // Fills `c` from a config.json object (c.arch is set already); errors name `source`.
   void (*parse)(const nlohmann::json& j, const std::string& source, Config& c);

@@ -39,14 +39,15 @@ inline bool get_bool(const nlohmann::json& j, const char* key, const std::string
 inline std::string get_string(const nlohmann::json& j, const char* key, const std::string& source,
                               const std::string& fallback) {
   if (!has(j, key)) return fallback;
-  if (!j[key].is_string()) config_fail(source, std::string("field '") + key + "' must be a string, got " + j[key].dump());
+  if (!j[key].is_string())
+    config_fail(source, std::string("field '") + key + "' must be a string, got " + j[key].dump());
   return j[key].get<std::string>();
 }
 
 // A positive number below `max` read as a double first: converting an out-of-range double (1e300) to
 // float is undefined.
-inline float get_positive_float(const nlohmann::json& j, const char* key, const std::string& source, float fallback,
-                                double max, const char* max_text) {
+inline float get_positive_float(const nlohmann::json& j, const char* key, const std::string& source,
+                                float fallback, double max, const char* max_text) {
   if (!has(j, key)) return fallback;
   if (!j[key].is_number()) config_fail(source, std::string("field '") + key + "' must be a number");
   const double v = j[key].get<double>();

@@ -12,7 +12,8 @@ using json = nlohmann::json;
 
 void parse(const json& j, const std::string& source, Config& c) {
   if (get_bool(j, "add_cross_attention", source, false)) {
-    throw Error(ErrorKind::Unsupported, source + ": add_cross_attention=true (encoder-decoder GPT-2) is not supported");
+    throw Error(ErrorKind::Unsupported,
+                source + ": add_cross_attention=true (encoder-decoder GPT-2) is not supported");
   }
   c.n_layer = get_int(j, "n_layer", source, true, 0);
   c.n_head = get_int(j, "n_head", source, true, 0);
@@ -100,7 +101,8 @@ std::vector<TensorDesc> tensors(const Config& c) {
   constexpr MatrixOrder conv1d = MatrixOrder::InOut;  // transformers' Conv1D keeps W as [in, out]
   std::vector<TensorDesc> v;
   v.push_back(t(Role::TokenEmbd, -1, "wte.weight", {V, C}));
-  if (c.position_encoding == PositionEncoding::Learned) v.push_back(t(Role::PosEmbd, -1, "wpe.weight", {c.n_ctx, C}));
+  if (c.position_encoding == PositionEncoding::Learned)
+    v.push_back(t(Role::PosEmbd, -1, "wpe.weight", {c.n_ctx, C}));
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string h = "h." + std::to_string(l) + ".";
     v.push_back(t(Role::AttnNorm, l, h + "ln_1.weight", {C}));

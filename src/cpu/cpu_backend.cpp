@@ -1,6 +1,7 @@
 // The CPU backend: OpenBLAS for matrix products, plain loops (vectorised by the compiler) for the rest,
 // spread over a persistent thread pool.
 #include <cblas.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -10,8 +11,6 @@
 #include <limits>
 #include <mutex>
 #include <thread>
-
-#include <sys/mman.h>
 
 #include "cpu/kernels.h"
 #include "cpu/thread_pool.h"
@@ -25,8 +24,9 @@ namespace {
 class HostBuffer final : public Buffer {
  public:
   explicit HostBuffer(size_t bytes) : bytes_(bytes) {
-    // 64-byte alignment (whole cache lines, aligned vector loads) for small buffers. Large buffers (weights, KV cache) in 2 MB pages where the kernel allows it (THP "madvise" mode):
-    // a decode step streams hundreds of MB, and with 4 KB pages every 4 KB of it is a TLB miss.
+    // 64-byte alignment (whole cache lines, aligned vector loads) for small buffers. Large buffers (weights,
+    // KV cache) in 2 MB pages where the kernel allows it (THP "madvise" mode): a decode step streams hundreds
+    // of MB, and with 4 KB pages every 4 KB of it is a TLB miss.
     constexpr size_t kHuge = size_t(2) << 20;
     const bool huge = bytes >= kHuge;
     const size_t align = huge ? kHuge : 64;
@@ -47,7 +47,6 @@ class HostBuffer final : public Buffer {
   void* data_;
   size_t bytes_;
 };
-
 
 // How the CPU backend holds a linear layer's matrix (Linear::layout).
 enum CpuLayout : uint32_t {
@@ -99,7 +98,8 @@ class CpuBackend final : public Backend {
     auto buf = alloc(size_t(host.numel()) * sizeof(float));
     float* dst = static_cast<float*>(buf->data());
     for (int64_t r = 0; r < host.rows; ++r) {
-      const char* src = static_cast<const char*>(host.data) + size_t(r * host.stride) * dtype_size(host.dtype);
+      const char* src =
+          static_cast<const char*>(host.data) + size_t(r * host.stride) * dtype_size(host.dtype);
       convert_to_f32(dst + r * host.cols, src, host.dtype, size_t(host.cols));
     }
     Tensor t = make_tensor(dst, DType::F32, Device::Host, host.rows, host.cols);
@@ -144,7 +144,8 @@ class CpuBackend final : public Backend {
     uint16_t* dst = static_cast<uint16_t*>(buf->data());
     std::vector<float> row(size_t(host.w.cols));
     for (int64_t r = 0; r < host.w.rows; ++r) {
-      const char* src = static_cast<const char*>(host.w.data) + size_t(r * host.w.stride) * dtype_size(host.w.dtype);
+      const char* src =
+          static_cast<const char*>(host.w.data) + size_t(r * host.w.stride) * dtype_size(host.w.dtype);
       convert_to_f32(row.data(), src, host.w.dtype, row.size());
       for (int64_t c = 0; c < host.w.cols; ++c) {
         const uint16_t v = dtype == DType::BF16 ? f32_to_bf16(row[size_t(c)]) : f32_to_f16(row[size_t(c)]);
@@ -179,7 +180,8 @@ class CpuBackend final : public Backend {
         float* o = out.ptr<float>() + t * out.stride;
         const int32_t id = step.tokens[t];
         if (table.layout == kPacked16) {
-          cpu::widen_packed_rows(o, C, table.w.ptr<uint16_t>(), table.w.stride, id, 1, C, table.w.dtype == DType::BF16);
+          cpu::widen_packed_rows(o, C, table.w.ptr<uint16_t>(), table.w.stride, id, 1, C,
+                                 table.w.dtype == DType::BF16);
         } else {  // the embeddings are [V, C]: OutIn
           std::memcpy(o, table.w.ptr<float>() + int64_t(id) * table.w.stride, size_t(C) * sizeof(float));
         }
@@ -252,11 +254,11 @@ class CpuBackend final : public Backend {
       pool_.parallel_chunks(N, chunk(N, 4), [&](int64_t n0, int64_t n1) {
         init_out(out, lin, accumulate, n0, n1);
         if (T == 1) {
-          cpu::gemv_f32(out.ptr<float>() + n0, lin.w.ptr<float>() + n0 * lin.w.stride, lin.w.stride, in.ptr<float>(),
-                        n1 - n0, K, true);
+          cpu::gemv_f32(out.ptr<float>() + n0, lin.w.ptr<float>() + n0 * lin.w.stride, lin.w.stride,
+                        in.ptr<float>(), n1 - n0, K, true);
         } else {
-          cpu::gemv_f32_rows(out.ptr<float>() + n0, out.stride, lin.w.ptr<float>() + n0 * lin.w.stride, lin.w.stride,
-                             in.ptr<float>(), in.stride, T, n1 - n0, K, true);
+          cpu::gemv_f32_rows(out.ptr<float>() + n0, out.stride, lin.w.ptr<float>() + n0 * lin.w.stride,
+                             lin.w.stride, in.ptr<float>(), in.stride, T, n1 - n0, K, true);
         }
       });
       return false;
@@ -267,15 +269,17 @@ class CpuBackend final : public Backend {
       init_out(out, lin, accumulate, n0, n1);
       // columns [n0, n1) of W: a column block of [K, N] (InOut) or a row block of [N, K] (OutIn)
       const float* w = lin.w.ptr<float>() + (in_out ? n0 : n0 * lin.w.stride);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, in_out ? CblasNoTrans : CblasTrans, int(T), int(n1 - n0), int(K), 1.0f,
-                  in.ptr<float>(), int(in.stride), w, int(lin.w.stride), 1.0f, out.ptr<float>() + n0, int(out.stride));
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, in_out ? CblasNoTrans : CblasTrans, int(T), int(n1 - n0),
+                  int(K), 1.0f, in.ptr<float>(), int(in.stride), w, int(lin.w.stride), 1.0f,
+                  out.ptr<float>() + n0, int(out.stride));
       if (act) apply_act(out, n0, n1, *act);
     });
     return true;
   }
 
   void activation(Tensor x, Activation act) override {
-    pool_.parallel_for(x.rows, [&](int64_t r0, int64_t r1) { apply_act(x.row_slice(r0, r1 - r0), 0, x.cols, act); });
+    pool_.parallel_for(x.rows,
+                       [&](int64_t r0, int64_t r1) { apply_act(x.row_slice(r0, r1 - r0), 0, x.cols, act); });
   }
 
   // x[r][c0, c1) = act(x[r][c0, c1)) for every row of x.
@@ -297,7 +301,8 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void store_kv(KvCache& cache_base, int64_t layer, const Tensor& k, const Tensor& v, const Step& step) override {
+  void store_kv(KvCache& cache_base, int64_t layer, const Tensor& k, const Tensor& v,
+                const Step& step) override {
     auto& cache = static_cast<CpuKvCache&>(cache_base);
     const int64_t Hkv = cache.spec().n_kv_head, D = cache.spec().head_dim, S = cache.padded_ctx();
     // Task i: run i / Hkv, KV head i % Hkv.
@@ -328,8 +333,8 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void attention(Tensor out, const Tensor& q, KvCache& cache_base, int64_t layer, const Step& step, int64_t n_head,
-                 float scale) override {
+  void attention(Tensor out, const Tensor& q, KvCache& cache_base, int64_t layer, const Step& step,
+                 int64_t n_head, float scale) override {
     auto& cache = static_cast<CpuKvCache&>(cache_base);
     const int64_t Hkv = cache.spec().n_kv_head, D = cache.spec().head_dim, S = cache.padded_ctx();
     if (n_head % Hkv != 0 || q.cols != n_head * D) {
@@ -349,7 +354,8 @@ class CpuBackend final : public Backend {
       const int64_t n = step.runs[r].n;
       const int64_t tq = n <= 4 ? n : cpu::kPrefillTileQueries;
       for (int64_t h = 0; h < n_head; ++h) {
-        for (int64_t t0 = 0; t0 < n; t0 += tq) tasks.push_back({int32_t(r), int32_t(h), t0, std::min(tq, n - t0)});
+        for (int64_t t0 = 0; t0 < n; t0 += tq)
+          tasks.push_back({int32_t(r), int32_t(h), t0, std::min(tq, n - t0)});
       }
     }
     pool_.parallel_for(int64_t(tasks.size()), [&](int64_t begin, int64_t end) {
@@ -364,7 +370,8 @@ class CpuBackend final : public Backend {
         if (run.n <= 4) {
           cpu::attention_block(o, out.stride, qq, q.stride, task.nq, run.pos0 + task.t0, kt, vv, S, D, scale);
         } else {
-          cpu::attention_prefill(o, out.stride, qq, q.stride, task.nq, run.pos0 + task.t0, kt, vv, S, D, scale);
+          cpu::attention_prefill(o, out.stride, qq, q.stride, task.nq, run.pos0 + task.t0, kt, vv, S, D,
+                                 scale);
         }
       }
     });
@@ -427,10 +434,11 @@ class CpuBackend final : public Backend {
         const int64_t k0 = sl * rows;
         const float* w = lin.w.ptr<float>() + k0 * lin.w.stride;
         if (T == 1) {
-          cpu::gemv_inout_f32(partial + sl * N, w, lin.w.stride, in.ptr<float>() + k0, N, std::min(rows, K - k0), false);
+          cpu::gemv_inout_f32(partial + sl * N, w, lin.w.stride, in.ptr<float>() + k0, N,
+                              std::min(rows, K - k0), false);
         } else {
-          cpu::gemv_inout_f32_rows(partial + sl * T * N, N, w, lin.w.stride, in.ptr<float>() + k0, in.stride, T, N,
-                                   std::min(rows, K - k0), false);
+          cpu::gemv_inout_f32_rows(partial + sl * T * N, N, w, lin.w.stride, in.ptr<float>() + k0, in.stride,
+                                   T, N, std::min(rows, K - k0), false);
         }
       }
     });
@@ -453,10 +461,11 @@ class CpuBackend final : public Backend {
     pool_.parallel_chunks(N, chunk(N, 4), [&](int64_t n0, int64_t n1) {
       init_out(out, lin, accumulate, n0, n1);
       if (T == 1) {
-        cpu::gemv_packed16(y + n0, lin.w.ptr<uint16_t>(), lin.w.stride, in.ptr<float>(), n0, n1 - n0, K, true, bf16);
+        cpu::gemv_packed16(y + n0, lin.w.ptr<uint16_t>(), lin.w.stride, in.ptr<float>(), n0, n1 - n0, K, true,
+                           bf16);
       } else {
-        cpu::gemv_packed16_rows(y + n0, out.stride, lin.w.ptr<uint16_t>(), lin.w.stride, in.ptr<float>(), in.stride, T,
-                                n0, n1 - n0, K, true, bf16);
+        cpu::gemv_packed16_rows(y + n0, out.stride, lin.w.ptr<uint16_t>(), lin.w.stride, in.ptr<float>(),
+                                in.stride, T, n0, n1 - n0, K, true, bf16);
       }
     });
   }
@@ -467,7 +476,8 @@ class CpuBackend final : public Backend {
     std::lock_guard<std::mutex> lock(gemm_mutex_);
     const int64_t N = lin.n_out, K = lin.n_in;
     const int64_t block = std::max<int64_t>(64, (int64_t(4) << 20) / K);  // ~16 MB of F32 per block
-    if (gemm_scratch_.size() < size_t(std::min(block, N) * K)) gemm_scratch_.resize(size_t(std::min(block, N) * K));
+    if (gemm_scratch_.size() < size_t(std::min(block, N) * K))
+      gemm_scratch_.resize(size_t(std::min(block, N) * K));
     const bool bf16 = lin.w.dtype == DType::BF16;
     for (int64_t n0 = 0; n0 < N; n0 += block) {
       const int64_t nb = std::min(block, N - n0);
@@ -478,8 +488,9 @@ class CpuBackend final : public Backend {
         init_out(out, lin, accumulate, n0 + r0, n0 + r1);
         float* wf = gemm_scratch_.data() + r0 * K;
         cpu::widen_packed_rows(wf, K, lin.w.ptr<uint16_t>(), lin.w.stride, n0 + r0, r1 - r0, K, bf16);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(in.rows), int(r1 - r0), int(K), 1.0f, in.ptr<float>(),
-                    int(in.stride), wf, int(K), 1.0f, out.ptr<float>() + n0 + r0, int(out.stride));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(in.rows), int(r1 - r0), int(K), 1.0f,
+                    in.ptr<float>(), int(in.stride), wf, int(K), 1.0f, out.ptr<float>() + n0 + r0,
+                    int(out.stride));
         if (act) apply_act(out, n0 + r0, n0 + r1, *act);
       });
     }
@@ -496,7 +507,8 @@ class CpuBackend final : public Backend {
 
 std::shared_ptr<Backend> make_cpu_backend(int n_threads) {
   if (n_threads < 0 || n_threads > 1024) {
-    throw Error(ErrorKind::Argument, "thread count " + std::to_string(n_threads) + " is out of range [0, 1024]");
+    throw Error(ErrorKind::Argument,
+                "thread count " + std::to_string(n_threads) + " is out of range [0, 1024]");
   }
   if (n_threads == 0) n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
   return std::make_shared<CpuBackend>(n_threads);

@@ -1,9 +1,9 @@
 // cpu_info() (include/minigpt/cpu.h): what the CPU backend runs with on this machine.
 #include <cblas.h>
 
+#include "cpu/kernels.h"
 #include "minigpt/cpu.h"
 #include "minigpt/sysinfo.h"
-#include "cpu/kernels.h"
 
 namespace minigpt {
 

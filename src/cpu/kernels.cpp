@@ -1,5 +1,5 @@
-// The CPU kernels' dispatch (the best level this CPU runs, or MINIGPT_CPU's) and the plain reference versions.
-// The kernels themselves are in kernels_impl.inc, compiled once per level (see kernels.h).
+// The CPU kernels' dispatch (the best level this CPU runs, or MINIGPT_CPU's) and the plain reference
+// versions. The kernels themselves are in kernels_impl.inc, compiled once per level (see kernels.h).
 #include "cpu/kernels.h"
 
 #include <cmath>
@@ -15,15 +15,23 @@
 
 // The levels this binary holds (CMakeLists.txt defines MINIGPT_KERNELS_<LEVEL> for those the compiler built).
 namespace minigpt::cpu {
-namespace generic { extern const KernelTable table; }
+namespace generic {
+extern const KernelTable table;
+}
 #ifdef MINIGPT_KERNELS_AVX2
-namespace avx2 { extern const KernelTable table; }
+namespace avx2 {
+extern const KernelTable table;
+}
 #endif
 #ifdef MINIGPT_KERNELS_AVX512
-namespace avx512 { extern const KernelTable table; }
+namespace avx512 {
+extern const KernelTable table;
+}
 #endif
 #ifdef MINIGPT_KERNELS_AVX512BF16
-namespace avx512bf16 { extern const KernelTable table; }
+namespace avx512bf16 {
+extern const KernelTable table;
+}
 #endif
 
 namespace {
@@ -83,9 +91,13 @@ const Level kLevels[] = {
     {"avx512", nullptr, {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", nullptr}},
 #endif
 #ifdef MINIGPT_KERNELS_AVX512BF16
-    {"avx512bf16", &avx512bf16::table, {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512bf16", "avx512vnni"}},
+    {"avx512bf16",
+     &avx512bf16::table,
+     {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512bf16", "avx512vnni"}},
 #else
-    {"avx512bf16", nullptr, {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512bf16", "avx512vnni"}},
+    {"avx512bf16",
+     nullptr,
+     {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512bf16", "avx512vnni"}},
 #endif
 };
 
@@ -109,8 +121,8 @@ const KernelTable& level_table(std::string_view name, const std::string& what) {
   for (const Level& l : kLevels) {
     if (name != l.name) continue;
     if (l.table == nullptr) {
-      throw Error(ErrorKind::Argument, what + ": this build has no " + l.name + " kernels (it has: " +
-                                           joined(supported_levels()) + ")");
+      throw Error(ErrorKind::Argument, what + ": this build has no " + l.name +
+                                           " kernels (it has: " + joined(supported_levels()) + ")");
     }
     if (const char* f = missing_feature(l)) {
       throw Error(ErrorKind::Argument,
@@ -118,8 +130,11 @@ const KernelTable& level_table(std::string_view name, const std::string& what) {
     }
     return *l.table;
   }
-  throw Error(ErrorKind::Argument, what + ": unknown kernel level (generic, avx2, avx512 or avx512bf16; this CPU "
-                                          "supports: " + joined(supported_levels()) + ")");
+  throw Error(ErrorKind::Argument,
+              what +
+                  ": unknown kernel level (generic, avx2, avx512 or avx512bf16; this CPU "
+                  "supports: " +
+                  joined(supported_levels()) + ")");
 }
 
 const KernelTable& choose() {
@@ -170,35 +185,37 @@ void gemv_packed16(float* y, const uint16_t* w, int64_t kp, const float* x, int6
                    bool accumulate, bool is_bf16) {
   kernels().gemv_packed16(y, w, kp, x, r0, n, k, accumulate, is_bf16);
 }
-void widen_packed_rows(float* dst, int64_t ld_dst, const uint16_t* w, int64_t kp, int64_t r0, int64_t rows, int64_t k,
-                       bool is_bf16) {
+void widen_packed_rows(float* dst, int64_t ld_dst, const uint16_t* w, int64_t kp, int64_t r0, int64_t rows,
+                       int64_t k, bool is_bf16) {
   kernels().widen_packed_rows(dst, ld_dst, w, kp, r0, rows, k, is_bf16);
 }
-void gemv_inout_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate) {
+void gemv_inout_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k,
+                    bool accumulate) {
   kernels().gemv_inout_f32(y, w, ldw, x, n, k, accumulate);
 }
-void widen_rows(float* dst, int64_t ld_dst, const uint16_t* src, int64_t ld_src, int64_t rows, int64_t cols, bool is_bf16) {
+void widen_rows(float* dst, int64_t ld_dst, const uint16_t* src, int64_t ld_src, int64_t rows, int64_t cols,
+                bool is_bf16) {
   kernels().widen_rows(dst, ld_dst, src, ld_src, rows, cols, is_bf16);
 }
-void attention_block(float* o, int64_t ldo, const float* q, int64_t ldq, int64_t nq, int64_t p0, const float* kt,
-                     const float* v, int64_t S, int64_t D, float scale) {
+void attention_block(float* o, int64_t ldo, const float* q, int64_t ldq, int64_t nq, int64_t p0,
+                     const float* kt, const float* v, int64_t S, int64_t D, float scale) {
   kernels().attention_block(o, ldo, q, ldq, nq, p0, kt, v, S, D, scale);
 }
-void attention_prefill(float* o, int64_t ldo, const float* q, int64_t ldq, int64_t nq, int64_t p0, const float* kt,
-                       const float* v, int64_t S, int64_t D, float scale) {
+void attention_prefill(float* o, int64_t ldo, const float* q, int64_t ldq, int64_t nq, int64_t p0,
+                       const float* kt, const float* v, int64_t S, int64_t D, float scale) {
   kernels().attention_prefill(o, ldo, q, ldq, nq, p0, kt, v, S, D, scale);
 }
 void gelu_tanh(float* x, int64_t n) { kernels().gelu_tanh(x, n); }
-void gemv_packed16_rows(float* y, int64_t ldy, const uint16_t* w, int64_t kp, const float* x, int64_t ldx, int64_t nx,
-                        int64_t r0, int64_t n, int64_t k, bool accumulate, bool is_bf16) {
+void gemv_packed16_rows(float* y, int64_t ldy, const uint16_t* w, int64_t kp, const float* x, int64_t ldx,
+                        int64_t nx, int64_t r0, int64_t n, int64_t k, bool accumulate, bool is_bf16) {
   kernels().gemv_packed16_rows(y, ldy, w, kp, x, ldx, nx, r0, n, k, accumulate, is_bf16);
 }
-void gemv_f32_rows(float* y, int64_t ldy, const float* w, int64_t ldw, const float* x, int64_t ldx, int64_t nx,
-                   int64_t n, int64_t k, bool accumulate) {
+void gemv_f32_rows(float* y, int64_t ldy, const float* w, int64_t ldw, const float* x, int64_t ldx,
+                   int64_t nx, int64_t n, int64_t k, bool accumulate) {
   kernels().gemv_f32_rows(y, ldy, w, ldw, x, ldx, nx, n, k, accumulate);
 }
-void gemv_inout_f32_rows(float* y, int64_t ldy, const float* w, int64_t ldw, const float* x, int64_t ldx, int64_t nx,
-                         int64_t n, int64_t k, bool accumulate) {
+void gemv_inout_f32_rows(float* y, int64_t ldy, const float* w, int64_t ldw, const float* x, int64_t ldx,
+                         int64_t nx, int64_t n, int64_t k, bool accumulate) {
   kernels().gemv_inout_f32_rows(y, ldy, w, ldw, x, ldx, nx, n, k, accumulate);
 }
 
@@ -213,16 +230,19 @@ void gemv(float* y, int64_t ldw, const float* x, int64_t n, int64_t k, bool accu
   }
 }
 }  // namespace
-void gemv_bf16(float* y, const uint16_t* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate) {
+void gemv_bf16(float* y, const uint16_t* w, int64_t ldw, const float* x, int64_t n, int64_t k,
+               bool accumulate) {
   gemv(y, ldw, x, n, k, accumulate, [&](int64_t i) { return bf16_to_f32(w[i]); });
 }
-void gemv_f16(float* y, const uint16_t* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate) {
+void gemv_f16(float* y, const uint16_t* w, int64_t ldw, const float* x, int64_t n, int64_t k,
+              bool accumulate) {
   gemv(y, ldw, x, n, k, accumulate, [&](int64_t i) { return f16_to_f32(w[i]); });
 }
 void gemv_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate) {
   gemv(y, ldw, x, n, k, accumulate, [&](int64_t i) { return w[i]; });
 }
-void gemv_inout_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate) {
+void gemv_inout_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k,
+                    bool accumulate) {
   for (int64_t i = 0; i < n; ++i) {
     double s = 0;
     for (int64_t j = 0; j < k; ++j) s += double(w[j * ldw + i]) * double(x[j]);
@@ -231,7 +251,8 @@ void gemv_inout_f32(float* y, const float* w, int64_t ldw, const float* x, int64
 }
 void gelu_tanh(float* x, int64_t n) {
   const float c = std::sqrt(2.0f / float(M_PI));
-  for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::tanh(c * (x[i] + 0.044715f * x[i] * x[i] * x[i])));
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = 0.5f * x[i] * (1.0f + std::tanh(c * (x[i] + 0.044715f * x[i] * x[i] * x[i])));
 }
 }  // namespace reference
 

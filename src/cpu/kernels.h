@@ -29,7 +29,9 @@ void gemv_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, 
 struct Packed16 {
   static int64_t padded_rows(int64_t n) { return (n + 3) / 4 * 4; }
   static int64_t padded_cols(int64_t k) { return (k + 15) / 16 * 16; }
-  static int64_t offset(int64_t r, int64_t k, int64_t kp) { return ((r / 4) * (kp / 16) + k / 16) * 64 + (r % 4) * 16 + k % 16; }
+  static int64_t offset(int64_t r, int64_t k, int64_t kp) {
+    return ((r / 4) * (kp / 16) + k / 16) * 64 + (r % 4) * 16 + k % 16;
+  }
 };
 // y[n] (+)= sum_k W[n, k] x[k] for the rows [r0, r0 + n) of a packed matrix (r0 a multiple of 4): 16-bit
 // weights (BF16 or F16) widened to F32 in registers, F32 activations and accumulation, so the result is
@@ -37,30 +39,32 @@ struct Packed16 {
 void gemv_packed16(float* y, const uint16_t* w, int64_t kp, const float* x, int64_t r0, int64_t n, int64_t k,
                    bool accumulate, bool is_bf16);
 // dst[i, c] = float(W[r0 + i, c]) for i in [0, rows), c in [0, k): rows of a packed matrix widened to F32.
-void widen_packed_rows(float* dst, int64_t ld_dst, const uint16_t* w, int64_t kp, int64_t r0, int64_t rows, int64_t k,
-                       bool is_bf16);
+void widen_packed_rows(float* dst, int64_t ld_dst, const uint16_t* w, int64_t kp, int64_t r0, int64_t rows,
+                       int64_t k, bool is_bf16);
 
 // y[n] (+)= sum_k x[k] * W[k, n] for n in [0, N) with W row-major [K, ldw] (GPT-2's Conv1D layout, used
 // straight from the file): four rows of W at a time, each streamed across all N columns, y kept in L1.
-void gemv_inout_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate);
+void gemv_inout_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k,
+                    bool accumulate);
 
 // dst[r, c] = float(src[r, c]) for a 16-bit block (is_bf16 selects BF16 or F16).
-void widen_rows(float* dst, int64_t ld_dst, const uint16_t* src, int64_t ld_src, int64_t rows, int64_t cols, bool is_bf16);
+void widen_rows(float* dst, int64_t ld_dst, const uint16_t* src, int64_t ld_src, int64_t rows, int64_t cols,
+                bool is_bf16);
 
 // Causal attention of one head for nq <= 4 consecutive queries at positions p0 .. p0+nq-1, query i
 // seeing keys 0 .. p0+i. K is stored transposed, kt[d * S + j] (so 8 keys' scores are one FMA per head
 // dimension, no horizontal sums), V as v[j * D + d]. Keys are taken in blocks with an online softmax, so
 // memory does not grow with the context. o rows are `ldo` apart, q rows `ldq` apart.
-void attention_block(float* o, int64_t ldo, const float* q, int64_t ldq, int64_t nq, int64_t p0, const float* kt,
-                     const float* v, int64_t S, int64_t D, float scale);
+void attention_block(float* o, int64_t ldo, const float* q, int64_t ldq, int64_t nq, int64_t p0,
+                     const float* kt, const float* v, int64_t S, int64_t D, float scale);
 
 // The same for any number of queries (a prefill): tiles of kPrefillTileQueries queries x 128 keys with the
 // scores and the P V product register-blocked (6 queries x 16 keys / 16 output columns), so that the K and
 // V strips are read from L1 once per 6 queries. Falls back to attention_block where D is not a multiple of 8.
 // A caller splitting a prefill over threads does best in multiples of kPrefillTileQueries.
 inline constexpr int64_t kPrefillTileQueries = 36;
-void attention_prefill(float* o, int64_t ldo, const float* q, int64_t ldq, int64_t nq, int64_t p0, const float* kt,
-                       const float* v, int64_t S, int64_t D, float scale);
+void attention_prefill(float* o, int64_t ldo, const float* q, int64_t ldq, int64_t nq, int64_t p0,
+                       const float* kt, const float* v, int64_t S, int64_t D, float scale);
 
 // x = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in place; within a few ulp of the std::tanh result.
 void gelu_tanh(float* x, int64_t n);
@@ -69,33 +73,35 @@ void gelu_tanh(float* x, int64_t n);
 // Row t of x is x + t * ldx, row t of y is y + t * ldy, for t < nx.
 // y[t][i] (+)= sum_k W[r0 + i, k] x[t][k], i < n, on a Packed16 matrix (r0 a multiple of 4): each 4-row
 // block of W streamed once and reused from L1 for all nx rows of x.
-void gemv_packed16_rows(float* y, int64_t ldy, const uint16_t* w, int64_t kp, const float* x, int64_t ldx, int64_t nx,
-                        int64_t r0, int64_t n, int64_t k, bool accumulate, bool is_bf16);
+void gemv_packed16_rows(float* y, int64_t ldy, const uint16_t* w, int64_t kp, const float* x, int64_t ldx,
+                        int64_t nx, int64_t r0, int64_t n, int64_t k, bool accumulate, bool is_bf16);
 // y[t][i] (+)= sum_k W[i, k] x[t][k], W F32 [N, K] (OutIn) with row stride ldw.
-void gemv_f32_rows(float* y, int64_t ldy, const float* w, int64_t ldw, const float* x, int64_t ldx, int64_t nx,
-                   int64_t n, int64_t k, bool accumulate);
+void gemv_f32_rows(float* y, int64_t ldy, const float* w, int64_t ldw, const float* x, int64_t ldx,
+                   int64_t nx, int64_t n, int64_t k, bool accumulate);
 // y[t][i] (+)= sum_k x[t][k] W[k, i], W F32 [K, N] (InOut, GPT-2's Conv1D) with row stride ldw.
-void gemv_inout_f32_rows(float* y, int64_t ldy, const float* w, int64_t ldw, const float* x, int64_t ldx, int64_t nx,
-                         int64_t n, int64_t k, bool accumulate);
+void gemv_inout_f32_rows(float* y, int64_t ldy, const float* w, int64_t ldw, const float* x, int64_t ldx,
+                         int64_t nx, int64_t n, int64_t k, bool accumulate);
 
 // One level's kernels (the functions above, same meaning and signatures).
 struct KernelTable {
   const char* name;
   void (*gemv_f32)(float*, const float*, int64_t, const float*, int64_t, int64_t, bool);
-  void (*gemv_packed16)(float*, const uint16_t*, int64_t, const float*, int64_t, int64_t, int64_t, bool, bool);
+  void (*gemv_packed16)(float*, const uint16_t*, int64_t, const float*, int64_t, int64_t, int64_t, bool,
+                        bool);
   void (*widen_packed_rows)(float*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, int64_t, bool);
   void (*gemv_inout_f32)(float*, const float*, int64_t, const float*, int64_t, int64_t, bool);
   void (*widen_rows)(float*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, bool);
-  void (*attention_block)(float*, int64_t, const float*, int64_t, int64_t, int64_t, const float*, const float*, int64_t,
-                          int64_t, float);
-  void (*attention_prefill)(float*, int64_t, const float*, int64_t, int64_t, int64_t, const float*, const float*,
-                            int64_t, int64_t, float);
+  void (*attention_block)(float*, int64_t, const float*, int64_t, int64_t, int64_t, const float*,
+                          const float*, int64_t, int64_t, float);
+  void (*attention_prefill)(float*, int64_t, const float*, int64_t, int64_t, int64_t, const float*,
+                            const float*, int64_t, int64_t, float);
   void (*gelu_tanh)(float*, int64_t);
-  void (*gemv_packed16_rows)(float*, int64_t, const uint16_t*, int64_t, const float*, int64_t, int64_t, int64_t,
-                             int64_t, int64_t, bool, bool);
-  void (*gemv_f32_rows)(float*, int64_t, const float*, int64_t, const float*, int64_t, int64_t, int64_t, int64_t, bool);
-  void (*gemv_inout_f32_rows)(float*, int64_t, const float*, int64_t, const float*, int64_t, int64_t, int64_t, int64_t,
-                              bool);
+  void (*gemv_packed16_rows)(float*, int64_t, const uint16_t*, int64_t, const float*, int64_t, int64_t,
+                             int64_t, int64_t, int64_t, bool, bool);
+  void (*gemv_f32_rows)(float*, int64_t, const float*, int64_t, const float*, int64_t, int64_t, int64_t,
+                        int64_t, bool);
+  void (*gemv_inout_f32_rows)(float*, int64_t, const float*, int64_t, const float*, int64_t, int64_t, int64_t,
+                              int64_t, bool);
 };
 
 // The level in use (chosen on first call: MINIGPT_CPU, else the best this CPU runs; throws Error
@@ -112,10 +118,13 @@ const KernelTable& kernels_for(std::string_view level);
 
 // The plain versions the tests check the kernels against (double accumulation).
 namespace reference {
-void gemv_bf16(float* y, const uint16_t* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate);
-void gemv_f16(float* y, const uint16_t* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate);
+void gemv_bf16(float* y, const uint16_t* w, int64_t ldw, const float* x, int64_t n, int64_t k,
+               bool accumulate);
+void gemv_f16(float* y, const uint16_t* w, int64_t ldw, const float* x, int64_t n, int64_t k,
+              bool accumulate);
 void gemv_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate);
-void gemv_inout_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate);
+void gemv_inout_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k,
+                    bool accumulate);
 void gelu_tanh(float* x, int64_t n);
 }  // namespace reference
 

@@ -1,5 +1,7 @@
 #include "minigpt/sysinfo.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -7,8 +9,6 @@
 #include <fstream>
 #include <thread>
 #include <vector>
-
-#include <sys/mman.h>
 
 #if defined(__AVX2__)
 #include <immintrin.h>

@@ -6,7 +6,8 @@ namespace {
 
 __global__ void activation_kernel(float* x, int64_t ldx, int64_t F, Activation act) {
   float* row = x + int64_t(blockIdx.y) * ldx;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < F; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < F;
+       i += int64_t(gridDim.x) * blockDim.x) {
     row[i] = activate(row[i], act);
   }
 }

@@ -8,12 +8,14 @@
 namespace minigpt::cuda {
 namespace {
 
-constexpr int kTile = 32;                         // keys per step: one per lane
-constexpr int kChunks = int(kMaxHeadDim / 32);    // head dims per lane: d = lane + 32 i
-constexpr int kPrefillWarps = 8;                  // queries per block (one per warp) sharing each K/V tile
+constexpr int kTile = 32;                       // keys per step: one per lane
+constexpr int kChunks = int(kMaxHeadDim / 32);  // head dims per lane: d = lane + 32 i
+constexpr int kPrefillWarps = 8;                // queries per block (one per warp) sharing each K/V tile
 constexpr int kDecodeWarps = 4;
 
-size_t prefill_smem(int64_t D) { return size_t(kTile * (D + 1) + kTile * D + kPrefillWarps * D) * sizeof(float); }
+size_t prefill_smem(int64_t D) {
+  return size_t(kTile * (D + 1) + kTile * D + kPrefillWarps * D) * sizeof(float);
+}
 size_t decode_smem(int64_t D) { return size_t(D + kDecodeWarps * (D + 2)) * sizeof(float); }
 
 // One warp per query, a block per (8 queries, head). Each 32-key tile of K and V is loaded once into shared
@@ -22,8 +24,8 @@ size_t decode_smem(int64_t D) { return size_t(D + kDecodeWarps * (D + 2)) * size
 template <typename KV>
 __global__ void __launch_bounds__(kPrefillWarps * 32)
     attention_prefill_kernel(float* out, int64_t ldo, const float* __restrict__ q, int64_t ldq,
-                             const KV* __restrict__ kc, const KV* __restrict__ vc, int64_t ldc, int T, StepValue pos0_v,
-                             int D, float scale) {
+                             const KV* __restrict__ kc, const KV* __restrict__ vc, int64_t ldc, int T,
+                             StepValue pos0_v, int D, float scale) {
   extern __shared__ float smem[];
   float* k_s = smem;                   // [kTile][D + 1]
   float* v_s = k_s + kTile * (D + 1);  // [kTile][D]
@@ -34,9 +36,10 @@ __global__ void __launch_bounds__(kPrefillWarps * 32)
   const int t0 = blockIdx.x * kPrefillWarps;
   const int t = t0 + warp;
   const bool active = t < T;
-  const int64_t p = pos0 + t;  // this warp's query sees keys 0 .. p
+  const int64_t p = pos0 + t;                                // this warp's query sees keys 0 .. p
   const int64_t n_keys = pos0 + min(T, t0 + kPrefillWarps);  // keys any query of the block sees
-  for (int d = lane; d < D; d += 32) q_s[warp * D + d] = active ? scale * q[int64_t(t) * ldq + h * D + d] : 0.0f;
+  for (int d = lane; d < D; d += 32)
+    q_s[warp * D + d] = active ? scale * q[int64_t(t) * ldq + h * D + d] : 0.0f;
 
   float m = -INFINITY, l = 0.0f, o[kChunks];
 #pragma unroll
@@ -99,8 +102,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
                             const KV* __restrict__ vc, int64_t ldc, StepValue pos0_v, int D, float scale,
                             int n_splits) {
   extern __shared__ float smem[];
-  float* q_s = smem;      // [D], pre-scaled
-  float* red = q_s + D;   // [kDecodeWarps][D + 2]
+  float* q_s = smem;     // [D], pre-scaled
+  float* red = q_s + D;  // [kDecodeWarps][D + 2]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int split = blockIdx.x, h = blockIdx.y;
   const int64_t n_keys = int64_t(pos0_v.get()) + 1;
@@ -198,11 +201,13 @@ __global__ void attention_merge_kernel(float* out, const float* __restrict__ par
 }
 
 template <typename KV>
-void prefill_typed(float* out, int64_t ldo, const float* q, int64_t ldq, const void* kc, const void* vc, int64_t ldc,
-                   int64_t T, StepValue pos0, int64_t H, int64_t D, float scale, cudaStream_t stream) {
+void prefill_typed(float* out, int64_t ldo, const float* q, int64_t ldq, const void* kc, const void* vc,
+                   int64_t ldc, int64_t T, StepValue pos0, int64_t H, int64_t D, float scale,
+                   cudaStream_t stream) {
   const dim3 grid{blocks_for(T, kPrefillWarps), unsigned(H)};
   attention_prefill_kernel<KV><<<grid, kPrefillWarps * 32, prefill_smem(D), stream>>>(
-      out, ldo, q, ldq, static_cast<const KV*>(kc), static_cast<const KV*>(vc), ldc, int(T), pos0, int(D), scale);
+      out, ldo, q, ldq, static_cast<const KV*>(kc), static_cast<const KV*>(vc), ldc, int(T), pos0, int(D),
+      scale);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -211,7 +216,8 @@ void decode_typed(float* partial, const float* q, const void* kc, const void* vc
                   int64_t H, int64_t D, float scale, int64_t n_splits, cudaStream_t stream) {
   const dim3 grid{unsigned(n_splits), unsigned(H)};
   attention_decode_kernel<KV><<<grid, kDecodeWarps * 32, decode_smem(D), stream>>>(
-      partial, q, static_cast<const KV*>(kc), static_cast<const KV*>(vc), ldc, pos0, int(D), scale, int(n_splits));
+      partial, q, static_cast<const KV*>(kc), static_cast<const KV*>(vc), ldc, pos0, int(D), scale,
+      int(n_splits));
   CUDA_CHECK_LAUNCH();
 }
 
@@ -229,16 +235,18 @@ void attention_init() {
   raise_smem_limit<__nv_bfloat16>();
 }
 
-void attention_prefill(float* out, int64_t ldo, const float* q, int64_t ldq, const void* k_cache, const void* v_cache,
-                       DType kv_dtype, int64_t ld_cache, int64_t T, StepValue pos0, int64_t H, int64_t D, float scale,
-                       cudaStream_t stream) {
+void attention_prefill(float* out, int64_t ldo, const float* q, int64_t ldq, const void* k_cache,
+                       const void* v_cache, DType kv_dtype, int64_t ld_cache, int64_t T, StepValue pos0,
+                       int64_t H, int64_t D, float scale, cudaStream_t stream) {
   switch (kv_dtype) {
     case DType::F32:
       return prefill_typed<float>(out, ldo, q, ldq, k_cache, v_cache, ld_cache, T, pos0, H, D, scale, stream);
     case DType::F16:
-      return prefill_typed<__half>(out, ldo, q, ldq, k_cache, v_cache, ld_cache, T, pos0, H, D, scale, stream);
+      return prefill_typed<__half>(out, ldo, q, ldq, k_cache, v_cache, ld_cache, T, pos0, H, D, scale,
+                                   stream);
     case DType::BF16:
-      return prefill_typed<__nv_bfloat16>(out, ldo, q, ldq, k_cache, v_cache, ld_cache, T, pos0, H, D, scale, stream);
+      return prefill_typed<__nv_bfloat16>(out, ldo, q, ldq, k_cache, v_cache, ld_cache, T, pos0, H, D, scale,
+                                          stream);
     default:
       throw Error(ErrorKind::Argument, "cuda attention: the cache must be F32, F16 or BF16");
   }
@@ -259,7 +267,8 @@ void attention_decode(float* out, const float* q, const void* k_cache, const voi
       decode_typed<__half>(partial, q, k_cache, v_cache, ld_cache, pos0, H, D, scale, n_splits, stream);
       break;
     case DType::BF16:
-      decode_typed<__nv_bfloat16>(partial, q, k_cache, v_cache, ld_cache, pos0, H, D, scale, n_splits, stream);
+      decode_typed<__nv_bfloat16>(partial, q, k_cache, v_cache, ld_cache, pos0, H, D, scale, n_splits,
+                                  stream);
       break;
     default:
       throw Error(ErrorKind::Argument, "cuda attention: the cache must be F32, F16 or BF16");

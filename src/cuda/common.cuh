@@ -22,19 +22,19 @@ namespace minigpt::cuda {
 [[noreturn]] void throw_cublas_error(cublasStatus_t s, const char* call, const char* file, int line);
 
 // Throws Error(Device) "CUDA error at file:line: call: message (name)".
-#define CUDA_CHECK(expr)                                                                     \
-  do {                                                                                       \
-    const cudaError_t cuda_check_err_ = (expr);                                              \
-    if (cuda_check_err_ != cudaSuccess) {                                                    \
-      ::minigpt::cuda::throw_cuda_error(cuda_check_err_, #expr, __FILE__, __LINE__);         \
-    }                                                                                        \
+#define CUDA_CHECK(expr)                                                             \
+  do {                                                                               \
+    const cudaError_t cuda_check_err_ = (expr);                                      \
+    if (cuda_check_err_ != cudaSuccess) {                                            \
+      ::minigpt::cuda::throw_cuda_error(cuda_check_err_, #expr, __FILE__, __LINE__); \
+    }                                                                                \
   } while (0)
-#define CUBLAS_CHECK(expr)                                                                   \
-  do {                                                                                       \
-    const cublasStatus_t cublas_check_status_ = (expr);                                      \
-    if (cublas_check_status_ != CUBLAS_STATUS_SUCCESS) {                                     \
-      ::minigpt::cuda::throw_cublas_error(cublas_check_status_, #expr, __FILE__, __LINE__);  \
-    }                                                                                        \
+#define CUBLAS_CHECK(expr)                                                                  \
+  do {                                                                                      \
+    const cublasStatus_t cublas_check_status_ = (expr);                                     \
+    if (cublas_check_status_ != CUBLAS_STATUS_SUCCESS) {                                    \
+      ::minigpt::cuda::throw_cublas_error(cublas_check_status_, #expr, __FILE__, __LINE__); \
+    }                                                                                       \
   } while (0)
 // After a <<<>>> launch: a bad configuration (grid, shared memory) shows up here, not at the launch.
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
@@ -58,11 +58,17 @@ __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162f
 template <typename T>
 __device__ __forceinline__ T from_float(float x);
 template <>
-__device__ __forceinline__ float from_float<float>(float x) { return x; }
+__device__ __forceinline__ float from_float<float>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+__device__ __forceinline__ __half from_float<__half>(float x) {
+  return __float2half_rn(x);
+}
 template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

@@ -80,10 +80,9 @@ void store_as(uint8_t* dst, float v, DType dtype) {
 class CudaKvCache final : public KvCache {
  public:
   CudaKvCache(const KvCacheSpec& spec, DType dtype, const void* owner, std::unique_ptr<Buffer> buffer)
-      : KvCache(spec), dtype_(dtype), owner_(owner), buffer_(std::move(buffer)) {}
+      : KvCache(spec, dtype), owner_(owner), buffer_(std::move(buffer)) {}
   size_t bytes() const override { return buffer_->bytes(); }
 
-  DType dtype() const { return dtype_; }
   const void* owner() const { return owner_; }
   int64_t width() const { return spec().n_kv_head * spec().head_dim; }
   // Bytes of one sequence's K (or V) rows of one layer.
@@ -96,10 +95,9 @@ class CudaKvCache final : public KvCache {
  private:
   void* plane(int64_t layer, int64_t seq, int64_t kv) const {
     const size_t index = size_t((layer * spec().n_seq + seq) * 2 + kv);
-    return static_cast<char*>(buffer_->data()) + index * plane_bytes(spec(), dtype_);
+    return static_cast<char*>(buffer_->data()) + index * plane_bytes(spec(), dtype());
   }
 
-  DType dtype_;
   const void* owner_;
   std::unique_ptr<Buffer> buffer_;
 };
@@ -141,10 +139,12 @@ class CudaBackend final : public Backend {
 
   Tensor prepare_weight(const Tensor& host, std::vector<std::unique_ptr<Buffer>>& keep) override {
     std::lock_guard<std::recursive_mutex> lock(mutex_);
-    need(host.device == Device::Host && is_weight_dtype(host.dtype), "prepare_weight: a host F32/F16/BF16 tensor");
+    need(host.device == Device::Host && is_weight_dtype(host.dtype),
+         "prepare_weight: a host F32/F16/BF16 tensor");
     std::vector<float> f32(size_t(host.numel()));
     for (int64_t r = 0; r < host.rows; ++r) {
-      const char* src = static_cast<const char*>(host.data) + size_t(r * host.stride) * dtype_size(host.dtype);
+      const char* src =
+          static_cast<const char*>(host.data) + size_t(r * host.stride) * dtype_size(host.dtype);
       convert_to_f32(f32.data() + r * host.cols, src, host.dtype, size_t(host.cols));
     }
     keep.push_back(upload(f32.data(), f32.size() * sizeof(float)));
@@ -156,13 +156,16 @@ class CudaBackend final : public Backend {
   Linear prepare_linear(const HostLinear& host, const WeightFormat& format,
                         std::vector<std::unique_ptr<Buffer>>& keep) override {
     std::lock_guard<std::recursive_mutex> lock(mutex_);
-    if (format.block != 1) throw Error(ErrorKind::Unsupported, "cuda backend: quantized weights are not supported yet");
+    if (format.block != 1)
+      throw Error(ErrorKind::Unsupported, "cuda backend: quantized weights are not supported yet");
     const DType dtype = format.dtype;
     need(is_weight_dtype(dtype), "prepare_linear: dtype must be F32, F16 or BF16");
-    need(host.w.device == Device::Host && is_weight_dtype(host.w.dtype), "prepare_linear: a host F32/F16/BF16 matrix");
+    need(host.w.device == Device::Host && is_weight_dtype(host.w.dtype),
+         "prepare_linear: a host F32/F16/BF16 matrix");
     const int64_t N = host.n_out, K = host.n_in;
     const bool in_out = host.order == MatrixOrder::InOut;
-    need(N >= 1 && K >= 1 && (in_out ? host.w.rows == K && host.w.cols == N : host.w.rows == N && host.w.cols == K),
+    need(N >= 1 && K >= 1 &&
+             (in_out ? host.w.rows == K && host.w.cols == N : host.w.rows == N && host.w.cols == K),
          "prepare_linear: matrix shape disagrees with n_in x n_out");
     need(host.b.empty() || host.b.rows * host.b.cols == N, "prepare_linear: bias is not [1, n_out]");
     Linear l;
@@ -171,7 +174,8 @@ class CudaBackend final : public Backend {
     std::vector<uint8_t> dst(size_t(N * K) * esize);
     std::vector<float> row(size_t(host.w.cols));
     for (int64_t r = 0; r < host.w.rows; ++r) {
-      const char* src = static_cast<const char*>(host.w.data) + size_t(r * host.w.stride) * dtype_size(host.w.dtype);
+      const char* src =
+          static_cast<const char*>(host.w.data) + size_t(r * host.w.stride) * dtype_size(host.w.dtype);
       convert_to_f32(row.data(), src, host.w.dtype, row.size());
       for (int64_t c = 0; c < host.w.cols; ++c) {
         const int64_t idx = in_out ? c * K + r : r * K + c;  // InOut: W[k = r, n = c] -> [n, k]
@@ -217,8 +221,8 @@ class CudaBackend final : public Backend {
       pinned_logits_bytes_ = bytes;
     }
     CUDA_CHECK(cudaMemcpy2DAsync(pinned_logits_, size_t(src.cols) * sizeof(float), src.data,
-                                 size_t(src.stride) * sizeof(float), size_t(src.cols) * sizeof(float), size_t(src.rows),
-                                 cudaMemcpyDeviceToHost, stream_));
+                                 size_t(src.stride) * sizeof(float), size_t(src.cols) * sizeof(float),
+                                 size_t(src.rows), cudaMemcpyDeviceToHost, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));
     std::memcpy(dst, pinned_logits_, bytes);
   }
@@ -249,9 +253,9 @@ class CudaBackend final : public Backend {
     }
     for (const SeqRun& r : step.runs) {
       const StepValue pos = step_value(r);
-      cuda::embed(out.row_slice(r.first, r.n).ptr<float>(), out.stride, step_dev_ + 1 + r.first, r.n, pos, wte.data,
-                  wte.dtype, wte.stride, wpe.empty() ? nullptr : wpe.ptr<float>(), wpe.empty() ? 0 : wpe.stride,
-                  out.cols, stream_);
+      cuda::embed(out.row_slice(r.first, r.n).ptr<float>(), out.stride, step_dev_ + 1 + r.first, r.n, pos,
+                  wte.data, wte.dtype, wte.stride, wpe.empty() ? nullptr : wpe.ptr<float>(),
+                  wpe.empty() ? 0 : wpe.stride, out.cols, stream_);
     }
   }
 
@@ -263,8 +267,8 @@ class CudaBackend final : public Backend {
     need(out.rows == in.rows && out.cols == in.cols && w.cols == in.cols && b.cols == in.cols,
          "layer_norm: shapes disagree");
     bind();
-    cuda::layer_norm(out.ptr<float>(), out.stride, in.ptr<float>(), in.stride, w.ptr<float>(), b.ptr<float>(), in.rows,
-                     in.cols, eps, stream_);
+    cuda::layer_norm(out.ptr<float>(), out.stride, in.ptr<float>(), in.stride, w.ptr<float>(), b.ptr<float>(),
+                     in.rows, in.cols, eps, stream_);
   }
 
   void linear(Tensor out, const Tensor& in, const Linear& lin, bool accumulate) override {
@@ -294,9 +298,9 @@ class CudaBackend final : public Backend {
       note_limit(cache.spec().n_ctx);
     }
     for (const SeqRun& r : step.runs) {
-      cuda::store_kv(c.k(layer, r.seq), c.v(layer, r.seq), c.dtype(), c.width(), k.row_slice(r.first, r.n).ptr<float>(),
-                     k.stride, v.row_slice(r.first, r.n).ptr<float>(), v.stride, r.n, c.width(), step_value(r),
-                     stream_);
+      cuda::store_kv(c.k(layer, r.seq), c.v(layer, r.seq), c.dtype(), c.width(),
+                     k.row_slice(r.first, r.n).ptr<float>(), k.stride, v.row_slice(r.first, r.n).ptr<float>(),
+                     v.stride, r.n, c.width(), step_value(r), stream_);
     }
   }
 
@@ -311,8 +315,8 @@ class CudaBackend final : public Backend {
     const int64_t D = cache.spec().head_dim, Hkv = cache.spec().n_kv_head;
     need(n_head >= 1, "attention: n_head must be >= 1");
     if (n_head != Hkv) {
-      throw Error(ErrorKind::Unsupported, "cuda attention: n_head " + std::to_string(n_head) + " != n_kv_head " +
-                                              std::to_string(Hkv) +
+      throw Error(ErrorKind::Unsupported, "cuda attention: n_head " + std::to_string(n_head) +
+                                              " != n_kv_head " + std::to_string(Hkv) +
                                               " (grouped or multi-query attention) is not supported yet");
     }
     need(q.rows == step.n_tokens && out.rows == q.rows && q.cols == n_head * D && out.cols == q.cols,
@@ -336,13 +340,13 @@ class CudaBackend final : public Backend {
         const int64_t n_splits = cuda::attention_decode_splits(S);
         const size_t bytes = size_t(n_head * n_splits * (D + 2)) * sizeof(float);
         ensure_scratch(&partial_, &partial_bytes_, bytes);
-        cuda::attention_decode(out.row_slice(r.first, 1).ptr<float>(), q.row_slice(r.first, 1).ptr<float>(), kc, vc,
-                               c.dtype(), c.width(), pos, n_head, D, scale, n_splits, static_cast<float*>(partial_),
-                               stream_);
+        cuda::attention_decode(out.row_slice(r.first, 1).ptr<float>(), q.row_slice(r.first, 1).ptr<float>(),
+                               kc, vc, c.dtype(), c.width(), pos, n_head, D, scale, n_splits,
+                               static_cast<float*>(partial_), stream_);
       } else {
         cuda::attention_prefill(out.row_slice(r.first, r.n).ptr<float>(), out.stride,
-                                q.row_slice(r.first, r.n).ptr<float>(), q.stride, kc, vc, c.dtype(), c.width(), r.n,
-                                pos, n_head, D, scale, stream_);
+                                q.row_slice(r.first, r.n).ptr<float>(), q.stride, kc, vc, c.dtype(),
+                                c.width(), r.n, pos, n_head, D, scale, stream_);
       }
     }
   }
@@ -437,7 +441,8 @@ class CudaBackend final : public Backend {
       const SeqRun &a = step.runs[i], &b = step_runs_[i];
       same = a.seq == b.seq && a.first == b.first && a.n == b.n && a.pos0 == b.pos0;
     }
-    need(same, std::string(op) + ": tokens or runs differ from the step's (run_step promises the same values)");
+    need(same,
+         std::string(op) + ": tokens or runs differ from the step's (run_step promises the same values)");
   }
 
   // While a graph's first step runs directly: the smallest position limit its ops checked against.
@@ -461,10 +466,11 @@ class CudaBackend final : public Backend {
   // The cache as this backend made it, and a valid layer of it.
   const CudaKvCache& own_cache(const KvCache& cache, int64_t layer, const char* op) const {
     const auto* c = dynamic_cast<const CudaKvCache*>(&cache);
-    need(c != nullptr && c->owner() == this, std::string(op) + ": the KV cache was not made by this CUDA backend");
+    need(c != nullptr && c->owner() == this,
+         std::string(op) + ": the KV cache was not made by this CUDA backend");
     need(layer >= 0 && layer < cache.spec().n_layer, std::string(op) + ": layer " + std::to_string(layer) +
-                                                          " outside the cache's " +
-                                                          std::to_string(cache.spec().n_layer));
+                                                         " outside the cache's " +
+                                                         std::to_string(cache.spec().n_layer));
     return *c;
   }
 
@@ -479,12 +485,13 @@ class CudaBackend final : public Backend {
          "linear: the layer was not prepared by the CUDA backend");
     const int64_t T = in.rows, N = lin.n_out, K = lin.n_in;
     need(in.cols == K && out.cols == N && out.rows == T, "linear: shapes disagree");
-    need(lin.b.empty() || (lin.b.device == Device::Cuda && lin.b.dtype == DType::F32), "linear: bias not on the device");
+    need(lin.b.empty() || (lin.b.device == Device::Cuda && lin.b.dtype == DType::F32),
+         "linear: bias not on the device");
     bind();
     const float* bias = lin.b.empty() ? nullptr : lin.b.ptr<float>();
     if (T <= cuda::kGemvMaxRows) {
-      cuda::gemv(out.ptr<float>(), out.stride, in.ptr<float>(), in.stride, lin.w.data, lin.w.dtype, lin.w.stride, bias, T,
-                 N, K, accumulate, act, stream_);
+      cuda::gemv(out.ptr<float>(), out.stride, in.ptr<float>(), in.stride, lin.w.data, lin.w.dtype,
+                 lin.w.stride, bias, T, N, K, accumulate, act, stream_);
       return;
     }
     need(!capturing_, "linear: a batched GEMM cannot be recorded");
@@ -492,8 +499,9 @@ class CudaBackend final : public Backend {
     const float one = 1.0f;
     auto gemm = [&](const void* x, DType x_dtype, int64_t ldx) {
       CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(T), int(K), &one, lin.w.data,
-                                cuda_type(lin.w.dtype), int(lin.w.stride), x, cuda_type(x_dtype), int(ldx), &one,
-                                out.data, CUDA_R_32F, int(out.stride), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                cuda_type(lin.w.dtype), int(lin.w.stride), x, cuda_type(x_dtype), int(ldx),
+                                &one, out.data, CUDA_R_32F, int(out.stride), CUBLAS_COMPUTE_32F,
+                                CUBLAS_GEMM_DEFAULT));
     };
     if (lin.w.dtype == DType::F32) {
       gemm(in.data, DType::F32, in.stride);
@@ -558,8 +566,8 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaEventSynchronize(step_uploaded_));  // the previous copy has left the staging
     step_host_[0] = int32_t(pos0);
     std::memcpy(step_host_ + 1, step.tokens, size_t(n_tokens) * sizeof(int32_t));
-    CUDA_CHECK(cudaMemcpyAsync(step_dev_, step_host_, size_t(1 + n_tokens) * sizeof(int32_t), cudaMemcpyHostToDevice,
-                               stream_));
+    CUDA_CHECK(cudaMemcpyAsync(step_dev_, step_host_, size_t(1 + n_tokens) * sizeof(int32_t),
+                               cudaMemcpyHostToDevice, stream_));
     CUDA_CHECK(cudaEventRecord(step_uploaded_, stream_));
   }
 
@@ -668,8 +676,9 @@ std::shared_ptr<Backend> make_cuda_backend(const CudaOptions& options) {
   int n = 0;
   CUDA_CHECK(cudaGetDeviceCount(&n));
   if (options.device < 0 || options.device >= n) {
-    throw Error(ErrorKind::Argument, "CUDA device " + std::to_string(options.device) + " does not exist (this machine has " +
-                                         std::to_string(n) + ": 0 .. " + std::to_string(n - 1) + ")");
+    throw Error(ErrorKind::Argument, "CUDA device " + std::to_string(options.device) +
+                                         " does not exist (this machine has " + std::to_string(n) +
+                                         ": 0 .. " + std::to_string(n - 1) + ")");
   }
   if (options.kv_dtype != DType::F16 && options.kv_dtype != DType::BF16 && options.kv_dtype != DType::F32) {
     throw Error(ErrorKind::Argument, "CUDA KV cache dtype must be F16, BF16 or F32");
@@ -679,7 +688,8 @@ std::shared_ptr<Backend> make_cuda_backend(const CudaOptions& options) {
   if (prop.major < 8) {
     throw Error(ErrorKind::Unsupported, "CUDA device " + std::to_string(options.device) + " (" + prop.name +
                                             ") has compute capability " + std::to_string(prop.major) + "." +
-                                            std::to_string(prop.minor) + "; the CUDA backend needs 8.0 or newer");
+                                            std::to_string(prop.minor) +
+                                            "; the CUDA backend needs 8.0 or newer");
   }
   CudaOptions o = options;
   if (graphs_disabled_by_env()) o.graphs = false;

@@ -10,35 +10,38 @@ __global__ void embed_kernel(float* out, int64_t ldo, const int32_t* tokens, Ste
   const int64_t t = blockIdx.y;
   const int64_t row = int64_t(tokens[t]) * ld_wte;
   if (wpe == nullptr) {
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < C; i += int64_t(gridDim.x) * blockDim.x) {
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < C;
+         i += int64_t(gridDim.x) * blockDim.x) {
       out[t * ldo + i] = to_float(wte[row + i]);
     }
     return;
   }
   const int64_t prow = (int64_t(pos0.get()) + t) * ld_wpe;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < C; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < C;
+       i += int64_t(gridDim.x) * blockDim.x) {
     out[t * ldo + i] = to_float(wte[row + i]) + wpe[prow + i];
   }
 }
 
 }  // namespace
 
-void embed(float* out, int64_t ldo, const int32_t* tokens, int64_t T, StepValue pos0, const void* wte, DType wte_dtype,
-           int64_t ld_wte, const float* wpe, int64_t ld_wpe, int64_t C, cudaStream_t stream) {
+void embed(float* out, int64_t ldo, const int32_t* tokens, int64_t T, StepValue pos0, const void* wte,
+           DType wte_dtype, int64_t ld_wte, const float* wpe, int64_t ld_wpe, int64_t C,
+           cudaStream_t stream) {
   constexpr int kThreads = 256;
   const dim3 grid(blocks_for(C, kThreads), unsigned(T));
   switch (wte_dtype) {
     case DType::F32:
-      embed_kernel<<<grid, kThreads, 0, stream>>>(out, ldo, tokens, pos0, static_cast<const float*>(wte), ld_wte, wpe,
-                                                  ld_wpe, C);
+      embed_kernel<<<grid, kThreads, 0, stream>>>(out, ldo, tokens, pos0, static_cast<const float*>(wte),
+                                                  ld_wte, wpe, ld_wpe, C);
       break;
     case DType::F16:
-      embed_kernel<<<grid, kThreads, 0, stream>>>(out, ldo, tokens, pos0, static_cast<const __half*>(wte), ld_wte, wpe,
-                                                  ld_wpe, C);
+      embed_kernel<<<grid, kThreads, 0, stream>>>(out, ldo, tokens, pos0, static_cast<const __half*>(wte),
+                                                  ld_wte, wpe, ld_wpe, C);
       break;
     case DType::BF16:
-      embed_kernel<<<grid, kThreads, 0, stream>>>(out, ldo, tokens, pos0, static_cast<const __nv_bfloat16*>(wte),
-                                                  ld_wte, wpe, ld_wpe, C);
+      embed_kernel<<<grid, kThreads, 0, stream>>>(
+          out, ldo, tokens, pos0, static_cast<const __nv_bfloat16*>(wte), ld_wte, wpe, ld_wpe, C);
       break;
     default:
       throw Error(ErrorKind::Argument, "cuda embed: wte must be F32, F16 or BF16");

@@ -13,8 +13,9 @@ void throw_cuda_error(cudaError_t e, const char* call, const char* file, int lin
 }
 
 void throw_cublas_error(cublasStatus_t s, const char* call, const char* file, int line) {
-  throw Error(ErrorKind::Device, std::string("cuBLAS error at ") + file + ":" + std::to_string(line) + ": " + call +
-                                     ": " + cublasGetStatusString(s) + " (" + cublasGetStatusName(s) + ")");
+  throw Error(ErrorKind::Device, std::string("cuBLAS error at ") + file + ":" + std::to_string(line) + ": " +
+                                     call + ": " + cublasGetStatusString(s) + " (" + cublasGetStatusName(s) +
+                                     ")");
 }
 
 }  // namespace minigpt::cuda

@@ -11,12 +11,12 @@ namespace minigpt::cuda {
 
 // out[t] = wte[tokens[t]] + wpe[pos0 + t]         wte: [V, C] in `wte_dtype`; wpe: [S, C] F32, or null for
 // no learned positions (out[t] = wte[tokens[t]]; pos0 unused)
-void embed(float* out, int64_t ldo, const int32_t* tokens, int64_t T, StepValue pos0, const void* wte, DType wte_dtype,
-           int64_t ld_wte, const float* wpe, int64_t ld_wpe, int64_t C, cudaStream_t stream);
+void embed(float* out, int64_t ldo, const int32_t* tokens, int64_t T, StepValue pos0, const void* wte,
+           DType wte_dtype, int64_t ld_wte, const float* wpe, int64_t ld_wpe, int64_t C, cudaStream_t stream);
 
 // out = (in - mean) / sqrt(var + eps) * w + b per row (two passes, like the CPU backend)
-void layer_norm(float* out, int64_t ldo, const float* in, int64_t ldi, const float* w, const float* b, int64_t T,
-                int64_t C, float eps, cudaStream_t stream);
+void layer_norm(float* out, int64_t ldo, const float* in, int64_t ldi, const float* w, const float* b,
+                int64_t T, int64_t C, float eps, cudaStream_t stream);
 
 // x = act(x)                                        x: [T, F]
 void activation(float* x, int64_t ldx, int64_t T, int64_t F, Activation act, cudaStream_t stream);
@@ -29,11 +29,13 @@ void gemv(float* y, int64_t ldy, const float* x, int64_t ldx, const void* w, DTy
           cudaStream_t stream);
 
 // out = (out if accumulate else 0) + bias (if any)   out: [T, N]; the GEMM then adds in W^T with beta = 1
-void bias_fill(float* out, int64_t ldo, const float* bias, int64_t T, int64_t N, bool accumulate, cudaStream_t stream);
+void bias_fill(float* out, int64_t ldo, const float* bias, int64_t T, int64_t N, bool accumulate,
+               cudaStream_t stream);
 
 // x = hi + lo with hi = round16(x), lo = round16(x - hi): two 16-bit GEMMs on (hi, lo) give the product of
 // the 16-bit weights with (nearly) the F32 activations.     hi, lo: [T, K] contiguous in `dtype` (F16/BF16)
-void split16(void* hi, void* lo, DType dtype, const float* x, int64_t ldx, int64_t T, int64_t K, cudaStream_t stream);
+void split16(void* hi, void* lo, DType dtype, const float* x, int64_t ldx, int64_t T, int64_t K,
+             cudaStream_t stream);
 
 // k_cache[pos0 + t] = k[t], v_cache[pos0 + t] = v[t], rounded to `kv_dtype`    k, v: [T, C] F32
 // (here C is the cache row's width, Hkv * D; the caches are one sequence's [S, C] rows)
@@ -41,12 +43,12 @@ void store_kv(void* k_cache, void* v_cache, DType kv_dtype, int64_t ld_cache, co
               const float* v, int64_t ldv, int64_t T, int64_t C, StepValue pos0, cudaStream_t stream);
 
 // Attention of T >= 1 queries at pos0 .. pos0+T-1 over keys 0 .. pos0+t of one sequence's caches (query head
-// h reads columns h*D .. h*D+D-1 of the cache rows: H query heads over H KV heads) (flash-attention style: a block of
-// queries of one head walks tiles of 32 keys in shared memory with an online softmax; O(T) memory).
+// h reads columns h*D .. h*D+D-1 of the cache rows: H query heads over H KV heads) (flash-attention style: a
+// block of queries of one head walks tiles of 32 keys in shared memory with an online softmax; O(T) memory).
 constexpr int64_t kMaxHeadDim = 256;
-void attention_prefill(float* out, int64_t ldo, const float* q, int64_t ldq, const void* k_cache, const void* v_cache,
-                       DType kv_dtype, int64_t ld_cache, int64_t T, StepValue pos0, int64_t H, int64_t D, float scale,
-                       cudaStream_t stream);
+void attention_prefill(float* out, int64_t ldo, const float* q, int64_t ldq, const void* k_cache,
+                       const void* v_cache, DType kv_dtype, int64_t ld_cache, int64_t T, StepValue pos0,
+                       int64_t H, int64_t D, float scale, cudaStream_t stream);
 
 // Attention of one query at pos0 (flash-decoding): the keys 0 .. pos0 split into `n_splits` ranges per
 // head, each reduced by one block to (max, sum, unnormalised output), then merged by a second kernel.

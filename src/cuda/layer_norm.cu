@@ -19,8 +19,9 @@ __device__ float block_sum(float v, float* shared) {
   return total;
 }
 
-__global__ void __launch_bounds__(kThreads) layer_norm_kernel(float* out, int64_t ldo, const float* in, int64_t ldi,
-                                                              const float* w, const float* b, int64_t C, float eps) {
+__global__ void __launch_bounds__(kThreads)
+    layer_norm_kernel(float* out, int64_t ldo, const float* in, int64_t ldi, const float* w, const float* b,
+                      int64_t C, float eps) {
   __shared__ float shared[kThreads / 32];
   const float* x = in + int64_t(blockIdx.x) * ldi;
   float* y = out + int64_t(blockIdx.x) * ldo;
@@ -35,8 +36,8 @@ __global__ void __launch_bounds__(kThreads) layer_norm_kernel(float* out, int64_
 
 }  // namespace
 
-void layer_norm(float* out, int64_t ldo, const float* in, int64_t ldi, const float* w, const float* b, int64_t T,
-                int64_t C, float eps, cudaStream_t stream) {
+void layer_norm(float* out, int64_t ldo, const float* in, int64_t ldi, const float* w, const float* b,
+                int64_t T, int64_t C, float eps, cudaStream_t stream) {
   layer_norm_kernel<<<unsigned(T), kThreads, 0, stream>>>(out, ldo, in, ldi, w, b, C, eps);
   CUDA_CHECK_LAUNCH();
 }

@@ -9,9 +9,9 @@ constexpr int kGemvThreads = 128;  // 4 warps = 4 output rows per block: N = 768
 
 template <typename W, int kT>
 __global__ void __launch_bounds__(kGemvThreads)
-    gemv_kernel(float* y, int64_t ldy, const float* __restrict__ x, int64_t ldx, const W* __restrict__ w, int64_t ldw,
-                const float* __restrict__ bias, int64_t N, int64_t K, bool accumulate, bool has_act, Activation act,
-                bool vec) {
+    gemv_kernel(float* y, int64_t ldy, const float* __restrict__ x, int64_t ldx, const W* __restrict__ w,
+                int64_t ldw, const float* __restrict__ bias, int64_t N, int64_t K, bool accumulate,
+                bool has_act, Activation act, bool vec) {
   const int lane = threadIdx.x % 32;
   const int64_t n = int64_t(blockIdx.x) * (kGemvThreads / 32) + threadIdx.x / 32;
   if (n >= N) return;
@@ -60,8 +60,9 @@ __global__ void __launch_bounds__(kGemvThreads)
 }
 
 template <typename W>
-void gemv_typed(float* y, int64_t ldy, const float* x, int64_t ldx, const void* w_void, int64_t ldw, const float* bias,
-                int64_t T, int64_t N, int64_t K, bool accumulate, const Activation* act, cudaStream_t stream) {
+void gemv_typed(float* y, int64_t ldy, const float* x, int64_t ldx, const void* w_void, int64_t ldw,
+                const float* bias, int64_t T, int64_t N, int64_t K, bool accumulate, const Activation* act,
+                cudaStream_t stream) {
   const W* w = static_cast<const W*>(w_void);
   constexpr int64_t kVec = 16 / sizeof(W);
   auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
@@ -71,16 +72,20 @@ void gemv_typed(float* y, int64_t ldy, const float* x, int64_t ldx, const void* 
   const unsigned grid = blocks_for(N, kGemvThreads / 32);
   switch (T) {
     case 1:
-      gemv_kernel<W, 1><<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, w, ldw, bias, N, K, accumulate, has_act, a, vec);
+      gemv_kernel<W, 1><<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, w, ldw, bias, N, K, accumulate,
+                                                           has_act, a, vec);
       break;
     case 2:
-      gemv_kernel<W, 2><<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, w, ldw, bias, N, K, accumulate, has_act, a, vec);
+      gemv_kernel<W, 2><<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, w, ldw, bias, N, K, accumulate,
+                                                           has_act, a, vec);
       break;
     case 3:
-      gemv_kernel<W, 3><<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, w, ldw, bias, N, K, accumulate, has_act, a, vec);
+      gemv_kernel<W, 3><<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, w, ldw, bias, N, K, accumulate,
+                                                           has_act, a, vec);
       break;
     case 4:
-      gemv_kernel<W, 4><<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, w, ldw, bias, N, K, accumulate, has_act, a, vec);
+      gemv_kernel<W, 4><<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, w, ldw, bias, N, K, accumulate,
+                                                           has_act, a, vec);
       break;
     default:
       throw Error(ErrorKind::Argument, "cuda gemv: " + std::to_string(T) + " rows (at most 4)");
@@ -90,7 +95,8 @@ void gemv_typed(float* y, int64_t ldy, const float* x, int64_t ldx, const void* 
 
 __global__ void bias_fill_kernel(float* out, int64_t ldo, const float* bias, int64_t N, bool accumulate) {
   float* row = out + int64_t(blockIdx.y) * ldo;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < N; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < N;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const float b = bias ? bias[i] : 0.0f;
     row[i] = accumulate ? row[i] + b : b;
   }
@@ -99,7 +105,8 @@ __global__ void bias_fill_kernel(float* out, int64_t ldo, const float* bias, int
 template <typename H>
 __global__ void split16_kernel(H* hi, H* lo, const float* x, int64_t ldx, int64_t K) {
   const int64_t t = blockIdx.y;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < K; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < K;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const float v = x[t * ldx + i];
     const H h = from_float<H>(v);
     hi[t * K + i] = h;
@@ -124,20 +131,24 @@ void gemv(float* y, int64_t ldy, const float* x, int64_t ldx, const void* w, DTy
   }
 }
 
-void bias_fill(float* out, int64_t ldo, const float* bias, int64_t T, int64_t N, bool accumulate, cudaStream_t stream) {
+void bias_fill(float* out, int64_t ldo, const float* bias, int64_t T, int64_t N, bool accumulate,
+               cudaStream_t stream) {
   constexpr int kThreads = 256;
-  bias_fill_kernel<<<dim3(blocks_for(N, kThreads), unsigned(T)), kThreads, 0, stream>>>(out, ldo, bias, N, accumulate);
+  bias_fill_kernel<<<dim3(blocks_for(N, kThreads), unsigned(T)), kThreads, 0, stream>>>(out, ldo, bias, N,
+                                                                                        accumulate);
   CUDA_CHECK_LAUNCH();
 }
 
-void split16(void* hi, void* lo, DType dtype, const float* x, int64_t ldx, int64_t T, int64_t K, cudaStream_t stream) {
+void split16(void* hi, void* lo, DType dtype, const float* x, int64_t ldx, int64_t T, int64_t K,
+             cudaStream_t stream) {
   constexpr int kThreads = 256;
   const dim3 grid(blocks_for(K, kThreads), unsigned(T));
   if (dtype == DType::BF16) {
-    split16_kernel<<<grid, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(hi), static_cast<__nv_bfloat16*>(lo), x,
-                                                  ldx, K);
+    split16_kernel<<<grid, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(hi),
+                                                  static_cast<__nv_bfloat16*>(lo), x, ldx, K);
   } else if (dtype == DType::F16) {
-    split16_kernel<<<grid, kThreads, 0, stream>>>(static_cast<__half*>(hi), static_cast<__half*>(lo), x, ldx, K);
+    split16_kernel<<<grid, kThreads, 0, stream>>>(static_cast<__half*>(hi), static_cast<__half*>(lo), x, ldx,
+                                                  K);
   } else {
     throw Error(ErrorKind::Argument, "cuda split16: dtype must be F16 or BF16");
   }

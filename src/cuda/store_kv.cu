@@ -9,15 +9,16 @@ __global__ void store_kv_kernel(KV* k_cache, KV* v_cache, int64_t ld_cache, cons
                                 const float* v, int64_t ldv, int64_t C, StepValue pos0) {
   const int64_t t = blockIdx.y;
   const int64_t row = (int64_t(pos0.get()) + t) * ld_cache;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < C; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < C;
+       i += int64_t(gridDim.x) * blockDim.x) {
     k_cache[row + i] = from_float<KV>(k[t * ldk + i]);
     v_cache[row + i] = from_float<KV>(v[t * ldv + i]);
   }
 }
 
 template <typename KV>
-void launch(void* k_cache, void* v_cache, int64_t ld_cache, const float* k, int64_t ldk, const float* v, int64_t ldv,
-            int64_t T, int64_t C, StepValue pos0, cudaStream_t stream) {
+void launch(void* k_cache, void* v_cache, int64_t ld_cache, const float* k, int64_t ldk, const float* v,
+            int64_t ldv, int64_t T, int64_t C, StepValue pos0, cudaStream_t stream) {
   constexpr int kThreads = 256;
   store_kv_kernel<<<dim3(blocks_for(C, kThreads), unsigned(T)), kThreads, 0, stream>>>(
       static_cast<KV*>(k_cache), static_cast<KV*>(v_cache), ld_cache, k, ldk, v, ldv, C, pos0);

@@ -66,12 +66,14 @@ std::string read_regular_file(const std::filesystem::path& path, size_t max_byte
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw Error(ErrorKind::Io, source + ": the " + what + " is " + file_kind(st.st_mode) + ", not a regular file");
+    throw Error(ErrorKind::Io,
+                source + ": the " + what + " is " + file_kind(st.st_mode) + ", not a regular file");
   }
   if (uint64_t(st.st_size) > max_bytes) {
     ::close(fd);
-    throw Error(ErrorKind::Io, source + ": the " + what + " is " + std::to_string(st.st_size) + " bytes, more than the " +
-                                   format_bytes(max_bytes) + " a " + what + " may have");
+    throw Error(ErrorKind::Io, source + ": the " + what + " is " + std::to_string(st.st_size) +
+                                   " bytes, more than the " + format_bytes(max_bytes) + " a " + what +
+                                   " may have");
   }
   std::string out;
   out.reserve(size_t(st.st_size));
@@ -84,8 +86,8 @@ std::string read_regular_file(const std::filesystem::path& path, size_t max_byte
   }
   ::close(fd);
   if (!ok) {
-    throw Error(ErrorKind::Io, source + ": the " + what + " grew past the " + format_bytes(max_bytes) + " a " + what +
-                                   " may have while it was read");
+    throw Error(ErrorKind::Io, source + ": the " + what + " grew past the " + format_bytes(max_bytes) +
+                                   " a " + what + " may have while it was read");
   }
   return out;
 }

@@ -1,9 +1,10 @@
 // config.json: the architecture's parser fills the Config (src/arch/), then the checks every model gets.
+#include "minigpt/config.h"
+
 #include <nlohmann/json.hpp>
 
 #include "arch/arch.h"
 #include "arch/config_json.h"
-#include "minigpt/config.h"
 #include "minigpt/error.h"
 #include "minigpt/io.h"
 
@@ -38,13 +39,15 @@ void Config::validate(const std::string& source) const {
   check_range("vocab_size", n_vocab, 1, kMaxVocab);
   check_range("n_inner", n_inner, 1, 16 * kMaxDim);
   if (n_embd % n_head != 0) {
-    config_fail(source, "n_embd (" + std::to_string(n_embd) + ") is not divisible by n_head (" + std::to_string(n_head) + ")");
+    config_fail(source, "n_embd (" + std::to_string(n_embd) + ") is not divisible by n_head (" +
+                            std::to_string(n_head) + ")");
   }
   if (n_kv_head != 0) {
     check_range("n_kv_head", n_kv_head, 1, n_head);
     if (n_head % n_kv_head != 0) {
-      config_fail(source, "n_head (" + std::to_string(n_head) + ") is not a multiple of the key/value heads (" +
-                              std::to_string(n_kv_head) + ")");
+      config_fail(source, "n_head (" + std::to_string(n_head) +
+                              ") is not a multiple of the key/value heads (" + std::to_string(n_kv_head) +
+                              ")");
     }
   }
   if (!(layer_norm_epsilon > 0.0f) || layer_norm_epsilon > 1.0f) {
@@ -68,7 +71,8 @@ Config parse_config(const std::string& text, const std::string& source) {
   }
   if (!j.is_object()) config_fail(source, "not a JSON object");
 
-  if (!j.contains("model_type")) config_fail(source, "missing field 'model_type' (expected one of " + arch::known_model_types() + ")");
+  if (!j.contains("model_type"))
+    config_fail(source, "missing field 'model_type' (expected one of " + arch::known_model_types() + ")");
   const std::string model_type = arch::get_string(j, "model_type", source, "");
   const arch::Architecture* a = arch::find(model_type);
   if (a == nullptr) {

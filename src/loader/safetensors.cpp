@@ -14,6 +14,59 @@
 #include "minigpt/error.h"
 
 namespace minigpt {
+
+namespace {
+struct StDtypeInfo {
+  StDtype type;
+  std::string_view name;
+  size_t size;
+};
+constexpr StDtypeInfo kStDtypes[] = {
+    {StDtype::F64, "F64", 8},   {StDtype::F32, "F32", 4},         {StDtype::F16, "F16", 2},
+    {StDtype::BF16, "BF16", 2}, {StDtype::I64, "I64", 8},         {StDtype::I32, "I32", 4},
+    {StDtype::I16, "I16", 2},   {StDtype::I8, "I8", 1},           {StDtype::U64, "U64", 8},
+    {StDtype::U32, "U32", 4},   {StDtype::U16, "U16", 2},         {StDtype::U8, "U8", 1},
+    {StDtype::BOOL, "BOOL", 1}, {StDtype::F8_E4M3, "F8_E4M3", 1}, {StDtype::F8_E5M2, "F8_E5M2", 1},
+};
+}  // namespace
+
+size_t st_dtype_size(StDtype t) { return kStDtypes[size_t(t)].size; }
+std::string_view st_dtype_name(StDtype t) { return kStDtypes[size_t(t)].name; }
+bool st_dtype_from_name(std::string_view name, StDtype* out) {
+  for (const auto& d : kStDtypes) {
+    if (d.name == name) {
+      *out = d.type;
+      return true;
+    }
+  }
+  return false;
+}
+bool to_dtype(StDtype t, DType* out) {
+  switch (t) {
+    case StDtype::F32:
+      *out = DType::F32;
+      return true;
+    case StDtype::F16:
+      *out = DType::F16;
+      return true;
+    case StDtype::BF16:
+      *out = DType::BF16;
+      return true;
+    default:
+      return false;
+  }
+}
+StDtype to_st_dtype(DType t) {
+  switch (t) {
+    case DType::F32:
+      return StDtype::F32;
+    case DType::F16:
+      return StDtype::F16;
+    case DType::BF16:
+      return StDtype::BF16;
+  }
+  return StDtype::F32;
+}
 namespace {
 
 using json = nlohmann::json;
@@ -40,10 +93,11 @@ uint64_t json_u64(const json& v, const std::string& source, const std::string& w
 
 void check_header_len(const std::string& src, uint64_t header_len, uint64_t size) {
   if (header_len > size - 8) {
-    fail(src, "header length " + std::to_string(header_len) + " exceeds the file size (" + std::to_string(size) +
-                  " bytes): truncated or not a safetensors file");
+    fail(src, "header length " + std::to_string(header_len) + " exceeds the file size (" +
+                  std::to_string(size) + " bytes): truncated or not a safetensors file");
   }
-  if (header_len > kMaxHeaderBytes) fail(src, "header length " + std::to_string(header_len) + " exceeds 100 MB");
+  if (header_len > kMaxHeaderBytes)
+    fail(src, "header length " + std::to_string(header_len) + " exceeds 100 MB");
   if (header_len < 2) fail(src, "header of " + std::to_string(header_len) + " bytes is too short to be JSON");
 }
 
@@ -67,10 +121,14 @@ std::shared_ptr<SafeTensorsFile> SafeTensorsFile::open(const std::filesystem::pa
   if (::fstat(fd, &st) != 0) throw Error(ErrorKind::Io, source + ": cannot stat: " + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) {
     throw Error(ErrorKind::Io, source + ": not a regular file (" +
-                                   (S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket") + ")");
+                                   (S_ISDIR(st.st_mode)    ? "a directory"
+                                    : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                                           : "a device or socket") +
+                                   ")");
   }
   const uint64_t size = uint64_t(st.st_size);
-  if (size < 8) fail(source, "truncated: " + std::to_string(size) + " bytes, smaller than the 8-byte header length");
+  if (size < 8)
+    fail(source, "truncated: " + std::to_string(size) + " bytes, smaller than the 8-byte header length");
   uint8_t len[8];
   file->pread_exact(len, 8, 0, "the header length");
   const uint64_t header_len = read_u64_le(len);
@@ -87,7 +145,8 @@ std::shared_ptr<SafeTensorsFile> SafeTensorsFile::from_memory(const uint8_t* byt
   file->source_ = std::move(source);
   file->image_ = bytes;
   if (size < 8) {
-    fail(file->source_, "truncated: " + std::to_string(size) + " bytes, smaller than the 8-byte header length");
+    fail(file->source_,
+         "truncated: " + std::to_string(size) + " bytes, smaller than the 8-byte header length");
   }
   const uint64_t header_len = read_u64_le(bytes);
   check_header_len(file->source_, header_len, size);
@@ -107,8 +166,8 @@ void SafeTensorsFile::pread_exact(void* dst, size_t n, uint64_t offset, const st
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) throw Error(ErrorKind::Io, source_ + ": reading " + what + " failed: " + std::strerror(errno));
     if (r == 0) {
-      throw Error(ErrorKind::Io, source_ + ": the file ended at byte " + std::to_string(offset + done) + " while reading " +
-                                     what + ": it was truncated after it was opened");
+      throw Error(ErrorKind::Io, source_ + ": the file ended at byte " + std::to_string(offset + done) +
+                                     " while reading " + what + ": it was truncated after it was opened");
     }
     done += size_t(r);
   }
@@ -164,25 +223,28 @@ void SafeTensorsFile::parse(const char* header, uint64_t header_len, uint64_t si
     SafeTensor t;
     t.name = name;
     const std::string dt = e["dtype"].get<std::string>();
-    if (!dtype_from_name(dt, &t.dtype)) fail(src, where + ": unknown dtype '" + dt + "'");
+    if (!st_dtype_from_name(dt, &t.dtype)) fail(src, where + ": unknown dtype '" + dt + "'");
 
     // numel * element size without overflow: every intermediate stays below 2^63.
     uint64_t numel = 1;
     for (const json& d : e["shape"]) {
       const uint64_t dim = json_u64(d, src, where + ": shape dimension");
-      if (dim > uint64_t(std::numeric_limits<int64_t>::max())) fail(src, where + ": shape dimension too large");
+      if (dim > uint64_t(std::numeric_limits<int64_t>::max()))
+        fail(src, where + ": shape dimension too large");
       if (dim != 0 && numel > (uint64_t(1) << 62) / dim) fail(src, where + ": shape has too many elements");
       numel *= dim;
       t.shape.push_back(int64_t(dim));
     }
     if (numel > (uint64_t(1) << 59)) fail(src, where + ": shape has too many elements");
-    const uint64_t nbytes = numel * dtype_size(t.dtype);  // < 2^62: no overflow
+    const uint64_t nbytes = numel * st_dtype_size(t.dtype);  // < 2^62: no overflow
     const uint64_t begin = json_u64(e["data_offsets"][0], src, where + ": data_offsets[0]");
     const uint64_t end = json_u64(e["data_offsets"][1], src, where + ": data_offsets[1]");
-    if (end < begin) fail(src, where + ": data_offsets end " + std::to_string(end) + " < begin " + std::to_string(begin));
+    if (end < begin)
+      fail(src, where + ": data_offsets end " + std::to_string(end) + " < begin " + std::to_string(begin));
     if (end > data_size) {
       fail(src, where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                    "] run past the end of the data (" + std::to_string(data_size) + " bytes): file truncated?");
+                    "] run past the end of the data (" + std::to_string(data_size) +
+                    " bytes): file truncated?");
     }
     if (end - begin != nbytes) {
       fail(src, where + ": data_offsets cover " + std::to_string(end - begin) + " bytes but dtype " + dt +
@@ -234,9 +296,11 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Safe
   uint64_t offset = 0;
   std::vector<uint64_t> sizes;
   for (const auto& t : tensors) {
-    uint64_t n = dtype_size(t.dtype);
+    uint64_t n = st_dtype_size(t.dtype);
     for (int64_t d : t.shape) n *= uint64_t(d);
-    h[t.name] = {{"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape}, {"data_offsets", {offset, offset + n}}};
+    h[t.name] = {{"dtype", std::string(st_dtype_name(t.dtype))},
+                 {"shape", t.shape},
+                 {"data_offsets", {offset, offset + n}}};
     sizes.push_back(n);
     offset += n;
   }

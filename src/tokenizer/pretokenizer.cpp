@@ -12,13 +12,16 @@ namespace {
 // \s spelled out as Unicode's White_Space property, which is what the reference engines (Oniguruma
 // in HF tokenizers, fancy-regex in tiktoken) use. PCRE2's UCP \s also matches U+180E (Mongolian
 // vowel separator, no longer White_Space since Unicode 6.3), which would split differently.
-#define MINIGPT_WS "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+#define MINIGPT_WS       \
+  "\\t\\n\\x{0B}\\f\\r " \
+  "\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 // Letters and numbers are widened by those assigned after the Unicode version of PCRE2's tables
 // (unicode_extra.h), as the reference engine knows them.
 #define MINIGPT_L "\\p{L}" MINIGPT_EXTRA_L
 #define MINIGPT_N "\\p{N}" MINIGPT_EXTRA_N
 constexpr const char* kPattern =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?[" MINIGPT_L "]+| ?[" MINIGPT_N "]+| ?[^" MINIGPT_WS MINIGPT_L MINIGPT_N "]+"
+    "'s|'t|'re|'ve|'m|'ll|'d| ?[" MINIGPT_L "]+| ?[" MINIGPT_N "]+| ?[^" MINIGPT_WS MINIGPT_L MINIGPT_N
+    "]+"
     "|[" MINIGPT_WS "]+(?![^" MINIGPT_WS "])|[" MINIGPT_WS "]+";
 #undef MINIGPT_WS
 #undef MINIGPT_L
@@ -59,8 +62,8 @@ size_t PreTokenizer::Match::next(std::string_view text, size_t pos) {
     // always matches; a failure here is a resource limit (match limit, JIT stack).
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(rc, msg, sizeof msg);
-    throw Error(ErrorKind::Unsupported, "tokenizer: PCRE2 match failed at byte offset " + std::to_string(pos) +
-                                            ": " + reinterpret_cast<const char*>(msg));
+    throw Error(ErrorKind::Unsupported, "tokenizer: PCRE2 match failed at byte offset " +
+                                            std::to_string(pos) + ": " + reinterpret_cast<const char*>(msg));
   }
   const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(data_);
   // The match always starts at pos (see above); if it ever did not, the skipped bytes still become

@@ -25,7 +25,7 @@ namespace tokenizer_detail {
 struct RawTokenizer {
   std::vector<std::pair<std::string, int64_t>> vocab;       // symbol, id
   std::vector<std::pair<std::string, std::string>> merges;  // left, right symbols, by rank
-  std::vector<size_t> merge_lines;                           // where each merge came from
+  std::vector<size_t> merge_lines;                          // where each merge came from
   std::vector<std::pair<std::string, int64_t>> specials;    // content, id
   // The post_processor's "single" template: the special tokens it puts before and after the text, as
   // (name in special_tokens, id); checked against the vocabulary by build().
@@ -145,14 +145,15 @@ void split_merge_line(std::string_view line, size_t line_no, const std::string& 
   size_t sp = line.find(' ');
   if (sp == std::string_view::npos || sp == 0 || sp + 1 >= line.size() ||
       line.find(' ', sp + 1) != std::string_view::npos)
-    throw Error(ErrorKind::Format, where + ": merge " + std::to_string(line_no) + " is not two symbols separated by a space: \"" +
-                                       std::string(line) + "\"");
+    throw Error(ErrorKind::Format, where + ": merge " + std::to_string(line_no) +
+                                       " is not two symbols separated by a space: \"" + std::string(line) +
+                                       "\"");
   raw.merges.emplace_back(std::string(line.substr(0, sp)), std::string(line.substr(sp + 1)));
   raw.merge_lines.push_back(line_no);
 }
 
-RawTokenizer read_vocab_merges(std::string_view vocab_json, std::string_view merges_txt, const std::string& vocab_where,
-                               const std::string& merges_where) {
+RawTokenizer read_vocab_merges(std::string_view vocab_json, std::string_view merges_txt,
+                               const std::string& vocab_where, const std::string& merges_where) {
   RawTokenizer raw;
   read_vocab_object(parse_json(vocab_json, vocab_where), vocab_where, raw);
   std::string_view rest(merges_txt);
@@ -184,14 +185,16 @@ void check_tokenizer_json_options(const json& j, const std::string& where) {
   if (!pre.is_object() || pre.value("type", "") != "ByteLevel")
     throw Error(ErrorKind::Unsupported, where + ": only the ByteLevel pre_tokenizer is supported");
   if (!is_null_or(pre, "add_prefix_space", false) || !is_null_or(pre, "use_regex", true))
-    throw Error(ErrorKind::Unsupported, where + ": ByteLevel with add_prefix_space or without use_regex is not supported");
+    throw Error(ErrorKind::Unsupported,
+                where + ": ByteLevel with add_prefix_space or without use_regex is not supported");
   const json& model = j["model"];
   if (!is_null_or(model, "dropout", 0.0) || !is_null_or(model, "continuing_subword_prefix", "") ||
       !is_null_or(model, "end_of_word_suffix", "") || !is_null_or(model, "byte_fallback", false) ||
       !is_null_or(model, "ignore_merges", false))
     throw Error(ErrorKind::Unsupported,
-                where + ": BPE options dropout, continuing_subword_prefix, end_of_word_suffix, byte_fallback, "
-                        "ignore_merges are not supported");
+                where +
+                    ": BPE options dropout, continuing_subword_prefix, end_of_word_suffix, byte_fallback, "
+                    "ignore_merges are not supported");
 }
 
 // A TemplateProcessing's "single" template: {"SpecialToken": {"id": NAME, "type_id": n}} pieces around
@@ -217,16 +220,19 @@ void read_template(const json& pp, const std::string& where, RawTokenizer& raw) 
     const std::string& id = body["id"].get_ref<const std::string&>();
     if (is_seq) {
       if (id != "A")
-        throw bad(at + " is sequence " + json_quote(id) + ": a single text is sequence \"A\" (\"B\" is for pairs)");
+        throw bad(at + " is sequence " + json_quote(id) +
+                  ": a single text is sequence \"A\" (\"B\" is for pairs)");
       ++n_a;
       continue;
     }
-    if (!specials.contains(id)) throw bad(at + " is special token " + json_quote(id) + ", which special_tokens lacks");
+    if (!specials.contains(id))
+      throw bad(at + " is special token " + json_quote(id) + ", which special_tokens lacks");
     const json& entry = specials[id];
     if (!entry.is_object() || !entry.contains("ids") || !entry["ids"].is_array())
       throw bad("special_tokens[" + json_quote(id) + "] has no \"ids\" list");
     for (const json& v : entry["ids"]) {
-      if (!v.is_number_integer()) throw bad("special_tokens[" + json_quote(id) + "].ids holds " + json_quote(v) + ", not an integer");
+      if (!v.is_number_integer())
+        throw bad("special_tokens[" + json_quote(id) + "].ids holds " + json_quote(v) + ", not an integer");
       (n_a == 0 ? raw.template_prefix : raw.template_suffix).emplace_back(id, v.get<int64_t>());
     }
   }
@@ -246,19 +252,23 @@ void read_post_processor(const json& pp, const std::string& where, RawTokenizer&
     // tokenizers hands a second template the pieces of the first as separate sequences (so it
     // applies its pair template, or panics): nothing a model relies on, so refused, not imitated.
     if (raw.has_template)
-      throw Error(ErrorKind::Unsupported, where + ": post_processor: a Sequence of more than one TemplateProcessing is not supported");
+      throw Error(
+          ErrorKind::Unsupported,
+          where + ": post_processor: a Sequence of more than one TemplateProcessing is not supported");
     read_template(pp, where, raw);
     return;
   }
   if (type == "Sequence") {
-    if (depth >= 16) throw Error(ErrorKind::Format, where + ": post_processor: Sequences nested more than 16 deep");
+    if (depth >= 16)
+      throw Error(ErrorKind::Format, where + ": post_processor: Sequences nested more than 16 deep");
     if (!pp.contains("processors") || !pp["processors"].is_array())
       throw Error(ErrorKind::Format, where + ": post_processor Sequence: \"processors\" is not a list");
     for (const json& p : pp["processors"]) read_post_processor(p, where, raw, depth + 1);
     return;
   }
-  throw Error(ErrorKind::Unsupported, where + ": post_processor '" + type +
-                                          "' is not supported (ByteLevel, TemplateProcessing and a Sequence of them are)");
+  throw Error(ErrorKind::Unsupported,
+              where + ": post_processor '" + type +
+                  "' is not supported (ByteLevel, TemplateProcessing and a Sequence of them are)");
 }
 
 RawTokenizer read_tokenizer_json(std::string_view text, const std::string& where) {
@@ -268,7 +278,8 @@ RawTokenizer read_tokenizer_json(std::string_view text, const std::string& where
     throw Error(ErrorKind::Format, where + ": no \"model\" object");
   const json& model = j["model"];
   if (model.value("type", "") != "BPE")
-    throw Error(ErrorKind::Unsupported, where + ": model type \"" + model.value("type", "") + "\" is not BPE");
+    throw Error(ErrorKind::Unsupported,
+                where + ": model type \"" + model.value("type", "") + "\" is not BPE");
   check_tokenizer_json_options(j, where);
   if (j.contains("post_processor")) read_post_processor(j["post_processor"], where, raw);
   if (!model.contains("vocab")) throw Error(ErrorKind::Format, where + ": model has no \"vocab\"");
@@ -285,7 +296,8 @@ RawTokenizer read_tokenizer_json(std::string_view text, const std::string& where
       raw.merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
       raw.merge_lines.push_back(rank);
     } else {
-      throw Error(ErrorKind::Format, where + ": merge " + std::to_string(rank) + " is neither \"a b\" nor [\"a\", \"b\"]");
+      throw Error(ErrorKind::Format,
+                  where + ": merge " + std::to_string(rank) + " is neither \"a b\" nor [\"a\", \"b\"]");
     }
   }
   const json& added = j.value("added_tokens", json::array());
@@ -293,7 +305,8 @@ RawTokenizer read_tokenizer_json(std::string_view text, const std::string& where
   for (const json& a : added) {
     if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
         !a["content"].is_string())
-      throw Error(ErrorKind::Format, where + ": an added token lacks an integer \"id\" or a string \"content\"");
+      throw Error(ErrorKind::Format,
+                  where + ": an added token lacks an integer \"id\" or a string \"content\"");
     raw.specials.emplace_back(a["content"].get<std::string>(), a["id"].get<int64_t>());
   }
   return raw;
@@ -310,7 +323,8 @@ Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
   }
   if (std::filesystem::exists(dir / "vocab.json") && std::filesystem::exists(dir / "merges.txt")) {
     const auto vocab_path = dir / "vocab.json", merges_path = dir / "merges.txt";
-    return from_vocab_merges(read_file(vocab_path), read_file(merges_path), vocab_path.string(), merges_path.string());
+    return from_vocab_merges(read_file(vocab_path), read_file(merges_path), vocab_path.string(),
+                             merges_path.string());
   }
   throw Error(ErrorKind::Io, dir.string() + ": no tokenizer.json, nor vocab.json + merges.txt");
 }
@@ -332,14 +346,15 @@ Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
   int64_t max_id = -1;
   for (auto& [sym, id] : raw.vocab) {
     if (id < 0 || id >= kMaxId)
-      throw Error(ErrorKind::Format, where + ": token \"" + sym + "\" has id " + std::to_string(id) + ", out of range");
+      throw Error(ErrorKind::Format,
+                  where + ": token \"" + sym + "\" has id " + std::to_string(id) + ", out of range");
     max_id = std::max(max_id, id);
     sym_to_id.emplace(sym, static_cast<int32_t>(id));
   }
   for (auto& [content, id] : raw.specials) {
     if (id < 0 || id >= kMaxId)
-      throw Error(ErrorKind::Format, where + ": special token \"" + content + "\" has id " + std::to_string(id) +
-                                         ", out of range");
+      throw Error(ErrorKind::Format, where + ": special token \"" + content + "\" has id " +
+                                         std::to_string(id) + ", out of range");
     if (content.empty()) throw Error(ErrorKind::Format, where + ": a special token is empty");
     max_id = std::max(max_id, id);
   }
@@ -366,17 +381,20 @@ Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
   for (auto* part : {&raw.template_prefix, &raw.template_suffix}) {
     for (auto& [name, id] : *part) {
       if (id < 0 || id >= t.n_vocab_ || !t.has_id_[id])
-        throw Error(ErrorKind::Format, where + ": post_processor: special token " + json_quote(name) + " has id " +
-                                           std::to_string(id) + ", which no token has (n_vocab " + std::to_string(t.n_vocab_) + ")");
-      (part == &raw.template_prefix ? t.special_prefix_ : t.special_suffix_).push_back(static_cast<int32_t>(id));
+        throw Error(ErrorKind::Format, where + ": post_processor: special token " + json_quote(name) +
+                                           " has id " + std::to_string(id) +
+                                           ", which no token has (n_vocab " + std::to_string(t.n_vocab_) +
+                                           ")");
+      (part == &raw.template_prefix ? t.special_prefix_ : t.special_suffix_)
+          .push_back(static_cast<int32_t>(id));
     }
   }
 
   for (int b = 0; b < 256; ++b) {
     auto it = sym_to_id.find(alphabet().symbol(static_cast<unsigned char>(b)));
     if (it == sym_to_id.end())
-      throw Error(ErrorKind::Format, where + ": the vocabulary lacks the symbol of byte " + std::to_string(b) +
-                                         ", so not every text can be encoded");
+      throw Error(ErrorKind::Format, where + ": the vocabulary lacks the symbol of byte " +
+                                         std::to_string(b) + ", so not every text can be encoded");
     t.byte_ids_[b] = it->second;
   }
   size_t cap = 1024;
@@ -385,10 +403,14 @@ Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
   for (size_t r = 0; r < raw.merges.size(); ++r) {
     auto& [l, rt] = raw.merges[r];
     auto li = sym_to_id.find(l), ri = sym_to_id.find(rt), mi = sym_to_id.find(l + rt);
-    const char* missing = li == sym_to_id.end() ? "left" : ri == sym_to_id.end() ? "right" : mi == sym_to_id.end() ? "merged" : nullptr;
+    const char* missing = li == sym_to_id.end()   ? "left"
+                          : ri == sym_to_id.end() ? "right"
+                          : mi == sym_to_id.end() ? "merged"
+                                                  : nullptr;
     if (missing)
-      throw Error(ErrorKind::Format, where + ": merge " + std::to_string(raw.merge_lines[r]) + " (\"" + l + " " + rt +
-                                         "\"): the " + missing + " token is not in the vocabulary");
+      throw Error(ErrorKind::Format, where + ": merge " + std::to_string(raw.merge_lines[r]) + " (\"" + l +
+                                         " " + rt + "\"): the " + missing +
+                                         " token is not in the vocabulary");
     // A later duplicate wins, as in HF tokenizers (it collects the merges into a map).
     t.add_merge(pair_key(li->second, ri->second), Merge{static_cast<int32_t>(r), mi->second});
   }
@@ -499,7 +521,8 @@ void Tokenizer::bpe_long(std::string_view piece, std::vector<int32_t>& out) cons
   }
   std::vector<Cand> heap_store;
   heap_store.reserve(n);
-  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap(std::greater<Cand>(), std::move(heap_store));
+  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap(std::greater<Cand>(),
+                                                                        std::move(heap_store));
   auto push = [&](int32_t i) {
     if (i < 0 || next[i] < 0) return;
     if (const Merge* m = find_merge(sym[i], sym[next[i]])) heap.push({m->rank, i, sym[i], sym[next[i]]});
@@ -527,7 +550,8 @@ std::vector<int32_t> Tokenizer::bpe_for_test(std::string_view piece, BpeImpl imp
   if (impl == BpeImpl::heap) {
     bpe_long(piece, out);
   } else if (impl == BpeImpl::scan) {
-    if (piece.size() > kHeapThreshold) throw Error(ErrorKind::Argument, "bpe_for_test: piece too long for the scan");
+    if (piece.size() > kHeapThreshold)
+      throw Error(ErrorKind::Argument, "bpe_for_test: piece too long for the scan");
     bpe_short(piece, out);
   } else {
     // The obvious reference: find the lowest-rank pair (leftmost on ties), merge it, repeat.
@@ -649,7 +673,8 @@ void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out
 static void check_utf8(std::string_view text) {
   size_t bad = tokenizer_detail::utf8_first_invalid(text);
   if (bad != std::string_view::npos)
-    throw Error(ErrorKind::Argument, "tokenizer: the text is not valid UTF-8 at byte offset " + std::to_string(bad));
+    throw Error(ErrorKind::Argument,
+                "tokenizer: the text is not valid UTF-8 at byte offset " + std::to_string(bad));
 }
 
 std::vector<std::string_view> Tokenizer::pre_tokenize(std::string_view text) const {
@@ -674,7 +699,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special
   while (true) {
     size_t best = std::string_view::npos, best_k = 0;
     for (size_t k = 0; k < specials_.size(); ++k) {
-      if (next_at[k] != std::string_view::npos && next_at[k] < pos) next_at[k] = text.find(specials_[k].first, pos);
+      if (next_at[k] != std::string_view::npos && next_at[k] < pos)
+        next_at[k] = text.find(specials_[k].first, pos);
       if (next_at[k] < best) best = next_at[k], best_k = k;
     }
     if (best == std::string_view::npos) break;
@@ -705,8 +731,9 @@ std::vector<int32_t> Tokenizer::encode_with_specials(std::string_view text, bool
 
 std::string Tokenizer::token_bytes(int32_t id) const {
   if (id < 0 || id >= n_vocab_ || !has_id_[id])
-    throw Error(ErrorKind::Argument, "tokenizer: token id " + std::to_string(id) + " is not in the vocabulary (n_vocab " +
-                                         std::to_string(n_vocab_) + ")");
+    throw Error(ErrorKind::Argument, "tokenizer: token id " + std::to_string(id) +
+                                         " is not in the vocabulary (n_vocab " + std::to_string(n_vocab_) +
+                                         ")");
   return id_bytes_[id];
 }
 
@@ -720,8 +747,9 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   for (size_t i = 0; i < ids.size(); ++i) {
     int32_t id = ids[i];
     if (id < 0 || id >= n_vocab_ || !has_id_[id])
-      throw Error(ErrorKind::Argument, "tokenizer: id " + std::to_string(id) + " at position " + std::to_string(i) +
-                                           " is not in the vocabulary (n_vocab " + std::to_string(n_vocab_) + ")");
+      throw Error(ErrorKind::Argument, "tokenizer: id " + std::to_string(id) + " at position " +
+                                           std::to_string(i) + " is not in the vocabulary (n_vocab " +
+                                           std::to_string(n_vocab_) + ")");
     out += id_bytes_[id];
   }
   return out;

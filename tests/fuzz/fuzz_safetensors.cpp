@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       // Every tensor must lie inside the input: touch its first and last byte (ASan checks the rest).
       if (t.data < data || t.data + t.nbytes > data + size) std::abort();
       if (t.nbytes > 0) total += t.data[0] + t.data[t.nbytes - 1];
-      if (uint64_t(t.numel()) * minigpt::dtype_size(t.dtype) != t.nbytes) std::abort();
+      if (uint64_t(t.numel()) * minigpt::st_dtype_size(t.dtype) != t.nbytes) std::abort();
     }
     (void)f->find("wte.weight");
     return int(total & 0);

@@ -17,10 +17,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if ((data[0] & 1) == 0) return minigpt::Tokenizer::from_tokenizer_json(rest);
       const size_t nul = rest.find('\0');
       const std::string_view vocab = rest.substr(0, nul);
-      const std::string_view merges = nul == std::string_view::npos ? std::string_view() : rest.substr(nul + 1);
+      const std::string_view merges =
+          nul == std::string_view::npos ? std::string_view() : rest.substr(nul + 1);
       return minigpt::Tokenizer::from_vocab_merges(vocab, merges);
     }();
-    static const std::string_view kTexts[] = {"Hello world, it's 2024!\n  \t x", "<|endoftext|>ab<|endoftext|>",
+    static const std::string_view kTexts[] = {"Hello world, it's 2024!\n  \t x",
+                                              "<|endoftext|>ab<|endoftext|>",
                                               "\xc3\xa9t\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80"};
     for (std::string_view text : kTexts) {
       for (bool special : {false, true}) {

@@ -86,37 +86,49 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
     throw Error(ErrorKind::Argument, "bench: give exactly one of -m DIR or --random NAME");
   }
   const bool on_gpu = o.backend != "cpu";
-  if (o.device < 0) throw Error(ErrorKind::Argument, "--device: " + std::to_string(o.device) + " must be >= 0");
+  if (o.device < 0)
+    throw Error(ErrorKind::Argument, "--device: " + std::to_string(o.device) + " must be >= 0");
   // One GPU backend for every dtype; its error (unknown name, no device, no driver, no CUDA in this build)
   // is the message.
   std::shared_ptr<Backend> gpu = on_gpu ? make_backend(o.backend, BackendOptions{0, o.device}) : nullptr;
   // As in llama-bench, a length of 0 skips that test (-n 0: prefill only).
   for (int64_t p : o.n_prompt)
-    if (p < 0) throw Error(ErrorKind::Argument, "-p: prompt length " + std::to_string(p) + " must be >= 0 (0 = no prefill test)");
+    if (p < 0)
+      throw Error(ErrorKind::Argument,
+                  "-p: prompt length " + std::to_string(p) + " must be >= 0 (0 = no prefill test)");
   for (int64_t n : o.n_gen)
-    if (n < 0) throw Error(ErrorKind::Argument, "-n: generation length " + std::to_string(n) + " must be >= 0 (0 = no decode test)");
+    if (n < 0)
+      throw Error(ErrorKind::Argument,
+                  "-n: generation length " + std::to_string(n) + " must be >= 0 (0 = no decode test)");
   std::erase(o.n_prompt, 0);
   std::erase(o.n_gen, 0);
-  if (o.n_prompt.empty() && o.n_gen.empty()) throw Error(ErrorKind::Argument, "-p/-n: every length is 0, nothing to measure");
+  if (o.n_prompt.empty() && o.n_gen.empty())
+    throw Error(ErrorKind::Argument, "-p/-n: every length is 0, nothing to measure");
   for (int64_t d : o.depth)
     if (d < 0) throw Error(ErrorKind::Argument, "-d: depth " + std::to_string(d) + " must be >= 0");
   for (int64_t b : o.batch)
-    if (b < 1 || b > 256) throw Error(ErrorKind::Argument, "-b: " + std::to_string(b) + " sequences must be in [1, 256]");
+    if (b < 1 || b > 256)
+      throw Error(ErrorKind::Argument, "-b: " + std::to_string(b) + " sequences must be in [1, 256]");
   if (o.reps < 1 || o.reps > 1000) throw Error(ErrorKind::Argument, "-r: repetitions must be in [1, 1000]");
   // On the GPU the thread count means nothing: one pass, reported as 1.
-  std::vector<int> threads = on_gpu ? std::vector<int>{1} : o.threads.empty() ? std::vector<int>{cpu_count()} : o.threads;
+  std::vector<int> threads = on_gpu              ? std::vector<int>{1}
+                             : o.threads.empty() ? std::vector<int>{cpu_count()}
+                                                 : o.threads;
   for (int t : threads)
-    if (t < 1 || t > 1024) throw Error(ErrorKind::Argument, "-t: thread count " + std::to_string(t) + " must be in [1, 1024]");
+    if (t < 1 || t > 1024)
+      throw Error(ErrorKind::Argument, "-t: thread count " + std::to_string(t) + " must be in [1, 1024]");
   std::vector<std::string> dtypes = o.dtypes.empty() ? std::vector<std::string>{"stored"} : o.dtypes;
   for (const auto& d : dtypes) parse_dtype(d);
-  if (o.output != "md" && o.output != "json") throw Error(ErrorKind::Argument, "-o: '" + o.output + "' is not md or json");
+  if (o.output != "md" && o.output != "json")
+    throw Error(ErrorKind::Argument, "-o: '" + o.output + "' is not md or json");
 
   const std::string model_name = o.random.empty() ? o.model_dir : o.random + " (random weights)";
   json machine = {{"cpu", cpu_model_name()}, {"cores", cpu_count()}};
   json results = json::array();
   std::map<int, double> bandwidth;
   // A 256 MB buffer read between decode repetitions (CPU decode tests only).
-  std::unique_ptr<BandwidthProbe> probe = on_gpu || o.n_gen.empty() ? nullptr : std::make_unique<BandwidthProbe>();
+  std::unique_ptr<BandwidthProbe> probe =
+      on_gpu || o.n_gen.empty() ? nullptr : std::make_unique<BandwidthProbe>();
   std::mt19937 rng(1234);
 
   // The table header goes out with the first row, so that an error found at load (e.g. -p past the
@@ -141,17 +153,21 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
       lo.weight_dtype = parse_dtype(dt);
       // --random NAME: a published shape; --random FILE.json: the shape a config.json describes.
       const bool random_config = o.random.ends_with(".json");
-      auto model = o.random.empty() ? Model::load(o.model_dir, lo)
-                                    : Model::random(random_config ? load_config(o.random) : gpt2_preset(o.random), lo);
+      auto model = o.random.empty()
+                       ? Model::load(o.model_dir, lo)
+                       : Model::random(random_config ? load_config(o.random) : gpt2_preset(o.random), lo);
       const Config& c = model->config();
       // Every length is checked against this model's context before any test runs.
       for (int64_t p : o.n_prompt)
-        if (p > c.n_ctx) throw Error(ErrorKind::Argument, "-p: " + std::to_string(p) + " exceeds the model's context of " + std::to_string(c.n_ctx));
+        if (p > c.n_ctx)
+          throw Error(ErrorKind::Argument, "-p: " + std::to_string(p) + " exceeds the model's context of " +
+                                               std::to_string(c.n_ctx));
       for (int64_t n : o.n_gen)
         for (int64_t d : o.depth)
           if (d + n > c.n_ctx)
             throw Error(ErrorKind::Argument, "-n/-d: depth " + std::to_string(d) + " + " + std::to_string(n) +
-                                                 " tokens exceed the model's context of " + std::to_string(c.n_ctx));
+                                                 " tokens exceed the model's context of " +
+                                                 std::to_string(c.n_ctx));
       auto tokens = [&](int64_t n) {
         std::vector<int32_t> v(static_cast<size_t>(n));
         for (auto& x : v) x = int32_t(rng() % uint32_t(c.n_vocab));
@@ -177,7 +193,8 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
         r["n_params"] = model->n_params();
         if (o.output == "md") {
           if (!header_printed) {
-            std::printf("| model | backend | dtype | threads | test | tok/s | ± | GB/s | roofline | notes |\n");
+            std::printf(
+                "| model | backend | dtype | threads | test | tok/s | ± | GB/s | roofline | notes |\n");
             std::printf("|---|---|---|---:|---|---:|---:|---:|---:|---|\n");
             header_printed = true;
           }
@@ -188,8 +205,8 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
           }
           std::printf("| %s | %s | %s | %d | %s | %.1f | %.1f | %s | %s | %s |\n", model_name.c_str(),
                       r["backend"].get<std::string>().c_str(), r["dtype"].get<std::string>().c_str(), t,
-                      r["test"].get<std::string>().c_str(), r["tok_s"].get<double>(), r["tok_s_std"].get<double>(),
-                      gbs.c_str(), roof.c_str(), notes.c_str());
+                      r["test"].get<std::string>().c_str(), r["tok_s"].get<double>(),
+                      r["tok_s_std"].get<double>(), gbs.c_str(), roof.c_str(), notes.c_str());
           std::fflush(stdout);
         }
         results.push_back(std::move(r));
@@ -209,70 +226,76 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
         const double ttft_ms = stats(times).median * 1e3;
         char notes[64];
         std::snprintf(notes, sizeof notes, "TTFT %.1f ms", ttft_ms);
-        emit({{"test", "pp" + std::to_string(p)}, {"tok_s", st.median}, {"tok_s_std", st.stddev}, {"ttft_ms", ttft_ms}}, notes);
+        emit({{"test", "pp" + std::to_string(p)},
+              {"tok_s", st.median},
+              {"tok_s_std", st.stddev},
+              {"ttft_ms", ttft_ms}},
+             notes);
       }
       for (int64_t n : o.n_gen) {
         for (int64_t d : o.depth) {
           for (int64_t b : o.batch) {
-          const auto prefix = tokens(d);
-          const auto gen = tokens(n * b);  // sequence q's i-th token: gen[i * b + q]
-          std::vector<Session::SeqTokens> step(static_cast<size_t>(b));
-          std::vector<double> rates, latencies, firsts, bws;
-          for (int r = -1; r < o.reps; ++r) {
-            // The CPU's read bandwidth just before each repetition (untimed): the roofline this test is
-            // measured against, taken while the machine is in the same state as during the test. Then
-            // one untimed decode step: the first step after the probe's 256 MB pass ran ~100x slower
-            // (cold caches and TLB, sleeping workers) and made a row's spread exceed its value.
-            if (probe && r >= 0) {
-              bws.push_back(probe->measure(t));
-              s.reset();
-              s.eval(std::span<const int32_t>(&gen[0], 1));
-            }
-            s.reset();
-            if (d > 0) {
-              for (int64_t q = 0; q < b; ++q) s.eval(prefix, q);
-            }
-            const auto t0 = clock_type::now();
-            for (int64_t i = 0; i < n; ++i) {
-              const auto ti = clock_type::now();
-              if (b == 1) {
-                s.eval(std::span<const int32_t>(&gen[size_t(i)], 1));
-              } else {
-                // One step decodes a token of every sequence.
-                for (int64_t q = 0; q < b; ++q) step[size_t(q)] = {q, std::span<const int32_t>(&gen[size_t(i * b + q)], 1)};
-                s.eval_batch(step);
+            const auto prefix = tokens(d);
+            const auto gen = tokens(n * b);  // sequence q's i-th token: gen[i * b + q]
+            std::vector<Session::SeqTokens> step(static_cast<size_t>(b));
+            std::vector<double> rates, latencies, firsts, bws;
+            for (int r = -1; r < o.reps; ++r) {
+              // The CPU's read bandwidth just before each repetition (untimed): the roofline this test is
+              // measured against, taken while the machine is in the same state as during the test. Then
+              // one untimed decode step: the first step after the probe's 256 MB pass ran ~100x slower
+              // (cold caches and TLB, sleeping workers) and made a row's spread exceed its value.
+              if (probe && r >= 0) {
+                bws.push_back(probe->measure(t));
+                s.reset();
+                s.eval(std::span<const int32_t>(&gen[0], 1));
               }
-              if (r >= 0) latencies.push_back(seconds_since(ti) * 1e3);
-              if (r >= 0 && i == 0) firsts.push_back(latencies.back());
+              s.reset();
+              if (d > 0) {
+                for (int64_t q = 0; q < b; ++q) s.eval(prefix, q);
+              }
+              const auto t0 = clock_type::now();
+              for (int64_t i = 0; i < n; ++i) {
+                const auto ti = clock_type::now();
+                if (b == 1) {
+                  s.eval(std::span<const int32_t>(&gen[size_t(i)], 1));
+                } else {
+                  // One step decodes a token of every sequence.
+                  for (int64_t q = 0; q < b; ++q)
+                    step[size_t(q)] = {q, std::span<const int32_t>(&gen[size_t(i * b + q)], 1)};
+                  s.eval_batch(step);
+                }
+                if (r >= 0) latencies.push_back(seconds_since(ti) * 1e3);
+                if (r >= 0 && i == 0) firsts.push_back(latencies.back());
+              }
+              if (r >= 0) rates.push_back(double(n * b) / seconds_since(t0));
             }
-            if (r >= 0) rates.push_back(double(n * b) / seconds_since(t0));
-          }
-          const Stats st = stats(rates);
-          // A decode step reads every weight once plus each sequence's KV cache up to its position (K and
-          // V in the backend's cache dtype), and makes b tokens.
-          const double avg_ctx = double(d) + double(n + 1) / 2.0;
-          const double kv_bytes = 2.0 * double(c.n_layer) * avg_ctx * double(c.kv_dim()) *
-                                  double(dtype_size(s.kv_cache().dtype()));
-          const double bytes = double(model->bytes_per_token()) + double(b) * kv_bytes;
-          const double gb_s = bytes * st.median / double(b) / 1e9;
-          const double bw = probe ? stats(bws).median : bandwidth[t];
-          json r = {{"test", "tg" + std::to_string(n) + (d > 0 ? "@d" + std::to_string(d) : "") +
-                                 (b > 1 ? "@b" + std::to_string(b) : "")},
-                    {"batch", b},
-                    {"tok_s", st.median},
-                    {"tok_s_std", st.stddev},
-                    {"bytes_per_token", bytes / double(b)},
-                    {"gb_s", gb_s},
-                    {"read_bandwidth_gb_s", bw},
-                    {"roofline_pct", bw > 0 ? 100.0 * gb_s / bw : 0.0},
-                    {"itl_p50_ms", percentile(latencies, 50)},
-                    {"itl_p99_ms", percentile(latencies, 99)},
-                    // The first timed step of each repetition (median): a cold start shows here.
-                    {"itl_first_ms", percentile(firsts, 50)}};
-          char notes[128];
-          std::snprintf(notes, sizeof notes, "ITL p50 %.2f ms, p99 %.2f ms%s", r["itl_p50_ms"].get<double>(),
-                        r["itl_p99_ms"].get<double>(), probe ? (", read " + fmt1(bw) + " GB/s").c_str() : "");
-          emit(r, notes);
+            const Stats st = stats(rates);
+            // A decode step reads every weight once plus each sequence's KV cache up to its position (K and
+            // V in the backend's cache dtype), and makes b tokens.
+            const double avg_ctx = double(d) + double(n + 1) / 2.0;
+            const double kv_bytes = 2.0 * double(c.n_layer) * avg_ctx * double(c.kv_dim()) *
+                                    double(dtype_size(s.kv_cache().dtype()));
+            const double bytes = double(model->bytes_per_token()) + double(b) * kv_bytes;
+            const double gb_s = bytes * st.median / double(b) / 1e9;
+            const double bw = probe ? stats(bws).median : bandwidth[t];
+            json r = {{"test", "tg" + std::to_string(n) + (d > 0 ? "@d" + std::to_string(d) : "") +
+                                   (b > 1 ? "@b" + std::to_string(b) : "")},
+                      {"batch", b},
+                      {"tok_s", st.median},
+                      {"tok_s_std", st.stddev},
+                      {"bytes_per_token", bytes / double(b)},
+                      {"gb_s", gb_s},
+                      {"read_bandwidth_gb_s", bw},
+                      {"roofline_pct", bw > 0 ? 100.0 * gb_s / bw : 0.0},
+                      {"itl_p50_ms", percentile(latencies, 50)},
+                      {"itl_p99_ms", percentile(latencies, 99)},
+                      // The first timed step of each repetition (median): a cold start shows here.
+                      {"itl_first_ms", percentile(firsts, 50)}};
+            char notes[128];
+            std::snprintf(notes, sizeof notes, "ITL p50 %.2f ms, p99 %.2f ms%s",
+                          r["itl_p50_ms"].get<double>(), r["itl_p99_ms"].get<double>(),
+                          probe ? (", read " + fmt1(bw) + " GB/s").c_str() : "");
+            emit(r, notes);
           }
         }
       }
@@ -288,7 +311,9 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
     } else if (!bandwidth.empty()) {
       std::printf("; read bandwidth at the start:");
       for (const auto& [t, bw] : bandwidth) std::printf(" %.1f GB/s (%d thread%s)", bw, t, t == 1 ? "" : "s");
-      std::printf("\nroofline = achieved GB/s / the read bandwidth measured between that test's repetitions (notes)\n");
+      std::printf(
+          "\nroofline = achieved GB/s / the read bandwidth measured between that test's repetitions "
+          "(notes)\n");
     } else {
       std::printf("\n");
     }
@@ -296,33 +321,46 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
   return 0;
 }
 
-const bool registered = register_command("bench", "Measure prefill and decode tokens/sec (like llama-bench)", [](CLI::App& app) {
-  auto o = std::make_shared<BenchOptions>();
-  app.add_option("-m,--model", o->model_dir, "Model directory");
-  app.add_option("--random", o->random,
-                 "Benchmark a model of this shape with random weights built in memory: gpt2, gpt2-medium, gpt2-large, "
-                 "gpt2-xl, distilgpt2, or a config.json file (a name ending in .json)")
-      ->check(CLI::Validator(
-          [](std::string& s) -> std::string {
-            static const std::set<std::string> names = {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "distilgpt2"};
-            if (names.count(s) || s.ends_with(".json")) return "";
-            return "'" + s + "' is not one of gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2 nor a .json config";
-          },
-          "NAME|CONFIG.json"));
-  app.add_option("-p,--n-prompt", o->n_prompt, "Prompt lengths (prefill tests), comma-separated; 0: no prefill test")->delimiter(',');
-  app.add_option("-n,--n-gen", o->n_gen, "Generated tokens (decode tests), comma-separated; 0: no decode test")->delimiter(',');
-  app.add_option("-d,--depth", o->depth, "KV-cache depths for the decode tests, comma-separated")->delimiter(',');
-  app.add_option("-b,--batch", o->batch,
-                 "Sequences decoded together in each decode step, comma-separated (aggregate tok/s; default 1)")
-      ->delimiter(',');
-  app.add_option("-r,--repetitions", o->reps, "Timed repetitions after one warm-up");
-  app.add_option("-t,--threads", o->threads, "Thread counts, comma-separated (default: all cores)")->delimiter(',');
-  app.add_option("--dtype", o->dtypes, "Weight dtypes: f32, f16, bf16, stored (comma-separated)")->delimiter(',');
-  app.add_option("-o,--output", o->output, "md or json");
-  app.add_option("--backend", o->backend, "A backend of `minigpt info --system`: cpu, cuda");
-  app.add_option("--device", o->device, "CUDA device index (with --backend cuda)");
-  return [o] { return run_bench(*o); };
-});
+const bool registered =
+    register_command("bench", "Measure prefill and decode tokens/sec (like llama-bench)", [](CLI::App& app) {
+      auto o = std::make_shared<BenchOptions>();
+      app.add_option("-m,--model", o->model_dir, "Model directory");
+      app.add_option("--random", o->random,
+                     "Benchmark a model of this shape with random weights built in memory: gpt2, "
+                     "gpt2-medium, gpt2-large, "
+                     "gpt2-xl, distilgpt2, or a config.json file (a name ending in .json)")
+          ->check(CLI::Validator(
+              [](std::string& s) -> std::string {
+                static const std::set<std::string> names = {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl",
+                                                            "distilgpt2"};
+                if (names.count(s) || s.ends_with(".json")) return "";
+                return "'" + s +
+                       "' is not one of gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2 nor a .json "
+                       "config";
+              },
+              "NAME|CONFIG.json"));
+      app.add_option("-p,--n-prompt", o->n_prompt,
+                     "Prompt lengths (prefill tests), comma-separated; 0: no prefill test")
+          ->delimiter(',');
+      app.add_option("-n,--n-gen", o->n_gen,
+                     "Generated tokens (decode tests), comma-separated; 0: no decode test")
+          ->delimiter(',');
+      app.add_option("-d,--depth", o->depth, "KV-cache depths for the decode tests, comma-separated")
+          ->delimiter(',');
+      app.add_option(
+             "-b,--batch", o->batch,
+             "Sequences decoded together in each decode step, comma-separated (aggregate tok/s; default 1)")
+          ->delimiter(',');
+      app.add_option("-r,--repetitions", o->reps, "Timed repetitions after one warm-up");
+      app.add_option("-t,--threads", o->threads, "Thread counts, comma-separated (default: all cores)")
+          ->delimiter(',');
+      app.add_option("--dtype", o->dtypes, "Weight dtypes: f32, f16, bf16, stored (comma-separated)")
+          ->delimiter(',');
+      app.add_option("-o,--output", o->output, "md or json");
+      app.add_option("--backend", o->backend, "A backend of `minigpt info --system`: cpu, cuda");
+      app.add_option("--device", o->device, "CUDA device index (with --backend cuda)");
+      return [o] { return run_bench(*o); };
+    });
 
 }  // namespace
 }  // namespace minigpt::cli

@@ -49,14 +49,16 @@ int run_generate(GenerateCliOptions& o) {
   const Tokenizer tok = Tokenizer::load(dir);
   if (tok.n_vocab() > model->config().n_vocab) {
     throw Error(ErrorKind::Config, dir.string() + ": the tokenizer has " + std::to_string(tok.n_vocab()) +
-                                       " tokens but config.json's vocab_size is " + std::to_string(model->config().n_vocab));
+                                       " tokens but config.json's vocab_size is " +
+                                       std::to_string(model->config().n_vocab));
   }
   const std::string prompt_text = read_prompt(o);
   std::vector<int32_t> prompt;
   try {
     // With the special tokens of tokenizer.json's template (e.g. a BOS), as a transformers tokenizer gives
     // them; an empty prompt stays empty, so that generation starts from the model's BOS.
-    prompt = prompt_text.empty() ? tok.encode(prompt_text, o.special) : tok.encode_with_specials(prompt_text, o.special);
+    prompt = prompt_text.empty() ? tok.encode(prompt_text, o.special)
+                                 : tok.encode_with_specials(prompt_text, o.special);
   } catch (const Error& e) {
     const std::string where = o.prompt_given ? "-p" : o.file.empty() ? "stdin" : o.file;
     throw Error(e.kind(), "prompt (" + where + "): " + e.what());
@@ -77,7 +79,8 @@ int run_generate(GenerateCliOptions& o) {
   if (o.ctx_size) {
     if (*o.ctx_size < 0 || *o.ctx_size > model_ctx) {
       throw Error(ErrorKind::Argument, "-c/--ctx-size: " + std::to_string(*o.ctx_size) + " is outside [0, " +
-                                           std::to_string(model_ctx) + "] (the model's context; 0 = all of it)");
+                                           std::to_string(model_ctx) +
+                                           "] (the model's context; 0 = all of it)");
     }
     n_ctx = *o.ctx_size == 0 ? model_ctx : *o.ctx_size;
   }
@@ -86,8 +89,8 @@ int run_generate(GenerateCliOptions& o) {
   validate_options(g, model->config(), &tok);
   prepare_prompt(prompt, g, model->config(), &tok, n_ctx);
   if (n_ctx < model_ctx && !o.ctx_size) {
-    std::fprintf(stderr, "minigpt: context %lld of the model's %lld tokens (-c to change)\n", (long long)n_ctx,
-                 (long long)model_ctx);
+    std::fprintf(stderr, "minigpt: context %lld of the model's %lld tokens (-c to change)\n",
+                 (long long)n_ctx, (long long)model_ctx);
   }
   SessionOptions so;
   so.n_ctx = n_ctx;
@@ -126,45 +129,58 @@ int run_generate(GenerateCliOptions& o) {
     write_stdout(to_json_line({{"summary", summary}}) + "\n");
   } else {
     write_stdout("\n");  // the text before the summary, also when both go to one terminal or file
-    std::fprintf(stderr,
-                 "minigpt: prompt %zu tokens, prefill %.1f tok/s | generated %lld tokens, decode %.1f tok/s | "
-                 "time to first token %.1f ms | stop: %s | seed %llu\n",
-                 r.prompt.size(), prefill_tps, (long long)n_gen, decode_tps, r.first_token_seconds * 1e3,
-                 stop_reason_name(r.reason), (unsigned long long)g.sampling.seed);
+    std::fprintf(
+        stderr,
+        "minigpt: prompt %zu tokens, prefill %.1f tok/s | generated %lld tokens, decode %.1f tok/s | "
+        "time to first token %.1f ms | stop: %s | seed %llu\n",
+        r.prompt.size(), prefill_tps, (long long)n_gen, decode_tps, r.first_token_seconds * 1e3,
+        stop_reason_name(r.reason), (unsigned long long)g.sampling.seed);
   }
   return 0;
 }
 
-const bool registered = register_command("generate", "Generate text from a prompt, streaming it", [](CLI::App& app) {
-  auto o = std::make_shared<GenerateCliOptions>();
-  add_model_options(app, o->model, false);
-  auto* prompt_opt = app.add_option_function<std::string>("-p,--prompt", [o](const std::string& p) { o->prompt = p, o->prompt_given = true; },
-                                       "Prompt text (else --file, else stdin; empty: start from BOS)");
-  auto* file_opt = app.add_option("--file", o->file, "Read the prompt from this file");
-  prompt_opt->excludes(file_opt);
-  app.add_flag("--no-echo", o->no_echo, "Do not print the prompt before the generated text");
-  app.add_option("--max-new-tokens", o->gen.max_new_tokens, "Tokens to generate at most (default 128)");
-  app.add_option("--temperature", o->gen.sampling.temperature, "Sampling temperature; 0 = greedy (default 1.0)");
-  app.add_option("--top-k", o->gen.sampling.top_k, "Keep the k most likely tokens; 0 = off (default 50)");
-  app.add_option("--top-p", o->gen.sampling.top_p, "Nucleus sampling mass in (0, 1] (default 1.0 = off)");
-  app.add_option("--min-p", o->gen.sampling.min_p, "Drop tokens below min_p x the top probability (default 0 = off)");
-  app.add_option("--repetition-penalty", o->gen.sampling.repetition_penalty, "CTRL repetition penalty (default 1.0 = off)");
-  // CLI11 would otherwise read "-1" as 2^64 - 1.
-  app.add_option_function<uint64_t>("--seed", [o](const uint64_t& s) { o->seed = s; }, "Random seed (default: random)")
-      ->check(CLI::Validator(
-          [](std::string& s) { return !s.empty() && s[0] == '-' ? "must be >= 0, got " + s : std::string(); }, "UINT64"));
-  app.add_option("--stop", o->gen.stop, "Stop before this string (repeatable)")->allow_extra_args(false);
-  app.add_flag("--ignore-eos", o->gen.ignore_eos, "Keep generating past the end-of-text token");
-  app.add_option("--context-overflow", o->overflow, "error | truncate | slide (default error)")
-      ->check(CLI::IsMember({"error", "truncate", "slide"}));
-  app.add_option_function<int64_t>("-c,--ctx-size", [o](const int64_t& c) { o->ctx_size = c; },
-                                   "Context size in tokens, the KV cache's length (default: the model's context, at "
-                                   "most 4096; 0 = the model's whole context)");
-  auto* json_flag = app.add_flag("--json", o->json_out, "One JSON object per token, then a summary (no prompt echo)");
-  app.add_option("--top-logprobs", o->top_logprobs, "With --json: this many alternatives per token")->needs(json_flag);
-  app.add_flag("--special", o->special, "Recognise special tokens such as <|endoftext|> in the prompt");
-  return [o] { return run_generate(*o); };
-});
+const bool registered =
+    register_command("generate", "Generate text from a prompt, streaming it", [](CLI::App& app) {
+      auto o = std::make_shared<GenerateCliOptions>();
+      add_model_options(app, o->model, false);
+      auto* prompt_opt = app.add_option_function<std::string>(
+          "-p,--prompt", [o](const std::string& p) { o->prompt = p, o->prompt_given = true; },
+          "Prompt text (else --file, else stdin; empty: start from BOS)");
+      auto* file_opt = app.add_option("--file", o->file, "Read the prompt from this file");
+      prompt_opt->excludes(file_opt);
+      app.add_flag("--no-echo", o->no_echo, "Do not print the prompt before the generated text");
+      app.add_option("--max-new-tokens", o->gen.max_new_tokens, "Tokens to generate at most (default 128)");
+      app.add_option("--temperature", o->gen.sampling.temperature,
+                     "Sampling temperature; 0 = greedy (default 1.0)");
+      app.add_option("--top-k", o->gen.sampling.top_k, "Keep the k most likely tokens; 0 = off (default 50)");
+      app.add_option("--top-p", o->gen.sampling.top_p, "Nucleus sampling mass in (0, 1] (default 1.0 = off)");
+      app.add_option("--min-p", o->gen.sampling.min_p,
+                     "Drop tokens below min_p x the top probability (default 0 = off)");
+      app.add_option("--repetition-penalty", o->gen.sampling.repetition_penalty,
+                     "CTRL repetition penalty (default 1.0 = off)");
+      // CLI11 would otherwise read "-1" as 2^64 - 1.
+      app.add_option_function<uint64_t>(
+             "--seed", [o](const uint64_t& s) { o->seed = s; }, "Random seed (default: random)")
+          ->check(CLI::Validator(
+              [](std::string& s) {
+                return !s.empty() && s[0] == '-' ? "must be >= 0, got " + s : std::string();
+              },
+              "UINT64"));
+      app.add_option("--stop", o->gen.stop, "Stop before this string (repeatable)")->allow_extra_args(false);
+      app.add_flag("--ignore-eos", o->gen.ignore_eos, "Keep generating past the end-of-text token");
+      app.add_option("--context-overflow", o->overflow, "error | truncate | slide (default error)")
+          ->check(CLI::IsMember({"error", "truncate", "slide"}));
+      app.add_option_function<int64_t>(
+          "-c,--ctx-size", [o](const int64_t& c) { o->ctx_size = c; },
+          "Context size in tokens, the KV cache's length (default: the model's context, at "
+          "most 4096; 0 = the model's whole context)");
+      auto* json_flag =
+          app.add_flag("--json", o->json_out, "One JSON object per token, then a summary (no prompt echo)");
+      app.add_option("--top-logprobs", o->top_logprobs, "With --json: this many alternatives per token")
+          ->needs(json_flag);
+      app.add_flag("--special", o->special, "Recognise special tokens such as <|endoftext|> in the prompt");
+      return [o] { return run_generate(*o); };
+    });
 
 }  // namespace
 }  // namespace minigpt::cli

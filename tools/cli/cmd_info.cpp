@@ -27,9 +27,12 @@ struct InfoOptions {
 
 const char* positions_name(PositionEncoding p) {
   switch (p) {
-    case PositionEncoding::Learned: return "learned";
-    case PositionEncoding::Sinusoidal: return "sinusoidal";
-    case PositionEncoding::Rotary: return "rotary";
+    case PositionEncoding::Learned:
+      return "learned";
+    case PositionEncoding::Sinusoidal:
+      return "sinusoidal";
+    case PositionEncoding::Rotary:
+      return "rotary";
   }
   return "?";
 }
@@ -105,7 +108,9 @@ void print_model(const std::string& dir, const ModelSummary& s, const TokenizerS
               (long long)c.n_layer, (long long)c.n_head, (long long)c.n_embd, (long long)c.n_inner);
   const int64_t kv = c.kv_heads();
   std::printf("kv heads:     %lld (%s)\n", (long long)kv,
-              kv == c.n_head ? "multi-head" : kv == 1 ? "multi-query" : "grouped-query");
+              kv == c.n_head ? "multi-head"
+              : kv == 1      ? "multi-query"
+                             : "grouped-query");
   std::printf("context:      %lld tokens\n", (long long)c.n_ctx);
   std::printf("vocabulary:   %lld tokens\n", (long long)c.n_vocab);
   std::printf("activation:   %s\n", c.activation_name.c_str());
@@ -161,8 +166,9 @@ json system_json(const CpuInfo& cpu, const std::vector<BackendStatus>& bs) {
   json j;
   j["version"] = kVersion;
   j["cuda_module_built"] = kCudaBuilt;
-  j["cpu"] = {{"model", cpu.model},          {"threads", cpu.cores},   {"features", cpu.features},
-              {"kernel_level", cpu.kernel_level}, {"levels", cpu.levels}, {"blas", cpu.blas}};
+  j["cpu"] = {{"model", cpu.model},       {"threads", cpu.cores},
+              {"features", cpu.features}, {"kernel_level", cpu.kernel_level},
+              {"levels", cpu.levels},     {"blas", cpu.blas}};
   json list = json::array();
   for (const auto& b : bs) {
     json e = {{"name", b.info->name}, {"description", b.info->description}, {"available", b.available}};
@@ -176,7 +182,8 @@ json system_json(const CpuInfo& cpu, const std::vector<BackendStatus>& bs) {
 
 void print_system(const CpuInfo& cpu, const std::vector<BackendStatus>& bs) {
   std::printf("minigpt:      %s\n", kVersion);
-  std::printf("build:        %s\n", kCudaBuilt ? "with the CUDA backend module (libminigpt-cuda.so)" : "without CUDA");
+  std::printf("build:        %s\n",
+              kCudaBuilt ? "with the CUDA backend module (libminigpt-cuda.so)" : "without CUDA");
   std::printf("cpu:          %s, %d threads\n", cpu.model.c_str(), cpu.cores);
   std::printf("cpu features: %s\n", cpu.features.empty() ? "(none the kernels use)" : cpu.features.c_str());
   std::printf("kernels:      %s (this binary has and this CPU runs: %s)\n", cpu.kernel_level.c_str(),
@@ -194,7 +201,8 @@ void print_system(const CpuInfo& cpu, const std::vector<BackendStatus>& bs) {
 int run_info(const InfoOptions& o) {
   if (o.model_dir.empty() && !o.system) {
     throw Error(ErrorKind::Argument,
-                "info needs --model DIR (what a model directory holds) or --system (what this build and machine offer)");
+                "info needs --model DIR (what a model directory holds) or --system (what this build and "
+                "machine offer)");
   }
   json out = json::object();
   if (o.system) {
@@ -221,11 +229,13 @@ int run_info(const InfoOptions& o) {
 }
 
 const bool registered = register_command(
-    "info", "Show a model's config, size and context length (-m), or what this build and machine offer (--system)",
+    "info",
+    "Show a model's config, size and context length (-m), or what this build and machine offer (--system)",
     [](CLI::App& app) {
       auto o = std::make_shared<InfoOptions>();
       app.add_option("-m,--model", o->model_dir, "Model directory (config.json + model.safetensors)");
-      app.add_flag("--system", o->system, "Show this build and machine: CPU, kernels, BLAS, backends and devices");
+      app.add_flag("--system", o->system,
+                   "Show this build and machine: CPU, kernels, BLAS, backends and devices");
       app.add_flag("--json", o->json, "Print one JSON object (\"system\" and/or \"model\")");
       return [o] { return run_info(*o); };
     });

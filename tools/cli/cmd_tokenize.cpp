@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
-#include "id_list.h"
 #include "common.h"
+#include "id_list.h"
 #include "minigpt/error.h"
 #include "minigpt/io.h"
 #include "minigpt/tokenizer.h"
@@ -40,11 +40,13 @@ bool registered = register_command(
       auto* text_opt = app.add_option("text", o->text, "The text (or, with --decode, the ids)");
       app.add_option("--file", o->file, "Read the text (or ids) from this file")->excludes(text_opt);
       app.add_flag("--json", o->json, "Print {\"ids\": [...], \"tokens\": [...]}");
-      app.add_flag("--decode", o->decode, "Read ids, print the text they stand for (raw bytes, no newline added)");
+      app.add_flag("--decode", o->decode,
+                   "Read ids, print the text they stand for (raw bytes, no newline added)");
       app.add_flag("--special", o->special, "Recognise special tokens such as <|endoftext|> in the text");
-      app.add_flag("--no-add-special", o->no_add_special,
-                   "Leave out the special tokens that tokenizer.json's post_processor puts around the text (e.g. a "
-                   "BOS), as tokenizers' add_special_tokens=False");
+      app.add_flag(
+          "--no-add-special", o->no_add_special,
+          "Leave out the special tokens that tokenizer.json's post_processor puts around the text (e.g. a "
+          "BOS), as tokenizers' add_special_tokens=False");
       return [o, text_opt]() {
         Tokenizer tok = Tokenizer::load(o->model_dir);
         std::string input = read_input(*o, text_opt->count() > 0);

@@ -27,13 +27,15 @@ CLI::Validator backend_validator() {
 }
 
 void add_model_options(CLI::App& app, ModelOptions& o, bool model_required) {
-  auto* m = app.add_option("-m,--model", o.dir, "Model directory (config.json, model.safetensors, tokenizer files)");
+  auto* m = app.add_option("-m,--model", o.dir,
+                           "Model directory (config.json, model.safetensors, tokenizer files)");
   if (model_required) m->required();
   app.add_option("-t,--threads", o.threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 1024));
   app.add_option("--dtype", o.dtype, "Weight dtype to compute in: f32, f16, bf16, or stored (as in the file)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "stored"}));
   app.add_option("--backend", o.backend, "Backend to run on: " + backend_names())->check(backend_validator());
-  app.add_option("--device", o.device, "Device index of the backend (a CUDA device)")->check(CLI::Range(0, 1024));
+  app.add_option("--device", o.device, "Device index of the backend (a CUDA device)")
+      ->check(CLI::Range(0, 1024));
 }
 
 std::filesystem::path resolve_model_dir(const ModelOptions& o) {

@@ -14,8 +14,8 @@ namespace minigpt::cli {
 inline constexpr const char* kVersion = "minigpt 0.1.0";
 
 struct ModelOptions {
-  std::string dir;             // empty: the shipped model
-  int threads = 0;             // 0: all cores
+  std::string dir;  // empty: the shipped model
+  int threads = 0;  // 0: all cores
   std::string dtype = "stored";
   std::string backend = "cpu";  // a name of the backend registry (minigpt/registry.h)
   int device = 0;

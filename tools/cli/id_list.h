@@ -29,7 +29,8 @@ inline std::vector<int32_t> parse_ids(std::string_view s) {
     }
     if (!ok || v > INT32_MAX)
       throw Error(ErrorKind::Argument, "--decode: \"" + std::string(tok.substr(0, 40)) + "\" (id #" +
-                                           std::to_string(ids.size() + 1) + ", byte offset " + std::to_string(start) +
+                                           std::to_string(ids.size() + 1) + ", byte offset " +
+                                           std::to_string(start) +
                                            ") is not a token id (a decimal integer from 0 to 2147483647)");
     ids.push_back(static_cast<int32_t>(v));
   }

@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
     if (std::none_of(commands.begin(), commands.end(), [&](const Command& c) { return c.name == name; })) {
       std::string known;
       for (const auto& c : commands) known += (known.empty() ? "" : ", ") + c.name;
-      std::fprintf(stderr, "minigpt: error: unknown command '%s' (commands: %s)\n", name.c_str(), known.c_str());
+      std::fprintf(stderr, "minigpt: error: unknown command '%s' (commands: %s)\n", name.c_str(),
+                   known.c_str());
       return 2;
     }
   }

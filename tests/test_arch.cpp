@@ -1,0 +1,126 @@
+// The architecture descriptions: what the loader, inspect and random models read.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "arch/arch.h"
+#include "minigpt/error.h"
+#include "minigpt/model.h"
+#include "minigpt/random_weights.h"
+#include "minigpt/safetensors.h"
+#include "test_util.h"
+
+namespace minigpt {
+namespace {
+
+using test::expect_error;
+using test::TempDir;
+
+TEST(Arch, Gpt2DescribesEveryTensorOnceWithItsShape) {
+  Config c = test::tiny_config();
+  const arch::Architecture* a = arch::find("gpt2");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(arch::find("llama"), nullptr);
+  const auto descs = a->tensors(c);
+  std::set<std::string> names;
+  std::set<std::pair<int, int64_t>> roles;
+  for (const auto& d : descs) {
+    ASSERT_FALSE(d.names.empty());
+    for (const auto& n : d.names) EXPECT_TRUE(names.insert(n).second) << n << " appears twice";
+    if (d.role != arch::Role::Ignored) {
+      EXPECT_TRUE(roles.insert({int(d.role), d.layer}).second) << d.names[0];
+    }
+    if (d.role != arch::Role::Ignored && !d.optional) {
+      EXPECT_FALSE(d.shape.empty()) << d.names[0];
+    }
+  }
+  // 2 + 12 per layer + 2 + the LM head (optional when tied); q | k | v of n_head heads each.
+  EXPECT_EQ(roles.size(), size_t(2 + 12 * c.n_layer + 2 + 1));
+  for (const auto& d : descs) {
+    if (d.role == arch::Role::AttnQkv) {
+      EXPECT_EQ(d.shape, (std::vector<int64_t>{16, 48}));
+    }
+    if (d.role == arch::Role::Output) {
+      EXPECT_TRUE(d.optional);  // tied
+    }
+  }
+  c.tie_word_embeddings = false;
+  for (const auto& d : a->tensors(c)) {
+    if (d.role == arch::Role::Output) {
+      EXPECT_FALSE(d.optional);
+    }
+  }
+  c.position_encoding = PositionEncoding::Sinusoidal;
+  for (const auto& d : a->tensors(c)) EXPECT_NE(d.role, arch::Role::PosEmbd);
+}
+
+TEST(Arch, GgufNamesAreLlamaCpps) {
+  EXPECT_EQ(arch::gguf_name(arch::Role::TokenEmbd, -1), "token_embd.weight");
+  EXPECT_EQ(arch::gguf_name(arch::Role::AttnQkvBias, 3), "blk.3.attn_qkv.bias");
+  EXPECT_EQ(arch::gguf_name(arch::Role::FfnDown, 0), "blk.0.ffn_down.weight");
+  EXPECT_EQ(arch::gguf_name(arch::Role::OutputNorm, -1), "output_norm.weight");
+  EXPECT_EQ(arch::gguf_name(arch::Role::Output, -1), "output.weight");
+}
+
+// Random models are built from the description: a model written to disk loads back with the same
+// tensors, and the config round-trips through config.json.
+TEST(Arch, RandomModelsFollowTheDescription) {
+  const Config c = test::tiny_config();
+  size_t described = 0;
+  for (const auto& d : arch::find("gpt2")->tensors(c)) described += d.optional ? 0 : 1;
+  EXPECT_EQ(random_tensors(c).size(), described);
+  TempDir tmp;
+  write_random_model(tmp.path(), c);
+  const auto f = SafeTensorsFile::open(tmp / "model.safetensors");
+  EXPECT_EQ(f->tensors().size(), described);
+  const Config back = load_config(tmp / "config.json");
+  EXPECT_EQ(back.arch, "gpt2");
+  EXPECT_EQ(back.n_kv_head, back.n_head);
+  EXPECT_FALSE(back.parallel_residual);
+}
+
+// inspect() checks what load() checks, without reading a weight.
+TEST(Arch, InspectRefusesWhatLoadRefuses) {
+  TempDir tmp;
+  write_random_model(tmp.path(), test::tiny_config());
+  const ModelSummary s = Model::inspect(tmp.path());
+  EXPECT_EQ(s.n_params, Model::load(tmp.path(), LoadOptions::threads(1))->n_params());
+  test::rewrite_weights(tmp.path(), [](auto& w, auto&) {
+    std::erase_if(w, [](const SafeTensorWrite& t) { return t.name == "h.1.mlp.c_fc.bias"; });
+  });
+  expect_error([&] { Model::inspect(tmp.path()); }, ErrorKind::Shape, {"missing tensor 'h.1.mlp.c_fc.bias'", "[64]"});
+  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Shape,
+               {"missing tensor 'h.1.mlp.c_fc.bias'", "[64]"});
+}
+
+// Both spellings of a tensor in one checkpoint is ambiguous, never a silent pick.
+TEST(Arch, BothSpellingsOfATensorAreRefused) {
+  TempDir tmp;
+  write_random_model(tmp.path(), test::tiny_config());
+  test::rewrite_weights(tmp.path(), [](auto& w, auto&) {
+    for (const SafeTensorWrite& t : std::vector<SafeTensorWrite>(w)) {
+      if (t.name == "ln_f.bias") {
+        SafeTensorWrite copy = t;
+        copy.name = "transformer.ln_f.bias";
+        w.push_back(copy);
+      }
+    }
+  });
+  expect_error([&] { Model::inspect(tmp.path()); }, ErrorKind::Format,
+               {"'ln_f.bias' and 'transformer.ln_f.bias'", "output_norm_bias"});
+}
+
+// Variants the forward pass does not compute yet are refused by name, not run wrongly.
+TEST(Arch, UnimplementedVariantsAreRefused) {
+  Config c = test::tiny_config();
+  c.position_encoding = PositionEncoding::Rotary;
+  expect_error([&] { c.validate("cfg"); }, ErrorKind::Unsupported, {"cfg", "rotary positions are not implemented"});
+  c = test::tiny_config();
+  c.n_kv_head = 3;  // n_head 2
+  expect_error([&] { c.validate("cfg"); }, ErrorKind::Config, {"n_kv_head"});
+  c.arch = "opt";
+  expect_error([&] { c.validate("cfg"); }, ErrorKind::Unsupported, {"architecture 'opt'", "\"gpt2\""});
+}
+
+}  // namespace
+}  // namespace minigpt
