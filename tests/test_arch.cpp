@@ -88,7 +88,8 @@ TEST(Arch, InspectRefusesWhatLoadRefuses) {
   test::rewrite_weights(tmp.path(), [](auto& w, auto&) {
     std::erase_if(w, [](const SafeTensorWrite& t) { return t.name == "h.1.mlp.c_fc.bias"; });
   });
-  expect_error([&] { Model::inspect(tmp.path()); }, ErrorKind::Shape, {"missing tensor 'h.1.mlp.c_fc.bias'", "[64]"});
+  expect_error([&] { Model::inspect(tmp.path()); }, ErrorKind::Shape,
+               {"missing tensor 'h.1.mlp.c_fc.bias'", "[64]"});
   expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Shape,
                {"missing tensor 'h.1.mlp.c_fc.bias'", "[64]"});
 }
@@ -114,7 +115,8 @@ TEST(Arch, BothSpellingsOfATensorAreRefused) {
 TEST(Arch, UnimplementedVariantsAreRefused) {
   Config c = test::tiny_config();
   c.position_encoding = PositionEncoding::Rotary;
-  expect_error([&] { c.validate("cfg"); }, ErrorKind::Unsupported, {"cfg", "rotary positions are not implemented"});
+  expect_error([&] { c.validate("cfg"); }, ErrorKind::Unsupported,
+               {"cfg", "rotary positions are not implemented"});
   c = test::tiny_config();
   c.n_kv_head = 3;  // n_head 2
   expect_error([&] { c.validate("cfg"); }, ErrorKind::Config, {"n_kv_head"});
