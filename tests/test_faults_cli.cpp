@@ -306,13 +306,19 @@ TEST(FaultsCli, TheBandwidthProbeDoesNotSlowTheTimedSteps) {
   // takes ~0.1-0.2 ms) the first timed step after it took 2-170x a normal one (measured without the
   // fix: 2.2x, 3.4x, 170x), so a row's spread could exceed its value. With an untimed step between the probe
   // and the timing, the first timed step of a repetition (median over 7) measured 1.03-1.16x the median step;
-  // the bound is 2x.
-  const auto r = run_cli("bench -m " + kShipped.string() + " -p 0 -n 8 -r 7 -t 2 -o json");
-  ASSERT_EQ(r.status, 0) << r.err;
-  const json row = json::parse(r.out).at("results").at(0);
-  const double first = row.at("itl_first_ms"), p50 = row.at("itl_p50_ms");
-  EXPECT_GT(first, 0.0);
-  EXPECT_LT(first, 2.0 * p50) << "first step " << first << " ms, median step " << p50 << " ms";
+  // the bound is 2x. Up to 3 runs: the regression slows every run, while a test running beside this one
+  // in parallel ctest can stall a few steps of one run (seen once under ASan: 22 ms against 0.64).
+  std::string runs;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const auto r = run_cli("bench -m " + kShipped.string() + " -p 0 -n 8 -r 7 -t 2 -o json");
+    ASSERT_EQ(r.status, 0) << r.err;
+    const json row = json::parse(r.out).at("results").at(0);
+    const double first = row.at("itl_first_ms"), p50 = row.at("itl_p50_ms");
+    ASSERT_GT(first, 0.0);
+    if (first < 2.0 * p50) return;
+    runs += " first step " + std::to_string(first) + " ms, median step " + std::to_string(p50) + " ms;";
+  }
+  ADD_FAILURE() << "in 3 runs the first timed step was over 2x the median:" << runs;
 }
 
 }  // namespace
