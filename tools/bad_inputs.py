@@ -167,6 +167,8 @@ def main():
         return d
 
     info = lambda d: ["info", "-m", d]
+    # What only reading the weights finds (values, not headers): `info` reads headers only, so these load.
+    load = lambda d: ["bench", "-m", d, "-p", "4", "-n", "0", "-r", "1", "-t", "1"]
     add("loader", "directory does not exist", info(os.path.join(T, "nope")))
     add("loader", "directory without config.json", info(tok_dir("empty", {})))
     add("loader", "config.json not JSON", info(model_dir("cfg-json", config='{"model_type": ')))
@@ -202,9 +204,9 @@ def main():
     add("loader", "model.safetensors is a FIFO", info(replaced("fifo-st", "model.safetensors", "fifo")))
     add("loader", "config.json -> /dev/zero", info(replaced("zero-cfg", "config.json", "zero")))
     add("loader", "index.json -> /dev/zero", info(replaced("zero-idx", "model.safetensors.index.json", "zero", base=SHARDED)))
-    add("loader", "a NaN in h.0.mlp.c_fc.weight", info(model_dir("st-nan", weights=poke("h.0.mlp.c_fc.weight", 5, float("nan")))))
-    add("loader", "an Inf in wte.weight", info(model_dir("st-inf", weights=poke("wte.weight", 0, float("inf")))))
-    add("loader", "tied model with an lm_head.weight unlike wte", info(model_dir("st-head", weights=with_tensor("lm_head.weight", "wte.weight"))))
+    add("loader", "a NaN in h.0.mlp.c_fc.weight", load(model_dir("st-nan", weights=poke("h.0.mlp.c_fc.weight", 5, float("nan")))))
+    add("loader", "an Inf in wte.weight", load(model_dir("st-inf", weights=poke("wte.weight", 0, float("inf")))))
+    add("loader", "tied model with an lm_head.weight unlike wte", load(model_dir("st-head", weights=with_tensor("lm_head.weight", "wte.weight"))))
     add("loader", "h.99.attn.bias in a 2-layer model", info(model_dir("st-h99", weights=with_tensor("h.99.attn.bias", "h.0.ln_1.bias"))))
 
     tk = lambda d, *a: ["tokenize", "-m", d] + list(a)
