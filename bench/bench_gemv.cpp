@@ -43,8 +43,6 @@ int main(int argc, char** argv) {
   const double mac = 2.0 * double(K) * double(N);
   time("gemv_f32", size_t(K * N * 4), mac,
        [&](int64_t m) { cpu::gemv_f32(y.data(), &w32[size_t(m * K * N)], K, x.data(), N, K, true); });
-  time("gemv_inout_f32", size_t(K * N * 4), mac,
-       [&](int64_t m) { cpu::gemv_inout_f32(y.data(), &w32[size_t(m * K * N)], N, x.data(), N, K, true); });
   // 16-bit: the packed layout (K and N multiples of 16 and 4 here, so no padding).
   time("packed bf16", size_t(K * N * 2), mac, [&](int64_t m) {
     cpu::gemv_packed16(y.data(), &w16[size_t(m * K * N)], K, x.data(), 0, N, K, true, true);
@@ -65,9 +63,6 @@ int main(int argc, char** argv) {
     });
     time("gemv_f32_rows" + s, size_t(K * N * 4), mac * double(nx), [&](int64_t m) {
       cpu::gemv_f32_rows(y.data(), ld, &w32[size_t(m * K * N)], K, x.data(), ld, nx, N, K, true);
-    });
-    time("gemv_inout_f32_rows" + s, size_t(K * N * 4), mac * double(nx), [&](int64_t m) {
-      cpu::gemv_inout_f32_rows(y.data(), ld, &w32[size_t(m * K * N)], N, x.data(), ld, nx, N, K, true);
     });
   }
   time("packed bf16 x8 as 8 single-row calls", size_t(K * N * 2), mac * 8, [&](int64_t m) {

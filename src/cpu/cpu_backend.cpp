@@ -48,10 +48,27 @@ class HostBuffer final : public Buffer {
   size_t bytes_;
 };
 
+// dst [cols, rows] = src^T, src a host matrix of any float type, in 64 x 64 tiles (a row-by-row transpose
+// of a 768 x 3072 matrix misses the cache on every write).
+void transpose_to_f32(float* dst, const Tensor& src) {
+  constexpr int64_t kTile = 64;
+  std::vector<float> row(static_cast<size_t>(kTile));
+  for (int64_t r0 = 0; r0 < src.rows; r0 += kTile) {
+    for (int64_t c0 = 0; c0 < src.cols; c0 += kTile) {
+      const int64_t nc = std::min(kTile, src.cols - c0);
+      for (int64_t r = r0; r < std::min(src.rows, r0 + kTile); ++r) {
+        const char* p =
+            static_cast<const char*>(src.data) + size_t(r * src.stride + c0) * dtype_size(src.dtype);
+        convert_to_f32(row.data(), p, src.dtype, size_t(nc));
+        for (int64_t c = 0; c < nc; ++c) dst[(c0 + c) * src.rows + r] = row[size_t(c)];
+      }
+    }
+  }
+}
+
 // How the CPU backend holds a linear layer's matrix (Linear::layout).
 enum CpuLayout : uint32_t {
-  kInOutF32 = 0,  // F32 [n_in, n_out], as GPT-2's Conv1D stores it (OpenBLAS takes either order)
-  kOutInF32 = 1,  // F32 [n_out, n_in]
+  kOutInF32 = 1,  // F32 [n_out, n_in] (GPT-2's Conv1D [n_in, n_out] transposed at load)
   kPacked16 = 2,  // F16/BF16 in cpu::Packed16 (kernels.h): rows = n_out, cols = n_in, stride = padded n_in
 };
 
@@ -121,12 +138,19 @@ class CpuBackend final : public Backend {
     if (!host.b.empty()) l.b = prepare_weight(host.b, keep);
     const bool in_out = host.order == MatrixOrder::InOut;
     if (dtype == DType::F32) {
-      // OpenBLAS takes either order, so an F32 matrix keeps its stored order, copied into our own buffer
-      // (2 MB pages when large, see HostBuffer: a decode step streams every matrix, and 4 KB pages cost a
-      // TLB miss per 4 KB; measured: F32 decode ~10% slower in 4 KB pages).
-      l.layout = in_out ? kInOutF32 : kOutInF32;
+      // An F32 matrix is held [n_out, n_in] in our own buffer (2 MB pages when large, see HostBuffer: a
+      // decode step streams every matrix, and 4 KB pages cost a TLB miss per 4 KB; measured: F32 decode ~10%
+      // slower in 4 KB pages). GPT-2's Conv1D [n_in, n_out] is transposed: the multi-row GEMV of batched
+      // decode keeps a 4-row block of W in L1 for every sequence, which [n_in, n_out] would make a scatter
+      // of y updates (measured, bench -b 8, 124M, 2 threads: 1.1x faster this way; -b 1 and prefill equal).
+      l.layout = kOutInF32;
       const size_t bytes = size_t(host.w.numel()) * sizeof(float);
-      if (host.w.dtype == DType::F32 && host.w.stride == host.w.cols) {
+      if (in_out) {
+        auto buf = alloc(bytes);
+        transpose_to_f32(static_cast<float*>(buf->data()), host.w);
+        l.w = make_tensor(buf->data(), DType::F32, Device::Host, host.n_out, host.n_in);
+        keep.push_back(std::move(buf));
+      } else if (host.w.dtype == DType::F32 && host.w.stride == host.w.cols) {
         auto buf = alloc(bytes);
         std::memcpy(buf->data(), host.w.data, bytes);
         l.w = host.w;
@@ -243,14 +267,9 @@ class CpuBackend final : public Backend {
       gemm16(out, in, lin, accumulate, act);
       return true;
     }
-    const bool in_out = lin.layout == kInOutF32;
     if (T <= kGemvMaxRowsF32) {
       // Decode (one or a few sequences): our GEMV kernels on our threads (OpenBLAS's sgemv would wake its own
       // threads for every small product), every weight read once for all T rows.
-      if (in_out) {
-        gemv_inout_slabs(out, in, lin, accumulate);
-        return false;
-      }
       pool_.parallel_chunks(N, chunk(N, 4), [&](int64_t n0, int64_t n1) {
         init_out(out, lin, accumulate, n0, n1);
         if (T == 1) {
@@ -267,11 +286,11 @@ class CpuBackend final : public Backend {
       const auto [n0, n1] = split(N, ith, nth, 16);
       if (n0 >= n1) return;
       init_out(out, lin, accumulate, n0, n1);
-      // columns [n0, n1) of W: a column block of [K, N] (InOut) or a row block of [N, K] (OutIn)
-      const float* w = lin.w.ptr<float>() + (in_out ? n0 : n0 * lin.w.stride);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, in_out ? CblasNoTrans : CblasTrans, int(T), int(n1 - n0),
-                  int(K), 1.0f, in.ptr<float>(), int(in.stride), w, int(lin.w.stride), 1.0f,
-                  out.ptr<float>() + n0, int(out.stride));
+      // columns [n0, n1) of the product: rows [n0, n1) of W [N, K]
+      const float* w = lin.w.ptr<float>() + n0 * lin.w.stride;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(n1 - n0), int(K), 1.0f,
+                  in.ptr<float>(), int(in.stride), w, int(lin.w.stride), 1.0f, out.ptr<float>() + n0,
+                  int(out.stride));
       if (act) apply_act(out, n0, n1, *act);
     });
     return true;
@@ -381,7 +400,7 @@ class CpuBackend final : public Backend {
   // Up to this many rows (a decode step of that many sequences), a linear layer runs as our multi-row GEMV
   // (reads each weight once for all rows); beyond, as OpenBLAS sgemm (16-bit weights: blocks widened to F32
   // first). Measured on bench -b: see the closing note of the architecture issue.
-  static constexpr int64_t kGemvMaxRowsF32 = 8;
+  static constexpr int64_t kGemvMaxRowsF32 = 16;
   static constexpr int64_t kGemvMaxRows16 = 16;
 
   // The chunk size for a GEMV of n outputs handed out chunk by chunk: about 8 chunks per thread (a late
@@ -413,41 +432,6 @@ class CpuBackend final : public Backend {
         for (int64_t i = n0; i < n1; ++i) o[i] += b[i];
       } else {
         std::memcpy(o + n0, b + n0, size_t(n1 - n0) * sizeof(float));
-      }
-    }
-  }
-
-  // out (+)= in W for the T rows of `in` and an F32 [K, N] (InOut) weight. W is cut into 8 slabs of whole
-  // rows, each a contiguous block read front to back (column blocks per thread would read every row in
-  // pieces, which the prefetchers follow less well), handed to the threads as they come free. Each slab's
-  // partial sums go to scratch and are added in slab order: the result does not depend on the thread count.
-  void gemv_inout_slabs(const Tensor& out, const Tensor& in, const Linear& lin, bool accumulate) {
-    const int64_t N = lin.n_out, K = lin.n_in, T = in.rows;
-    constexpr int64_t kSlabs = 8;
-    const int64_t rows = (K + kSlabs * 4 - 1) / (kSlabs * 4) * 4;  // per slab, a multiple of the kernel's 4
-    const int64_t slabs = (K + rows - 1) / rows;
-    std::lock_guard<std::mutex> lock(gemv_mutex_);
-    if (gemv_partial_.size() < size_t(slabs * T * N)) gemv_partial_.resize(size_t(slabs * T * N));
-    float* partial = gemv_partial_.data();
-    pool_.parallel_chunks(slabs, 1, [&](int64_t s0, int64_t s1) {
-      for (int64_t sl = s0; sl < s1; ++sl) {
-        const int64_t k0 = sl * rows;
-        const float* w = lin.w.ptr<float>() + k0 * lin.w.stride;
-        if (T == 1) {
-          cpu::gemv_inout_f32(partial + sl * N, w, lin.w.stride, in.ptr<float>() + k0, N,
-                              std::min(rows, K - k0), false);
-        } else {
-          cpu::gemv_inout_f32_rows(partial + sl * T * N, N, w, lin.w.stride, in.ptr<float>() + k0, in.stride,
-                                   T, N, std::min(rows, K - k0), false);
-        }
-      }
-    });
-    init_out(out, lin, accumulate, 0, N);
-    for (int64_t t = 0; t < T; ++t) {
-      float* y = out.ptr<float>() + t * out.stride;
-      for (int64_t sl = 0; sl < slabs; ++sl) {
-        const float* p = partial + (sl * T + t) * N;
-        for (int64_t i = 0; i < N; ++i) y[i] += p[i];
       }
     }
   }
@@ -498,8 +482,6 @@ class CpuBackend final : public Backend {
 
   cpu::ThreadPool pool_;
   std::mutex gemm_mutex_;
-  std::mutex gemv_mutex_;
-  std::vector<float> gemv_partial_;
   std::vector<float> gemm_scratch_;
 };
 

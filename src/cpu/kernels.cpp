@@ -202,10 +202,6 @@ void widen_packed_rows(float* dst, int64_t ld_dst, const uint16_t* w, int64_t kp
                        int64_t k, bool is_bf16) {
   kernels().widen_packed_rows(dst, ld_dst, w, kp, r0, rows, k, is_bf16);
 }
-void gemv_inout_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k,
-                    bool accumulate) {
-  kernels().gemv_inout_f32(y, w, ldw, x, n, k, accumulate);
-}
 void widen_rows(float* dst, int64_t ld_dst, const uint16_t* src, int64_t ld_src, int64_t rows, int64_t cols,
                 bool is_bf16) {
   kernels().widen_rows(dst, ld_dst, src, ld_src, rows, cols, is_bf16);
@@ -226,10 +222,6 @@ void gemv_packed16_rows(float* y, int64_t ldy, const uint16_t* w, int64_t kp, co
 void gemv_f32_rows(float* y, int64_t ldy, const float* w, int64_t ldw, const float* x, int64_t ldx,
                    int64_t nx, int64_t n, int64_t k, bool accumulate) {
   kernels().gemv_f32_rows(y, ldy, w, ldw, x, ldx, nx, n, k, accumulate);
-}
-void gemv_inout_f32_rows(float* y, int64_t ldy, const float* w, int64_t ldw, const float* x, int64_t ldx,
-                         int64_t nx, int64_t n, int64_t k, bool accumulate) {
-  kernels().gemv_inout_f32_rows(y, ldy, w, ldw, x, ldx, nx, n, k, accumulate);
 }
 
 namespace reference {
@@ -253,14 +245,6 @@ void gemv_f16(float* y, const uint16_t* w, int64_t ldw, const float* x, int64_t 
 }
 void gemv_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate) {
   gemv(y, ldw, x, n, k, accumulate, [&](int64_t i) { return w[i]; });
-}
-void gemv_inout_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k,
-                    bool accumulate) {
-  for (int64_t i = 0; i < n; ++i) {
-    double s = 0;
-    for (int64_t j = 0; j < k; ++j) s += double(w[j * ldw + i]) * double(x[j]);
-    y[i] = float(accumulate ? double(y[i]) + s : s);
-  }
 }
 void gelu_tanh(float* x, int64_t n) {
   const float c = std::sqrt(2.0f / float(M_PI));

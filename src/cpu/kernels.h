@@ -42,11 +42,6 @@ void gemv_packed16(float* y, const uint16_t* w, int64_t kp, const float* x, int6
 void widen_packed_rows(float* dst, int64_t ld_dst, const uint16_t* w, int64_t kp, int64_t r0, int64_t rows,
                        int64_t k, bool is_bf16);
 
-// y[n] (+)= sum_k x[k] * W[k, n] for n in [0, N) with W row-major [K, ldw] (GPT-2's Conv1D layout, used
-// straight from the file): four rows of W at a time, each streamed across all N columns, y kept in L1.
-void gemv_inout_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k,
-                    bool accumulate);
-
 // dst[r, c] = float(src[r, c]) for a 16-bit block (is_bf16 selects BF16 or F16).
 void widen_rows(float* dst, int64_t ld_dst, const uint16_t* src, int64_t ld_src, int64_t rows, int64_t cols,
                 bool is_bf16);
@@ -78,9 +73,6 @@ void gemv_packed16_rows(float* y, int64_t ldy, const uint16_t* w, int64_t kp, co
 // y[t][i] (+)= sum_k W[i, k] x[t][k], W F32 [N, K] (OutIn) with row stride ldw.
 void gemv_f32_rows(float* y, int64_t ldy, const float* w, int64_t ldw, const float* x, int64_t ldx,
                    int64_t nx, int64_t n, int64_t k, bool accumulate);
-// y[t][i] (+)= sum_k x[t][k] W[k, i], W F32 [K, N] (InOut, GPT-2's Conv1D) with row stride ldw.
-void gemv_inout_f32_rows(float* y, int64_t ldy, const float* w, int64_t ldw, const float* x, int64_t ldx,
-                         int64_t nx, int64_t n, int64_t k, bool accumulate);
 
 // One level's kernels (the functions above, same meaning and signatures).
 struct KernelTable {
@@ -89,7 +81,6 @@ struct KernelTable {
   void (*gemv_packed16)(float*, const uint16_t*, int64_t, const float*, int64_t, int64_t, int64_t, bool,
                         bool);
   void (*widen_packed_rows)(float*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, int64_t, bool);
-  void (*gemv_inout_f32)(float*, const float*, int64_t, const float*, int64_t, int64_t, bool);
   void (*widen_rows)(float*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, bool);
   void (*attention_block)(float*, int64_t, const float*, int64_t, int64_t, int64_t, const float*,
                           const float*, int64_t, int64_t, float);
@@ -100,8 +91,6 @@ struct KernelTable {
                              int64_t, int64_t, int64_t, bool, bool);
   void (*gemv_f32_rows)(float*, int64_t, const float*, int64_t, const float*, int64_t, int64_t, int64_t,
                         int64_t, bool);
-  void (*gemv_inout_f32_rows)(float*, int64_t, const float*, int64_t, const float*, int64_t, int64_t, int64_t,
-                              int64_t, bool);
 };
 
 // The level in use (chosen on first call: MINIGPT_CPU, else the best this CPU runs; throws Error
@@ -123,8 +112,6 @@ void gemv_bf16(float* y, const uint16_t* w, int64_t ldw, const float* x, int64_t
 void gemv_f16(float* y, const uint16_t* w, int64_t ldw, const float* x, int64_t n, int64_t k,
               bool accumulate);
 void gemv_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate);
-void gemv_inout_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k,
-                    bool accumulate);
 void gelu_tanh(float* x, int64_t n);
 }  // namespace reference
 
