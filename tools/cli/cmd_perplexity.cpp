@@ -1,0 +1,189 @@
+// minigpt perplexity: how well a model predicts a text, by llama.cpp's chunk recipe or transformers' strided
+// windows (minigpt/perplexity.h).
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "command.h"
+#include "common.h"
+#include "minigpt/error.h"
+#include "minigpt/io.h"
+#include "minigpt/perplexity.h"
+#include "minigpt/tokenizer.h"
+
+namespace minigpt::cli {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int64_t kDefaultMaxCtx = 4096;
+
+struct PerplexityCliOptions {
+  ModelOptions model;
+  std::string file;
+  std::optional<int64_t> ctx_size;
+  std::optional<int64_t> stride;
+  std::optional<int64_t> chunks;
+  int64_t batch = 512;
+  bool json_out = false;
+  bool progress = true;
+};
+
+// "[=====>     ] 12/330 chunks, 4.1 s left" on stderr, redrawn in place (only on a terminal).
+class ProgressBar {
+ public:
+  explicit ProgressBar(bool enabled, const char* unit)
+      : enabled_(enabled && ::isatty(STDERR_FILENO)), unit_(unit), t0_(std::chrono::steady_clock::now()) {}
+  void update(int64_t done, int64_t total) {
+    if (!enabled_) return;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    const int width = 30, filled = int(double(width) * double(done) / double(total));
+    std::string bar(size_t(filled), '=');
+    if (filled < width) bar += '>' + std::string(size_t(width - filled - 1), ' ');
+    std::fprintf(stderr, "\r[%s] %lld/%lld %s, %.1f s left ", bar.c_str(), (long long)done, (long long)total,
+                 unit_, done > 0 ? s / double(done) * double(total - done) : 0.0);
+    if (done == total) std::fprintf(stderr, "\r%*s\r", width + 60, "");
+    std::fflush(stderr);
+  }
+
+ private:
+  bool enabled_;
+  const char* unit_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+int run_perplexity(const PerplexityCliOptions& o) {
+  if (o.stride && o.chunks)
+    throw Error(ErrorKind::Argument, "--stride and --chunks are two recipes: pick one");
+  if (o.batch < 1 || o.batch > 65536) {
+    throw Error(ErrorKind::Argument,
+                "-b/--batch-size: " + std::to_string(o.batch) + " is outside [1, 65536]");
+  }
+  const auto dir = resolve_model_dir(o.model);
+  // The text first: a missing file is reported before the model is loaded.
+  const std::string text = read_regular_file(o.file, kMaxTextBytes, "text file");
+  auto model = Model::load(dir, load_options(o.model));
+  const Tokenizer tok = Tokenizer::load(dir);
+
+  const int64_t model_ctx = model->config().n_ctx;
+  int64_t n_ctx = std::min(model_ctx, kDefaultMaxCtx);
+  if (o.ctx_size) {
+    if (*o.ctx_size < 0 || *o.ctx_size > model_ctx) {
+      throw Error(ErrorKind::Argument, "-c/--ctx-size: " + std::to_string(*o.ctx_size) + " is outside [0, " +
+                                           std::to_string(model_ctx) +
+                                           "] (the model's context; 0 = all of it)");
+    }
+    n_ctx = *o.ctx_size == 0 ? model_ctx : *o.ctx_size;
+  }
+
+  PerplexityOptions po;
+  po.n_ctx = n_ctx;
+  std::vector<int32_t> tokens;
+  try {
+    if (o.stride) {
+      // transformers: tokenizer(text), with the template's special tokens.
+      po.recipe = PerplexityRecipe::Stride;
+      po.stride = *o.stride;
+      if (*o.stride < 1) {
+        throw Error(ErrorKind::Argument, "--stride must be at least 1, not " + std::to_string(*o.stride));
+      }
+      tokens = tok.encode_with_specials(text);
+    } else {
+      // llama.cpp: the text with a BOS in front where the tokenizer adds one, which also replaces the first
+      // token of every chunk.
+      po.recipe = PerplexityRecipe::Chunks;
+      if (o.chunks) {
+        if (*o.chunks < 1) {
+          throw Error(ErrorKind::Argument, "--chunks must be at least 1, not " + std::to_string(*o.chunks));
+        }
+        po.max_chunks = *o.chunks;
+      }
+      const auto prefix = tok.special_prefix();
+      tokens.assign(prefix.begin(), prefix.end());
+      if (!prefix.empty()) po.bos = prefix[0];
+      const auto ids = tok.encode(text);
+      tokens.insert(tokens.end(), ids.begin(), ids.end());
+    }
+  } catch (const Error& e) {
+    throw Error(e.kind(), o.file + ": " + e.what());
+  }
+  // Refused before any work: too short a text, a stride past the window.
+  const auto windows = perplexity_windows(int64_t(tokens.size()), n_ctx, po);
+
+  SessionOptions so;
+  so.n_ctx = n_ctx;
+  so.max_batch = std::min(o.batch, n_ctx);
+  Session session(model, so);
+  const char* unit = po.recipe == PerplexityRecipe::Chunks ? "chunks" : "windows";
+  ProgressBar bar(o.progress && !o.json_out, unit);
+  const PerplexityResult r =
+      perplexity(session, tokens, po, {}, [&](int64_t d, int64_t t) { bar.update(d, t); });
+  const double tps = r.seconds > 0 ? double(r.n_evaluated) / r.seconds : 0.0;
+  const char* recipe = po.recipe == PerplexityRecipe::Chunks ? "chunks" : "stride";
+
+  if (o.json_out) {
+    json j = {{"file", o.file},
+              {"recipe", recipe},
+              {"n_ctx", n_ctx},
+              {"tokens", tokens.size()},
+              {"windows", r.n_windows},
+              {"scored", r.n_scored},
+              {"evaluated", r.n_evaluated},
+              {"ppl", r.ppl},
+              {"ppl_error", r.ppl_error},
+              {"nll_mean", r.nll_mean},
+              {"nll_stderr", r.nll_stderr},
+              {"seconds", r.seconds},
+              {"tok_s", tps}};
+    if (po.recipe == PerplexityRecipe::Stride) j["stride"] = po.stride > 0 ? po.stride : n_ctx / 2;
+    write_stdout(j.dump() + "\n");
+    return 0;
+  }
+  std::string head = "perplexity: " + std::to_string(tokens.size()) + " tokens, ";
+  if (po.recipe == PerplexityRecipe::Chunks) {
+    head += std::to_string(r.n_windows) + " chunks of " + std::to_string(n_ctx) +
+            " (llama.cpp: the second half of each scored)";
+  } else {
+    head += std::to_string(r.n_windows) + " windows of up to " + std::to_string(n_ctx) + ", stride " +
+            std::to_string(po.stride > 0 ? po.stride : n_ctx / 2) + " (transformers)";
+  }
+  char line[512];
+  std::snprintf(
+      line, sizeof line,
+      "%s\nFinal estimate: PPL = %.4f +/- %.5f | mean NLL %.5f +/- %.5f nats | %lld tokens scored | "
+      "%.1f tok/s\n",
+      head.c_str(), r.ppl, r.ppl_error, r.nll_mean, r.nll_stderr, (long long)r.n_scored, tps);
+  write_stdout(line);
+  return 0;
+}
+
+bool registered = register_command(
+    "perplexity",
+    "Perplexity of a model on a text file: llama.cpp's chunks (default) or transformers' --stride windows",
+    [](CLI::App& app) -> std::function<int()> {
+      auto o = std::make_shared<PerplexityCliOptions>();
+      add_model_options(app, o->model, false);
+      app.add_option("-f,--file", o->file, "The text to score")->required();
+      app.add_option_function<int64_t>(
+          "-c,--ctx-size", [o](const int64_t& c) { o->ctx_size = c; },
+          "Window / chunk length in tokens (default: the model's context, at most 4096; 0 = all of it)");
+      app.add_option_function<int64_t>(
+          "--stride", [o](const int64_t& s) { o->stride = s; },
+          "transformers' recipe: windows of -c tokens whose ends move by this many, only the new tokens "
+          "scored");
+      app.add_option_function<int64_t>(
+          "--chunks", [o](const int64_t& c) { o->chunks = c; },
+          "llama.cpp's recipe (the default) on at most this many chunks");
+      app.add_option("-b,--batch-size", o->batch, "Tokens per forward pass (default 512)");
+      app.add_flag("--json", o->json_out, "Print the result as one JSON object");
+      app.add_flag("!--no-progress", o->progress, "No progress bar on stderr");
+      return [o]() { return run_perplexity(*o); };
+    });
+
+}  // namespace
+}  // namespace minigpt::cli
