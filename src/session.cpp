@@ -191,8 +191,8 @@ void Session::forward(const Step& step, std::span<const int64_t> logit_rows, flo
   // The logits rows as one range when they are consecutive (a prefill's every row, or its last).
   const bool consecutive = rows > 0 && logit_rows.back() - logit_rows.front() == rows - 1;
   // The whole step as one unit the backend may record and replay: only the token ids and positions vary
-  // between replays of the same shape, and a step that skips the logits is never recorded.
-  be.run_step(logits_out ? this : nullptr, step, [&] {
+  // between replays of the same shape, and a step that skips the logits (or is observed) is never recorded.
+  be.run_step(logits_out && !qkv_observer_ ? this : nullptr, step, [&] {
     be.embed(x, step, w.token_embd, w.pos_embd);
     for (int64_t l = 0; l < c.n_layer; ++l) {
       const LayerWeights& L = w.layers[size_t(l)];
@@ -202,6 +202,7 @@ void Session::forward(const Step& step, std::span<const int64_t> logit_rows, flo
       // issue brings them, rotate q and k here, before store_kv)
       be.layer_norm(xn, x, L.attn_norm_w, L.attn_norm_b, c.layer_norm_epsilon);
       be.linear(qkv, xn, L.attn_qkv, false);
+      if (qkv_observer_) qkv_observer_(l, step, qkv);
       be.store_kv(cache, l, k, v, step);
       be.attention(att, q, cache, l, step, H, scale);
       if (c.parallel_residual) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -46,6 +47,12 @@ class Session {
   // sequence at most once; at most max_batch tokens in all. Errors as eval's, the session unchanged then.
   std::span<const float> eval_batch(std::span<const SeqTokens> batch);
 
+  // For inspection (minigpt/attention.h): called in every forward step, for each layer, with the step and
+  // the layer's q|k|v as the attention reads them: [T, (H + 2 Hkv) D] on the backend's device (copy it with
+  // Backend::to_host). A session with an observer never lets the backend record its steps. Empty: none.
+  using QkvObserver = std::function<void(int64_t layer, const Step& step, const Tensor& qkv)>;
+  void set_qkv_observer(QkvObserver observer) { qkv_observer_ = std::move(observer); }
+
   // Forgets every sequence, or one (keeps the memory).
   void reset();
   void reset(int64_t seq);
@@ -79,6 +86,7 @@ class Session {
   std::vector<int32_t> step_tokens_;
   std::vector<SeqRun> step_runs_;
   std::vector<int64_t> step_rows_;
+  QkvObserver qkv_observer_;
 };
 
 }  // namespace minigpt

@@ -2,9 +2,14 @@
 // windows (minigpt/perplexity.h).
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -13,6 +18,7 @@
 #include "common.h"
 #include "minigpt/error.h"
 #include "minigpt/io.h"
+#include "minigpt/kl_divergence.h"
 #include "minigpt/perplexity.h"
 #include "minigpt/tokenizer.h"
 
@@ -32,6 +38,9 @@ struct PerplexityCliOptions {
   int64_t batch = 512;
   bool json_out = false;
   bool progress = true;
+  std::string save_logits;
+  std::string kl_base;
+  int64_t top_k = 256;
 };
 
 // "[=====>     ] 12/330 chunks, 4.1 s left" on stderr, redrawn in place (only on a terminal).
@@ -60,15 +69,44 @@ class ProgressBar {
 int run_perplexity(const PerplexityCliOptions& o) {
   if (o.stride && o.chunks)
     throw Error(ErrorKind::Argument, "--stride and --chunks are two recipes: pick one");
+  if (!o.save_logits.empty() && !o.kl_base.empty()) {
+    throw Error(ErrorKind::Argument,
+                "--save-logits writes a reference, --kl-divergence compares with one: pick one");
+  }
+  if (o.top_k < 1 || o.top_k > (int64_t(1) << 20)) {
+    throw Error(ErrorKind::Argument, "--kl-top-k: " + std::to_string(o.top_k) + " is outside [1, 1048576]");
+  }
+  if (o.file.empty() && o.kl_base.empty()) {
+    throw Error(ErrorKind::Argument, "-f/--file is required (the text to score)");
+  }
+  // The reference of --kl-divergence: its tokens and recipe are used (-f, if given, must give the same
+  // tokens).
+  std::ifstream kl_in;
+  std::unique_ptr<LogitsReader> kl_ref;
+  if (!o.kl_base.empty()) {
+    std::error_code ec;
+    const uint64_t size = std::filesystem::file_size(o.kl_base, ec);
+    kl_in.open(o.kl_base, std::ios::binary);
+    if (ec || !kl_in)
+      throw Error(ErrorKind::Io, o.kl_base + ": cannot open: " + (ec ? ec.message() : std::strerror(errno)));
+    kl_ref = std::make_unique<LogitsReader>(kl_in, size, o.kl_base);
+    if (o.stride || o.chunks || o.ctx_size) {
+      throw Error(ErrorKind::Argument,
+                  "--kl-divergence takes the recipe (-c, --stride, --chunks) from " + o.kl_base);
+    }
+  }
   if (o.batch < 1 || o.batch > 65536) {
     throw Error(ErrorKind::Argument,
                 "-b/--batch-size: " + std::to_string(o.batch) + " is outside [1, 65536]");
   }
   const auto dir = resolve_model_dir(o.model);
   // The text first: a missing file is reported before the model is loaded.
-  const std::string text = read_regular_file(o.file, kMaxTextBytes, "text file");
+  const std::string text =
+      o.file.empty() ? std::string() : read_regular_file(o.file, kMaxTextBytes, "text file");
   auto model = Model::load(dir, load_options(o.model));
-  const Tokenizer tok = Tokenizer::load(dir);
+  // Only a text needs the tokenizer (a --kl-divergence run takes the reference's tokens).
+  std::optional<Tokenizer> tok;
+  if (!o.file.empty()) tok.emplace(Tokenizer::load(dir));
 
   const int64_t model_ctx = model->config().n_ctx;
   int64_t n_ctx = std::min(model_ctx, kDefaultMaxCtx);
@@ -92,7 +130,6 @@ int run_perplexity(const PerplexityCliOptions& o) {
       if (*o.stride < 1) {
         throw Error(ErrorKind::Argument, "--stride must be at least 1, not " + std::to_string(*o.stride));
       }
-      tokens = tok.encode_with_specials(text);
     } else {
       // llama.cpp: the text with a BOS in front where the tokenizer adds one, which also replaces the first
       // token of every chunk.
@@ -103,17 +140,74 @@ int run_perplexity(const PerplexityCliOptions& o) {
         }
         po.max_chunks = *o.chunks;
       }
-      const auto prefix = tok.special_prefix();
+    }
+    const PerplexityRecipe recipe = kl_ref ? kl_ref->header().options.recipe : po.recipe;
+    if (tok && recipe == PerplexityRecipe::Stride) {
+      tokens = tok->encode_with_specials(text);
+    } else if (tok) {
+      const auto prefix = tok->special_prefix();
       tokens.assign(prefix.begin(), prefix.end());
       if (!prefix.empty()) po.bos = prefix[0];
-      const auto ids = tok.encode(text);
+      const auto ids = tok->encode(text);
       tokens.insert(tokens.end(), ids.begin(), ids.end());
     }
   } catch (const Error& e) {
     throw Error(e.kind(), o.file + ": " + e.what());
   }
+  if (kl_ref) {
+    const LogitsHeader& h = kl_ref->header();
+    if (h.n_vocab != model->config().n_vocab) {
+      throw Error(ErrorKind::Argument, o.kl_base + ": the reference has a vocabulary of " +
+                                           std::to_string(h.n_vocab) + ", this model " +
+                                           std::to_string(model->config().n_vocab));
+    }
+    if (h.options.n_ctx > model_ctx) {
+      throw Error(ErrorKind::Argument, o.kl_base + ": the reference used a context of " +
+                                           std::to_string(h.options.n_ctx) + ", more than this model's " +
+                                           std::to_string(model_ctx));
+    }
+    if (!o.file.empty() && tokens != kl_ref->tokens()) {
+      throw Error(ErrorKind::Argument,
+                  o.file + ": its tokens differ from those of the reference " + o.kl_base);
+    }
+    po = h.options;
+    n_ctx = po.n_ctx;
+    tokens = kl_ref->tokens();
+  }
   // Refused before any work: too short a text, a stride past the window.
   const auto windows = perplexity_windows(int64_t(tokens.size()), n_ctx, po);
+  if (kl_ref) {
+    int64_t n = 0;
+    for (const auto& w : windows) n += w.last - w.first;
+    if (n != kl_ref->header().n_scored) {
+      throw Error(ErrorKind::Format, o.kl_base + ": holds " + std::to_string(kl_ref->header().n_scored) +
+                                         " scored tokens, its recipe scores " + std::to_string(n));
+    }
+  }
+  std::unique_ptr<LogitsWriter> writer;
+  if (!o.save_logits.empty()) {
+    LogitsHeader h;
+    h.top_k = std::min(o.top_k, model->config().n_vocab);
+    h.n_vocab = model->config().n_vocab;
+    h.n_tokens = int64_t(tokens.size());
+    for (const auto& w : windows) h.n_scored += w.last - w.first;
+    h.options = po;
+    h.options.n_ctx = n_ctx;
+    writer = std::make_unique<LogitsWriter>(o.save_logits, h, tokens);
+  }
+  KlAccumulator kl;
+  LogitsRecord rec;
+  ScoredTokenFn on_scored;
+  if (writer) {
+    on_scored = [&](int64_t index, std::span<const float> logits, double) {
+      make_logits_record(logits, std::min(o.top_k, int64_t(logits.size())), tokens[size_t(index)], rec);
+      writer->write(rec);
+    };
+  } else if (kl_ref) {
+    on_scored = [&](int64_t index, std::span<const float> logits, double) {
+      kl.add(kl_ref->next(), logits, tokens[size_t(index)]);
+    };
+  }
 
   SessionOptions so;
   so.n_ctx = n_ctx;
@@ -122,7 +216,9 @@ int run_perplexity(const PerplexityCliOptions& o) {
   const char* unit = po.recipe == PerplexityRecipe::Chunks ? "chunks" : "windows";
   ProgressBar bar(o.progress && !o.json_out, unit);
   const PerplexityResult r =
-      perplexity(session, tokens, po, {}, [&](int64_t d, int64_t t) { bar.update(d, t); });
+      perplexity(session, tokens, po, on_scored, [&](int64_t d, int64_t t) { bar.update(d, t); });
+  if (writer) writer->commit();
+  const KlStats ks = kl.stats();
   const double tps = r.seconds > 0 ? double(r.n_evaluated) / r.seconds : 0.0;
   const char* recipe = po.recipe == PerplexityRecipe::Chunks ? "chunks" : "stride";
 
@@ -141,6 +237,18 @@ int run_perplexity(const PerplexityCliOptions& o) {
               {"seconds", r.seconds},
               {"tok_s", tps}};
     if (po.recipe == PerplexityRecipe::Stride) j["stride"] = po.stride > 0 ? po.stride : n_ctx / 2;
+    if (kl_ref) {
+      j["kl_divergence"] = {{"reference", o.kl_base},
+                            {"tokens", ks.n},
+                            {"mean", ks.kl_mean},
+                            {"stderr", ks.kl_stderr},
+                            {"median", ks.kl_median},
+                            {"p99", ks.kl_p99},
+                            {"max", ks.kl_max},
+                            {"top1_agreement", ks.top1_agreement},
+                            {"delta_p_mean", ks.delta_p_mean},
+                            {"ppl_reference", ks.ppl_ref}};
+    }
     write_stdout(j.dump() + "\n");
     return 0;
   }
@@ -159,6 +267,20 @@ int run_perplexity(const PerplexityCliOptions& o) {
       "%.1f tok/s\n",
       head.c_str(), r.ppl, r.ppl_error, r.nll_mean, r.nll_stderr, (long long)r.n_scored, tps);
   write_stdout(line);
+  if (kl_ref) {
+    std::snprintf(line, sizeof line,
+                  "KL divergence against %s (%lld tokens; %s):\n"
+                  "  mean KLD %.4g +/- %.2g | median %.4g | 99%% %.4g | max %.4g\n"
+                  "  same top token %.3f%% | mean |dp| of the reference's top token %.4f%% | "
+                  "PPL reference %.4f, this %.4f\n",
+                  o.kl_base.c_str(), (long long)ks.n,
+                  kl_ref->header().top_k == kl_ref->header().n_vocab
+                      ? "whole distributions"
+                      : "reference top-k + the rest as one bucket",
+                  ks.kl_mean, ks.kl_stderr, ks.kl_median, ks.kl_p99, ks.kl_max, 100.0 * ks.top1_agreement,
+                  100.0 * ks.delta_p_mean, ks.ppl_ref, ks.ppl);
+    write_stdout(line);
+  }
   return 0;
 }
 
@@ -168,7 +290,7 @@ bool registered = register_command(
     [](CLI::App& app) -> std::function<int()> {
       auto o = std::make_shared<PerplexityCliOptions>();
       add_model_options(app, o->model, false);
-      app.add_option("-f,--file", o->file, "The text to score")->required();
+      app.add_option("-f,--file", o->file, "The text to score");
       app.add_option_function<int64_t>(
           "-c,--ctx-size", [o](const int64_t& c) { o->ctx_size = c; },
           "Window / chunk length in tokens (default: the model's context, at most 4096; 0 = all of it)");
@@ -182,6 +304,11 @@ bool registered = register_command(
       app.add_option("-b,--batch-size", o->batch, "Tokens per forward pass (default 512)");
       app.add_flag("--json", o->json_out, "Print the result as one JSON object");
       app.add_flag("!--no-progress", o->progress, "No progress bar on stderr");
+      app.add_option("--save-logits", o->save_logits,
+                     "Store this run's next-token distributions (top --kl-top-k per token) as a reference");
+      app.add_option("--kl-divergence", o->kl_base,
+                     "Compare with a reference stored by --save-logits (its text and recipe are used)");
+      app.add_option("--kl-top-k", o->top_k, "Tokens per position --save-logits keeps (default 256)");
       return [o]() { return run_perplexity(*o); };
     });
 

@@ -1,0 +1,167 @@
+// KL divergence against a stored reference (perplexity --save-logits / --kl-divergence): the formula against
+// a direct computation, a model against itself, low-precision storage against F32, and bad reference files.
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "minigpt/kl_divergence.h"
+#include "test_util.h"
+
+namespace minigpt {
+namespace {
+
+using json = nlohmann::json;
+
+std::vector<double> log_softmax(const std::vector<float>& x) {
+  double mx = -INFINITY, s = 0;
+  for (float v : x) mx = std::max(mx, double(v));
+  for (float v : x) s += std::exp(double(v) - mx);
+  std::vector<double> out;
+  for (float v : x) out.push_back(double(v) - mx - std::log(s));
+  return out;
+}
+
+// With k = V the stored distribution is whole and the KL is the direct sum; with k < V the tail is one
+// bucket, which can only lower it (log-sum inequality), never below 0.
+TEST(KlDivergence, EqualsTheDirectSumAndTopKIsALowerBound) {
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    const int64_t V = 37;
+    const auto p_logits = test::randn(size_t(V), seed, 2.0f);
+    auto q_logits = p_logits;
+    const auto noise = test::randn(size_t(V), seed + 100, 0.3f);
+    for (int64_t i = 0; i < V; ++i) q_logits[size_t(i)] += noise[size_t(i)];
+    const auto lp = log_softmax(p_logits), lq = log_softmax(q_logits);
+    double direct = 0;
+    for (int64_t i = 0; i < V; ++i) direct += std::exp(lp[size_t(i)]) * (lp[size_t(i)] - lq[size_t(i)]);
+    LogitsRecord rec;
+    make_logits_record(p_logits, V, 3, rec);
+    KlAccumulator full;
+    full.add(rec, q_logits, 3);
+    // The stored log-probabilities are floats (and the compared ones rounded alike): ~1e-7 of each.
+    EXPECT_NEAR(full.stats().kl_mean, direct, 1e-6 * direct + 1e-7);
+    EXPECT_NEAR(rec.logp_target, lp[3], 1e-6);
+    for (int64_t k : {1, 5, 36}) {
+      make_logits_record(p_logits, k, 3, rec);
+      ASSERT_EQ(int64_t(rec.ids.size()), k);
+      for (size_t i = 1; i < rec.ids.size(); ++i)
+        ASSERT_GE(rec.logp[i - 1], rec.logp[i]);  // most likely first
+      KlAccumulator top;
+      top.add(rec, q_logits, 3);
+      EXPECT_GE(top.stats().kl_mean, 0.0);
+      EXPECT_LE(top.stats().kl_mean, direct * (1 + 1e-6) + 1e-7) << "k = " << k;
+    }
+  }
+}
+
+TEST(KlDivergence, StatsOfSeveralTokens) {
+  KlAccumulator acc;
+  LogitsRecord rec;
+  const std::vector<float> a = {1, 2, 3, 4}, b = {4, 3, 2, 1};
+  make_logits_record(a, 4, 0, rec);
+  acc.add(rec, a, 0);  // the same: 0, top token agrees
+  acc.add(rec, b, 0);  // reversed: > 0, top token differs
+  const KlStats s = acc.stats();
+  EXPECT_EQ(s.n, 2);
+  EXPECT_DOUBLE_EQ(s.top1_agreement, 0.5);
+  EXPECT_GT(s.kl_max, 1.0);
+  EXPECT_NEAR(s.kl_mean, s.kl_max / 2, 1e-7);
+  EXPECT_GT(s.delta_p_mean, 0.2);
+}
+
+std::string ref_path_text(const test::TempDir& tmp) {
+  const std::string data =
+      test::read_file(test::source_dir() / "tests" / "fixtures" / "data" / "tinyshakespeare.txt");
+  const auto text = tmp / "text.txt";
+  test::write_file(text, data.substr(1003854, 3000));
+  return text.string();
+}
+
+// The shipped model against itself: KL 0 and the same top token everywhere; stored in BF16 and F16 against
+// its F32 self: small, positive, nearly always the same top token.
+TEST(KlDivergenceCli, SelfIsZeroAndLowPrecisionIsClose) {
+  test::TempDir tmp;
+  const std::string text = ref_path_text(tmp), ref = (tmp / "ref.bin").string();
+  auto r = test::run_cli("perplexity -t 1 -c 64 -f " + text + " --save-logits " + ref);
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_TRUE(std::filesystem::exists(ref));
+  EXPECT_FALSE(std::filesystem::exists(ref + ".tmp"));
+  r = test::run_cli("perplexity -t 1 --json --kl-divergence " + ref);
+  ASSERT_EQ(r.status, 0) << r.err;
+  json j = json::parse(r.out)["kl_divergence"];
+  EXPECT_EQ(j["tokens"], 46 * 31);
+  EXPECT_EQ(j["mean"], 0.0);
+  EXPECT_EQ(j["max"], 0.0);
+  EXPECT_EQ(j["top1_agreement"], 1.0);
+  for (const char* dtype : {"bf16", "f16"}) {
+    r = test::run_cli(std::string("perplexity -t 1 --json --dtype ") + dtype + " --kl-divergence " + ref +
+                      " -f " + text);
+    ASSERT_EQ(r.status, 0) << r.err;
+    j = json::parse(r.out)["kl_divergence"];
+    std::printf("[ measured ] %s vs f32: mean KLD %.3g, 99%% %.3g, top-1 agreement %.4f\n", dtype,
+                j["mean"].get<double>(), j["p99"].get<double>(), j["top1_agreement"].get<double>());
+    EXPECT_GT(j["mean"].get<double>(), 0.0) << dtype;
+    EXPECT_LT(j["mean"].get<double>(), 1e-3) << dtype;
+    EXPECT_GT(j["top1_agreement"].get<double>(), 0.98) << dtype;
+  }
+}
+
+TEST(KlDivergenceCli, BadReferencesAndMismatchesAreRefused) {
+  test::TempDir tmp;
+  const std::string text = ref_path_text(tmp), ref = (tmp / "ref.bin").string();
+  ASSERT_EQ(test::run_cli("perplexity -t 1 -c 64 --chunks 3 -f " + text + " --save-logits " + ref).status, 0);
+  const std::string good = test::read_file(ref);
+  auto write_variant = [&](const std::string& name, const std::string& bytes) {
+    test::write_file(tmp / name, bytes);
+    return (tmp / name).string();
+  };
+  std::string bad_magic = good, bad_token = good, bad_k = good;
+  bad_magic[0] = 'X';
+  bad_token[75] = char(0x7f);  // the first token id (bytes 72..75): huge
+  bad_k[8] = 0, bad_k[9] = 0;  // top-k 0
+  struct Case {
+    std::string args, needle;
+  };
+  const std::string other = test::fixture_dir("tiny").string();  // vocabulary 320, no tokenizer needed
+  for (const Case& c : std::vector<Case>{
+           {"--kl-divergence " + write_variant("trunc.bin", good.substr(0, good.size() - 5)), "(truncated)"},
+           {"--kl-divergence " + write_variant("long.bin", good + "x"), "(trailing bytes)"},
+           {"--kl-divergence " + write_variant("magic.bin", bad_magic), "not a minigpt logits file"},
+           {"--kl-divergence " + write_variant("token.bin", bad_token), "outside the vocabulary"},
+           {"--kl-divergence " + write_variant("k.bin", bad_k), "top-k 0"},
+           {"--kl-divergence " + write_variant("empty.bin", ""), "too short"},
+           {"--kl-divergence " + (tmp / "missing.bin").string(), "cannot open"},
+           {"--kl-divergence " + ref + " -m " + other, "vocabulary of 256"},
+           {"--kl-divergence " + ref + " --stride 8", "takes the recipe"},
+           {"--kl-divergence " + ref + " -f " + write_variant("other.txt", std::string(4000, 'a')), "differ"},
+           {"--kl-divergence " + ref + " --save-logits " + (tmp / "x.bin").string(), "pick one"},
+           {"--kl-top-k 0 -f " + text, "--kl-top-k"},
+           {"--chunks 1", "-f/--file is required"},
+       }) {
+    const auto r = test::run_cli("perplexity -t 1 " + c.args);
+    EXPECT_NE(r.status, 0) << c.args;
+    EXPECT_EQ(r.out, "") << c.args;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.args << ": " << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(tmp / "x.bin"));
+}
+
+// A save that fails half-way (here: a text too short for its recipe, refused before the file is created;
+// and a directory that does not exist) leaves no file behind.
+TEST(KlDivergenceCli, AFailedSaveLeavesNothing) {
+  test::TempDir tmp;
+  test::write_file(tmp / "short.txt", "abc");
+  auto r = test::run_cli("perplexity -t 1 -f " + (tmp / "short.txt").string() + " --save-logits " +
+                         (tmp / "ref.bin").string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_FALSE(std::filesystem::exists(tmp / "ref.bin"));
+  EXPECT_FALSE(std::filesystem::exists(tmp / "ref.bin.tmp"));
+  r = test::run_cli("perplexity -t 1 -c 64 -f " + ref_path_text(tmp) + " --save-logits " +
+                    (tmp / "no" / "such" / "ref.bin").string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("cannot write"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace minigpt

@@ -1,0 +1,44 @@
+// What `minigpt attention` writes: the maps as JSON, a heatmap as PNG or SVG (cairo), or a self-contained
+// HTML page. Each function returns the whole file's bytes; the command writes them (atomically).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "minigpt/attention.h"
+
+namespace minigpt::cli {
+
+struct AttentionDoc {
+  const AttentionMaps* maps = nullptr;
+  std::vector<int32_t> ids;
+  std::vector<std::string> tokens;  // each token's text, valid UTF-8 (U+FFFD for a partial character)
+  std::string model;                // the model's name, for titles
+  std::string prompt;
+};
+
+// {"tokens", "ids", "n_layer", "n_head", "attentions": [layer][head][query][key]} (full square rows).
+std::string attention_json(const AttentionDoc& doc);
+
+// Which heads a heatmap shows: one, the mean over the layer's heads, or all of them as a grid.
+struct HeadChoice {
+  enum Kind { One, Mean, Grid } kind = Grid;
+  int64_t head = 0;
+};
+enum class ImageFormat { Png, Svg };
+// The heatmap of layer `layer` (queries down, keys across, token labels on both axes, a colour bar).
+std::string attention_image(const AttentionDoc& doc, int64_t layer, HeadChoice heads, ImageFormat format);
+
+// Frees cairo's and fontconfig's process-wide caches (fonts, glyphs), which live until exit otherwise and
+// which LeakSanitizer would report. Call it when no cairo object is left, e.g. after attention_image().
+void release_drawing_caches();
+
+// Every layer and head as thumbnails, one enlarged on click, hover for the query, key and weight, and a
+// head view (lines from a token to what it attends to). No network: data and script inline.
+std::string attention_html(const AttentionDoc& doc);
+
+// A token as a label: control characters as visible symbols (newline: ↵), a blank token as ␣.
+std::string display_token(const std::string& text);
+
+}  // namespace minigpt::cli
