@@ -1,0 +1,396 @@
+#include "minigpt/gguf.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <limits>
+
+#include "minigpt/error.h"
+
+namespace minigpt {
+
+namespace {
+
+// Bounds of what a sane file holds, far above any real model's (llama.cpp's own limits are similar).
+constexpr uint64_t kMaxString = uint64_t(1) << 30;  // one metadata string or tensor name
+constexpr uint64_t kMaxNameLength = 1 << 16;        // a tensor name
+constexpr int kMaxArrayDepth = 4;                   // arrays of arrays
+constexpr uint32_t kMaxDims = 4;                    // GGML_MAX_DIMS
+constexpr uint64_t kMaxAlignment = uint64_t(1) << 20;
+// Array elements in all the metadata: a tokenizer's tokens, scores, types and merges are a few hundred
+// thousand; the cap bounds the memory a hostile file can make us allocate (~100 bytes per element).
+constexpr uint64_t kMaxArrayElements = uint64_t(1) << 23;
+
+struct TypeEntry {
+  uint32_t id;
+  GgmlTypeInfo info;
+};
+// Block layouts as gguf.constants.GGML_QUANT_SIZES gives them.
+constexpr TypeEntry kTypes[] = {
+    {0, {"F32", 1, 4}},         {1, {"F16", 1, 2}},         {2, {"Q4_0", 32, 18}},
+    {3, {"Q4_1", 32, 20}},      {6, {"Q5_0", 32, 22}},      {7, {"Q5_1", 32, 24}},
+    {8, {"Q8_0", 32, 34}},      {9, {"Q8_1", 32, 40}},      {10, {"Q2_K", 256, 84}},
+    {11, {"Q3_K", 256, 110}},   {12, {"Q4_K", 256, 144}},   {13, {"Q5_K", 256, 176}},
+    {14, {"Q6_K", 256, 210}},   {15, {"Q8_K", 256, 292}},   {16, {"IQ2_XXS", 256, 66}},
+    {17, {"IQ2_XS", 256, 74}},  {18, {"IQ3_XXS", 256, 98}}, {19, {"IQ1_S", 256, 50}},
+    {20, {"IQ4_NL", 32, 18}},   {21, {"IQ3_S", 256, 110}},  {22, {"IQ2_S", 256, 82}},
+    {23, {"IQ4_XS", 256, 136}}, {24, {"I8", 1, 1}},         {25, {"I16", 1, 2}},
+    {26, {"I32", 1, 4}},        {27, {"I64", 1, 8}},        {28, {"F64", 1, 8}},
+    {29, {"IQ1_M", 256, 56}},   {30, {"BF16", 1, 2}},       {34, {"TQ1_0", 256, 54}},
+    {35, {"TQ2_0", 256, 66}},   {39, {"MXFP4", 32, 17}},
+};
+
+// Reads the file front to back through a buffer, every read checked against the file's size.
+class Cursor {
+ public:
+  Cursor(uint64_t size, const std::string& source, std::function<void(void*, uint64_t, uint64_t)> fetch)
+      : size_(size), source_(source), fetch_(std::move(fetch)) {}
+  uint64_t elements = 0;  // array elements read so far
+  uint64_t pos() const { return pos_; }
+  uint64_t left() const { return size_ - pos_; }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw Error(ErrorKind::Format, source_ + ": " + what + " (at byte " + std::to_string(pos_) + ")");
+  }
+  // n bytes at the cursor, which then moves past them.
+  const uint8_t* take(uint64_t n, const char* what) {
+    if (n > left())
+      fail(std::string("truncated: ") + what + " needs " + std::to_string(n) + " bytes, " +
+           std::to_string(left()) + " left");
+    if (pos_ < buf_off_ || pos_ + n > buf_off_ + buf_.size()) {
+      const uint64_t want = std::max<uint64_t>(n, std::min<uint64_t>(uint64_t(1) << 20, left()));
+      buf_.resize(size_t(want));
+      fetch_(buf_.data(), want, pos_);
+      buf_off_ = pos_;
+    }
+    const uint8_t* p = buf_.data() + (pos_ - buf_off_);
+    pos_ += n;
+    return p;
+  }
+  template <typename T>
+  T get(const char* what) {
+    T v;
+    std::memcpy(&v, take(sizeof(T), what), sizeof(T));
+    return v;
+  }
+  std::string string(uint64_t max, const char* what) {
+    const uint64_t n = get<uint64_t>(what);
+    if (n > max)
+      fail(std::string(what) + " of " + std::to_string(n) + " bytes is longer than the limit of " +
+           std::to_string(max));
+    const uint8_t* p = take(n, what);
+    return std::string(reinterpret_cast<const char*>(p), size_t(n));
+  }
+
+ private:
+  uint64_t size_, pos_ = 0, buf_off_ = 0;
+  std::string source_;
+  std::function<void(void*, uint64_t, uint64_t)> fetch_;
+  std::vector<uint8_t> buf_;
+};
+
+uint64_t scalar_size(GgufType t) {
+  switch (t) {
+    case GgufType::U8:
+    case GgufType::I8:
+    case GgufType::BOOL:
+      return 1;
+    case GgufType::U16:
+    case GgufType::I16:
+      return 2;
+    case GgufType::U32:
+    case GgufType::I32:
+    case GgufType::F32:
+      return 4;
+    case GgufType::U64:
+    case GgufType::I64:
+    case GgufType::F64:
+      return 8;
+    case GgufType::STRING:
+      return 8;  // at least its length
+    case GgufType::ARRAY:
+      return 12;  // at least its element type and count
+  }
+  return 1;
+}
+
+bool valid_type(uint32_t t) { return t <= uint32_t(GgufType::F64); }
+
+GgufValue read_value(Cursor& c, GgufType type, int depth) {
+  GgufValue v;
+  v.type = type;
+  switch (type) {
+    case GgufType::U8:
+      v.i = c.get<uint8_t>("a u8 value");
+      break;
+    case GgufType::I8:
+      v.i = c.get<int8_t>("an i8 value");
+      break;
+    case GgufType::U16:
+      v.i = c.get<uint16_t>("a u16 value");
+      break;
+    case GgufType::I16:
+      v.i = c.get<int16_t>("an i16 value");
+      break;
+    case GgufType::U32:
+      v.i = c.get<uint32_t>("a u32 value");
+      break;
+    case GgufType::I32:
+      v.i = c.get<int32_t>("an i32 value");
+      break;
+    case GgufType::I64:
+      v.i = c.get<int64_t>("an i64 value");
+      break;
+    case GgufType::U64: {
+      const uint64_t u = c.get<uint64_t>("a u64 value");
+      if (u > uint64_t(std::numeric_limits<int64_t>::max())) c.fail("a u64 value above 2^63");
+      v.i = int64_t(u);
+      break;
+    }
+    case GgufType::F32:
+      v.f = c.get<float>("an f32 value");
+      break;
+    case GgufType::F64:
+      v.f = c.get<double>("an f64 value");
+      break;
+    case GgufType::BOOL: {
+      const uint8_t b = c.get<uint8_t>("a bool value");
+      if (b > 1) c.fail("a bool value of " + std::to_string(b));
+      v.i = b;
+      break;
+    }
+    case GgufType::STRING:
+      v.s = c.string(kMaxString, "a string value");
+      break;
+    case GgufType::ARRAY: {
+      if (depth >= kMaxArrayDepth) c.fail("arrays nested deeper than " + std::to_string(kMaxArrayDepth));
+      const uint32_t elem = c.get<uint32_t>("an array's element type");
+      if (!valid_type(elem)) c.fail("unknown array element type " + std::to_string(elem));
+      v.elem = GgufType(elem);
+      const uint64_t n = c.get<uint64_t>("an array's length");
+      // Each element takes at least scalar_size bytes: a count the file cannot hold is refused before any
+      // memory is reserved for it.
+      if (n > c.left() / scalar_size(v.elem)) {
+        c.fail("an array of " + std::to_string(n) + " elements does not fit in the " +
+               std::to_string(c.left()) + " bytes left");
+      }
+      c.elements += n;
+      if (c.elements > kMaxArrayElements) {
+        c.fail("more than " + std::to_string(kMaxArrayElements) + " array elements in the metadata");
+      }
+      v.items.reserve(size_t(std::min<uint64_t>(n, 4096)));
+      for (uint64_t i = 0; i < n; ++i) v.items.push_back(read_value(c, v.elem, depth + 1));
+      break;
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+const GgmlTypeInfo* ggml_type_info(uint32_t type) {
+  for (const auto& e : kTypes)
+    if (e.id == type) return &e.info;
+  return nullptr;
+}
+
+std::string_view gguf_type_name(GgufType t) {
+  static constexpr const char* kNames[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
+                                           "bool", "string", "array", "u64", "i64", "f64"};
+  return uint32_t(t) < 13 ? kNames[uint32_t(t)] : "unknown";
+}
+
+int64_t GgufTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : ne) n *= d;
+  return n;
+}
+
+std::shared_ptr<GgufFile> GgufFile::open(const std::filesystem::path& path) {
+  std::shared_ptr<GgufFile> f(new GgufFile());
+  f->source_ = path.string();
+  f->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f->fd_ < 0) throw Error(ErrorKind::Io, f->source_ + ": cannot open: " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(f->fd_, &st) != 0)
+    throw Error(ErrorKind::Io, f->source_ + ": cannot stat: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw Error(ErrorKind::Io, f->source_ + ": not a regular file");
+  f->parse(uint64_t(st.st_size));
+  return f;
+}
+
+std::shared_ptr<GgufFile> GgufFile::from_memory(const uint8_t* bytes, size_t size, std::string source) {
+  std::shared_ptr<GgufFile> f(new GgufFile());
+  f->source_ = std::move(source);
+  f->image_ = bytes;
+  f->parse(size);
+  return f;
+}
+
+GgufFile::~GgufFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void GgufFile::fetch(void* dst, uint64_t n, uint64_t offset) const {
+  if (offset > size_ || n > size_ - offset) {
+    throw Error(ErrorKind::Io, source_ + ": reading " + std::to_string(n) + " bytes at " +
+                                   std::to_string(offset) + " past the end of the file");
+  }
+  if (image_ != nullptr) {
+    std::memcpy(dst, image_ + offset, size_t(n));
+    return;
+  }
+  auto* p = static_cast<char*>(dst);
+  while (n > 0) {
+    const ssize_t got = ::pread(fd_, p, size_t(std::min<uint64_t>(n, uint64_t(1) << 30)), off_t(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      throw Error(ErrorKind::Io,
+                  source_ + ": read failed at byte " + std::to_string(offset) + ": " +
+                      (got == 0 ? "the file is shorter than when it was opened" : std::strerror(errno)));
+    }
+    p += got, offset += uint64_t(got), n -= uint64_t(got);
+  }
+}
+
+void GgufFile::read(const GgufTensor& t, void* dst) const { fetch(dst, t.nbytes, t.offset); }
+
+void GgufFile::parse(uint64_t file_size) {
+  size_ = file_size;
+  Cursor c(file_size, source_, [this](void* d, uint64_t n, uint64_t o) { fetch(d, n, o); });
+  const uint8_t* magic = c.take(4, "the magic");
+  if (std::memcmp(magic, "GGUF", 4) != 0) c.fail("not a GGUF file (no \"GGUF\" magic)");
+  version_ = c.get<uint32_t>("the version");
+  if (version_ == 1)
+    throw Error(ErrorKind::Unsupported,
+                source_ + ": GGUF version 1 (2023) is not supported; convert it again");
+  if (version_ != 2 && version_ != 3) {
+    throw Error(ErrorKind::Format, source_ + ": GGUF version " + std::to_string(version_) +
+                                       (version_ > 0xffff ? " (a big-endian file?)" : "") +
+                                       " (2 and 3 are known)");
+  }
+  const uint64_t n_tensors = c.get<uint64_t>("the tensor count");
+  const uint64_t n_kv = c.get<uint64_t>("the metadata count");
+  // A key-value pair takes at least 8 + 4 + 1 bytes, a tensor info 8 + 4 + 8 + 4 + 8.
+  if (n_kv > c.left() / 13) c.fail(std::to_string(n_kv) + " metadata entries cannot fit in the file");
+  if (n_tensors > c.left() / 32) c.fail(std::to_string(n_tensors) + " tensors cannot fit in the file");
+
+  for (uint64_t i = 0; i < n_kv; ++i) {
+    std::string key = c.string(kMaxNameLength, "a metadata key");
+    const uint32_t type = c.get<uint32_t>("a metadata value type");
+    if (!valid_type(type))
+      c.fail("metadata '" + key + "' has the unknown value type " + std::to_string(type));
+    GgufValue v = read_value(c, GgufType(type), 0);
+    if (!kv_.emplace(key, std::move(v)).second) c.fail("metadata key '" + key + "' appears twice");
+  }
+  if (const GgufValue* a = find_value("general.alignment")) {
+    if (a->type != GgufType::U32 || a->i == 0 || uint64_t(a->i) > kMaxAlignment || (a->i & (a->i - 1)) != 0) {
+      c.fail("general.alignment must be a u32 power of two up to 2^20");
+    }
+    alignment_ = uint64_t(a->i);
+  }
+
+  std::vector<uint64_t> rel_offsets;
+  for (uint64_t i = 0; i < n_tensors; ++i) {
+    GgufTensor t;
+    t.name = c.string(kMaxNameLength, "a tensor name");
+    const uint32_t n_dims = c.get<uint32_t>("a tensor's dimension count");
+    if (n_dims < 1 || n_dims > kMaxDims)
+      c.fail("tensor '" + t.name + "' has " + std::to_string(n_dims) + " dimensions (1 to 4)");
+    int64_t numel = 1;
+    for (uint32_t d = 0; d < n_dims; ++d) {
+      const uint64_t ne = c.get<uint64_t>("a tensor dimension");
+      if (ne < 1 || ne > uint64_t(std::numeric_limits<int64_t>::max()) ||
+          uint64_t(numel) > uint64_t(std::numeric_limits<int64_t>::max()) / ne) {
+        c.fail("tensor '" + t.name + "' has a dimension of " + std::to_string(ne) +
+               " (zero, or the element count overflows)");
+      }
+      numel *= int64_t(ne);
+      t.ne.push_back(int64_t(ne));
+    }
+    const uint32_t type = c.get<uint32_t>("a tensor type");
+    const GgmlTypeInfo* info = ggml_type_info(type);
+    if (info == nullptr) c.fail("tensor '" + t.name + "' has the unknown ggml type " + std::to_string(type));
+    t.type = GgmlType(type);
+    if (t.ne[0] % info->block_size != 0) {
+      c.fail("tensor '" + t.name + "': its rows of " + std::to_string(t.ne[0]) + " are not whole " +
+             info->name + " blocks of " + std::to_string(info->block_size));
+    }
+    t.nbytes = uint64_t(numel / info->block_size) * uint64_t(info->block_bytes);  // <= 8 * numel: no overflow
+    const uint64_t off = c.get<uint64_t>("a tensor offset");
+    if (off % alignment_ != 0) {
+      c.fail("tensor '" + t.name + "' at offset " + std::to_string(off) +
+             ", not a multiple of the alignment " + std::to_string(alignment_));
+    }
+    rel_offsets.push_back(off);
+    if (by_name_.count(t.name)) c.fail("tensor '" + t.name + "' appears twice");
+    by_name_.emplace(t.name, tensors_.size());
+    tensors_.push_back(std::move(t));
+  }
+  // The data starts at the next multiple of the alignment.
+  const uint64_t end = c.pos();
+  data_offset_ = (end + alignment_ - 1) / alignment_ * alignment_;
+  if (data_offset_ > file_size && !tensors_.empty()) c.fail("truncated: no tensor data after the header");
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    GgufTensor& t = tensors_[i];
+    const uint64_t room = file_size - std::min(file_size, data_offset_);
+    if (rel_offsets[i] > room || t.nbytes > room - rel_offsets[i]) {
+      throw Error(ErrorKind::Format, source_ + ": tensor '" + t.name + "' (" + std::to_string(t.nbytes) +
+                                         " bytes at data offset " + std::to_string(rel_offsets[i]) +
+                                         ") lies past the end of the file (truncated?)");
+    }
+    t.offset = data_offset_ + rel_offsets[i];
+  }
+}
+
+const GgufValue* GgufFile::find_value(std::string_view key) const {
+  auto it = kv_.find(std::string(key));
+  return it == kv_.end() ? nullptr : &it->second;
+}
+
+const GgufTensor* GgufFile::find(std::string_view name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &tensors_[it->second];
+}
+
+namespace {
+bool is_int(GgufType t) {
+  return t == GgufType::U8 || t == GgufType::I8 || t == GgufType::U16 || t == GgufType::I16 ||
+         t == GgufType::U32 || t == GgufType::I32 || t == GgufType::U64 || t == GgufType::I64;
+}
+}  // namespace
+
+std::optional<int64_t> GgufFile::get_int(std::string_view key) const {
+  const GgufValue* v = find_value(key);
+  if (v == nullptr) return std::nullopt;
+  if (!is_int(v->type)) {
+    throw Error(ErrorKind::Format, source_ + ": metadata '" + std::string(key) + "' is a " +
+                                       std::string(gguf_type_name(v->type)) + ", not an integer");
+  }
+  return v->i;
+}
+
+std::optional<double> GgufFile::get_float(std::string_view key) const {
+  const GgufValue* v = find_value(key);
+  if (v == nullptr) return std::nullopt;
+  if (v->type == GgufType::F32 || v->type == GgufType::F64) return v->f;
+  if (is_int(v->type)) return double(v->i);
+  throw Error(ErrorKind::Format, source_ + ": metadata '" + std::string(key) + "' is a " +
+                                     std::string(gguf_type_name(v->type)) + ", not a number");
+}
+
+std::optional<std::string> GgufFile::get_string(std::string_view key) const {
+  const GgufValue* v = find_value(key);
+  if (v == nullptr) return std::nullopt;
+  if (v->type != GgufType::STRING) {
+    throw Error(ErrorKind::Format, source_ + ": metadata '" + std::string(key) + "' is a " +
+                                       std::string(gguf_type_name(v->type)) + ", not a string");
+  }
+  return v->s;
+}
+
+}  // namespace minigpt

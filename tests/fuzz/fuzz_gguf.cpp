@@ -1,0 +1,25 @@
+// libFuzzer target: the GGUF reader (minigpt/gguf.h) on arbitrary bytes. A minigpt::Error is the expected
+// answer to bad input; a crash, a sanitizer report or a tensor outside the input is a bug.
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
+#include "minigpt/error.h"
+#include "minigpt/gguf.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  try {
+    auto f = minigpt::GgufFile::from_memory(data, size, "fuzz.gguf");
+    for (const auto& t : f->tensors()) {
+      if (t.offset > size || t.nbytes > size - t.offset) std::abort();
+      const auto* info = minigpt::ggml_type_info(uint32_t(t.type));
+      if (info == nullptr || uint64_t(t.numel() / info->block_size * info->block_bytes) != t.nbytes)
+        std::abort();
+      std::vector<uint8_t> buf(t.nbytes);
+      f->read(t, buf.data());
+    }
+    (void)f->get_string("general.architecture");
+  } catch (const minigpt::Error&) {
+  }
+  return 0;
+}
