@@ -44,9 +44,13 @@ void make_logits_record(std::span<const float> logits, int64_t top_k, int32_t ta
   rec.logp.resize(size_t(k));
   for (int64_t i = 0; i < k; ++i)
     rec.logp[size_t(i)] = float(double(logits[size_t(rec.ids[size_t(i)])]) - lse);
-  // The rest's mass summed directly (1 - sum of the top would cancel).
+  // The rest's mass summed directly (1 - sum of the top would cancel), in id order, as KlAccumulator sums
+  // the compared model's: a model against itself then gives exactly 0.
+  std::vector<uint8_t> top(size_t(V), 0);
+  for (int32_t id : rec.ids) top[size_t(id)] = 1;
   double rest = 0;
-  for (int64_t i = k; i < V; ++i) rest += std::exp(double(logits[size_t(order[size_t(i)])]) - lse);
+  for (int64_t i = 0; i < V; ++i)
+    if (!top[size_t(i)]) rest += std::exp(double(logits[size_t(i)]) - lse);
   rec.log_rest = k == V || rest <= 0 ? -INFINITY : float(std::log(rest));
   rec.logp_target = float(double(logits[size_t(target)]) - lse);
 }
@@ -205,7 +209,7 @@ void KlAccumulator::add(const LogitsRecord& ref, std::span<const float> logits, 
   if (std::isfinite(ref.log_rest)) {
     double rest = 0;
     for (size_t i = 0; i < V; ++i)
-      if (!in_top_[i]) rest += std::exp(logq_[i]);
+      if (!in_top_[i]) rest += std::exp(double(logits[i]) - lse);
     const double lr = ref.log_rest;
     kl += rest > 0 ? std::exp(lr) * (lr - double(float(std::log(rest)))) : INFINITY;
   }

@@ -15,6 +15,7 @@
 
 #include "arch/arch.h"
 #include "minigpt/error.h"
+#include "minigpt/gguf.h"
 #include "minigpt/io.h"
 #include "minigpt/random_weights.h"
 #include "minigpt/registry.h"
@@ -186,13 +187,28 @@ struct Plan {
   }
 };
 
+// gguf: the tensors are named as llama.cpp names them, and every matrix is stored [n_out, n_in] (its
+// converter transposes GPT-2's Conv1D weights).
 Plan make_plan(const Config& c, const std::map<std::string, HostTensor>& all,
-               const std::string& weights_where, const std::string& config_name) {
+               const std::string& weights_where, const std::string& config_name, bool gguf = false) {
   const arch::Architecture* a = arch::find(c.arch);
   if (a == nullptr)
     throw Error(ErrorKind::Unsupported, config_name + ": architecture '" + c.arch + "' is not supported");
   Plan plan;
   plan.descs = a->tensors(c);
+  if (gguf) {
+    std::vector<TensorDesc> named;
+    for (TensorDesc d : plan.descs) {
+      if (d.role == Role::Ignored) continue;
+      d.names = {arch::gguf_name(d.role, d.layer)};
+      if (d.order == MatrixOrder::InOut) {
+        std::reverse(d.shape.begin(), d.shape.end());
+        d.order = MatrixOrder::OutIn;
+      }
+      named.push_back(std::move(d));
+    }
+    plan.descs = std::move(named);
+  }
   // Which spelling the checkpoint uses (bare or "transformer."-prefixed names): that of its token
   // embeddings, so that a missing tensor is named as this checkpoint would name it.
   size_t variant = 0;
@@ -287,6 +303,61 @@ std::map<std::string, HostTensor> index_tensors(const std::vector<std::shared_pt
     }
   }
   return all;
+}
+
+// A GGUF file: its config from the metadata (the architecture's parse_gguf), its tensors by their GGUF
+// names, readable while `file` stays open.
+struct GgufModel {
+  std::shared_ptr<GgufFile> file;
+  Config config;
+  std::map<std::string, HostTensor> tensors;
+};
+
+GgufModel open_gguf(const fs::path& path) {
+  GgufModel g;
+  g.file = GgufFile::open(path);
+  const GgufFile& f = *g.file;
+  const auto name = f.get_string("general.architecture");
+  if (!name) throw Error(ErrorKind::Format, f.path() + ": no general.architecture in the metadata");
+  const arch::Architecture* a = arch::find_gguf(*name);
+  if (a == nullptr) {
+    throw Error(ErrorKind::Unsupported, f.path() + ": GGUF architecture '" + *name + "' is not supported (" +
+                                            arch::known_gguf_archs() + ")");
+  }
+  Config& c = g.config;
+  c.arch = a->model_type;
+  a->parse_gguf(f, c);
+  const GgufTensor* emb = f.find("token_embd.weight");
+  if (emb == nullptr || emb->ne.size() != 2) {
+    throw Error(ErrorKind::Shape, f.path() + ": no 2-D tensor 'token_embd.weight' (the token embeddings)");
+  }
+  c.n_vocab = emb->ne[1];
+  // llama.cpp's converter leaves the head out when it is tied to the embeddings.
+  c.tie_word_embeddings = f.find("output.weight") == nullptr;
+  c.validate(f.path());
+  for (const GgufTensor& t : f.tensors()) {
+    StDtype st;
+    switch (t.type) {
+      case GgmlType::F32:
+        st = StDtype::F32;
+        break;
+      case GgmlType::F16:
+        st = StDtype::F16;
+        break;
+      case GgmlType::BF16:
+        st = StDtype::BF16;
+        break;
+      default:
+        throw Error(ErrorKind::Unsupported,
+                    f.path() + ": tensor '" + t.name + "' is " + ggml_type_info(uint32_t(t.type))->name +
+                        ": quantized GGUF weights are not supported yet (F32, F16 and BF16 are)");
+    }
+    const GgufFile* file = g.file.get();
+    const GgufTensor* tensor = &t;
+    g.tensors.emplace(t.name, HostTensor{st, t.shape(), size_t(t.nbytes), f.path(),
+                                         [file, tensor](void* dst) { file->read(*tensor, dst); }});
+  }
+  return g;
 }
 
 void check_model_dir(const fs::path& dir) {
@@ -473,13 +544,14 @@ struct ModelBuilder {
   }
 
   static void run(Model& m, const std::map<std::string, HostTensor>& all, const LoadOptions& options,
-                  const std::string& weights_where) {
+                  const std::string& weights_where, bool gguf = false) {
     if (options.weight_dtype && !is_float_weight_dtype(*options.weight_dtype)) {
       throw Error(ErrorKind::Argument, "weight dtype must be F32, F16 or BF16");
     }
-    const std::string config_name =
-        m.dir_.empty() ? std::string("config") : (m.dir_ / "config.json").string();
-    const Plan plan = make_plan(m.config_, all, weights_where, config_name);
+    const std::string config_name = gguf             ? m.dir_.string()
+                                    : m.dir_.empty() ? std::string("config")
+                                                     : (m.dir_ / "config.json").string();
+    const Plan plan = make_plan(m.config_, all, weights_where, config_name, gguf);
     m.backend_ =
         options.backend ? options.backend : make_backend("cpu", BackendOptions{options.n_threads, 0});
     ModelBuilder b{m, options, *m.backend_};
@@ -490,6 +562,14 @@ struct ModelBuilder {
 };
 
 std::shared_ptr<const Model> Model::load(const fs::path& dir, const LoadOptions& options) {
+  if (fs::is_regular_file(dir)) {  // a GGUF file
+    std::shared_ptr<Model> m(new Model());
+    m->dir_ = dir;
+    GgufModel g = open_gguf(dir);
+    m->config_ = g.config;
+    ModelBuilder::run(*m, g.tensors, options, g.file->path(), true);
+    return m;
+  }
   check_model_dir(dir);
   std::shared_ptr<Model> m(new Model());
   m->dir_ = dir;
@@ -501,6 +581,16 @@ std::shared_ptr<const Model> Model::load(const fs::path& dir, const LoadOptions&
 }
 
 ModelSummary Model::inspect(const fs::path& dir) {
+  if (fs::is_regular_file(dir)) {
+    ModelSummary s;
+    GgufModel g = open_gguf(dir);
+    s.config = g.config;
+    const Plan plan = make_plan(s.config, g.tensors, g.file->path(), g.file->path(), true);
+    s.n_params = plan.n_params;
+    for (const auto& [dtype, bytes] : plan.bytes_by_dtype) s.stored_bytes.emplace_back(dtype, bytes);
+    s.files.push_back(g.file->path());
+    return s;
+  }
   check_model_dir(dir);
   ModelSummary s;
   s.config = load_config(dir / "config.json");

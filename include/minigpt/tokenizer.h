@@ -36,6 +36,8 @@
 
 namespace minigpt {
 
+class GgufFile;
+
 namespace tokenizer_detail {
 class PreTokenizer;   // the compiled GPT-2 split pattern (PCRE2), see src/tokenizer/pretokenizer.h
 struct RawTokenizer;  // what either file format holds, before the tables are built
@@ -43,7 +45,8 @@ struct RawTokenizer;  // what either file format holds, before the tables are bu
 
 class Tokenizer {
  public:
-  // Reads `dir`/tokenizer.json if it exists, else `dir`/vocab.json + `dir`/merges.txt. Throws
+  // Reads `dir`/tokenizer.json if it exists, else `dir`/vocab.json + `dir`/merges.txt (or, when `dir` is a
+  // file, the tokenizer of that GGUF file). Throws
   // Error (Io, Format, Unsupported) naming the file. A directory with no weights is fine.
   static Tokenizer load(const std::filesystem::path& dir);
   // The same from file contents in memory (load() reads the files and calls these); `source` names the
@@ -54,6 +57,9 @@ class Tokenizer {
                                      const std::string& merges_source = "merges.txt");
   // The 256 byte symbols and no merges, no special tokens: id == byte value.
   static Tokenizer byte_level();
+  // The tokenizer a GGUF file carries (tokenizer.ggml.*: GPT-2's byte-level BPE); load() calls this for a
+  // path that is a file.
+  static Tokenizer from_gguf(const GgufFile& f);
 
   // The ids of `text` alone: `tokenizers`' Tokenizer.encode(text, add_special_tokens=False) (which
   // recognises added tokens in the text, as allow_special = true does), tiktoken's encode().

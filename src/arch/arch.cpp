@@ -12,6 +12,18 @@ namespace {
 const std::array<const Architecture*, 1> kArchitectures = {&kGpt2};
 }  // namespace
 
+const Architecture* find_gguf(std::string_view gguf_arch) {
+  for (const Architecture* a : kArchitectures)
+    if (gguf_arch == a->gguf_arch) return a;
+  return nullptr;
+}
+
+std::string known_gguf_archs() {
+  std::string s;
+  for (const Architecture* a : kArchitectures) s += (s.empty() ? "" : ", ") + std::string(a->gguf_arch);
+  return s;
+}
+
 const Architecture* find(std::string_view model_type) {
   for (const Architecture* a : kArchitectures) {
     if (model_type == a->model_type) return a;

@@ -16,6 +16,10 @@
 #include "minigpt/backend.h"
 #include "minigpt/config.h"
 
+namespace minigpt {
+class GgufFile;
+}
+
 namespace minigpt::arch {
 
 // What a tensor is for; the loader puts each role in its place of ModelWeights.
@@ -62,10 +66,19 @@ struct Architecture {
   nlohmann::json (*to_json)(const Config& c);
   // Every tensor of a model of this config, in file order.
   std::vector<TensorDesc> (*tensors)(const Config& c);
+  // llama.cpp's name of the architecture (general.architecture, the prefix of its GGUF keys), e.g. "gpt2".
+  const char* gguf_arch;
+  // Fills `c` from a GGUF file's metadata (c.arch is set already; n_vocab and tie_word_embeddings come from
+  // the tensors, set by the caller).
+  void (*parse_gguf)(const GgufFile& f, Config& c);
 };
 
 // nullptr for an unknown model_type.
 const Architecture* find(std::string_view model_type);
+// The architecture of a GGUF general.architecture; nullptr when unknown.
+const Architecture* find_gguf(std::string_view gguf_arch);
+// "gpt2, ..." as GGUF names them, for messages.
+std::string known_gguf_archs();
 // "gpt2, ..." for messages.
 std::string known_model_types();
 

@@ -4,6 +4,7 @@
 
 #include "arch/arch.h"
 #include "arch/config_json.h"
+#include "minigpt/gguf.h"
 
 namespace minigpt::arch {
 namespace {
@@ -135,9 +136,38 @@ std::vector<TensorDesc> tensors(const Config& c) {
   return v;
 }
 
+// The keys llama.cpp's convert_hf_to_gguf.py writes for GPT-2 (GPT2Model.set_gguf_parameters).
+void parse_gguf(const GgufFile& f, Config& c) {
+  auto need = [&](const std::string& key) {
+    const auto v = f.get_int("gpt2." + key);
+    if (!v) throw Error(ErrorKind::Format, f.path() + ": missing metadata 'gpt2." + key + "'");
+    return *v;
+  };
+  c.n_ctx = need("context_length");
+  c.n_embd = need("embedding_length");
+  c.n_inner = need("feed_forward_length");
+  c.n_layer = need("block_count");
+  c.n_head = need("attention.head_count");
+  c.n_kv_head = c.n_head;
+  const auto eps = f.get_float("gpt2.attention.layer_norm_epsilon");
+  if (!eps)
+    throw Error(ErrorKind::Format, f.path() + ": missing metadata 'gpt2.attention.layer_norm_epsilon'");
+  if (!(*eps > 0 && *eps < 1)) {
+    throw Error(ErrorKind::Config, f.path() + ": gpt2.attention.layer_norm_epsilon " + std::to_string(*eps) +
+                                       " is outside (0, 1)");
+  }
+  c.layer_norm_epsilon = float(*eps);
+  // llama.cpp computes GPT-2's GELU with the tanh approximation (gelu_new), as GPT-2 was trained.
+  c.activation = Activation::GeluTanh;
+  c.activation_name = "gelu_new";
+  c.position_encoding = PositionEncoding::Learned;
+  c.bos_token_id = f.get_int("tokenizer.ggml.bos_token_id").value_or(-1);
+  c.eos_token_id = f.get_int("tokenizer.ggml.eos_token_id").value_or(-1);
+}
+
 }  // namespace
 
 extern const Architecture kGpt2;
-const Architecture kGpt2 = {"gpt2", "GPT2LMHeadModel", "GPT-2", parse, to_json, tensors};
+const Architecture kGpt2 = {"gpt2", "GPT2LMHeadModel", "GPT-2", parse, to_json, tensors, "gpt2", parse_gguf};
 
 }  // namespace minigpt::arch

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "minigpt/error.h"
+#include "minigpt/gguf.h"
 #include "minigpt/io.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/utf8.h"
@@ -317,6 +318,7 @@ RawTokenizer read_tokenizer_json(std::string_view text, const std::string& where
 // --- building the tables ------------------------------------------------------------------------
 
 Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
+  if (std::filesystem::is_regular_file(dir)) return from_gguf(*GgufFile::open(dir));  // a GGUF model file
   if (std::filesystem::exists(dir / "tokenizer.json")) {
     const auto path = dir / "tokenizer.json";
     return from_tokenizer_json(read_file(path), path.string());
@@ -327,6 +329,63 @@ Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
                              merges_path.string());
   }
   throw Error(ErrorKind::Io, dir.string() + ": no tokenizer.json, nor vocab.json + merges.txt");
+}
+
+// llama.cpp's tokenizer.ggml.* keys (convert_hf_to_gguf.py, _set_vocab_gpt2): the byte-level symbols in id
+// order, the merges as "left right" lines by rank, token types (3 = control, 4 = user-defined: the added
+// tokens), bos/eos ids and whether a BOS is added.
+Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
+  const std::string& where = f.path();
+  const auto model = f.get_string("tokenizer.ggml.model");
+  if (!model) throw Error(ErrorKind::Format, where + ": no tokenizer in the file (tokenizer.ggml.model)");
+  if (*model != "gpt2") {
+    throw Error(ErrorKind::Unsupported,
+                where + ": tokenizer.ggml.model '" + *model + "' is not supported (gpt2: byte-level BPE)");
+  }
+  const auto pre = f.get_string("tokenizer.ggml.pre").value_or("gpt-2");
+  if (pre != "gpt-2" && pre != "default") {
+    throw Error(ErrorKind::Unsupported, where + ": tokenizer.ggml.pre '" + pre +
+                                            "' is not supported (gpt-2: GPT-2's pre-tokenizer regex)");
+  }
+  auto strings = [&](const char* key, bool required) {
+    std::vector<std::string> out;
+    const GgufValue* v = f.find_value(key);
+    if (v == nullptr) {
+      if (required) throw Error(ErrorKind::Format, where + ": missing metadata '" + key + "'");
+      return out;
+    }
+    if (v->type != GgufType::ARRAY || v->elem != GgufType::STRING)
+      throw Error(ErrorKind::Format, where + ": metadata '" + key + "' is not an array of strings");
+    for (const GgufValue& s : v->items) out.push_back(s.s);
+    return out;
+  };
+  const auto tokens = strings("tokenizer.ggml.tokens", true);
+  const auto merges = strings("tokenizer.ggml.merges", false);
+  RawTokenizer raw;
+  raw.vocab.reserve(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) raw.vocab.emplace_back(tokens[i], int64_t(i));
+  for (size_t i = 0; i < merges.size(); ++i)
+    split_merge_line(merges[i], i + 1, where + ": tokenizer.ggml.merges", raw);
+  if (const GgufValue* types = f.find_value("tokenizer.ggml.token_type")) {
+    if (types->type != GgufType::ARRAY || types->items.size() != tokens.size())
+      throw Error(ErrorKind::Format, where + ": tokenizer.ggml.token_type is not one integer per token");
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      const int64_t t = types->items[i].i;
+      if (t == 3 || t == 4) raw.specials.emplace_back(tokens[i], int64_t(i));
+    }
+  } else {
+    for (auto& [sym, id] : raw.vocab)
+      if (sym == "<|endoftext|>") raw.specials.emplace_back(sym, id);
+  }
+  const GgufValue* add_bos = f.find_value("tokenizer.ggml.add_bos_token");
+  if (add_bos != nullptr && add_bos->type == GgufType::BOOL && add_bos->i != 0) {
+    const auto bos = f.get_int("tokenizer.ggml.bos_token_id");
+    if (!bos || *bos < 0 || *bos >= int64_t(tokens.size()))
+      throw Error(ErrorKind::Format, where + ": tokenizer.ggml.add_bos_token without a valid bos_token_id");
+    raw.template_prefix.emplace_back(tokens[size_t(*bos)], *bos);
+    raw.has_template = true;
+  }
+  return build(raw, where);
 }
 
 Tokenizer Tokenizer::from_tokenizer_json(std::string_view text, const std::string& source) {

@@ -1,0 +1,103 @@
+// A GGUF file written by llama.cpp's own converter (convert_hf_to_gguf.py) loads as the model it came from:
+// the logits and greedy tokens of transformers on the original, and the tokenizer of the original's files
+// (tools/make_gguf_model_reference.py).
+#include <nlohmann/json.hpp>
+
+#include "minigpt/generate.h"
+#include "minigpt/gguf.h"
+#include "test_util.h"
+
+namespace minigpt {
+namespace {
+
+using json = nlohmann::json;
+
+std::filesystem::path gguf_model() {
+  return test::source_dir() / "tests" / "fixtures" / "gguf" / "gpt2-tiny-f32.gguf";
+}
+json reference() {
+  return json::parse(
+      test::read_file(test::source_dir() / "tests" / "fixtures" / "gguf" / "gpt2-tiny-reference.json"));
+}
+
+// Tolerance 1e-5 absolute: the same F32 weights, so only the order of float sums differs (logits ~1).
+TEST(GgufModel, LlamaCppConverterOutputGivesTransformersLogitsAndTokens) {
+  const json ref = reference();
+  auto model = Model::load(gguf_model(), LoadOptions::threads(1));
+  EXPECT_EQ(model->config().n_vocab, 50257);
+  EXPECT_EQ(model->config().n_layer, 2);
+  EXPECT_TRUE(model->config().tie_word_embeddings);
+  const auto ids = ref["ids"].get<std::vector<int32_t>>();
+  Session s(model);
+  const auto logits = s.eval_all(ids);
+  const int64_t V = 50257;
+  double worst = 0;
+  for (size_t t = 0; t < ids.size(); ++t) {
+    const auto& row = ref["logits"][t];
+    for (size_t i = 0; i < row.size(); ++i) {
+      worst = std::max(worst, std::fabs(double(logits[t * V + i]) - row[i].get<double>()));
+    }
+    EXPECT_EQ(test::argmax(&logits[t * V], V), ref["logits_argmax"][t].get<int64_t>()) << "position " << t;
+  }
+  std::printf("[ measured ] GGUF (llama.cpp converter) vs transformers: max |logit difference| %.3g\n",
+              worst);
+  EXPECT_LT(worst, 1e-5);
+
+  const Tokenizer tok = Tokenizer::load(gguf_model());
+  EXPECT_EQ(tok.encode(ref["prompt"].get<std::string>()), ids);
+  Session g(model);
+  GenerateOptions o;
+  o.max_new_tokens = int64_t(ref["greedy"].size());
+  o.sampling.temperature = 0;
+  o.ignore_eos = true;
+  EXPECT_EQ(generate(g, &tok, ids, o).tokens, ref["greedy"].get<std::vector<int32_t>>());
+}
+
+// The tokenizer the converter stored (tokenizer.ggml.tokens/merges/token_type) encodes like the original
+// files, special tokens included.
+TEST(GgufModel, TokenizerEqualsTheOriginalFiles) {
+  const Tokenizer from_gguf = Tokenizer::load(gguf_model());
+  const Tokenizer from_files = Tokenizer::load(test::source_dir() / "tests" / "fixtures" / "gpt2-tokenizer");
+  EXPECT_EQ(from_gguf.n_vocab(), from_files.n_vocab());
+  const std::string text =
+      test::read_file(test::source_dir() / "tests" / "fixtures" / "data" / "tinyshakespeare.txt")
+          .substr(0, 20000) +
+      " <|endoftext|> héllo 🙂\n\n  x";
+  EXPECT_EQ(from_gguf.encode(text), from_files.encode(text));
+  EXPECT_EQ(from_gguf.encode(text, true), from_files.encode(text, true));
+  EXPECT_EQ(from_gguf.special_id("<|endoftext|>"), 50256);
+  EXPECT_TRUE(from_gguf.special_prefix().empty());  // GPT-2 adds no BOS
+}
+
+TEST(GgufModel, InfoAndGenerateTakeAGgufFile) {
+  auto r = test::run_cli("info -m " + gguf_model().string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("gpt2 (2 layers, 2 heads, n_embd 8"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("50257"), std::string::npos) << r.out;
+  r = test::run_cli("generate -m " + gguf_model().string() +
+                    " -p 'Hello' --max-new-tokens 4 --temperature 0 -t 1");
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
+TEST(GgufModel, FilesMinigptCannotRunAreRefusedByName) {
+  test::TempDir tmp;
+  // A GGUF of another architecture.
+  std::string b = "GGUF";
+  auto put32 = [&](uint32_t v) { b.append(reinterpret_cast<const char*>(&v), 4); };
+  auto put64 = [&](uint64_t v) { b.append(reinterpret_cast<const char*>(&v), 8); };
+  put32(3), put64(0), put64(1);
+  put64(20), b += "general.architecture", put32(8), put64(5), b += "llama";
+  test::write_file(tmp / "llama.gguf", b);
+  test::expect_error([&] { Model::load(tmp / "llama.gguf"); }, ErrorKind::Unsupported,
+                     {"llama.gguf", "GGUF architecture 'llama' is not supported (gpt2)"});
+  // A gpt2 file without the hyper-parameters (the reader fixture holds tensors but not all keys).
+  const auto mixed = test::source_dir() / "tests" / "fixtures" / "gguf" / "mixed.gguf";
+  test::expect_error([&] { Model::load(mixed); }, ErrorKind::Format,
+                     {"mixed.gguf", "missing metadata 'gpt2.feed_forward_length'"});
+  const auto r = test::run_cli("info -m " + (tmp / "llama.gguf").string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("'llama' is not supported"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace minigpt
