@@ -149,7 +149,8 @@ const bool registered =
       auto* file_opt = app.add_option("--file", o->file, "Read the prompt from this file");
       prompt_opt->excludes(file_opt);
       app.add_flag("--no-echo", o->no_echo, "Do not print the prompt before the generated text");
-      app.add_option("--max-new-tokens", o->gen.max_new_tokens, "Tokens to generate at most (default 128)");
+      app.add_option("-n,--max-new-tokens", o->gen.max_new_tokens,
+                     "Tokens to generate at most (default 128; -n as llama.cpp's)");
       app.add_option("--temperature", o->gen.sampling.temperature,
                      "Sampling temperature; 0 = greedy (default 1.0)");
       app.add_option("--top-k", o->gen.sampling.top_k, "Keep the k most likely tokens; 0 = off (default 50)");
