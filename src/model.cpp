@@ -17,6 +17,7 @@
 #include "minigpt/error.h"
 #include "minigpt/gguf.h"
 #include "minigpt/io.h"
+#include "minigpt/quant.h"
 #include "minigpt/random_weights.h"
 #include "minigpt/registry.h"
 
@@ -336,26 +337,32 @@ GgufModel open_gguf(const fs::path& path) {
   c.tie_word_embeddings = f.find("output.weight") == nullptr;
   c.validate(f.path());
   for (const GgufTensor& t : f.tensors()) {
-    StDtype st;
-    switch (t.type) {
-      case GgmlType::F32:
-        st = StDtype::F32;
-        break;
-      case GgmlType::F16:
-        st = StDtype::F16;
-        break;
-      case GgmlType::BF16:
-        st = StDtype::BF16;
-        break;
-      default:
-        throw Error(ErrorKind::Unsupported,
-                    f.path() + ": tensor '" + t.name + "' is " + ggml_type_info(uint32_t(t.type))->name +
-                        ": quantized GGUF weights are not supported yet (F32, F16 and BF16 are)");
-    }
     const GgufFile* file = g.file.get();
     const GgufTensor* tensor = &t;
-    g.tensors.emplace(t.name, HostTensor{st, t.shape(), size_t(t.nbytes), f.path(),
-                                         [file, tensor](void* dst) { file->read(*tensor, dst); }});
+    StDtype st = StDtype::F32;
+    if (t.type == GgmlType::F16) st = StDtype::F16;
+    if (t.type == GgmlType::BF16) st = StDtype::BF16;
+    if (t.type == GgmlType::F32 || t.type == GgmlType::F16 || t.type == GgmlType::BF16) {
+      g.tensors.emplace(t.name, HostTensor{st, t.shape(), size_t(t.nbytes), f.path(),
+                                           [file, tensor](void* dst) { file->read(*tensor, dst); }});
+      continue;
+    }
+    if (!can_dequantize(t.type)) {
+      throw Error(
+          ErrorKind::Unsupported,
+          f.path() + ": tensor '" + t.name + "' is " + ggml_type_info(uint32_t(t.type))->name +
+              ", which minigpt does not read (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, "
+              "Q6_K)");
+    }
+    // Quantized blocks are dequantized to F32 as they are read (the weights are then held as F32, or as
+    // --dtype asks): the same numbers, but neither the memory nor the speed of a quantized model.
+    g.tensors.emplace(t.name, HostTensor{StDtype::F32, t.shape(), size_t(t.numel()) * sizeof(float), f.path(),
+                                         [file, tensor](void* dst) {
+                                           std::vector<uint8_t> raw(size_t(tensor->nbytes));
+                                           file->read(*tensor, raw.data());
+                                           dequantize(tensor->type, raw.data(), static_cast<float*>(dst),
+                                                      tensor->numel());
+                                         }});
   }
   return g;
 }

@@ -8,7 +8,11 @@ Writes tests/fixtures/gguf/:
                    random F32 data with gguf.quants.quantize) and Q4_K, Q6_K (random bytes: gguf.quants
                    has no K-quant quantizer), of 1 to 3 dimensions.
   aligned64.gguf   the same tensors with general.alignment = 64.
-  expected.json    for each file, what gguf.GGUFReader reads back: version, alignment, data offset, every
+  quants.gguf      for each type minigpt dequantizes (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K): a
+                   tensor `<type>` of 3 x 512 values from random bytes (every bit pattern; the f16 scale
+                   fields set to finite random values) and `<type>.expected`, F32, what
+                   gguf.quants.dequantize makes of it.
+  expected.json    for mixed.gguf and aligned64.gguf, what gguf.GGUFReader reads back: version, alignment, data offset, every
                    metadata key with its type and value, every tensor's name, type, ne (innermost first),
                    absolute offset and byte count, and the FNV-1a 64 hash of its bytes.
 
@@ -128,8 +132,35 @@ def describe(path):
             "metadata": meta, "tensors": ts}
 
 
+# Byte offsets of the f16 fields (scales, mins) in each type's block.
+HALF_FIELDS = {T.Q8_0: [0], T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q4_K: [0, 2],
+               T.Q5_K: [0, 2], T.Q6_K: [208]}
+
+
+def write_quants(path):
+    rng = np.random.default_rng(11)
+    w = gguf.GGUFWriter(path, "gpt2")
+    for qtype, halves in HALF_FIELDS.items():
+        block, nbytes = gguf.GGML_QUANT_SIZES[qtype]
+        rows, cols = 3, 512
+        raw = rng.integers(0, 256, size=(rows * cols // block, nbytes), dtype=np.uint8)
+        for off in halves:
+            h = (rng.standard_normal(raw.shape[0]) * 0.05).astype(np.float16)
+            raw[:, off:off + 2] = h.view(np.uint8).reshape(-1, 2)
+        raw = raw.reshape(rows, cols // block * nbytes)
+        expected = gguf.quants.dequantize(raw, qtype).astype(np.float32)
+        assert expected.shape == (rows, cols) and np.isfinite(expected).all()
+        w.add_tensor(qtype.name, raw, raw_dtype=qtype)
+        w.add_tensor(qtype.name + ".expected", expected)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
+    write_quants(os.path.join(OUT, "quants.gguf"))
     expected = {"generator": "tools/make_gguf_reference.py", "gguf": gguf.__version__ if hasattr(gguf, "__version__") else "0.19.0"}
     for name, alignment in [("mixed.gguf", None), ("aligned64.gguf", 64)]:
         path = os.path.join(OUT, name)
