@@ -16,8 +16,6 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int64_t kDefaultMaxCtx = 4096;
-
 struct GenerateCliOptions {
   ModelOptions model;
   std::string prompt;
@@ -72,18 +70,8 @@ int run_generate(GenerateCliOptions& o) {
   g.logprobs = o.json_out;
   g.top_logprobs = o.top_logprobs;
 
-  // The KV cache holds -c positions: by default the model's context, but at most kDefaultMaxCtx, so that a
-  // config with a huge n_positions does not allocate gigabytes for a short run.
   const int64_t model_ctx = model->config().n_ctx;
-  int64_t n_ctx = std::min(model_ctx, kDefaultMaxCtx);
-  if (o.ctx_size) {
-    if (*o.ctx_size < 0 || *o.ctx_size > model_ctx) {
-      throw Error(ErrorKind::Argument, "-c/--ctx-size: " + std::to_string(*o.ctx_size) + " is outside [0, " +
-                                           std::to_string(model_ctx) +
-                                           "] (the model's context; 0 = all of it)");
-    }
-    n_ctx = *o.ctx_size == 0 ? model_ctx : *o.ctx_size;
-  }
+  const int64_t n_ctx = context_size(o.ctx_size, model_ctx);
 
   // Everything that can be refused is refused before a byte is written.
   validate_options(g, model->config(), &tok);

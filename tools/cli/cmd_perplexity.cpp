@@ -27,8 +27,6 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int64_t kDefaultMaxCtx = 4096;
-
 struct PerplexityCliOptions {
   ModelOptions model;
   std::string file;
@@ -109,15 +107,7 @@ int run_perplexity(const PerplexityCliOptions& o) {
   if (!o.file.empty()) tok.emplace(Tokenizer::load(dir));
 
   const int64_t model_ctx = model->config().n_ctx;
-  int64_t n_ctx = std::min(model_ctx, kDefaultMaxCtx);
-  if (o.ctx_size) {
-    if (*o.ctx_size < 0 || *o.ctx_size > model_ctx) {
-      throw Error(ErrorKind::Argument, "-c/--ctx-size: " + std::to_string(*o.ctx_size) + " is outside [0, " +
-                                           std::to_string(model_ctx) +
-                                           "] (the model's context; 0 = all of it)");
-    }
-    n_ctx = *o.ctx_size == 0 ? model_ctx : *o.ctx_size;
-  }
+  int64_t n_ctx = context_size(o.ctx_size, model_ctx);
 
   PerplexityOptions po;
   po.n_ctx = n_ctx;

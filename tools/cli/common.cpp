@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -88,6 +89,17 @@ void write_stdout(std::string_view s) {
 void finish_stdout() {
   errno = 0;
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) stdout_failed(errno);
+}
+
+int64_t context_size(std::optional<int64_t> ctx_size, int64_t model_ctx) {
+  constexpr int64_t kDefaultMaxCtx = 4096;
+  if (!ctx_size) return std::min(model_ctx, kDefaultMaxCtx);
+  if (*ctx_size < 0 || *ctx_size > model_ctx) {
+    throw Error(ErrorKind::Argument, "-c/--ctx-size: " + std::to_string(*ctx_size) + " is outside [0, " +
+                                         std::to_string(model_ctx) +
+                                         "] (the model's context; 0 = all of it)");
+  }
+  return *ctx_size == 0 ? model_ctx : *ctx_size;
 }
 
 }  // namespace minigpt::cli

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -31,6 +32,11 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool model_required);
 // The model directory: -m, or models/shakespeare-char (here, beside the executable, or in the source tree).
 std::filesystem::path resolve_model_dir(const ModelOptions& o);
 LoadOptions load_options(const ModelOptions& o);
+
+// The context (KV-cache positions) for -c/--ctx-size: by default the model's, but at most 4096, so that a
+// config with a huge n_positions does not allocate gigabytes for a short run; 0 = all of the model's.
+// Error(Argument) outside [0, model_ctx].
+int64_t context_size(std::optional<int64_t> ctx_size, int64_t model_ctx);
 
 // Writes `s` to stdout and flushes it; throws Error(Io) when the write fails (a full disk, /dev/full, a
 // closed pipe), so that no command reports success having written nothing.
