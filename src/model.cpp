@@ -306,6 +306,21 @@ std::map<std::string, HostTensor> index_tensors(const std::vector<std::shared_pt
   return all;
 }
 
+// Whether `path` is a file (not a directory) and, if so, that it starts with GGUF's magic: a model is a
+// directory or a GGUF file, and any other file is named as neither.
+bool is_gguf_file(const fs::path& path) {
+  if (!fs::is_regular_file(path)) return false;
+  char magic[4] = {};
+  std::ifstream in(path, std::ios::binary);
+  in.read(magic, 4);
+  if (!in || std::memcmp(magic, "GGUF", 4) != 0) {
+    throw Error(ErrorKind::Io, "'" + path.string() +
+                                   "' is not a directory (a model is a directory with config.json, or a GGUF "
+                                   "file; this file does not start with \"GGUF\")");
+  }
+  return true;
+}
+
 // A GGUF file: its config from the metadata (the architecture's parse_gguf), its tensors by their GGUF
 // names, readable while `file` stays open.
 struct GgufModel {
@@ -569,7 +584,7 @@ struct ModelBuilder {
 };
 
 std::shared_ptr<const Model> Model::load(const fs::path& dir, const LoadOptions& options) {
-  if (fs::is_regular_file(dir)) {  // a GGUF file
+  if (is_gguf_file(dir)) {
     std::shared_ptr<Model> m(new Model());
     m->dir_ = dir;
     GgufModel g = open_gguf(dir);
@@ -588,7 +603,7 @@ std::shared_ptr<const Model> Model::load(const fs::path& dir, const LoadOptions&
 }
 
 ModelSummary Model::inspect(const fs::path& dir) {
-  if (fs::is_regular_file(dir)) {
+  if (is_gguf_file(dir)) {
     ModelSummary s;
     GgufModel g = open_gguf(dir);
     s.config = g.config;
