@@ -117,8 +117,8 @@ TEST(Gguf, Version2ReadsAsVersion3) {
 TEST(Gguf, EveryTruncationIsAFormatError) {
   const std::string bytes = test::read_file(gguf_dir() / "mixed.gguf");
   uint64_t data_end = 0;
-  for (const auto& t : GgufFile::open(gguf_dir() / "mixed.gguf")->tensors())
-    data_end = std::max(data_end, t.offset + t.nbytes);
+  const auto file = GgufFile::open(gguf_dir() / "mixed.gguf");  // held: tensors() is the file's
+  for (const auto& t : file->tensors()) data_end = std::max(data_end, t.offset + t.nbytes);
   ASSERT_GT(data_end, bytes.size() - 64);
   for (size_t n = 0; n < data_end; ++n) {
     std::vector<uint8_t> copy(bytes.begin(),
