@@ -30,7 +30,7 @@ if [ ! -x "$PEER_DIR/llama.cpp/build/bin/llama-bench" ]; then
   echo "peer: building llama.cpp in $PEER_DIR/llama.cpp/build" >&2
   cmake -S "$PEER_DIR/llama.cpp" -B "$PEER_DIR/llama.cpp/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
     -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >/dev/null
-  cmake --build "$PEER_DIR/llama.cpp/build" -j"$(nproc)" --target llama-bench llama-quantize llama-cli \
+  cmake --build "$PEER_DIR/llama.cpp/build" -j"$(nproc)" --target llama-bench llama-quantize llama-completion \
     llama-perplexity >/dev/null
 fi
 LLAMA="$PEER_DIR/llama.cpp"
@@ -40,13 +40,16 @@ MODEL="$PEER_DIR/gpt2-124m-random"
 if [ ! -f "$MODEL/model.safetensors" ]; then
   python3 bench/make_peer_model.py "$MODEL"
 fi
+convert() {  # convert f32|f16|bf16: llama.cpp's own converter
+  python3 "$LLAMA/convert_hf_to_gguf.py" "$MODEL" --outfile "$PEER_DIR/gpt2-124m-$1.gguf" --outtype "$1" >/dev/null 2>&1
+}
 for t in ${TYPES//,/ }; do
   f="$PEER_DIR/gpt2-124m-$t.gguf"
   [ -f "$f" ] && continue
   case $t in
-    f32|f16|bf16) python3 "$LLAMA/convert_hf_to_gguf.py" "$MODEL" --outfile "$f" --outtype "$t" >/dev/null 2>&1 ;;
-    *) "$0" f32 "$THREADS" 0 >/dev/null 2>&1 || true  # the F32 file first
-       "$LLAMA/build/bin/llama-quantize" "$PEER_DIR/gpt2-124m-f32.gguf" "$f" "${t^^}" >/dev/null ;;
+    f32|f16|bf16) convert "$t" ;;
+    *) [ -f "$PEER_DIR/gpt2-124m-f32.gguf" ] || convert f32  # llama-quantize starts from the F32 file
+       "$LLAMA/build/bin/llama-quantize" "$PEER_DIR/gpt2-124m-f32.gguf" "$f" "${t^^}" >/dev/null 2>&1 ;;
   esac
 done
 [ "$ROUNDS" -gt 0 ] || exit 0
