@@ -50,6 +50,52 @@ int main(int argc, char** argv) {
   time("packed f16", size_t(K * N * 2), mac, [&](int64_t m) {
     cpu::gemv_packed16(y.data(), &w16[size_t(m * K * N)], K, x.data(), 0, N, K, true, false);
   });
+  // Quantized weights (GGUF blocks; the bytes are arbitrary, the speed does not depend on them) against
+  // activations quantized once per product, as the backend does (the quantization is timed too).
+  struct QuantCase {
+    const char* name;
+    cpu::QKind kind;
+    int64_t block, bytes;
+  };
+  std::vector<int8_t> xq_store(size_t(kMaxRows * K + 32));
+  int8_t* xq = xq_store.data() + (32 - reinterpret_cast<uintptr_t>(xq_store.data()) % 32) % 32;
+  std::vector<float> xd(size_t(kMaxRows * K / 32));
+  std::vector<int16_t> xs(size_t(kMaxRows * K / 16));
+  std::vector<cpu::QAct> acts;
+  for (int64_t t = 0; t < kMaxRows; ++t)
+    acts.push_back({xq + t * K, xd.data() + t * K / 32, xs.data() + t * K / 16});
+  for (const QuantCase& q :
+       {QuantCase{"Q8_0", cpu::QKind::Q8_0, 32, 34}, QuantCase{"Q4_0", cpu::QKind::Q4_0, 32, 18},
+        QuantCase{"Q4_K", cpu::QKind::Q4_K, 256, 144}, QuantCase{"Q5_K", cpu::QKind::Q5_K, 256, 176},
+        QuantCase{"Q6_K", cpu::QKind::Q6_K, 256, 210}}) {
+    if (K % q.block != 0) continue;
+    // BENCH_QUANT_ONLY=Q4_K: that type only (e.g. under perf stat)
+    if (const char* only = std::getenv("BENCH_QUANT_ONLY");
+        only != nullptr && *only != '\0' && std::string(only) != "1" && std::string(only) != q.name)
+      continue;
+    const int64_t rb = K / q.block * q.bytes;
+    const int64_t qmats = cache ? 1 : std::max<int64_t>(4, (int64_t(512) << 20) / (rb * N));
+    std::vector<uint8_t> wq(size_t(qmats * rb * N), 0x11);
+    for (int64_t nx : {1, 4, 8}) {
+      const std::string name = std::string(q.name) + " nx=" + std::to_string(nx);
+      double best = 1e30;
+      for (int rep = 0; rep < 5; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int64_t l = 0; l < loops; ++l)
+          for (int64_t m = 0; m < qmats; ++m) {
+            for (int64_t t = 0; t < nx; ++t)
+              cpu::quantize_acts(x.data() + t * ld, K, xq + t * K, xd.data() + t * K / 32,
+                                 xs.data() + t * K / 16);
+            cpu::gemv_quant(q.kind, y.data(), ld, &wq[size_t(m * rb * N)], 0, acts.data(), nx, N, K, true);
+          }
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      const double n = double(qmats * loops);
+      std::printf("%-34s %7.1f GB/s  %7.1f GFLOP/s\n", name.c_str(), double(rb * N) * n / best / 1e9,
+                  mac * double(nx) * n / best / 1e9);
+    }
+  }
+  if (std::getenv("BENCH_QUANT_ONLY") != nullptr) return 0;
   // Multi-row kernels: nx rows of x against each weight, read once.
   for (int64_t nx : {1, 2, 4, 8, 16}) {
     const std::string s = " nx=" + std::to_string(nx);

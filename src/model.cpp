@@ -101,11 +101,16 @@ std::vector<float> sinusoidal_positions(int64_t n_pos, int64_t d) {
 
 namespace {
 struct HostTensor {
-  StDtype dtype;  // as the file declares it
+  StDtype dtype;  // as the file declares it (F32 for a quantized GGUF tensor: what `read` gives)
   std::vector<int64_t> shape;
   size_t nbytes;
   std::string file;                     // where it comes from, for messages
   std::function<void(void* dst)> read;  // copies its nbytes bytes to dst
+  // A GGUF tensor of a block type: `read` dequantizes it, read_raw copies its qbytes bytes of blocks.
+  GgmlType quant = GgmlType::F32;
+  size_t qbytes = 0;
+  std::function<void(void* dst)> read_raw = {};
+  bool quantized() const { return qbytes != 0; }
 };
 }  // namespace
 
@@ -267,7 +272,11 @@ Plan make_plan(const Config& c, const std::map<std::string, HostTensor>& all,
       continue;
     }
     plan.n_params += int64_t(t.nbytes / st_dtype_size(t.dtype));
-    plan.bytes_by_dtype[std::string(st_dtype_name(t.dtype))] += t.nbytes;
+    if (t.quantized()) {
+      plan.bytes_by_dtype[ggml_type_info(uint32_t(t.quant))->name] += t.qbytes;
+    } else {
+      plan.bytes_by_dtype[std::string(st_dtype_name(t.dtype))] += t.nbytes;
+    }
   }
   for (const auto& [name, t] : all) {
     if (used.count(name)) continue;
@@ -369,15 +378,18 @@ GgufModel open_gguf(const fs::path& path) {
               ", which minigpt does not read (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, "
               "Q6_K)");
     }
-    // Quantized blocks are dequantized to F32 as they are read (the weights are then held as F32, or as
-    // --dtype asks): the same numbers, but neither the memory nor the speed of a quantized model.
-    g.tensors.emplace(t.name, HostTensor{StDtype::F32, t.shape(), size_t(t.numel()) * sizeof(float), f.path(),
-                                         [file, tensor](void* dst) {
-                                           std::vector<uint8_t> raw(size_t(tensor->nbytes));
-                                           file->read(*tensor, raw.data());
-                                           dequantize(tensor->type, raw.data(), static_cast<float*>(dst),
-                                                      tensor->numel());
-                                         }});
+    // A matrix is kept in its blocks where the backend holds the type (read_raw); read() dequantizes to F32
+    // (vectors, --dtype, a backend without the type).
+    HostTensor h{StDtype::F32, t.shape(), size_t(t.numel()) * sizeof(float), f.path(),
+                 [file, tensor](void* dst) {
+                   std::vector<uint8_t> raw(size_t(tensor->nbytes));
+                   file->read(*tensor, raw.data());
+                   dequantize(tensor->type, raw.data(), static_cast<float*>(dst), tensor->numel());
+                 }};
+    h.quant = t.type;
+    h.qbytes = size_t(t.nbytes);
+    h.read_raw = [file, tensor](void* dst) { file->read(*tensor, dst); };
+    g.tensors.emplace(t.name, std::move(h));
   }
   return g;
 }
@@ -462,10 +474,60 @@ struct ModelBuilder {
   // The compute dtype of a matrix: the requested one, else its stored one.
   DType matrix_dtype(DType stored) const { return options.weight_dtype ? *options.weight_dtype : stored; }
 
+  // The format a quantized tensor is held in: its own, unless --dtype asks for a float type or the backend
+  // does not hold it (then it is dequantized to F32 as it is read).
+  std::optional<WeightFormat> kept_quantized(const HostTensor& t) const {
+    if (!t.quantized() || options.weight_dtype) return std::nullopt;
+    const WeightFormat f = WeightFormat::quantized(t.quant);
+    if (!be.holds(f)) return std::nullopt;
+    return f;
+  }
+
+  // A quantized matrix's blocks, read into host memory and checked: every value finite (dequantized a
+  // row at a time).
+  static Staged stage_blocks(const Match& match, const WeightFormat& f, int64_t rows, int64_t cols) {
+    const HostTensor& t = *match.tensor;
+    Staged s;
+    s.bytes = std::make_unique_for_overwrite<uint8_t[]>(std::max<size_t>(t.qbytes, 1));
+    t.read_raw(s.bytes.get());
+    const size_t rb = f.row_bytes(cols);
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize(f.quant, s.bytes.get() + size_t(r) * rb, row.data(), cols);
+      if (const int64_t i = first_non_finite(row.data(), DType::F32, size_t(cols)); i >= 0) {
+        throw Error(ErrorKind::Format,
+                    t.file + ": tensor '" + *match.name + "' holds " + fmt_value(row[size_t(i)]) +
+                        " at row " + std::to_string(r) + ", column " + std::to_string(i) +
+                        ": a checkpoint with NaN or infinite weights cannot give finite logits");
+      }
+    }
+    s.view = Tensor{s.bytes.get(), DType::F32, Device::Host, rows, cols, cols};
+    return s;
+  }
+
   // A matrix and its bias (if the plan has one) as a linear layer n_in -> n_out. `staged` is the matrix
   // when the caller has read it already.
   Linear linear(const Match& w, const Match* bias, const Staged* staged = nullptr) {
     const TensorDesc& d = *w.desc;
+    if (const auto q = kept_quantized(*w.tensor); q && staged == nullptr) {
+      // GGUF blocks: [n_out, n_in] rows, as every GGUF matrix is stored (the plan made the order OutIn).
+      HostLinear h;
+      h.order = MatrixOrder::OutIn;
+      h.n_in = d.shape[1];
+      h.n_out = d.shape[0];
+      h.stored = *q;
+      const Staged own = stage_blocks(w, *q, h.n_out, h.n_in);
+      h.w = own.view;
+      Staged b;
+      if (bias != nullptr) {
+        b = stage(*bias, DType::F32);
+        h.b = b.view;
+      }
+      Linear l = be.prepare_linear(h, *q, m.owned_);
+      m.bytes_per_token_ +=
+          l.format.row_bytes(h.n_in) * size_t(h.n_out) + (bias ? size_t(h.n_out) * sizeof(float) : 0);
+      return l;
+    }
     const bool in_out = d.order == MatrixOrder::InOut;
     const DType dtype = matrix_dtype(stored(*w.tensor));
     Staged own;
@@ -509,8 +571,9 @@ struct ModelBuilder {
     // The token embeddings are a linear layer C -> V ([V, C] = [n_out, n_in]): they double as the tied head.
     {
       const Match& e = need(Role::TokenEmbd, -1);
-      const Staged s = stage(e, matrix_dtype(stored(*e.tensor)));
+      Staged s;
       if (plan.tied_copy != nullptr) {
+        s = stage(e, matrix_dtype(stored(*e.tensor)));
         // transformers ties the head to the embeddings and ignores a saved copy; a copy is harmless,
         // anything else means the file and config.json disagree about the model.
         const HostTensor& head = *plan.tied_copy->tensor;
@@ -527,7 +590,7 @@ struct ModelBuilder {
         }
       }
       const size_t before = m.bytes_per_token_;
-      w.token_embd = linear(e, nullptr, &s);
+      w.token_embd = linear(e, nullptr, plan.tied_copy != nullptr ? &s : nullptr);
       m.bytes_per_token_ = before;  // a step reads T rows of it; counted below if it is the head
     }
     const int64_t S = c.n_ctx, C = c.n_embd;

@@ -15,19 +15,30 @@
 #include <vector>
 
 #include "minigpt/config.h"
+#include "minigpt/gguf.h"
 #include "minigpt/tensor.h"
 
 namespace minigpt {
 
 // How a weight matrix's elements are stored: `dtype` for every element (block = 1), or, for quantized
-// types, blocks of `block` consecutive elements of a row in `block_bytes` bytes each.
+// types, blocks of `block` consecutive elements of a row in `block_bytes` bytes each, laid out as GGUF's
+// `quant` type lays them out (its products are then computed in F32: `dtype`).
 struct WeightFormat {
   DType dtype = DType::F32;
   int32_t block = 1;
   int32_t block_bytes = 4;
+  GgmlType quant = GgmlType::F32;  // the block type when block > 1
   static WeightFormat plain(DType t) { return {t, 1, int32_t(dtype_size(t))}; }
+  // A GGUF block type's format (Error(Argument) for a type that is not a known block type).
+  static WeightFormat quantized(GgmlType t);
+  bool is_quantized() const { return block > 1; }
+  // "F32", "BF16", "Q8_0", ...
+  std::string name() const;
   // Bytes of one row of n elements (n a multiple of `block`).
   size_t row_bytes(int64_t n) const { return size_t(n / block) * size_t(block_bytes); }
+  bool operator==(const WeightFormat& o) const {
+    return dtype == o.dtype && block == o.block && block_bytes == o.block_bytes && quant == o.quant;
+  }
 };
 
 // The order a matrix is stored in on the host: GPT-2's Conv1D keeps W as [n_in, n_out] (InOut); nn.Linear
@@ -53,6 +64,9 @@ struct HostLinear {
   MatrixOrder order = MatrixOrder::InOut;
   int64_t n_in = 0;
   int64_t n_out = 0;
+  // Quantized (stored.is_quantized()): w.data holds n_out rows of stored.row_bytes(n_in) bytes of GGUF blocks
+  // (order OutIn), and w's dtype and stride mean nothing. Otherwise unused: w.dtype says what w holds.
+  WeightFormat stored;
 };
 
 // The shape of a KV cache: `n_seq` sequences of `n_ctx` positions each, for every layer.
@@ -109,10 +123,13 @@ class Backend {
   // Makes a weight vector or table usable by this backend's ops, as F32. `host` lies in host memory in its
   // stored dtype and is valid only during the call: the result lives in a buffer appended to `keep`.
   virtual Tensor prepare_weight(const Tensor& host, std::vector<std::unique_ptr<Buffer>>& keep) = 0;
-  // Makes a linear layer usable by `linear()`, its matrix held as `format` (F32, F16 or BF16 today). The
+  // Makes a linear layer usable by `linear()`, its matrix held as `format`: F32, F16 or BF16 from any float
+  // host matrix, or a quantized format (one holds() accepts) from a host matrix already in that format. The
   // bias becomes F32. The result lives in buffers appended to `keep`, never aliasing `host`.
   virtual Linear prepare_linear(const HostLinear& host, const WeightFormat& format,
                                 std::vector<std::unique_ptr<Buffer>>& keep) = 0;
+  // Whether prepare_linear can hold a matrix in `format` (every backend holds F32, F16 and BF16).
+  virtual bool holds(const WeightFormat& format) const { return !format.is_quantized(); }
   // The KV cache of this spec, zero-filled.
   virtual std::unique_ptr<KvCache> make_kv_cache(const KvCacheSpec& spec) = 0;
   // Copies a tensor of this backend to host F32 (contiguous rows * cols).

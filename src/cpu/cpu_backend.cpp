@@ -17,6 +17,7 @@
 #include "minigpt/backend.h"
 #include "minigpt/cpu.h"
 #include "minigpt/error.h"
+#include "minigpt/quant.h"
 
 namespace minigpt {
 namespace {
@@ -70,6 +71,59 @@ void transpose_to_f32(float* dst, const Tensor& src) {
 enum CpuLayout : uint32_t {
   kOutInF32 = 1,  // F32 [n_out, n_in] (GPT-2's Conv1D [n_in, n_out] transposed at load)
   kPacked16 = 2,  // F16/BF16 in cpu::Packed16 (kernels.h): rows = n_out, cols = n_in, stride = padded n_in
+  kQuant = 3,     // GGUF blocks in cpu::QuantInterleave order: rows = n_out, cols = n_in
+};
+
+// The kernel kind of a quantized type, or false for the types that are widened to F32 rows instead.
+bool quant_kind(GgmlType t, cpu::QKind* kind) {
+  switch (t) {
+    case GgmlType::Q8_0:
+      *kind = cpu::QKind::Q8_0;
+      return true;
+    case GgmlType::Q4_0:
+      *kind = cpu::QKind::Q4_0;
+      return true;
+    case GgmlType::Q4_K:
+      *kind = cpu::QKind::Q4_K;
+      return true;
+    case GgmlType::Q5_K:
+      *kind = cpu::QKind::Q5_K;
+      return true;
+    case GgmlType::Q6_K:
+      *kind = cpu::QKind::Q6_K;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Rows of activations quantized for the integer kernels (cpu::QAct), in one buffer that grows as needed:
+// each thread that runs a product has its own (the session's thread; the pool's threads only read it).
+class QuantActs {
+ public:
+  // Quantizes the rows of x (k a multiple of 32).
+  void quantize(const Tensor& x) {
+    const int64_t k = x.cols, n = x.rows;
+    const size_t q_bytes = size_t(k), per_row = q_bytes + size_t(k / 32) * 4 + size_t(k / 16) * 2 + 32;
+    const size_t need = per_row * size_t(n) + 32;
+    if (bytes_.size() < need) bytes_.resize(need);
+    rows_.resize(size_t(n));
+    auto base = reinterpret_cast<uintptr_t>(bytes_.data());
+    uint8_t* p = bytes_.data() + ((32 - base % 32) % 32);
+    for (int64_t t = 0; t < n; ++t) {
+      int8_t* q = reinterpret_cast<int8_t*>(p);
+      float* d = reinterpret_cast<float*>(p + q_bytes);
+      int16_t* s = reinterpret_cast<int16_t*>(p + q_bytes + size_t(k / 32) * 4);
+      cpu::quantize_acts(x.ptr<float>() + t * x.stride, k, q, d, s);
+      rows_[size_t(t)] = {q, d, s};
+      p += (per_row - 32 + 31) / 32 * 32;  // the next row's q 32-byte aligned again
+    }
+  }
+  const cpu::QAct* rows() const { return rows_.data(); }
+
+ private:
+  std::vector<uint8_t> bytes_;
+  std::vector<cpu::QAct> rows_;
 };
 
 // The KV cache: for each layer and sequence, K transposed [Hkv, D, Sp] (a block of keys' scores is then one
@@ -127,9 +181,15 @@ class CpuBackend final : public Backend {
   Linear prepare_linear(const HostLinear& host, const WeightFormat& format,
                         std::vector<std::unique_ptr<Buffer>>& keep) override {
     const DType dtype = format.dtype;
-    if (format.block != 1 || !is_float_weight_dtype(dtype)) {
-      throw Error(ErrorKind::Unsupported, "cpu backend: weights held as " + std::string(dtype_name(dtype)) +
-                                              " blocks are not supported yet");
+    if (format.is_quantized()) return prepare_quantized(host, format, keep);
+    if (host.stored.is_quantized()) {
+      throw Error(ErrorKind::Argument, "cpu backend: a " + host.stored.name() +
+                                           " matrix is held as it is stored, not converted to " +
+                                           format.name());
+    }
+    if (!is_float_weight_dtype(dtype)) {
+      throw Error(ErrorKind::Unsupported,
+                  "cpu backend: weights held as " + std::string(dtype_name(dtype)) + " are not supported");
     }
     Linear l;
     l.format = WeightFormat::plain(dtype);
@@ -183,6 +243,39 @@ class CpuBackend final : public Backend {
     return l;
   }
 
+  bool holds(const WeightFormat& format) const override {
+    return !format.is_quantized() || can_dequantize(format.quant);
+  }
+
+  // A quantized matrix is held as the file holds it (GGUF blocks, [n_out, n_in]); products read the blocks
+  // (integer kernels for the types with a cpu::QKind; the others widened to F32 a few rows at a time).
+  Linear prepare_quantized(const HostLinear& host, const WeightFormat& format,
+                           std::vector<std::unique_ptr<Buffer>>& keep) {
+    if (!holds(format)) {
+      throw Error(ErrorKind::Unsupported,
+                  "cpu backend: weights held as " + format.name() + " are not supported");
+    }
+    if (!(host.stored == format) || host.order != MatrixOrder::OutIn || host.n_in % format.block != 0 ||
+        host.w.rows != host.n_out || host.w.cols != host.n_in) {
+      throw Error(ErrorKind::Argument, "cpu backend: a " + format.name() + " matrix must come as " +
+                                           format.name() + " blocks in [n_out, n_in] rows (got " +
+                                           host.stored.name() + ")");
+    }
+    Linear l;
+    l.format = format;
+    l.n_in = host.n_in;
+    l.n_out = host.n_out;
+    if (!host.b.empty()) l.b = prepare_weight(host.b, keep);
+    const int64_t nb = host.n_in / format.block;
+    auto buf = alloc(size_t(cpu::QuantInterleave::padded_rows(host.n_out) * nb * format.block_bytes));
+    cpu::interleave_quant_rows(static_cast<uint8_t*>(buf->data()), static_cast<const uint8_t*>(host.w.data),
+                               host.n_out, nb, format.block_bytes);
+    l.w = Tensor{buf->data(), DType::F32, Device::Host, host.n_out, host.n_in, host.n_in};
+    l.layout = kQuant;
+    keep.push_back(std::move(buf));
+    return l;
+  }
+
   std::unique_ptr<KvCache> make_kv_cache(const KvCacheSpec& spec) override {
     if (spec.n_layer < 1 || spec.n_kv_head < 1 || spec.head_dim < 1 || spec.n_ctx < 1 || spec.n_seq < 1) {
       throw Error(ErrorKind::Argument,
@@ -206,6 +299,8 @@ class CpuBackend final : public Backend {
         if (table.layout == kPacked16) {
           cpu::widen_packed_rows(o, C, table.w.ptr<uint16_t>(), table.w.stride, id, 1, C,
                                  table.w.dtype == DType::BF16);
+        } else if (table.layout == kQuant) {
+          widen(o, table, id, 1);
         } else {  // the embeddings are [V, C]: OutIn
           std::memcpy(o, table.w.ptr<float>() + int64_t(id) * table.w.stride, size_t(C) * sizeof(float));
         }
@@ -259,12 +354,20 @@ class CpuBackend final : public Backend {
     const int64_t K = lin.n_in;
     // Each thread first writes the bias into its own columns (init_out), so that one product with beta = 1
     // adds to it (and, when accumulating, to the residual already in `out`).
+    if (lin.layout == kQuant) {
+      if (T <= kGemvMaxRowsQuant) {
+        gemv_quant(out, in, lin, accumulate);
+        return false;
+      }
+      gemm_widened(out, in, lin, accumulate, act);
+      return true;
+    }
     if (lin.layout == kPacked16) {
       if (T <= kGemvMaxRows16) {
         gemv16(out, in, lin, accumulate);
         return false;
       }
-      gemm16(out, in, lin, accumulate, act);
+      gemm_widened(out, in, lin, accumulate, act);
       return true;
     }
     if (T <= kGemvMaxRowsF32) {
@@ -402,6 +505,7 @@ class CpuBackend final : public Backend {
   // first). Measured on bench -b: see the closing note of the architecture issue.
   static constexpr int64_t kGemvMaxRowsF32 = 16;
   static constexpr int64_t kGemvMaxRows16 = 16;
+  static constexpr int64_t kGemvMaxRowsQuant = 16;
 
   // The chunk size for a GEMV of n outputs handed out chunk by chunk: about 8 chunks per thread (a late
   // thread costs at most a chunk; one atomic add per chunk), at least 64 outputs (a long contiguous run of
@@ -454,15 +558,62 @@ class CpuBackend final : public Backend {
     });
   }
 
-  // out (+)= in W^T for a batch: blocks of W widened to F32, then sgemm. Holds a lock: the widening
-  // scratch is shared by every session of this backend.
-  void gemm16(Tensor out, const Tensor& in, const Linear& lin, bool accumulate, const Activation* act) {
+  // Rows [r0, r0 + n) of a packed 16-bit or quantized matrix widened to F32 at dst (row stride K).
+  static void widen(float* dst, const Linear& lin, int64_t r0, int64_t n) {
+    const int64_t K = lin.n_in;
+    if (lin.layout == kQuant) {
+      const int64_t nb = K / lin.format.block, bytes = lin.format.block_bytes;
+      thread_local std::vector<uint8_t> row;
+      row.resize(size_t(nb * bytes));
+      for (int64_t i = 0; i < n; ++i) {
+        cpu::gather_quant_row(row.data(), lin.w.ptr<uint8_t>(), r0 + i, nb, bytes);
+        dequantize(lin.format.quant, row.data(), dst + i * K, K);
+      }
+    } else {
+      cpu::widen_packed_rows(dst, K, lin.w.ptr<uint16_t>(), lin.w.stride, r0, n, K,
+                             lin.w.dtype == DType::BF16);
+    }
+  }
+
+  // out (+)= in W^T for the T rows of `in` and a quantized weight, the weight rows split over the threads:
+  // the activations quantized once (their rows are few), every weight block read once for all rows. Types
+  // without integer kernels: 4 rows at a time widened to F32 into the thread's own buffer.
+  void gemv_quant(const Tensor& out, const Tensor& in, const Linear& lin, bool accumulate) {
+    const int64_t N = lin.n_out, K = lin.n_in, T = in.rows;
+    const uint8_t* w = lin.w.ptr<uint8_t>();
+    float* y = out.ptr<float>();
+    cpu::QKind kind;
+    if (quant_kind(lin.format.quant, &kind)) {
+      // The caller's own buffer: a thread_local named inside the lambda would be each worker's.
+      thread_local QuantActs acts;
+      acts.quantize(in);
+      const cpu::QAct* xq = acts.rows();
+      pool_.parallel_chunks(N, chunk(N, 4), [&](int64_t n0, int64_t n1) {
+        init_out(out, lin, accumulate, n0, n1);
+        cpu::gemv_quant(kind, y + n0, out.stride, w, n0, xq, T, n1 - n0, K, true);
+      });
+      return;
+    }
+    pool_.parallel_chunks(N, chunk(N, 4), [&](int64_t n0, int64_t n1) {
+      init_out(out, lin, accumulate, n0, n1);
+      thread_local std::vector<float> rows;
+      if (rows.size() < size_t(4 * K)) rows.resize(size_t(4 * K));
+      for (int64_t i = n0; i < n1; i += 4) {
+        const int64_t n = std::min<int64_t>(4, n1 - i);
+        widen(rows.data(), lin, i, n);
+        cpu::gemv_f32_rows(y + i, out.stride, rows.data(), K, in.ptr<float>(), in.stride, T, n, K, true);
+      }
+    });
+  }
+
+  // out (+)= in W^T for a batch: blocks of W (16-bit or quantized) widened to F32, then sgemm. Holds a lock:
+  // the widening scratch is shared by every session of this backend.
+  void gemm_widened(Tensor out, const Tensor& in, const Linear& lin, bool accumulate, const Activation* act) {
     std::lock_guard<std::mutex> lock(gemm_mutex_);
     const int64_t N = lin.n_out, K = lin.n_in;
     const int64_t block = std::max<int64_t>(64, (int64_t(4) << 20) / K);  // ~16 MB of F32 per block
     if (gemm_scratch_.size() < size_t(std::min(block, N) * K))
       gemm_scratch_.resize(size_t(std::min(block, N) * K));
-    const bool bf16 = lin.w.dtype == DType::BF16;
     for (int64_t n0 = 0; n0 < N; n0 += block) {
       const int64_t nb = std::min(block, N - n0);
       // Each thread widens its own rows of the block and multiplies them (single-threaded OpenBLAS).
@@ -471,7 +622,7 @@ class CpuBackend final : public Backend {
         if (r0 >= r1) return;
         init_out(out, lin, accumulate, n0 + r0, n0 + r1);
         float* wf = gemm_scratch_.data() + r0 * K;
-        cpu::widen_packed_rows(wf, K, lin.w.ptr<uint16_t>(), lin.w.stride, n0 + r0, r1 - r0, K, bf16);
+        widen(wf, lin, n0 + r0, r1 - r0);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(in.rows), int(r1 - r0), int(K), 1.0f,
                     in.ptr<float>(), int(in.stride), wf, int(K), 1.0f, out.ptr<float>() + n0 + r0,
                     int(out.stride));

@@ -224,6 +224,30 @@ void gemv_f32_rows(float* y, int64_t ldy, const float* w, int64_t ldw, const flo
   kernels().gemv_f32_rows(y, ldy, w, ldw, x, ldx, nx, n, k, accumulate);
 }
 
+void quantize_acts(const float* x, int64_t k, int8_t* q, float* d, int16_t* s) {
+  kernels().quantize_acts(x, k, q, d, s);
+}
+void gemv_quant(QKind kind, float* y, int64_t ldy, const uint8_t* w, int64_t r0, const QAct* x, int64_t nx,
+                int64_t n, int64_t k, bool accumulate) {
+  kernels().gemv_quant(kind, y, ldy, w, r0, x, nx, n, k, accumulate);
+}
+
+void interleave_quant_rows(uint8_t* dst, const uint8_t* src, int64_t n, int64_t nb, int64_t bytes) {
+  const int64_t np = QuantInterleave::padded_rows(n);
+  std::memset(dst, 0, size_t(np * nb * bytes));
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t j = 0; j < nb; ++j) {
+      std::memcpy(dst + QuantInterleave::block_index(r, j, nb) * bytes, src + (r * nb + j) * bytes,
+                  size_t(bytes));
+    }
+  }
+}
+
+void gather_quant_row(uint8_t* dst, const uint8_t* w, int64_t n, int64_t nb, int64_t bytes) {
+  for (int64_t j = 0; j < nb; ++j)
+    std::memcpy(dst + j * bytes, w + QuantInterleave::block_index(n, j, nb) * bytes, size_t(bytes));
+}
+
 namespace reference {
 namespace {
 template <typename Load>

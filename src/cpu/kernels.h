@@ -74,6 +74,38 @@ void gemv_packed16_rows(float* y, int64_t ldy, const uint16_t* w, int64_t kp, co
 void gemv_f32_rows(float* y, int64_t ldy, const float* w, int64_t ldw, const float* x, int64_t ldx,
                    int64_t nx, int64_t n, int64_t k, bool accumulate);
 
+// Quantized weights: GGUF blocks (see kernels_quant.inc for each type's layout) interleaved by groups of 4
+// rows (QuantInterleave), against activations quantized per 32 values (QAct, made by quantize_acts): the
+// integer dot products llama.cpp uses. The kinds with kernels; the other GGUF types are widened to F32 rows
+// by the backend.
+enum class QKind { Q8_0, Q4_0, Q4_K, Q5_K, Q6_K };
+// The held layout of a quantized [N, K] matrix: rows padded to a multiple of 4 (zero bytes, which every
+// type reads as zero values), and for each group of 4 rows its blocks in the order (block j, row r):
+// block j of row n at ((n / 4) * nb + j) * 4 + n % 4 blocks from the start, nb = K / block.
+struct QuantInterleave {
+  static int64_t padded_rows(int64_t n) { return (n + 3) / 4 * 4; }
+  static int64_t block_index(int64_t n, int64_t j, int64_t nb) { return ((n / 4) * nb + j) * 4 + n % 4; }
+};
+// dst (padded_rows(n) * nb blocks, the padding zeroed) = the n rows of nb blocks of `bytes` at src
+// (row-major, as a GGUF file holds them) in the QuantInterleave order.
+void interleave_quant_rows(uint8_t* dst, const uint8_t* src, int64_t n, int64_t nb, int64_t bytes);
+// The blocks of row n of a QuantInterleave matrix gathered in order into dst (nb * bytes bytes).
+void gather_quant_row(uint8_t* dst, const uint8_t* w, int64_t n, int64_t nb, int64_t bytes);
+// One row of quantized activations: q[k] int8 (32-byte aligned), d[k / 32] F32 scales, s[k / 16] sums of
+// 16 consecutive q.
+struct QAct {
+  const int8_t* q;
+  const float* d;
+  const int16_t* s;
+};
+// For each block of 32 values of x (k a multiple of 32): d = max|x| / 127, q = x * (127 / max|x|) rounded
+// to nearest even (every level gives the same bytes), s the sums of 16 q.
+void quantize_acts(const float* x, int64_t k, int8_t* q, float* d, int16_t* s);
+// y[t][i] (+)= sum_k W[r0 + i, k] xq_t[k] for i < n, t < nx (row t of y at y + t * ldy), W a QuantInterleave
+// matrix of K = k (a multiple of the kind's block: 32, or 256 for the K types), r0 a multiple of 4.
+void gemv_quant(QKind kind, float* y, int64_t ldy, const uint8_t* w, int64_t r0, const QAct* x, int64_t nx,
+                int64_t n, int64_t k, bool accumulate);
+
 // One level's kernels (the functions above, same meaning and signatures).
 struct KernelTable {
   const char* name;
@@ -91,6 +123,9 @@ struct KernelTable {
                              int64_t, int64_t, int64_t, bool, bool);
   void (*gemv_f32_rows)(float*, int64_t, const float*, int64_t, const float*, int64_t, int64_t, int64_t,
                         int64_t, bool);
+  void (*quantize_acts)(const float*, int64_t, int8_t*, float*, int16_t*);
+  void (*gemv_quant)(QKind, float*, int64_t, const uint8_t*, int64_t, const QAct*, int64_t, int64_t, int64_t,
+                     bool);
 };
 
 // The level in use (chosen on first call: MINIGPT_CPU, else the best this CPU runs; throws Error

@@ -1,0 +1,181 @@
+// The quantized-weight kernels (src/cpu/kernels_quant.inc) at every kernel level this machine runs, against
+// the dequantizer (src/quant/dequant.cpp, itself checked bit for bit against the gguf package) and a
+// double-precision dot product.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "cpu/kernels.h"
+#include "minigpt/quant.h"
+#include "minigpt/tensor.h"
+
+namespace minigpt {
+namespace {
+
+struct Kind {
+  cpu::QKind kind;
+  GgmlType type;
+  int64_t block;
+  int64_t bytes;
+  const char* name;
+};
+const Kind kKinds[] = {
+    {cpu::QKind::Q8_0, GgmlType::Q8_0, 32, 34, "Q8_0"},
+    {cpu::QKind::Q4_0, GgmlType::Q4_0, 32, 18, "Q4_0"},
+    {cpu::QKind::Q4_K, GgmlType::Q4_K, 256, 144, "Q4_K"},
+    {cpu::QKind::Q5_K, GgmlType::Q5_K, 256, 176, "Q5_K"},
+    {cpu::QKind::Q6_K, GgmlType::Q6_K, 256, 210, "Q6_K"},
+};
+
+void put_half(uint8_t* p, float v) {
+  const uint16_t h = f32_to_f16(v);
+  std::memcpy(p, &h, 2);
+}
+
+// n rows of k values of random blocks: every bit pattern of the quantized values is a valid block, so the
+// bytes are random except the F16 scales, set to sizes like a real model's (the sign of d varies too).
+std::vector<uint8_t> random_blocks(const Kind& t, int64_t n, int64_t k, std::mt19937& rng) {
+  std::vector<uint8_t> w(size_t(n * (k / t.block) * t.bytes));
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.001f, 0.02f);
+  for (auto& b : w) b = uint8_t(byte(rng));
+  for (size_t off = 0; off < w.size(); off += size_t(t.bytes)) {
+    uint8_t* b = w.data() + off;
+    const float sign = byte(rng) % 2 ? 1.0f : -1.0f;
+    switch (t.kind) {
+      case cpu::QKind::Q8_0:
+      case cpu::QKind::Q4_0:
+        put_half(b, sign * scale(rng));
+        break;
+      case cpu::QKind::Q4_K:
+      case cpu::QKind::Q5_K:
+        put_half(b, scale(rng) / 8);
+        put_half(b + 2, scale(rng) / 8);
+        break;
+      case cpu::QKind::Q6_K:
+        put_half(b + 208, sign * scale(rng) / 16);
+        break;
+    }
+  }
+  return w;
+}
+
+// Quantized activations of x, one row, as the level makes them.
+struct Acts {
+  std::vector<int8_t> q;  // over-allocated for 32-byte alignment
+  std::vector<float> d;
+  std::vector<int16_t> s;
+  int8_t* qa = nullptr;
+  Acts(const cpu::KernelTable& kt, const float* x, int64_t k)
+      : q(size_t(k + 32)), d(size_t(k / 32)), s(size_t(k / 16)) {
+    qa = q.data() + (32 - reinterpret_cast<uintptr_t>(q.data()) % 32) % 32;
+    kt.quantize_acts(x, k, qa, d.data(), s.data());
+  }
+  cpu::QAct view() const { return {qa, d.data(), s.data()}; }
+  float value(int64_t i) const { return float(qa[i]) * d[size_t(i / 32)]; }
+};
+
+class QuantKernelsAtLevel : public ::testing::TestWithParam<std::string> {
+ protected:
+  const cpu::KernelTable& k() const { return cpu::kernels_for(GetParam()); }
+};
+INSTANTIATE_TEST_SUITE_P(Levels, QuantKernelsAtLevel, ::testing::ValuesIn(cpu::supported_levels()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// The activation quantization: each value within half a step of its block's scale, the sums of 16 right,
+// and the same bytes at every level (so a product does not depend on the CPU beyond F32 summation order).
+TEST_P(QuantKernelsAtLevel, QuantizedActivationsAreWithinHalfAStepAndEqualAtEveryLevel) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t K = 512;
+  std::vector<float> x(static_cast<size_t>(K));
+  for (auto& v : x) v = nd(rng);
+  for (int i = 0; i < 32; ++i) x[size_t(64 + i)] = 0.0f;  // an all-zero block: d = 0, q = 0
+  x[200] = 1e3f;                                          // one large value
+  const Acts a(k(), x.data(), K);
+  const Acts g(cpu::kernels_for("generic"), x.data(), K);
+  for (int64_t i = 0; i < K; ++i) {
+    EXPECT_LE(std::fabs(a.value(i) - x[size_t(i)]), a.d[size_t(i / 32)] * 0.5f * (1 + 1e-5f) + 1e-30f) << i;
+    EXPECT_EQ(a.qa[i], g.qa[i]) << i;
+  }
+  for (int64_t j = 0; j < K / 16; ++j) {
+    int sum = 0;
+    for (int i = 0; i < 16; ++i) sum += a.qa[16 * j + i];
+    EXPECT_EQ(a.s[size_t(j)], sum) << j;
+  }
+  EXPECT_EQ(a.d[2], 0.0f);
+  EXPECT_EQ(a.qa[200], 127);
+}
+
+// Every kind, 1..9 rows (the 4-row groups and the rows left over), 1 and 3 rows of activations, K of one
+// block and several: y = the double dot of the dequantized weights with the dequantized activations, within
+// 1e-5 of sum |w x| (F32 accumulation in another order), plus the accumulate form adding to y.
+TEST_P(QuantKernelsAtLevel, GemvEqualsTheDequantizedProduct) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (const Kind& t : kKinds) {
+    for (int64_t K : {t.block, 3 * t.block, t.block == 32 ? int64_t(768) : int64_t(1024)}) {
+      for (int64_t N : {1, 3, 4, 5, 9}) {
+        const std::vector<uint8_t> w = random_blocks(t, N, K, rng);
+        const int64_t nb = K / t.block;
+        std::vector<float> wf(size_t(N * K));
+        dequantize(t.type, w.data(), wf.data(), N * K);
+        // The kernels' layout, and back: gathering each row gives the file's bytes again.
+        std::vector<uint8_t> wi(size_t(cpu::QuantInterleave::padded_rows(N) * nb * t.bytes));
+        cpu::interleave_quant_rows(wi.data(), w.data(), N, nb, t.bytes);
+        for (int64_t r = 0; r < N; ++r) {
+          std::vector<uint8_t> row(size_t(nb * t.bytes));
+          cpu::gather_quant_row(row.data(), wi.data(), r, nb, t.bytes);
+          ASSERT_EQ(std::memcmp(row.data(), w.data() + r * nb * t.bytes, row.size()), 0) << r;
+        }
+        for (int64_t nx : {1, 3}) {
+          std::vector<std::vector<float>> xs(static_cast<size_t>(nx),
+                                             std::vector<float>(static_cast<size_t>(K)));
+          std::vector<Acts> acts;
+          std::vector<cpu::QAct> views;
+          for (auto& x : xs) {
+            for (auto& v : x) v = nd(rng);
+            acts.emplace_back(k(), x.data(), K);
+          }
+          for (const auto& a : acts) views.push_back(a.view());
+          const int64_t ldy = N + 2;
+          std::vector<float> y(size_t(nx * ldy), 0.5f), y0 = y;
+          k().gemv_quant(t.kind, y.data(), ldy, wi.data(), 0, views.data(), nx, N, K, false);
+          std::vector<float> ya = y0;
+          k().gemv_quant(t.kind, ya.data(), ldy, wi.data(), 0, views.data(), nx, N, K, true);
+          for (int64_t s = 0; s < nx; ++s) {
+            for (int64_t i = 0; i < N; ++i) {
+              double want = 0, mag = 0;
+              for (int64_t c = 0; c < K; ++c) {
+                const double p = double(wf[size_t(i * K + c)]) * double(acts[size_t(s)].value(c));
+                want += p;
+                mag += std::fabs(p);
+              }
+              const double tol = 1e-5 * mag + 1e-6;
+              EXPECT_NEAR(y[size_t(s * ldy + i)], want, tol)
+                  << t.name << " K " << K << " N " << N << " row " << i;
+              EXPECT_NEAR(ya[size_t(s * ldy + i)], 0.5 + want, tol) << t.name << " accumulate";
+            }
+            // Nothing written past the N outputs of a row.
+            EXPECT_EQ(y[size_t(s * ldy + N)], 0.5f);
+            EXPECT_EQ(y[size_t(s * ldy + N + 1)], 0.5f);
+          }
+          // Rows from r0 = 4 on (a thread's share of the rows).
+          if (N > 4) {
+            std::vector<float> yr(size_t(nx * ldy), 0.0f);
+            k().gemv_quant(t.kind, yr.data(), ldy, wi.data(), 4, views.data(), nx, N - 4, K, false);
+            for (int64_t s = 0; s < nx; ++s)
+              for (int64_t i = 4; i < N; ++i)
+                EXPECT_EQ(yr[size_t(s * ldy + i - 4)], y[size_t(s * ldy + i)]) << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace minigpt

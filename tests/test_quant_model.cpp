@@ -1,0 +1,166 @@
+// A GGUF model whose matrices are in every quantized type minigpt reads (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+// Q4_K, Q5_K, Q6_K; tools/make_quant_model_reference.py), against transformers holding the dequantized
+// weights: held in its blocks (decode through the integer kernels, prefill through F32 tiles) and widened to
+// F32 at load (--dtype f32).
+#include <nlohmann/json.hpp>
+
+#include "minigpt/generate.h"
+#include "minigpt/session.h"
+#include "minigpt/tokenizer.h"
+#include "test_util.h"
+
+namespace minigpt {
+namespace {
+
+using json = nlohmann::json;
+
+std::filesystem::path mix_model() {
+  return test::source_dir() / "tests" / "fixtures" / "gguf" / "gpt2-quant-mix.gguf";
+}
+const json& reference() {
+  static const json ref = json::parse(
+      test::read_file(test::source_dir() / "tests" / "fixtures" / "gguf" / "gpt2-quant-mix-reference.json"));
+  return ref;
+}
+
+// max over positions and vocabulary of |logit - transformers'|, and the positions whose top token differs
+// although transformers' top two are more than 0.2 apart (twice the tolerance below: a near tie may flip).
+struct Diff {
+  double worst = 0;
+  int64_t argmax_differs = 0;
+};
+Diff compare(std::span<const float> logits, int64_t V) {
+  const json& ref = reference();
+  Diff d;
+  for (size_t t = 0; t < ref["logits"].size(); ++t) {
+    const auto want = ref["logits"][t].get<std::vector<double>>();
+    for (int64_t i = 0; i < V; ++i)
+      d.worst = std::max(d.worst, std::fabs(logits[t * V + i] - want[size_t(i)]));
+    int64_t best = 0;
+    for (int64_t i = 1; i < V; ++i)
+      if (want[size_t(i)] > want[size_t(best)]) best = i;
+    double second = -1e30;
+    for (int64_t i = 0; i < V; ++i)
+      if (i != best) second = std::max(second, want[size_t(i)]);
+    if (test::argmax(&logits[t * V], V) != best && want[size_t(best)] - second > 0.2) ++d.argmax_differs;
+  }
+  return d;
+}
+
+std::vector<int32_t> greedy(const std::shared_ptr<const Model>& model) {
+  const json& ref = reference();
+  Session s(model);
+  GenerateOptions o;
+  o.max_new_tokens = int64_t(ref["greedy"].size());
+  o.sampling.temperature = 0;
+  o.ignore_eos = true;
+  return generate(s, nullptr, ref["ids"].get<std::vector<int32_t>>(), o).tokens;
+}
+
+// Every matrix is held in the file's own type (nothing silently widened), and the bytes a decode step reads
+// are the blocks' bytes.
+TEST(QuantModel, MatricesAreHeldInTheirOwnTypes) {
+  auto model = Model::load(mix_model(), LoadOptions::threads(2));
+  const ModelWeights& w = model->weights();
+  EXPECT_EQ(w.token_embd.format.name(), "Q6_K");
+  EXPECT_EQ(w.output.format.name(), "Q6_K");  // tied
+  const char* want[2][4] = {{"Q8_0", "Q4_0", "Q5_0", "Q4_1"}, {"Q5_K", "Q4_K", "Q6_K", "Q5_1"}};
+  for (int l = 0; l < 2; ++l) {
+    const LayerWeights& L = w.layers[size_t(l)];
+    EXPECT_EQ(L.attn_qkv.format.name(), want[l][0]) << l;
+    EXPECT_EQ(L.attn_out.format.name(), want[l][1]) << l;
+    EXPECT_EQ(L.ffn_up.format.name(), want[l][2]) << l;
+    EXPECT_EQ(L.ffn_down.format.name(), want[l][3]) << l;
+  }
+  // The file's quantized bytes (every matrix once, the head being the tied embeddings) + the F32 vectors.
+  size_t quant = 0;
+  for (const auto& [type, bytes] : model->stored_bytes())
+    if (type != "F32") quant += bytes;
+  EXPECT_GT(model->bytes_per_token(), quant);
+  EXPECT_LT(model->bytes_per_token(), quant + 100 * 1024);
+
+  auto widened = Model::load(mix_model(), [] {
+    LoadOptions o = LoadOptions::threads(2);
+    o.weight_dtype = DType::F32;
+    return o;
+  }());
+  EXPECT_EQ(widened->weights().layers[0].attn_qkv.format.name(), "F32");
+}
+
+// Prefill (all 43 positions in one step: the products run on F32 tiles widened from the blocks) and widened
+// weights: the F32 product of the dequantized weights, so within 2e-4 of transformers (logits up to ~10,
+// F32 sums in another order). Token-by-token decode (one row per product: the integer kernels, activations
+// quantized to 8 bits per 32 values as llama.cpp does) moves the logits by up to a few hundredths here; the
+// bound 0.1 (1% of the logits' range) fails for a kernel that mixes up blocks, rows or scales, which moves
+// them by whole units. Greedy tokens equal transformers' in all three.
+TEST(QuantModel, LogitsAndGreedyTokensMatchTransformersOnTheDequantizedWeights) {
+  const json& ref = reference();
+  const auto ids = ref["ids"].get<std::vector<int32_t>>();
+  const int64_t V = 256;
+  auto model = Model::load(mix_model(), LoadOptions::threads(2));
+
+  Session prefill(model);
+  const Diff p = compare(prefill.eval_all(ids), V);
+
+  Session decode(model);
+  std::vector<float> stepwise;
+  for (int32_t id : ids) {
+    const auto l = decode.eval(std::span<const int32_t>(&id, 1));
+    stepwise.insert(stepwise.end(), l.begin(), l.end());
+  }
+  const Diff d = compare(stepwise, V);
+
+  LoadOptions o = LoadOptions::threads(2);
+  o.weight_dtype = DType::F32;
+  auto widened = Model::load(mix_model(), o);
+  Session ws(widened);
+  const Diff f = compare(ws.eval_all(ids), V);
+
+  std::printf(
+      "[ measured ] max |logit - transformers|: prefill %.3g, decode %.3g (top token differs, margin > 0.2, "
+      "at "
+      "%lld of %zu positions), widened F32 %.3g\n",
+      p.worst, d.worst, (long long)d.argmax_differs, ids.size(), f.worst);
+  EXPECT_LT(p.worst, 2e-4);
+  EXPECT_EQ(p.argmax_differs, 0);
+  EXPECT_LT(f.worst, 2e-4);
+  EXPECT_EQ(f.argmax_differs, 0);
+  EXPECT_LT(d.worst, 0.1);
+  EXPECT_EQ(d.argmax_differs, 0);
+
+  const auto want = ref["greedy"].get<std::vector<int32_t>>();
+  EXPECT_EQ(greedy(model), want);
+  EXPECT_EQ(greedy(widened), want);
+}
+
+// Several sequences in one decode step (the integer kernels with several rows of activations) give each
+// the logits it gets alone.
+TEST(QuantModel, BatchedDecodeEqualsEachSequenceAlone) {
+  const json& ref = reference();
+  const auto ids = ref["ids"].get<std::vector<int32_t>>();
+  const int64_t V = 256;
+  auto model = Model::load(mix_model(), LoadOptions::threads(2));
+  SessionOptions so;
+  so.n_seq = 3;
+  Session batch(model, so);
+  std::vector<std::vector<float>> alone;
+  for (int s = 0; s < 3; ++s) {
+    Session one(model);
+    one.eval(std::span<const int32_t>(ids.data(), size_t(5 + s)));
+    const int32_t next = ids[size_t(10 + s)];
+    const auto l = one.eval(std::span<const int32_t>(&next, 1));
+    alone.emplace_back(l.begin(), l.end());
+    batch.eval(std::span<const int32_t>(ids.data(), size_t(5 + s)), s);
+  }
+  std::vector<int32_t> next = {ids[10], ids[11], ids[12]};
+  std::vector<Session::SeqTokens> step;
+  for (int s = 0; s < 3; ++s) step.push_back({s, std::span<const int32_t>(&next[size_t(s)], 1)});
+  const auto got = batch.eval_batch(step);
+  for (int s = 0; s < 3; ++s) {
+    for (int64_t i = 0; i < V; ++i)
+      EXPECT_NEAR(got[size_t(s * V + i)], alone[size_t(s)][size_t(i)], 1e-4) << s;
+  }
+}
+
+}  // namespace
+}  // namespace minigpt
