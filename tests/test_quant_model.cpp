@@ -164,3 +164,32 @@ TEST(QuantModel, BatchedDecodeEqualsEachSequenceAlone) {
 
 }  // namespace
 }  // namespace minigpt
+
+namespace minigpt {
+namespace {
+
+// info: the bytes of each stored type and the bits per weight (8 x bytes / weights); bench: the matrices'
+// types (most bytes first) and their bits per weight, and a roofline from the blocks' bytes.
+TEST(QuantModelCli, InfoAndBenchNameTheTypesAndBitsPerWeight) {
+  auto r = test::run_cli("info -m " + mix_model().string() + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json info = json::parse(r.out)["model"];
+  double bytes = 0;
+  for (const auto& it : info["stored_bytes"].items()) bytes += double(it.value().get<int64_t>());
+  EXPECT_TRUE(info["stored_bytes"].contains("Q5_K")) << r.out;
+  EXPECT_NEAR(info["bits_per_weight"].get<double>(), 8 * bytes / double(info["n_params"].get<int64_t>()),
+              1e-9);
+  EXPECT_LT(info["bits_per_weight"].get<double>(), 8.0);
+
+  r = test::run_cli("bench -m " + mix_model().string() + " -p 0 -n 4 -r 1 -t 1 -o json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json b = json::parse(r.out);
+  const std::string dtype = b["results"][0]["dtype"].get<std::string>();
+  EXPECT_EQ(dtype.rfind("Q8_0+Q6_K+", 0), 0u)
+      << dtype;  // blk.0.attn_qkv, then the tied head and blk.1.ffn_up
+  EXPECT_NE(dtype.find("Q4_K"), std::string::npos) << dtype;
+  EXPECT_NE(dtype.find(" bpw"), std::string::npos) << dtype;
+}
+
+}  // namespace
+}  // namespace minigpt

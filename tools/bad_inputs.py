@@ -286,6 +286,26 @@ def main():
 
     add("bench", "stdout is /dev/full", b("-p", "8", "-n", "0", "-r", "1", "-t", "1"), stdout="/dev/full")
 
+    # quantize / convert: nothing may be left at OUT (checked below: OUT never exists after these)
+    OUTQ = os.path.join(T, "out.gguf")
+    q8 = os.path.join(T, "q8.gguf")
+    subprocess.run([EXE, "quantize", SHIPPED, q8, "--type", "q8_0"], capture_output=True, check=True)
+    qz = lambda inp, out, *a: ["quantize", inp, out] + list(a)
+    add("quantize", "--type q3_k", qz(SHIPPED, OUTQ, "--type", "q3_k"))
+    add("quantize", "--type missing", qz(SHIPPED, OUTQ))
+    add("quantize", "input does not exist", qz(os.path.join(T, "nope"), OUTQ, "--type", "q8_0"))
+    add("quantize", "input directory without config.json", qz(tok_dir("q-empty", {}), OUTQ, "--type", "q8_0"))
+    add("quantize", "input a file that is not GGUF", qz(os.path.join(SHIPPED, "config.json"), OUTQ, "--type", "q8_0"))
+    add("quantize", "output in a missing directory", qz(SHIPPED, os.path.join(T, "nodir", "x.gguf"), "--type", "q8_0"))
+    add("quantize", "output is the input", qz(q8, q8, "--type", "q8_0"))
+    add("quantize", "output is the input's model.safetensors", qz(SHIPPED, os.path.join(SHIPPED, "model.safetensors"), "--type", "q8_0"))
+    add("quantize", "output is a directory", qz(SHIPPED, T, "--type", "q8_0"))
+    add("quantize", "Q8_0 input to q4_0 without --allow-requantize", qz(q8, OUTQ, "--type", "q4_0"))
+    add("quantize", "sinusoidal positions (no GGUF key)", qz(os.path.join(ROOT, "tests", "fixtures", "models", "tiny-sinusoidal"), OUTQ, "--type", "q8_0"))
+    add("convert", "--outtype q8_0", ["convert", SHIPPED, OUTQ, "--outtype", "q8_0"])
+    add("convert", "a GGUF file as input", ["convert", q8, OUTQ])
+    add("convert", "relu activation (no GGUF key)", ["convert", os.path.join(ROOT, "tests", "fixtures", "models", "tiny-relu-legacy"), OUTQ])
+
     add("info", "-m missing", ["info"])
     add("info", "stdout is /dev/full", info(SHIPPED), stdout="/dev/full")
     add("cli", "--version > /dev/full", ["--version"], stdout="/dev/full")
@@ -300,7 +320,7 @@ def main():
         lines = err.splitlines()
         msg = " / ".join(lines).replace(T, "$TMP").replace(ROOT + "/", "").replace("|", "\\|")
         msg = msg.replace(os.path.realpath(GPT2TOK), "gpt2").replace(GPT2TOK.replace(ROOT + "/", ""), "gpt2")
-        ok = rc != 0 and len(lines) == 1
+        ok = rc != 0 and len(lines) == 1 and not os.path.exists(os.path.join(T, "out.gguf"))
         bad += not ok
         print("| %s | %s | %d | %d | %d | %s`%s` |" % (group, desc, rc, len(lines), len(out), "" if ok else "**NOT ONE LINE / ZERO EXIT** ", msg))
     shutil.rmtree(T, ignore_errors=True)

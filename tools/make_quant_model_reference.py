@@ -32,6 +32,7 @@ from gguf import GGMLQuantizationType as Q
 from gguf import GGUFWriter
 from gguf.quants import dequantize, quantize
 from transformers import GPT2Config, GPT2LMHeadModel
+from transformers.convert_slow_tokenizer import bytes_to_unicode  # GPT-2's byte-level symbols
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "fixtures", "gguf")
@@ -51,19 +52,6 @@ TYPES = {
     "blk.1.ffn_down.weight": Q.Q5_1,
 }
 BLOCK = {Q.Q4_K: (256, 144), Q.Q5_K: (256, 176), Q.Q6_K: (256, 210)}
-
-
-def bytes_to_unicode():
-    """GPT-2's byte-level symbols (the printable bytes as themselves, the rest shifted past 255)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, [chr(c) for c in cs]))
 
 
 def random_k_blocks(rng, qtype, rows, cols):

@@ -117,6 +117,8 @@ class GgufFile {
   uint64_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
   const std::map<std::string, GgufValue>& metadata() const { return kv_; }
+  // The metadata keys in the order the file lists them (a writer copying a file keeps its order).
+  const std::vector<std::string>& keys() const { return key_order_; }
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
   const GgufValue* find_value(std::string_view key) const;  // nullptr when absent
   const GgufTensor* find(std::string_view name) const;      // nullptr when absent
@@ -141,6 +143,7 @@ class GgufFile {
   uint64_t alignment_ = 32;
   uint64_t data_offset_ = 0;
   std::map<std::string, GgufValue> kv_;
+  std::vector<std::string> key_order_;
   std::vector<GgufTensor> tensors_;
   std::map<std::string, size_t, std::less<>> by_name_;
 };

@@ -286,6 +286,7 @@ void GgufFile::parse(uint64_t file_size) {
       c.fail("metadata '" + key + "' has the unknown value type " + std::to_string(type));
     GgufValue v = read_value(c, GgufType(type), 0);
     if (!kv_.emplace(key, std::move(v)).second) c.fail("metadata key '" + key + "' appears twice");
+    key_order_.push_back(std::move(key));
   }
   if (const GgufValue* a = find_value("general.alignment")) {
     if (a->type != GgufType::U32 || a->i == 0 || uint64_t(a->i) > kMaxAlignment || (a->i & (a->i - 1)) != 0) {

@@ -76,9 +76,37 @@ std::optional<DType> parse_dtype(const std::string& s) {
   throw Error(ErrorKind::Argument, "--dtype: '" + s + "' is not one of f32, f16, bf16, stored");
 }
 
+// The formats the weight matrices are held in, most bytes first ("F32"; "Q4_K+Q6_K+Q5_K" for a Q4_K_M file),
+// with the bits per weight of the matrices when any is quantized ("Q8_0 8.50 bpw").
 std::string dtype_label(const Model& m) {
-  // The dtype the matrices are computed in (all matrices share one unless the file mixes them).
-  return std::string(dtype_name(m.weights().output.format.dtype));
+  std::map<std::string, double> bytes;
+  double total_bytes = 0, weights = 0;
+  auto add = [&](const Linear& l) {
+    const double b = double(l.format.row_bytes(l.n_in)) * double(l.n_out);
+    bytes[l.format.name()] += b;
+    total_bytes += b;
+    weights += double(l.n_in) * double(l.n_out);
+  };
+  bool quantized = false;
+  for (const LayerWeights& L : m.weights().layers) {
+    for (const Linear* l : {&L.attn_qkv, &L.attn_out, &L.ffn_up, &L.ffn_down}) {
+      add(*l);
+      quantized = quantized || l->format.is_quantized();
+    }
+  }
+  add(m.weights().output);
+  quantized = quantized || m.weights().output.format.is_quantized();
+  std::vector<std::pair<double, std::string>> order;
+  for (const auto& [name, b] : bytes) order.emplace_back(-b, name);
+  std::sort(order.begin(), order.end());
+  std::string label;
+  for (const auto& [b, name] : order) label += (label.empty() ? "" : "+") + name;
+  if (quantized) {
+    char bpw[32];
+    std::snprintf(bpw, sizeof bpw, " %.2f bpw", 8 * total_bytes / weights);
+    label += bpw;
+  }
+  return label;
 }
 
 int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below

@@ -65,6 +65,13 @@ TokenizerSummary tokenizer_summary(const std::string& dir) {
   return t;
 }
 
+// 8 x the bytes of every weight as stored / the number of weights: 32 for F32, 8.5 for Q8_0.
+double bits_per_weight(const ModelSummary& s) {
+  double bytes = 0;
+  for (const auto& [dtype, n] : s.stored_bytes) bytes += double(n);
+  return s.n_params > 0 ? 8 * bytes / double(s.n_params) : 0.0;
+}
+
 json model_json(const std::string& dir, const ModelSummary& s, const TokenizerSummary& tok) {
   const Config& c = s.config;
   json j;
@@ -89,6 +96,7 @@ json model_json(const std::string& dir, const ModelSummary& s, const TokenizerSu
   json bytes = json::object();
   for (const auto& [dtype, n] : s.stored_bytes) bytes[dtype] = n;
   j["stored_bytes"] = bytes;
+  j["bits_per_weight"] = bits_per_weight(s);
   j["files"] = s.files;
   j["bos_token_id"] = c.bos_token_id;
   j["eos_token_id"] = c.eos_token_id;
@@ -126,6 +134,7 @@ void print_model(const std::string& dir, const ModelSummary& s, const TokenizerS
   for (const auto& [dtype, bytes] : s.stored_bytes) {
     std::printf("weights %-5s %zu bytes (%.1f MB)\n", (dtype + ":").c_str(), bytes, double(bytes) / 1e6);
   }
+  std::printf("bits/weight:  %.2f (every weight as stored)\n", bits_per_weight(s));
   std::printf("files:        %s\n", join(s.files, ", ").c_str());
   std::printf("bos / eos:    %lld / %lld\n", (long long)c.bos_token_id, (long long)c.eos_token_id);
   if (tok.present) {

@@ -1,0 +1,85 @@
+// Writing a GPT-2 as GGUF, as llama.cpp's own tools would:
+//   - from a Hugging Face directory (config.json, model.safetensors or its shards, the tokenizer files) with
+//   the
+//     metadata, tensor names, tensor order and tokenizer keys of convert_hf_to_gguf.py (Conv1D weights
+//     transposed to [n_out, n_in]);
+//   - quantized with the tensor types llama-quantize chooses for a preset (llama_tensor_get_type in
+//     src/llama-quant.cpp: 1-D tensors and position_embd untouched, the tied token_embd at the output's
+//     type, the layers that get more bits, the fallbacks of K types for rows that are not a multiple of 256),
+//     its tensor order, general.file_type and general.quantization_version; from a GGUF file all metadata is
+//     kept, as llama-quantize keeps it.
+// `minigpt convert` and `minigpt quantize` (tools/cli/cmd_quantize.cpp) are thin wrappers over write_gguf().
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "minigpt/gguf.h"
+
+namespace minigpt {
+
+// What the output's tensors become: llama-quantize's presets (and the converter's --outtype for F32, F16,
+// BF16; Auto is the converter's default: the 16-bit type of the checkpoint's first matrix, else F16).
+enum class GgufPreset { F32, F16, BF16, Q8_0, Q4_0, Q4_K_S, Q4_K_M, Q5_K_M, Q6_K, Auto };
+struct GgufPresetInfo {
+  const char* name;         // as minigpt's --type spells it: "q4_k_m"
+  uint32_t file_type;       // general.file_type: LLAMA_FTYPE_* (llama.h)
+  GgmlType default_type;    // llama_ftype_get_default_type
+  const char* description;  // for --help and the README
+};
+const GgufPresetInfo& preset_info(GgufPreset p);
+// "q4_k_m" (any case) -> Q4_K_M; nullopt for a name minigpt does not offer. Auto is not a name.
+std::optional<GgufPreset> parse_preset(std::string_view name);
+std::string preset_names();  // "q8_0, q4_0, q4_k_s, ..." for messages
+
+// One tensor as llama-quantize sees it: its GGUF name, ne (innermost first) and current type.
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> ne;
+  GgmlType type;
+};
+struct TypeChoice {
+  GgmlType type;
+  std::string fallback;  // non-empty when a K type did not fit the rows: what was wanted and why not
+};
+// llama.cpp's tensor order (llama_model_loader's weights_map): the tensors outside blocks by name, then
+// block by block in numeric order (blk.2 before blk.10), by name within a block.
+bool llama_tensor_less(const std::string& a, const std::string& b);
+// The type llama-quantize (no imatrix, no overrides) gives each tensor of a GPT-2 with n_layer blocks under
+// preset `p`; `tensors` must be in llama's order (the counters of "use more bits" layers run in it).
+// Tensors llama-quantize does not quantize keep their type.
+std::vector<TypeChoice> choose_types(GgufPreset p, const std::vector<TensorSpec>& tensors, int64_t n_layer);
+
+struct GgufWriteOptions {
+  GgufPreset preset = GgufPreset::Auto;
+  // convert: the converter's types (F32/F16/BF16/Auto only) and tensor order; otherwise llama-quantize's.
+  bool converter = false;
+  bool allow_requantize = false;  // llama-quantize's --allow-requantize
+  int threads = 0;                // 0: all cores
+  // One line per tensor and the notes (fallbacks), without a newline; nullptr: silent.
+  std::function<void(const std::string&)> log;
+};
+struct GgufWriteSummary {
+  int64_t n_tensors = 0;
+  int64_t n_elements = 0;                // in all tensors
+  uint64_t bytes_in = 0;                 // the input's tensor data, as stored
+  uint64_t bytes_out = 0;                // the output's tensor data (without padding)
+  uint64_t file_bytes = 0;               // the output file
+  int n_fallback = 0;                    // tensors whose K type fell back
+  GgufPreset preset = GgufPreset::Auto;  // the preset applied (Auto resolved)
+};
+// Reads `in` (a Hugging Face GPT-2 directory, or a GGUF file unless options.converter) and writes `out`
+// atomically (minigpt/gguf_writer.h). Every check that needs no tensor data runs before anything is written:
+// a missing or unreadable input, an output in a missing directory, an output that is a directory or one of
+// the input's files, a model llama.cpp's gpt2 cannot express (sinusoidal positions, another activation), an
+// already quantized tensor that would be requantized without allow_requantize. Errors are minigpt::Error with
+// one line naming the file, tensor or key.
+GgufWriteSummary write_gguf(const std::filesystem::path& in, const std::filesystem::path& out,
+                            const GgufWriteOptions& options);
+
+}  // namespace minigpt

@@ -1,0 +1,26 @@
+// ggml's block quantizers: float32 values to the bytes of a GGUF tensor of a given type, bit for bit as the
+// references compute them:
+//   Q8_0, Q4_0, Q4_1, Q5_0, Q5_1  as the `gguf` Python package's gguf.quants.quantize (numpy, float32
+//                                 arithmetic; the same bytes as ggml's quantize_row_*_ref),
+//   Q4_K, Q5_K, Q6_K              as ggml's quantize_row_q{4,5,6}_K_ref (ggml-quants.c), which llama-quantize
+//                                 runs when no importance matrix is given,
+//   F16, BF16                     round to nearest even (numpy's astype(float16); ggml's fp32 -> bf16, NaN
+//                                 quieted), F32 a copy.
+// (tools/make_quantize_reference.py writes the expected bytes; tests/test_quantize.cpp compares.)
+#pragma once
+
+#include <cstdint>
+
+#include "minigpt/gguf.h"
+
+namespace minigpt {
+
+// Whether quantize() writes `type`: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
+bool can_quantize(GgmlType type);
+// The bytes n values of `type` take (n a multiple of its block size).
+uint64_t quantized_size(GgmlType type, int64_t n);
+// dst[0, quantized_size(type, n)) = the blocks holding src[0, n). n must be a multiple of the type's block
+// size (32 for Q*_0/Q*_1, 256 for the K types); Error(Unsupported) otherwise or for a type it cannot write.
+void quantize(GgmlType type, const float* src, uint8_t* dst, int64_t n);
+
+}  // namespace minigpt

@@ -1,0 +1,312 @@
+#include "minigpt/gguf_writer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include "minigpt/error.h"
+#include "minigpt/quantize.h"
+
+namespace minigpt {
+
+namespace {
+
+template <typename T>
+void put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+void put_string(std::string& out, const std::string& s) {
+  put<uint64_t>(out, s.size());
+  out += s;
+}
+
+// Whether `v` holds a value of type `t` that the file can store (integers in range, arrays homogeneous).
+void check_value(const std::string& key, const GgufValue& v, int depth) {
+  auto fail = [&](const std::string& what) {
+    throw Error(ErrorKind::Argument, "GGUF metadata '" + key + "': " + what);
+  };
+  auto range = [&](int64_t lo, int64_t hi) {
+    if (v.i < lo || v.i > hi) {
+      fail(std::to_string(v.i) + " does not fit in a " + std::string(gguf_type_name(v.type)));
+    }
+  };
+  switch (v.type) {
+    case GgufType::U8:
+      return range(0, 255);
+    case GgufType::I8:
+      return range(-128, 127);
+    case GgufType::U16:
+      return range(0, 65535);
+    case GgufType::I16:
+      return range(-32768, 32767);
+    case GgufType::U32:
+      return range(0, int64_t(std::numeric_limits<uint32_t>::max()));
+    case GgufType::I32:
+      return range(std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max());
+    case GgufType::U64:
+      return range(0, std::numeric_limits<int64_t>::max());
+    case GgufType::BOOL:
+      return range(0, 1);
+    case GgufType::I64:
+    case GgufType::F32:
+    case GgufType::F64:
+    case GgufType::STRING:
+      return;
+    case GgufType::ARRAY:
+      if (depth >= 4) fail("arrays nested deeper than 4");
+      if (uint32_t(v.elem) > uint32_t(GgufType::F64)) fail("unknown array element type");
+      for (const GgufValue& item : v.items) {
+        if (item.type != v.elem)
+          fail("an array of " + std::string(gguf_type_name(v.elem)) + " holds a " +
+               std::string(gguf_type_name(item.type)));
+        check_value(key, item, depth + 1);
+      }
+      return;
+  }
+  fail("unknown value type " + std::to_string(uint32_t(v.type)));
+}
+
+void put_value(std::string& out, const GgufValue& v) {
+  switch (v.type) {
+    case GgufType::U8:
+    case GgufType::BOOL:
+      return put<uint8_t>(out, uint8_t(v.i));
+    case GgufType::I8:
+      return put<int8_t>(out, int8_t(v.i));
+    case GgufType::U16:
+      return put<uint16_t>(out, uint16_t(v.i));
+    case GgufType::I16:
+      return put<int16_t>(out, int16_t(v.i));
+    case GgufType::U32:
+      return put<uint32_t>(out, uint32_t(v.i));
+    case GgufType::I32:
+      return put<int32_t>(out, int32_t(v.i));
+    case GgufType::U64:
+      return put<uint64_t>(out, uint64_t(v.i));
+    case GgufType::I64:
+      return put<int64_t>(out, v.i);
+    case GgufType::F32:
+      return put<float>(out, float(v.f));
+    case GgufType::F64:
+      return put<double>(out, v.f);
+    case GgufType::STRING:
+      return put_string(out, v.s);
+    case GgufType::ARRAY:
+      put<uint32_t>(out, uint32_t(v.elem));
+      put<uint64_t>(out, v.items.size());
+      for (const GgufValue& item : v.items) put_value(out, item);
+      return;
+  }
+}
+
+uint64_t pad_to(uint64_t n, uint64_t align) { return (n + align - 1) / align * align; }
+
+// Writes all of `n` bytes, or returns errno.
+int write_all(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t got = ::write(fd, p, std::min<size_t>(n, size_t(1) << 30));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return got < 0 ? errno : EIO;
+    p += got, n -= size_t(got);
+  }
+  return 0;
+}
+
+}  // namespace
+
+GgufValue gguf_u32(uint32_t v) {
+  GgufValue g;
+  g.type = GgufType::U32;
+  g.i = v;
+  return g;
+}
+GgufValue gguf_i32(int32_t v) {
+  GgufValue g;
+  g.type = GgufType::I32;
+  g.i = v;
+  return g;
+}
+GgufValue gguf_u64(uint64_t v) {
+  if (v > uint64_t(std::numeric_limits<int64_t>::max()))
+    throw Error(ErrorKind::Argument, "GGUF u64 value above 2^63 (minigpt holds them as int64)");
+  GgufValue g;
+  g.type = GgufType::U64;
+  g.i = int64_t(v);
+  return g;
+}
+GgufValue gguf_f32(float v) {
+  GgufValue g;
+  g.type = GgufType::F32;
+  g.f = v;
+  return g;
+}
+GgufValue gguf_bool(bool v) {
+  GgufValue g;
+  g.type = GgufType::BOOL;
+  g.i = v ? 1 : 0;
+  return g;
+}
+GgufValue gguf_string(std::string v) {
+  GgufValue g;
+  g.type = GgufType::STRING;
+  g.s = std::move(v);
+  return g;
+}
+GgufValue gguf_string_array(std::vector<std::string> v) {
+  GgufValue g;
+  g.type = GgufType::ARRAY;
+  g.elem = GgufType::STRING;
+  g.items.reserve(v.size());
+  for (std::string& s : v) g.items.push_back(gguf_string(std::move(s)));
+  return g;
+}
+GgufValue gguf_i32_array(const std::vector<int32_t>& v) {
+  GgufValue g;
+  g.type = GgufType::ARRAY;
+  g.elem = GgufType::I32;
+  g.items.reserve(v.size());
+  for (int32_t x : v) g.items.push_back(gguf_i32(x));
+  return g;
+}
+
+void GgufWriter::set(const std::string& key, GgufValue value) {
+  check_value(key, value, 0);
+  if (key == "general.alignment" && (value.type != GgufType::U32 || value.i == 0 ||
+                                     (value.i & (value.i - 1)) != 0 || value.i > (1 << 20))) {
+    throw Error(ErrorKind::Argument,
+                "GGUF metadata 'general.alignment' must be a u32 power of two up to 2^20");
+  }
+  for (auto& [k, v] : kv_) {
+    if (k == key) {
+      v = std::move(value);
+      return;
+    }
+  }
+  kv_.emplace_back(key, std::move(value));
+}
+
+bool GgufWriter::remove(const std::string& key) {
+  auto it = std::find_if(kv_.begin(), kv_.end(), [&](const auto& kv) { return kv.first == key; });
+  if (it == kv_.end()) return false;
+  kv_.erase(it);
+  return true;
+}
+
+const GgufValue* GgufWriter::find(const std::string& key) const {
+  for (const auto& [k, v] : kv_)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+void GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> ne, Fill fill) {
+  const GgmlTypeInfo* info = ggml_type_info(uint32_t(type));
+  if (info == nullptr) throw Error(ErrorKind::Argument, "GGUF tensor '" + name + "': unknown type");
+  if (ne.empty() || ne.size() > 4)
+    throw Error(ErrorKind::Argument,
+                "GGUF tensor '" + name + "': 1 to 4 dimensions, not " + std::to_string(ne.size()));
+  int64_t numel = 1;
+  for (int64_t d : ne) {
+    if (d < 1)
+      throw Error(ErrorKind::Argument, "GGUF tensor '" + name + "': a dimension of " + std::to_string(d));
+    numel *= d;
+  }
+  if (ne[0] % info->block_size != 0) {
+    throw Error(ErrorKind::Argument, "GGUF tensor '" + name + "': rows of " + std::to_string(ne[0]) +
+                                         " are not whole " + info->name + " blocks of " +
+                                         std::to_string(info->block_size));
+  }
+  for (const Tensor& t : tensors_)
+    if (t.name == name) throw Error(ErrorKind::Argument, "GGUF tensor '" + name + "' added twice");
+  tensors_.push_back({name, type, std::move(ne), quantized_size(type, numel), 0, std::move(fill)});
+}
+
+uint64_t GgufWriter::alignment() const {
+  const GgufValue* a = find("general.alignment");
+  return a != nullptr ? uint64_t(a->i) : 32;
+}
+
+std::string GgufWriter::header() const {
+  std::string out = "GGUF";
+  put<uint32_t>(out, 3);
+  put<uint64_t>(out, tensors_.size());
+  put<uint64_t>(out, kv_.size());
+  for (const auto& [key, v] : kv_) {
+    put_string(out, key);
+    put<uint32_t>(out, uint32_t(v.type));
+    put_value(out, v);
+  }
+  const uint64_t align = alignment();
+  uint64_t offset = 0;
+  for (const Tensor& t : tensors_) {
+    put_string(out, t.name);
+    put<uint32_t>(out, uint32_t(t.ne.size()));
+    for (int64_t d : t.ne) put<uint64_t>(out, uint64_t(d));
+    put<uint32_t>(out, uint32_t(t.type));
+    put<uint64_t>(out, offset);
+    offset = pad_to(offset + t.nbytes, align);
+  }
+  out.resize(size_t(pad_to(out.size(), align)), '\0');
+  return out;
+}
+
+uint64_t GgufWriter::write(const std::filesystem::path& path) const {
+  const std::string head = header();
+  const uint64_t align = alignment();
+  const std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
+  std::string tmp = (dir / (path.filename().string() + ".tmp.XXXXXX")).string();
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0)
+    throw Error(ErrorKind::Io, path.string() + ": cannot create a file there: " + std::strerror(errno));
+  // Any failure from here on removes the temporary (and only it).
+  struct Cleanup {
+    int fd;
+    std::string tmp;
+    bool done = false;
+    ~Cleanup() {
+      if (done) return;
+      if (fd >= 0) ::close(fd);
+      ::unlink(tmp.c_str());
+    }
+  } cleanup{fd, tmp};
+  auto io_fail = [&](int err) {
+    throw Error(ErrorKind::Io, path.string() + ": writing failed: " + std::strerror(err));
+  };
+  if (int err = write_all(fd, head.data(), head.size())) io_fail(err);
+  uint64_t size = head.size();
+  std::vector<uint8_t> buf;
+  const std::vector<uint8_t> zeros(size_t(align), 0);
+  for (const Tensor& t : tensors_) {
+    buf.assign(size_t(t.nbytes), 0);
+    t.fill(buf.data());
+    if (int err = write_all(fd, buf.data(), buf.size())) io_fail(err);
+    const uint64_t padded = pad_to(t.nbytes, align);
+    if (int err = write_all(fd, zeros.data(), size_t(padded - t.nbytes))) io_fail(err);
+    size += padded;
+  }
+  buf.clear();
+  buf.shrink_to_fit();
+  // mkstemp makes the file 0600; the output gets what open(O_CREAT, 0666) would give it.
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  if (::fchmod(fd, 0666 & ~mask) != 0) io_fail(errno);
+  if (::fsync(fd) != 0) io_fail(errno);
+  const int fd_copy = cleanup.fd;
+  cleanup.fd = -1;
+  if (::close(fd_copy) != 0) io_fail(errno);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    throw Error(ErrorKind::Io,
+                path.string() + ": cannot rename the finished file into place: " + std::strerror(err));
+  }
+  cleanup.done = true;
+  return size;
+}
+
+}  // namespace minigpt

@@ -1,0 +1,117 @@
+// minigpt quantize IN OUT.gguf --type T: a Hugging Face GPT-2 directory or a GGUF file to a GGUF file with
+// llama-quantize's tensor types for preset T; minigpt convert HF_DIR OUT.gguf: convert_hf_to_gguf.py's
+// output (f32, f16 or bf16). Both write through minigpt/gguf_convert.h.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "command.h"
+#include "common.h"
+#include "minigpt/error.h"
+#include "minigpt/gguf_convert.h"
+#include "minigpt/io.h"
+
+namespace minigpt::cli {
+namespace {
+
+struct QuantizeOptions {
+  std::string in, out, type;
+  bool allow_requantize = false;
+  int threads = 0;
+};
+
+void log_line(const std::string& s) {
+  std::fprintf(stderr, "%s\n", s.c_str());
+  std::fflush(stderr);
+}
+
+std::string mib(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", double(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+void print_summary(const GgufWriteSummary& s, const std::string& out) {
+  const double n = double(std::max<int64_t>(1, s.n_elements));
+  char buf[512];
+  std::snprintf(
+      buf, sizeof buf,
+      "%s: %s, %lld tensors, %lld values: tensor data %s (%.2f bits per weight) -> %s (%.2f bits per "
+      "weight); file %s%s",
+      out.c_str(), preset_info(s.preset).name, (long long)s.n_tensors, (long long)s.n_elements,
+      mib(s.bytes_in).c_str(), double(s.bytes_in) * 8 / n, mib(s.bytes_out).c_str(),
+      double(s.bytes_out) * 8 / n, mib(s.file_bytes).c_str(),
+      s.n_fallback ? (", " + std::to_string(s.n_fallback) + " tensor(s) fell back").c_str() : "");
+  log_line(buf);
+}
+
+bool registered_quantize = register_command(
+    "quantize",
+    "Write a GGUF file quantized as llama-quantize would (from a Hugging Face GPT-2 directory or a GGUF "
+    "file)",
+    [](CLI::App& app) -> std::function<int()> {
+      auto o = std::make_shared<QuantizeOptions>();
+      app.add_option("input", o->in,
+                     "Hugging Face GPT-2 directory (config.json + model.safetensors) or GGUF file")
+          ->required();
+      app.add_option("output", o->out, "The GGUF file to write")->required();
+      app.add_option("--type", o->type, "Preset: " + preset_names())->required();
+      app.add_flag(
+          "--allow-requantize", o->allow_requantize,
+          "Requantize tensors that are already quantized (dequantized first; precision is lost twice)");
+      app.add_option("-t,--threads", o->threads, "Threads (default: all cores)")
+          ->check(CLI::NonNegativeNumber);
+      return [o]() {
+        const auto preset = parse_preset(o->type);
+        if (!preset) {
+          throw Error(ErrorKind::Argument,
+                      "--type '" + o->type + "' is not a preset (" + preset_names() + ")");
+        }
+        GgufWriteOptions w;
+        w.preset = *preset;
+        w.allow_requantize = o->allow_requantize;
+        w.threads = o->threads;
+        w.log = log_line;
+        print_summary(write_gguf(o->in, o->out, w), o->out);
+        return 0;
+      };
+    });
+
+bool registered_convert = register_command(
+    "convert",
+    "Write a Hugging Face GPT-2 directory as GGUF, as llama.cpp's convert_hf_to_gguf.py does (f32, f16 or "
+    "bf16)",
+    [](CLI::App& app) -> std::function<int()> {
+      auto o = std::make_shared<QuantizeOptions>();
+      o->type = "auto";
+      app.add_option("input", o->in, "Hugging Face GPT-2 directory (config.json + model.safetensors)")
+          ->required();
+      app.add_option("output", o->out, "The GGUF file to write")->required();
+      app.add_option(
+          "--outtype", o->type,
+          "f32, f16, bf16, or auto (the default, as the converter's: the checkpoint's 16-bit type, F16 "
+          "for an F32 one)");
+      app.add_option("-t,--threads", o->threads, "Threads (default: all cores)")
+          ->check(CLI::NonNegativeNumber);
+      return [o]() {
+        GgufWriteOptions w;
+        w.converter = true;
+        const auto preset = parse_preset(o->type);
+        if (o->type == "auto") {
+          w.preset = GgufPreset::Auto;
+        } else if (preset == GgufPreset::F32 || preset == GgufPreset::F16 || preset == GgufPreset::BF16) {
+          w.preset = *preset;
+        } else {
+          throw Error(
+              ErrorKind::Argument,
+              "--outtype '" + o->type + "' is not one of f32, f16, bf16, auto (quantize writes the others)");
+        }
+        w.threads = o->threads;
+        w.log = log_line;
+        print_summary(write_gguf(o->in, o->out, w), o->out);
+        return 0;
+      };
+    });
+
+}  // namespace
+}  // namespace minigpt::cli
