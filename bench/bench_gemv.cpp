@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
           for (int64_t m = 0; m < qmats; ++m) {
             for (int64_t t = 0; t < nx; ++t)
               cpu::quantize_acts(x.data() + t * ld, K, xq + t * K, xd.data() + t * K / 32,
-                                 xs.data() + t * K / 16);
+                                 xs.data() + t * K / 16, cpu::act_block_size(q.kind));
             cpu::gemv_quant(q.kind, y.data(), ld, &wq[size_t(m * rb * N)], 0, acts.data(), nx, N, K, true);
           }
         best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -69,13 +69,14 @@ struct Acts {
   std::vector<float> d;
   std::vector<int16_t> s;
   int8_t* qa = nullptr;
-  Acts(const cpu::KernelTable& kt, const float* x, int64_t k)
-      : q(size_t(k + 32)), d(size_t(k / 32)), s(size_t(k / 16)) {
+  int64_t block;
+  Acts(const cpu::KernelTable& kt, const float* x, int64_t k, int64_t block_ = 32)
+      : q(size_t(k + 32)), d(size_t(k / block_)), s(size_t(k / 16)), block(block_) {
     qa = q.data() + (32 - reinterpret_cast<uintptr_t>(q.data()) % 32) % 32;
-    kt.quantize_acts(x, k, qa, d.data(), s.data());
+    kt.quantize_acts(x, k, qa, d.data(), s.data(), block);
   }
   cpu::QAct view() const { return {qa, d.data(), s.data()}; }
-  float value(int64_t i) const { return float(qa[i]) * d[size_t(i / 32)]; }
+  float value(int64_t i) const { return float(qa[i]) * d[size_t(i / block)]; }
 };
 
 class QuantKernelsAtLevel : public ::testing::TestWithParam<std::string> {
@@ -93,21 +94,28 @@ TEST_P(QuantKernelsAtLevel, QuantizedActivationsAreWithinHalfAStepAndEqualAtEver
   const int64_t K = 512;
   std::vector<float> x(static_cast<size_t>(K));
   for (auto& v : x) v = nd(rng);
-  for (int i = 0; i < 32; ++i) x[size_t(64 + i)] = 0.0f;  // an all-zero block: d = 0, q = 0
+  for (int i = 0; i < 32; ++i) x[size_t(64 + i)] = 0.0f;  // an all-zero block of 32
   x[200] = 1e3f;                                          // one large value
-  const Acts a(k(), x.data(), K);
-  const Acts g(cpu::kernels_for("generic"), x.data(), K);
-  for (int64_t i = 0; i < K; ++i) {
-    EXPECT_LE(std::fabs(a.value(i) - x[size_t(i)]), a.d[size_t(i / 32)] * 0.5f * (1 + 1e-5f) + 1e-30f) << i;
-    EXPECT_EQ(a.qa[i], g.qa[i]) << i;
+  for (int64_t block : {32, 256}) {
+    const Acts a(k(), x.data(), K, block);
+    const Acts g(cpu::kernels_for("generic"), x.data(), K, block);
+    for (int64_t i = 0; i < K; ++i) {
+      EXPECT_LE(std::fabs(a.value(i) - x[size_t(i)]), a.d[size_t(i / block)] * 0.5f * (1 + 1e-5f) + 1e-30f)
+          << i;
+      EXPECT_EQ(a.qa[i], g.qa[i]) << i;
+    }
+    for (int64_t j = 0; j < K / 16; ++j) {
+      int sum = 0;
+      for (int i = 0; i < 16; ++i) sum += a.qa[16 * j + i];
+      EXPECT_EQ(a.s[size_t(j)], sum) << j;
+    }
+    EXPECT_EQ(a.qa[200], 127);
+    if (block == 32) {
+      EXPECT_EQ(a.d[2], 0.0f);
+    } else {
+      EXPECT_EQ(a.d[0], 1e3f / 127.0f);  // the block of the large value: its scale
+    }
   }
-  for (int64_t j = 0; j < K / 16; ++j) {
-    int sum = 0;
-    for (int i = 0; i < 16; ++i) sum += a.qa[16 * j + i];
-    EXPECT_EQ(a.s[size_t(j)], sum) << j;
-  }
-  EXPECT_EQ(a.d[2], 0.0f);
-  EXPECT_EQ(a.qa[200], 127);
 }
 
 // Every kind, 1..9 rows (the 4-row groups and the rows left over), 1 and 3 rows of activations, K of one
@@ -138,7 +146,7 @@ TEST_P(QuantKernelsAtLevel, GemvEqualsTheDequantizedProduct) {
           std::vector<cpu::QAct> views;
           for (auto& x : xs) {
             for (auto& v : x) v = nd(rng);
-            acts.emplace_back(k(), x.data(), K);
+            acts.emplace_back(k(), x.data(), K, cpu::act_block_size(t.kind));
           }
           for (const auto& a : acts) views.push_back(a.view());
           const int64_t ldy = N + 2;

@@ -101,8 +101,8 @@ bool quant_kind(GgmlType t, cpu::QKind* kind) {
 // each thread that runs a product has its own (the session's thread; the pool's threads only read it).
 class QuantActs {
  public:
-  // Quantizes the rows of x (k a multiple of 32).
-  void quantize(const Tensor& x) {
+  // Quantizes the rows of x in blocks of `block` values (k a multiple of it).
+  void quantize(const Tensor& x, int64_t block) {
     const int64_t k = x.cols, n = x.rows;
     const size_t q_bytes = size_t(k), per_row = q_bytes + size_t(k / 32) * 4 + size_t(k / 16) * 2 + 32;
     const size_t need = per_row * size_t(n) + 32;
@@ -114,7 +114,7 @@ class QuantActs {
       int8_t* q = reinterpret_cast<int8_t*>(p);
       float* d = reinterpret_cast<float*>(p + q_bytes);
       int16_t* s = reinterpret_cast<int16_t*>(p + q_bytes + size_t(k / 32) * 4);
-      cpu::quantize_acts(x.ptr<float>() + t * x.stride, k, q, d, s);
+      cpu::quantize_acts(x.ptr<float>() + t * x.stride, k, q, d, s, block);
       rows_[size_t(t)] = {q, d, s};
       p += (per_row - 32 + 31) / 32 * 32;  // the next row's q 32-byte aligned again
     }
@@ -586,7 +586,7 @@ class CpuBackend final : public Backend {
     if (quant_kind(lin.format.quant, &kind)) {
       // The caller's own buffer: a thread_local named inside the lambda would be each worker's.
       thread_local QuantActs acts;
-      acts.quantize(in);
+      acts.quantize(in, cpu::act_block_size(kind));
       const cpu::QAct* xq = acts.rows();
       pool_.parallel_chunks(N, chunk(N, 4), [&](int64_t n0, int64_t n1) {
         init_out(out, lin, accumulate, n0, n1);

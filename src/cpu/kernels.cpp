@@ -224,8 +224,8 @@ void gemv_f32_rows(float* y, int64_t ldy, const float* w, int64_t ldw, const flo
   kernels().gemv_f32_rows(y, ldy, w, ldw, x, ldx, nx, n, k, accumulate);
 }
 
-void quantize_acts(const float* x, int64_t k, int8_t* q, float* d, int16_t* s) {
-  kernels().quantize_acts(x, k, q, d, s);
+void quantize_acts(const float* x, int64_t k, int8_t* q, float* d, int16_t* s, int64_t block) {
+  kernels().quantize_acts(x, k, q, d, s, block);
 }
 void gemv_quant(QKind kind, float* y, int64_t ldy, const uint8_t* w, int64_t r0, const QAct* x, int64_t nx,
                 int64_t n, int64_t k, bool accumulate) {

@@ -91,16 +91,19 @@ struct QuantInterleave {
 void interleave_quant_rows(uint8_t* dst, const uint8_t* src, int64_t n, int64_t nb, int64_t bytes);
 // The blocks of row n of a QuantInterleave matrix gathered in order into dst (nb * bytes bytes).
 void gather_quant_row(uint8_t* dst, const uint8_t* w, int64_t n, int64_t nb, int64_t bytes);
-// One row of quantized activations: q[k] int8 (32-byte aligned), d[k / 32] F32 scales, s[k / 16] sums of
-// 16 consecutive q.
+// One row of quantized activations: q[k] int8 (32-byte aligned), d[k / block] F32 scales, s[k / 16] sums
+// of 16 consecutive q.
 struct QAct {
   const int8_t* q;
   const float* d;
   const int16_t* s;
 };
-// For each block of 32 values of x (k a multiple of 32): d = max|x| / 127, q = x * (127 / max|x|) rounded
-// to nearest even (every level gives the same bytes), s the sums of 16 q.
-void quantize_acts(const float* x, int64_t k, int8_t* q, float* d, int16_t* s);
+// For each block of `block` values of x (32 for Q8_0 and Q4_0, 256 for the K types, as llama.cpp's Q8_0 and
+// Q8_K; k a multiple of it): d = max|x| / 127, q = x * (127 / max|x|) rounded to nearest even (every level
+// gives the same bytes), s the sums of 16 q.
+void quantize_acts(const float* x, int64_t k, int8_t* q, float* d, int16_t* s, int64_t block);
+// The activation block a kind's kernels take.
+inline int64_t act_block_size(QKind kind) { return kind == QKind::Q8_0 || kind == QKind::Q4_0 ? 32 : 256; }
 // y[t][i] (+)= sum_k W[r0 + i, k] xq_t[k] for i < n, t < nx (row t of y at y + t * ldy), W a QuantInterleave
 // matrix of K = k (a multiple of the kind's block: 32, or 256 for the K types), r0 a multiple of 4.
 void gemv_quant(QKind kind, float* y, int64_t ldy, const uint8_t* w, int64_t r0, const QAct* x, int64_t nx,
@@ -123,7 +126,7 @@ struct KernelTable {
                              int64_t, int64_t, int64_t, bool, bool);
   void (*gemv_f32_rows)(float*, int64_t, const float*, int64_t, const float*, int64_t, int64_t, int64_t,
                         int64_t, bool);
-  void (*quantize_acts)(const float*, int64_t, int8_t*, float*, int16_t*);
+  void (*quantize_acts)(const float*, int64_t, int8_t*, float*, int16_t*, int64_t);
   void (*gemv_quant)(QKind, float*, int64_t, const uint8_t*, int64_t, const QAct*, int64_t, int64_t, int64_t,
                      bool);
 };
