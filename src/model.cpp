@@ -201,6 +201,7 @@ Plan make_plan(const Config& c, const std::map<std::string, HostTensor>& all,
   if (a == nullptr)
     throw Error(ErrorKind::Unsupported, config_name + ": architecture '" + c.arch + "' is not supported");
   Plan plan;
+  const std::string implied = gguf ? "the metadata implies" : "config.json implies";
   plan.descs = a->tensors(c);
   if (gguf) {
     std::vector<TensorDesc> named;
@@ -249,8 +250,8 @@ Plan make_plan(const Config& c, const std::map<std::string, HostTensor>& all,
             config_name + ": tie_word_embeddings is false but the weights have no '" + d.names[0] + "'");
       }
       throw Error(ErrorKind::Shape, weights_where + ": missing tensor '" +
-                                        d.names[std::min(variant, d.names.size() - 1)] +
-                                        "' (config.json implies shape " + shape_str(d.shape) + ")");
+                                        d.names[std::min(variant, d.names.size() - 1)] + "' (" + implied +
+                                        " shape " + shape_str(d.shape) + ")");
     }
     used.insert(found->first);
     if (d.role == Role::Ignored) continue;
@@ -262,8 +263,8 @@ Plan make_plan(const Config& c, const std::map<std::string, HostTensor>& all,
                                         "; weights must be F32, F16 or BF16");
     }
     if (t.shape != d.shape) {
-      throw Error(ErrorKind::Shape, where + " has shape " + shape_str(t.shape) + " but config.json implies " +
-                                        shape_str(d.shape));
+      throw Error(ErrorKind::Shape,
+                  where + " has shape " + shape_str(t.shape) + " but " + implied + " " + shape_str(d.shape));
     }
     plan.matches.push_back({&d, &found->first, &t});
     if (d.role == Role::Output && c.tie_word_embeddings) {

@@ -236,6 +236,19 @@ TEST(Gguf, HostileTensorInfosAreRefused) {
   expect_refused(one({8, 2}, 4, 0, 64), K::Format, {"unknown ggml type 4"});
   expect_refused(one({8, 2}, 99, 0, 64), K::Format, {"unknown ggml type 99"});
   expect_refused(one({16, 2}, 8, 0, 64), K::Format, {"not whole Q8_0 blocks of 32"});
+  {  // two tensors sharing bytes: refused, as in safetensors files; side by side is fine
+    auto two = [](uint64_t second) {
+      Builder b;
+      b.header(2, 0).tensor("a", {8, 2}, 0, 0).tensor("b", {8}, 0, second).pad();
+      b.b.append(128, '\0');
+      return b.b;
+    };
+    std::string ok = two(64);
+    std::vector<uint8_t> copy(ok.begin(), ok.end());
+    EXPECT_EQ(GgufFile::from_memory(copy.data(), copy.size(), "ok.gguf")->tensors().size(), 2u);
+    expect_refused(two(32), K::Format, {"tensors 'a' and 'b' overlap"});
+    expect_refused(two(0), K::Format, {"overlap"});
+  }
   {
     Builder b;
     b.header(1, 0).str("w").put<uint32_t>(5);

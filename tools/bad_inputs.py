@@ -148,6 +148,62 @@ def run(args, stdin=b"", stdout=None):
     return p.returncode, b"", p.stderr.decode("utf-8", "replace")
 
 
+# --- GGUF: a std-lib walk of the header, so that single fields can be broken in place ---------------------
+GGUF_MIX = os.path.join(ROOT, "tests", "fixtures", "gguf", "gpt2-quant-mix.gguf")
+_SCALAR = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+
+def gguf_layout(b):
+    """Offsets of the fields of a GGUF v3 image: {'n_tensors', 'n_kv', 'kv': {key: (key_off, type_off,
+    value_off)}, 'tensors': {name: (ndims_off, ne_off, type_off, offset_off)}, 'data': data start}."""
+    pos = 8
+    n_tensors, n_kv = struct.unpack_from("<QQ", b, pos)
+    lay = {"n_tensors": 8, "n_kv": 16, "kv": {}, "tensors": {}}
+    pos = 24
+
+    def string(p):
+        n = struct.unpack_from("<Q", b, p)[0]
+        return b[p + 8:p + 8 + n].decode(), p + 8 + n
+
+    def value(t, p):
+        if t == 8:
+            return string(p)[1]
+        if t == 9:
+            et, n = struct.unpack_from("<IQ", b, p)
+            p += 12
+            for _ in range(n):
+                p = value(et, p)
+            return p
+        return p + _SCALAR[t]
+
+    for _ in range(n_kv):
+        key_off = pos
+        key, pos = string(pos)
+        t = struct.unpack_from("<I", b, pos)[0]
+        lay["kv"][key] = (key_off, pos, pos + 4)
+        pos = value(t, pos + 4)
+    for _ in range(n_tensors):
+        name, pos = string(pos)
+        nd = struct.unpack_from("<I", b, pos)[0]
+        lay["tensors"][name] = (pos, pos + 4, pos + 4 + 8 * nd, pos + 8 + 8 * nd)
+        pos += 4 + 8 * nd + 4 + 8
+    lay["data"] = (pos + 31) // 32 * 32
+    return lay
+
+
+def gguf_edit(name, fn):
+    """A copy of the mixed-type GGUF fixture with fn(bytearray, layout) applied; returns its path."""
+    b = bytearray(open(GGUF_MIX, "rb").read())
+    fn(b, gguf_layout(bytes(b)))
+    path = os.path.join(T, name + ".gguf")
+    open(path, "wb").write(bytes(b))
+    return path
+
+
+def put(fmt, off, v):
+    return lambda b, lay: struct.pack_into(fmt, b, off(lay) if callable(off) else off, v)
+
+
 def main():
     global SHIPPED_NOJSON
     SHIPPED_NOJSON = model_dir("shipped-nojson", base=SHIPPED, extra={"tokenizer.json": None})
@@ -305,6 +361,38 @@ def main():
     add("convert", "--outtype q8_0", ["convert", SHIPPED, OUTQ, "--outtype", "q8_0"])
     add("convert", "a GGUF file as input", ["convert", q8, OUTQ])
     add("convert", "relu activation (no GGUF key)", ["convert", os.path.join(ROOT, "tests", "fixtures", "models", "tiny-relu-legacy"), OUTQ])
+
+    # GGUF files (-m FILE.gguf): the mixed-type fixture with one field broken in place
+    gg = lambda path: ["generate", "-m", path, "-p", "x", "-n", "2"]
+    mix = open(GGUF_MIX, "rb").read()
+    trunc = lambda n: (lambda b, lay: b.__delitem__(slice(n, None)))
+    kv = lambda key, i: (lambda lay: lay["kv"][key][i])
+    ti = lambda name, i: (lambda lay: lay["tensors"][name][i])
+    add("gguf", "truncated to half", gg(gguf_edit("g-half", trunc(len(mix) // 2))))
+    add("gguf", "truncated inside the header (20 bytes)", gg(gguf_edit("g-20", trunc(20))))
+    add("gguf", "magic GGUX", gg(gguf_edit("g-magic", put("<4s", 0, b"GGUX"))))
+    add("gguf", "version 1", gg(gguf_edit("g-v1", put("<I", 4, 1))))
+    add("gguf", "version 99", gg(gguf_edit("g-v99", put("<I", 4, 99))))
+    add("gguf", "n_tensors = 2^62", gg(gguf_edit("g-ntensors", put("<Q", 8, 2 ** 62))))
+    add("gguf", "n_kv = 2^62", gg(gguf_edit("g-nkv", put("<Q", 16, 2 ** 62))))
+    add("gguf", "a key's length 2^63", gg(gguf_edit("g-keylen", put("<Q", kv("general.architecture", 0), 2 ** 63))))
+    add("gguf", "a value of type 99", gg(gguf_edit("g-vtype", put("<I", kv("gpt2.block_count", 1), 99))))
+    add("gguf", "general.architecture 'gptx'", gg(gguf_edit("g-arch", put("<4s", lambda lay: lay["kv"]["general.architecture"][2] + 8, b"gptx"))))
+    add("gguf", "gpt2.block_count 3 (the file has 2)", gg(gguf_edit("g-layers", put("<I", kv("gpt2.block_count", 2), 3))))
+    add("gguf", "gpt2.embedding_length 255", gg(gguf_edit("g-embd", put("<I", kv("gpt2.embedding_length", 2), 255))))
+    add("gguf", "gpt2.context_length 0", gg(gguf_edit("g-ctx", put("<I", kv("gpt2.context_length", 2), 0))))
+    add("gguf", "a tensor with 5 dimensions", gg(gguf_edit("g-ndims", put("<I", ti("output_norm.bias", 0), 5))))
+    add("gguf", "a tensor of 2^40 x 2^40", gg(gguf_edit("g-ne", lambda b, lay: struct.pack_into("<QQ", b, lay["tensors"]["token_embd.weight"][1], 2 ** 40, 2 ** 40))))
+    add("gguf", "rows not whole blocks (Q8_0 row of 100)", gg(gguf_edit("g-rows", put("<Q", ti("blk.0.attn_qkv.weight", 1), 100))))
+    add("gguf", "unknown tensor type 99", gg(gguf_edit("g-type99", put("<I", ti("token_embd.weight", 2), 99))))
+    add("gguf", "tensor type IQ2_XXS (not read)", gg(gguf_edit("g-iq2", put("<I", ti("output_norm.bias", 2), 16))))
+    add("gguf", "tensor offset not aligned", gg(gguf_edit("g-align", lambda b, lay: struct.pack_into("<Q", b, lay["tensors"]["output_norm.bias"][3], struct.unpack_from("<Q", b, lay["tensors"]["output_norm.bias"][3])[0] + 1))))
+    add("gguf", "tensor offset past the end", gg(gguf_edit("g-offset", put("<Q", ti("output_norm.bias", 3), 2 ** 40))))
+    add("gguf", "two tensors at the same offset", gg(gguf_edit("g-overlap", lambda b, lay: struct.pack_into("<Q", b, lay["tensors"]["output_norm.bias"][3], struct.unpack_from("<Q", b, lay["tensors"]["output_norm.weight"][3])[0]))))
+    add("gguf", "a Q8_0 block scale is NaN", gg(gguf_edit("g-nan", lambda b, lay: struct.pack_into("<H", b, lay["data"] + struct.unpack_from("<Q", b, lay["tensors"]["blk.0.attn_qkv.weight"][3])[0], 0x7E00))))
+    add("gguf", "a norm weight is +inf", gg(gguf_edit("g-inf", lambda b, lay: struct.pack_into("<f", b, lay["data"] + struct.unpack_from("<Q", b, lay["tensors"]["output_norm.weight"][3])[0], float("inf")))))
+    add("gguf", "token_embd.weight renamed (missing)", gg(gguf_edit("g-noembd", lambda b, lay: b.__setitem__(slice(lay["tensors"]["token_embd.weight"][0] - 17, lay["tensors"]["token_embd.weight"][0]), b"token_embX.weight"))))
+    add("gguf", "tokenizer.ggml.model 'llama'", gg(gguf_edit("g-tok", lambda b, lay: b.__setitem__(slice(lay["kv"]["tokenizer.ggml.model"][2] + 8, lay["kv"]["tokenizer.ggml.model"][2] + 12), b"bert"))))
 
     add("info", "-m missing", ["info"])
     add("info", "stdout is /dev/full", info(SHIPPED), stdout="/dev/full")

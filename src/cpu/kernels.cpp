@@ -232,20 +232,48 @@ void gemv_quant(QKind kind, float* y, int64_t ldy, const uint8_t* w, int64_t r0,
   kernels().gemv_quant(kind, y, ldy, w, r0, x, nx, n, k, accumulate);
 }
 
-void interleave_quant_rows(uint8_t* dst, const uint8_t* src, int64_t n, int64_t nb, int64_t bytes) {
+namespace {
+// Where the bytes of block j of row n lie in a QuantInterleave matrix: `scale` for the split layout's 2
+// scale bytes (else unused), `values` for the rest of the block (the whole block when not split).
+struct QuantPlace {
+  int64_t scale, values;
+};
+QuantPlace quant_place(int64_t n, int64_t j, int64_t nb, int64_t bytes, bool split) {
+  const int64_t i = QuantInterleave::block_index(n, j, nb);
+  if (!split) return {0, i * bytes};
+  const int64_t group = (i / 4) * 4 * bytes, r = n % 4;
+  return {group + 2 * r, group + 8 + r * (bytes - 2)};
+}
+}  // namespace
+
+void interleave_quant_rows(uint8_t* dst, const uint8_t* src, int64_t n, int64_t nb, int64_t bytes,
+                           bool split) {
   const int64_t np = QuantInterleave::padded_rows(n);
   std::memset(dst, 0, size_t(np * nb * bytes));
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t j = 0; j < nb; ++j) {
-      std::memcpy(dst + QuantInterleave::block_index(r, j, nb) * bytes, src + (r * nb + j) * bytes,
-                  size_t(bytes));
+      const uint8_t* b = src + (r * nb + j) * bytes;
+      const QuantPlace p = quant_place(r, j, nb, bytes, split);
+      if (split) {
+        std::memcpy(dst + p.scale, b, 2);
+        std::memcpy(dst + p.values, b + 2, size_t(bytes - 2));
+      } else {
+        std::memcpy(dst + p.values, b, size_t(bytes));
+      }
     }
   }
 }
 
-void gather_quant_row(uint8_t* dst, const uint8_t* w, int64_t n, int64_t nb, int64_t bytes) {
-  for (int64_t j = 0; j < nb; ++j)
-    std::memcpy(dst + j * bytes, w + QuantInterleave::block_index(n, j, nb) * bytes, size_t(bytes));
+void gather_quant_row(uint8_t* dst, const uint8_t* w, int64_t n, int64_t nb, int64_t bytes, bool split) {
+  for (int64_t j = 0; j < nb; ++j) {
+    const QuantPlace p = quant_place(n, j, nb, bytes, split);
+    if (split) {
+      std::memcpy(dst + j * bytes, w + p.scale, 2);
+      std::memcpy(dst + j * bytes + 2, w + p.values, size_t(bytes - 2));
+    } else {
+      std::memcpy(dst + j * bytes, w + p.values, size_t(bytes));
+    }
+  }
 }
 
 namespace reference {

@@ -87,10 +87,16 @@ struct QuantInterleave {
   static int64_t block_index(int64_t n, int64_t j, int64_t nb) { return ((n / 4) * nb + j) * 4 + n % 4; }
 };
 // dst (padded_rows(n) * nb blocks, the padding zeroed) = the n rows of nb blocks of `bytes` at src
-// (row-major, as a GGUF file holds them) in the QuantInterleave order.
-void interleave_quant_rows(uint8_t* dst, const uint8_t* src, int64_t n, int64_t nb, int64_t bytes);
-// The blocks of row n of a QuantInterleave matrix gathered in order into dst (nb * bytes bytes).
-void gather_quant_row(uint8_t* dst, const uint8_t* w, int64_t n, int64_t nb, int64_t bytes);
+// (row-major, as a GGUF file holds them) in the QuantInterleave order. `split`: for the types whose block is
+// an F16 scale and its values (Q8_0, Q4_0, which is how their kernels take them): the 4 blocks j of a group
+// as their 4 scales (8 bytes, converted in one instruction) and then their 4 runs of values; the same bytes.
+void interleave_quant_rows(uint8_t* dst, const uint8_t* src, int64_t n, int64_t nb, int64_t bytes,
+                           bool split);
+// The blocks of row n of a QuantInterleave matrix gathered in order into dst (nb * bytes bytes), as the
+// file holds them.
+void gather_quant_row(uint8_t* dst, const uint8_t* w, int64_t n, int64_t nb, int64_t bytes, bool split);
+// Whether a kind's kernels take the split layout.
+inline bool splits_scales(QKind kind) { return kind == QKind::Q8_0 || kind == QKind::Q4_0; }
 // One row of quantized activations: q[k] int8 (32-byte aligned), d[k / block] F32 scales, s[k / 16] sums
 // of 16 consecutive q.
 struct QAct {

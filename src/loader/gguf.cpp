@@ -346,6 +346,22 @@ void GgufFile::parse(uint64_t file_size) {
     }
     t.offset = data_offset_ + rel_offsets[i];
   }
+  // No two tensors share bytes (as safetensors files are checked): a writer's bug or a crafted file, where
+  // one tensor's values would silently be another's.
+  std::vector<size_t> order(tensors_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return tensors_[a].offset < tensors_[b].offset; });
+  for (size_t i = 1; i < order.size(); ++i) {
+    const GgufTensor& prev = tensors_[order[i - 1]];
+    const GgufTensor& t = tensors_[order[i]];
+    if (prev.nbytes > 0 && t.offset < prev.offset + prev.nbytes) {
+      throw Error(ErrorKind::Format, source_ + ": tensors '" + prev.name + "' and '" + t.name +
+                                         "' overlap (bytes " + std::to_string(t.offset - data_offset_) +
+                                         " to " + std::to_string(prev.offset + prev.nbytes - data_offset_) +
+                                         " of the data are in both)");
+    }
+  }
 }
 
 const GgufValue* GgufFile::find_value(std::string_view key) const {
