@@ -16,6 +16,7 @@
 #include "arch/arch.h"
 #include "minigpt/error.h"
 #include "minigpt/gguf.h"
+#include "minigpt/gguf_convert.h"
 #include "minigpt/io.h"
 #include "minigpt/quant.h"
 #include "minigpt/random_weights.h"
@@ -675,6 +676,7 @@ ModelSummary Model::inspect(const fs::path& dir) {
     s.n_params = plan.n_params;
     for (const auto& [dtype, bytes] : plan.bytes_by_dtype) s.stored_bytes.emplace_back(dtype, bytes);
     s.files.push_back(g.file->path());
+    if (const auto ft = g.file->get_int("general.file_type")) s.file_type = file_type_name(*ft);
     return s;
   }
   check_model_dir(dir);

@@ -213,6 +213,12 @@ TEST(QuantModelCli, ShippedModelQ8_0AgreesWithF32) {
   const auto q8 = tmp.path() / "q8.gguf";
   auto r = test::run_cli("quantize " + shipped.string() + " " + q8.string() + " --type q8_0");
   ASSERT_EQ(r.status, 0) << r.err;
+  // info names the file type as llama.cpp does (general.file_type 7)
+  r = test::run_cli("info -m " + q8.string() + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["model"]["file_type"], "Q8_0");
+  r = test::run_cli("info -m " + shipped.string() + " --json");
+  EXPECT_FALSE(json::parse(r.out)["model"].contains("file_type"));  // safetensors: none
   const auto ref = tmp.path() / "f32.logits";
   r = test::run_cli("perplexity -m " + shipped.string() + " -f " + val.string() + " --save-logits " +
                     ref.string() + " --no-progress -t 2");

@@ -36,6 +36,9 @@ const GgufPresetInfo& preset_info(GgufPreset p);
 // "q4_k_m" (any case) -> Q4_K_M; nullopt for a name minigpt does not offer. Auto is not a name.
 std::optional<GgufPreset> parse_preset(std::string_view name);
 std::string preset_names();  // "q8_0, q4_0, q4_k_s, ..." for messages
+// general.file_type as llama.cpp names it (llama_model_ftype_name): 15 -> "Q4_K - Medium", 7 -> "Q8_0";
+// "unknown (N)" for a number llama.h does not define (or one minigpt cannot read, named all the same).
+std::string file_type_name(int64_t file_type);
 
 // One tensor as llama-quantize sees it: its GGUF name, ne (innermost first) and current type.
 struct TensorSpec {

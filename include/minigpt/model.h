@@ -41,6 +41,8 @@ struct ModelSummary {
   int64_t n_params = 0;
   std::vector<std::pair<std::string, size_t>> stored_bytes;  // by dtype name
   std::vector<std::string> files;                            // the weight files
+  std::string
+      file_type;  // a GGUF file's general.file_type as llama.cpp names it ("Q4_K - Medium"); else empty
 };
 
 struct LoadOptions {

@@ -97,6 +97,7 @@ json model_json(const std::string& dir, const ModelSummary& s, const TokenizerSu
   for (const auto& [dtype, n] : s.stored_bytes) bytes[dtype] = n;
   j["stored_bytes"] = bytes;
   j["bits_per_weight"] = bits_per_weight(s);
+  if (!s.file_type.empty()) j["file_type"] = s.file_type;
   j["files"] = s.files;
   j["bos_token_id"] = c.bos_token_id;
   j["eos_token_id"] = c.eos_token_id;
@@ -134,6 +135,7 @@ void print_model(const std::string& dir, const ModelSummary& s, const TokenizerS
   for (const auto& [dtype, bytes] : s.stored_bytes) {
     std::printf("weights %-5s %zu bytes (%.1f MB)\n", (dtype + ":").c_str(), bytes, double(bytes) / 1e6);
   }
+  if (!s.file_type.empty()) std::printf("file type:    %s (general.file_type)\n", s.file_type.c_str());
   std::printf("bits/weight:  %.2f (every weight as stored)\n", bits_per_weight(s));
   std::printf("files:        %s\n", join(s.files, ", ").c_str());
   std::printf("bos / eos:    %lld / %lld\n", (long long)c.bos_token_id, (long long)c.eos_token_id);
