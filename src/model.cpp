@@ -209,6 +209,7 @@ Plan make_plan(const Config& c, const std::map<std::string, HostTensor>& all,
     for (TensorDesc d : plan.descs) {
       if (d.role == Role::Ignored) continue;
       d.names = {arch::gguf_name(d.role, d.layer)};
+      d.qkv_heads = 0;  // llama.cpp's converter writes a fused qkv as q | k | v
       if (d.order == MatrixOrder::InOut) {
         std::reverse(d.shape.begin(), d.shape.end());
         d.order = MatrixOrder::OutIn;
@@ -513,22 +514,10 @@ struct ModelBuilder {
     const TensorDesc& d = *w.desc;
     if (const auto q = kept_quantized(*w.tensor); q && staged == nullptr) {
       // GGUF blocks: [n_out, n_in] rows, as every GGUF matrix is stored (the plan made the order OutIn).
-      HostLinear h;
-      h.order = MatrixOrder::OutIn;
-      h.n_in = d.shape[1];
-      h.n_out = d.shape[0];
-      h.stored = *q;
-      const Staged own = stage_blocks(w, *q, h.n_out, h.n_in);
-      h.w = own.view;
+      Staged own = stage_blocks(w, *q, d.shape[0], d.shape[1]);
       Staged b;
-      if (bias != nullptr) {
-        b = stage(*bias, DType::F32);
-        h.b = b.view;
-      }
-      Linear l = be.prepare_linear(h, *q, m.owned_);
-      m.bytes_per_token_ +=
-          l.format.row_bytes(h.n_in) * size_t(h.n_out) + (bias ? size_t(h.n_out) * sizeof(float) : 0);
-      return l;
+      if (bias != nullptr) b = stage(*bias, DType::F32);
+      return prepare(std::move(own), bias ? &b : nullptr, MatrixOrder::OutIn, *q, d.shape[1], d.shape[0]);
     }
     const bool in_out = d.order == MatrixOrder::InOut;
     const DType dtype = matrix_dtype(stored(*w.tensor));
@@ -537,20 +526,136 @@ struct ModelBuilder {
       own = stage(w, dtype);
       staged = &own;
     }
+    Staged b;
+    if (bias != nullptr) b = stage(*bias, DType::F32);
     HostLinear h;
     h.w = staged->view;
     h.order = d.order;
     h.n_in = in_out ? d.shape[0] : d.shape[1];
     h.n_out = in_out ? d.shape[1] : d.shape[0];
-    Staged b;
-    if (bias != nullptr) {
-      b = stage(*bias, DType::F32);
-      h.b = b.view;
-    }
-    Linear l = be.prepare_linear(h, WeightFormat::plain(dtype), m.owned_);
+    if (bias != nullptr) h.b = b.view;
+    return finish(h, WeightFormat::plain(dtype));
+  }
+
+  // Hands a staged matrix ([n_out rows] when OutIn; GGUF blocks when `format` is quantized) to the backend.
+  Linear prepare(Staged w, Staged* bias, MatrixOrder order, const WeightFormat& format, int64_t n_in,
+                 int64_t n_out) {
+    HostLinear h;
+    h.w = w.view;
+    h.order = order;
+    h.n_in = n_in;
+    h.n_out = n_out;
+    if (format.is_quantized()) h.stored = format;
+    if (bias != nullptr) h.b = bias->view;
+    return finish(h, format);
+  }
+
+  Linear finish(const HostLinear& h, const WeightFormat& format) {
+    Linear l = be.prepare_linear(h, format, m.owned_);
     m.bytes_per_token_ +=
-        l.format.row_bytes(h.n_in) * size_t(h.n_out) + (bias ? size_t(h.n_out) * sizeof(float) : 0);
+        l.format.row_bytes(h.n_in) * size_t(h.n_out) + (h.b.empty() ? 0 : size_t(h.n_out) * sizeof(float));
     return l;
+  }
+
+  // The rows of an OutIn matrix (or the elements of a bias: rows of 1) stored head by head, [heads][3][D]
+  // (q, k, v of head 0, then of head 1, ...), reordered to q | k | v: the layout every backend op reads.
+  static void unshuffle_qkv(Staged& s, size_t row_bytes, int64_t heads, int64_t D) {
+    const int64_t rows = 3 * heads * D;
+    auto out = std::make_unique_for_overwrite<uint8_t[]>(size_t(rows) * row_bytes);
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t part = 0; part < 3; ++part) {
+        const uint8_t* src = s.bytes.get() + size_t((h * 3 + part) * D) * row_bytes;
+        uint8_t* dst = out.get() + size_t((part * heads + h) * D) * row_bytes;
+        std::memcpy(dst, src, size_t(D) * row_bytes);
+      }
+    }
+    s.view.data = out.get();
+    s.bytes = std::move(out);
+  }
+
+  // The fused query/key/value projection of layer l: AttnQkv as stored, or reordered from per-head groups,
+  // or q_proj, k_proj and v_proj (OutIn) stacked.
+  Linear qkv_of(const Plan& plan, int64_t l, const std::string& config_name) {
+    const Config& c = m.config_;
+    const Match* fused = plan.find(Role::AttnQkv, l);
+    const Match* fused_b = plan.find(Role::AttnQkvBias, l);
+    if (fused != nullptr && fused->desc->qkv_heads == 0) return linear(*fused, fused_b);
+    const int64_t C = c.n_embd, D = c.head_dim();
+    if (fused != nullptr) {
+      const int64_t heads = fused->desc->qkv_heads;
+      const int64_t n_out = 3 * heads * D;
+      Staged w, b;
+      if (const auto q = kept_quantized(*fused->tensor)) {
+        w = stage_blocks(*fused, *q, n_out, C);
+        unshuffle_qkv(w, q->row_bytes(C), heads, D);
+        if (fused_b != nullptr) {
+          b = stage(*fused_b, DType::F32);
+          unshuffle_qkv(b, dtype_size(b.view.dtype), heads, D);
+        }
+        return prepare(std::move(w), fused_b ? &b : nullptr, MatrixOrder::OutIn, *q, C, n_out);
+      }
+      const DType dtype = matrix_dtype(stored(*fused->tensor));
+      w = stage(*fused, dtype);  // in its stored dtype: the backend converts
+      unshuffle_qkv(w, size_t(C) * dtype_size(w.view.dtype), heads, D);
+      if (fused_b != nullptr) {
+        b = stage(*fused_b, DType::F32);
+        unshuffle_qkv(b, dtype_size(b.view.dtype), heads, D);
+      }
+      return prepare(std::move(w), fused_b ? &b : nullptr, MatrixOrder::OutIn, WeightFormat::plain(dtype), C,
+                     n_out);
+    }
+    // Separate projections: q, k and v stacked as rows (each [out, C]), their biases side by side.
+    const Role parts[3] = {Role::AttnQ, Role::AttnK, Role::AttnV};
+    const Role biases[3] = {Role::AttnQBias, Role::AttnKBias, Role::AttnVBias};
+    const Match* mw[3];
+    for (int i = 0; i < 3; ++i) {
+      mw[i] = plan.find(parts[i], l);
+      if (mw[i] == nullptr) {
+        throw Error(ErrorKind::Shape, config_name + ": the " + std::string(arch::role_name(parts[i])) +
+                                          " weight of layer " + std::to_string(l) + " is missing");
+      }
+      if (mw[i]->desc->order != MatrixOrder::OutIn || stored(*mw[i]->tensor) != stored(*mw[0]->tensor)) {
+        throw Error(ErrorKind::Shape, mw[i]->tensor->file + ": tensor '" + *mw[i]->name + "' has dtype " +
+                                          std::string(st_dtype_name(mw[i]->tensor->dtype)) + " but '" +
+                                          *mw[0]->name + "' has " +
+                                          std::string(st_dtype_name(mw[0]->tensor->dtype)) +
+                                          "; a layer's q, k and v projections must share one dtype");
+      }
+    }
+    const DType dtype = matrix_dtype(stored(*mw[0]->tensor));
+    const DType held = stored(*mw[0]->tensor);  // what stage() gives; the backend converts to `dtype`
+    const int64_t n_out = mw[0]->desc->shape[0] + mw[1]->desc->shape[0] + mw[2]->desc->shape[0];
+    const size_t row = size_t(C) * dtype_size(held);
+    Staged w;
+    w.bytes = std::make_unique_for_overwrite<uint8_t[]>(size_t(n_out) * row);
+    size_t at = 0;
+    for (int i = 0; i < 3; ++i) {
+      const Staged p = stage(*mw[i], dtype);
+      const size_t n = size_t(mw[i]->desc->shape[0]) * row;
+      std::memcpy(w.bytes.get() + at, p.bytes.get(), n);
+      at += n;
+    }
+    w.view = make_tensor(w.bytes.get(), held, Device::Host, n_out, C);
+    const Match* mb[3] = {plan.find(biases[0], l), plan.find(biases[1], l), plan.find(biases[2], l)};
+    const bool any_bias = mb[0] || mb[1] || mb[2];
+    Staged b;
+    if (any_bias) {
+      // Widened to F32 here (each may have its own dtype); a missing one among present ones is zero.
+      b.bytes = std::make_unique<uint8_t[]>(size_t(n_out) * sizeof(float));
+      auto* out = reinterpret_cast<float*>(b.bytes.get());
+      int64_t off = 0;
+      for (int i = 0; i < 3; ++i) {
+        if (mb[i] != nullptr) {
+          const Staged p = stage(*mb[i], DType::F32);
+          for (int64_t j = 0; j < mw[i]->desc->shape[0]; ++j)
+            out[off + j] = element_f32(p.bytes.get(), p.view.dtype, size_t(j));
+        }
+        off += mw[i]->desc->shape[0];
+      }
+      b.view = make_tensor(b.bytes.get(), DType::F32, Device::Host, 1, n_out);
+    }
+    return prepare(std::move(w), any_bias ? &b : nullptr, MatrixOrder::OutIn, WeightFormat::plain(dtype), C,
+                   n_out);
   }
 
   void build(const Plan& plan, const std::string& config_name) {
@@ -596,10 +701,17 @@ struct ModelBuilder {
       m.bytes_per_token_ = before;  // a step reads T rows of it; counted below if it is the head
     }
     const int64_t S = c.n_ctx, C = c.n_embd;
+    if (c.projects_io()) {
+      w.proj_in = linear(need(Role::ProjIn, -1), nullptr);
+      w.proj_out = linear(need(Role::ProjOut, -1), nullptr);
+    }
     switch (c.position_encoding) {
-      case PositionEncoding::Learned:
-        w.pos_embd = be.prepare_weight(stage(need(Role::PosEmbd, -1), DType::F32).view, m.owned_);
+      case PositionEncoding::Learned: {
+        // The rows positions 0 .. S-1 use (OPT's table starts with pos_offset unused rows).
+        const Staged table = stage(need(Role::PosEmbd, -1), DType::F32);
+        w.pos_embd = be.prepare_weight(table.view.row_slice(c.pos_offset, S), m.owned_);
         break;
+      }
       case PositionEncoding::Sinusoidal: {
         std::vector<float> table = sinusoidal_positions(S, C);
         w.pos_embd = be.prepare_weight(make_tensor(table.data(), DType::F32, Device::Host, S, C), m.owned_);
@@ -612,7 +724,7 @@ struct ModelBuilder {
       LayerWeights L;
       L.attn_norm_w = vec_of(Role::AttnNorm, l);
       L.attn_norm_b = vec_of(Role::AttnNormBias, l);
-      L.attn_qkv = linear_of(Role::AttnQkv, Role::AttnQkvBias, l);
+      L.attn_qkv = qkv_of(plan, l, config_name);
       L.attn_out = linear_of(Role::AttnOut, Role::AttnOutBias, l);
       L.ffn_norm_w = vec_of(Role::FfnNorm, l);
       L.ffn_norm_b = vec_of(Role::FfnNormBias, l);
@@ -620,11 +732,13 @@ struct ModelBuilder {
       L.ffn_down = linear_of(Role::FfnDown, Role::FfnDownBias, l);
       w.layers.push_back(L);
     }
-    w.out_norm_w = vec_of(Role::OutputNorm, -1);
-    w.out_norm_b = vec_of(Role::OutputNormBias, -1);
+    if (c.output_norm) {
+      w.out_norm_w = vec_of(Role::OutputNorm, -1);
+      w.out_norm_b = vec_of(Role::OutputNormBias, -1);
+    }
     if (c.tie_word_embeddings) {
       w.output = w.token_embd;
-      m.bytes_per_token_ += w.output.format.row_bytes(C) * size_t(c.n_vocab);
+      m.bytes_per_token_ += w.output.format.row_bytes(c.embd_io()) * size_t(c.n_vocab);
     } else {
       w.output = linear(need(Role::Output, -1), nullptr);
     }

@@ -2,6 +2,7 @@
 #include "minigpt/session.h"
 
 #include <cmath>
+#include <utility>
 
 #include "minigpt/error.h"
 
@@ -41,6 +42,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   qkv_ = tensor(B, HD + 2 * c.kv_dim());
   att_ = tensor(B, HD);
   h_ = tensor(B, c.n_inner);
+  if (c.projects_io()) e_ = tensor(B, c.embd_io());
   ensure_logit_rows(1);
 }
 
@@ -179,8 +181,6 @@ void Session::forward(const Step& step, std::span<const int64_t> logit_rows, flo
   check_step(step, cache_->spec());
   KvCache& cache = *cache_;
 
-  Tensor x = x_.row_slice(0, n);
-  Tensor xn = xn_.row_slice(0, n);
   Tensor qkv = qkv_.row_slice(0, n);
   Tensor att = att_.row_slice(0, n);
   Tensor h = h_.row_slice(0, n);
@@ -193,19 +193,42 @@ void Session::forward(const Step& step, std::span<const int64_t> logit_rows, flo
   // The whole step as one unit the backend may record and replay: only the token ids and positions vary
   // between replays of the same shape, and a step that skips the logits (or is observed) is never recorded.
   be.run_step(logits_out && !qkv_observer_ ? this : nullptr, step, [&] {
-    be.embed(x, step, w.token_embd, w.pos_embd);
+    Tensor x = x_.row_slice(0, n), xn = xn_.row_slice(0, n);  // swapped by post-norm blocks
+    if (c.projects_io()) {
+      // OPT-350m: embeddings of width E, projected to C, then the positions.
+      Tensor e = e_.row_slice(0, n);
+      be.embed(e, step, w.token_embd, Tensor{});
+      be.linear(x, e, w.proj_in, false);
+      if (!w.pos_embd.empty()) be.add_positions(x, step, w.pos_embd);
+    } else {
+      be.embed(x, step, w.token_embd, w.pos_embd);
+    }
     for (int64_t l = 0; l < c.n_layer; ++l) {
       const LayerWeights& L = w.layers[size_t(l)];
       float scale = c.scale_attn_weights ? 1.0f / std::sqrt(float(D)) : 1.0f;
       if (c.scale_attn_by_inverse_layer_idx) scale /= float(l + 1);
-      // attention: att = attn(ln_1(x)) over each token's own sequence (rotary positions, when the families
-      // issue brings them, rotate q and k here, before store_kv)
-      be.layer_norm(xn, x, L.attn_norm_w, L.attn_norm_b, c.layer_norm_epsilon);
-      be.linear(qkv, xn, L.attn_qkv, false);
+      // attention: att = attn(ln_1(x)) over each token's own sequence (rotary positions rotate q and k
+      // before k is stored)
+      const Tensor& attn_in = c.pre_norm ? xn : x;
+      if (c.pre_norm) be.layer_norm(xn, x, L.attn_norm_w, L.attn_norm_b, c.layer_norm_epsilon);
+      be.linear(qkv, attn_in, L.attn_qkv, false);
+      if (c.position_encoding == PositionEncoding::Rotary) {
+        be.rope(q, step, H, D, c.rotary_dim, c.rope_theta);
+        be.rope(k, step, c.kv_heads(), D, c.rotary_dim, c.rope_theta);
+      }
       if (qkv_observer_) qkv_observer_(l, step, qkv);
       be.store_kv(cache, l, k, v, step);
       be.attention(att, q, cache, l, step, H, scale);
-      if (c.parallel_residual) {
+      if (!c.pre_norm) {
+        // post-norm (OPT-350m): x = ln_1(x + proj(att)); x = ln_2(x + mlp(x))
+        be.linear(x, att, L.attn_out, true);
+        be.layer_norm(xn, x, L.attn_norm_w, L.attn_norm_b, c.layer_norm_epsilon);
+        std::swap(x, xn);
+        be.linear_act(h, x, L.ffn_up, c.activation);
+        be.linear(x, h, L.ffn_down, true);
+        be.layer_norm(xn, x, L.ffn_norm_w, L.ffn_norm_b, c.layer_norm_epsilon);
+        std::swap(x, xn);
+      } else if (c.parallel_residual) {
         // x += proj(att) + mlp(ln_2(x)), both norms of the block's input x
         be.layer_norm(xn, x, L.ffn_norm_w, L.ffn_norm_b, c.layer_norm_epsilon);
         be.linear_act(h, xn, L.ffn_up, c.activation);
@@ -220,6 +243,25 @@ void Session::forward(const Step& step, std::span<const int64_t> logit_rows, flo
       }
     }
     if (rows == 0) return;
+    // The head of rows r of `from` (C wide): project_out first where the model has it.
+    auto head = [&](Tensor out, const Tensor& from) {
+      if (c.projects_io()) {
+        Tensor p = e_.row_slice(0, from.rows);
+        be.linear(p, from, w.proj_out, false);
+        be.linear(out, p, w.output, false);
+      } else {
+        be.linear(out, from, w.output, false);
+      }
+    };
+    if (!c.output_norm) {
+      if (consecutive) {
+        head(logits, x.row_slice(logit_rows.front(), rows));
+      } else {
+        for (int64_t i = 0; i < rows; ++i)
+          head(logits.row_slice(i, 1), x.row_slice(logit_rows[size_t(i)], 1));
+      }
+      return;
+    }
     Tensor xf = xn.row_slice(0, rows);
     if (consecutive) {
       be.layer_norm(xf, x.row_slice(logit_rows.front(), rows), w.out_norm_w, w.out_norm_b,
@@ -230,7 +272,7 @@ void Session::forward(const Step& step, std::span<const int64_t> logit_rows, flo
                       c.layer_norm_epsilon);
       }
     }
-    be.linear(logits, xf, w.output, false);
+    head(logits, xf);
   });
   for (const SeqRun& r : step.runs) n_past_[size_t(r.seq)] = r.pos0 + r.n;
   if (logits_out == nullptr || rows == 0) return;

@@ -115,13 +115,19 @@ TEST(Arch, BothSpellingsOfATensorAreRefused) {
 TEST(Arch, UnimplementedVariantsAreRefused) {
   Config c = test::tiny_config();
   c.position_encoding = PositionEncoding::Rotary;
-  expect_error([&] { c.validate("cfg"); }, ErrorKind::Unsupported,
-               {"cfg", "rotary positions are not implemented"});
+  c.rotary_dim = 0;
+  expect_error([&] { c.validate("cfg"); }, ErrorKind::Config, {"cfg", "rotary dimensions per head (0)"});
+  c.rotary_dim = c.head_dim() + 2;
+  expect_error([&] { c.validate("cfg"); }, ErrorKind::Config, {"cfg", "must be even and in [2, head_dim"});
+  c.rotary_dim = 2;
+  c.rope_theta = 1.0f;
+  expect_error([&] { c.validate("cfg"); }, ErrorKind::Config, {"rotary base (rope_theta)"});
   c = test::tiny_config();
   c.n_kv_head = 3;  // n_head 2
   expect_error([&] { c.validate("cfg"); }, ErrorKind::Config, {"n_kv_head"});
-  c.arch = "opt";
-  expect_error([&] { c.validate("cfg"); }, ErrorKind::Unsupported, {"architecture 'opt'", "\"gpt2\""});
+  c.arch = "llama";
+  expect_error([&] { c.validate("cfg"); }, ErrorKind::Unsupported,
+               {"architecture 'llama'", "\"gpt2\", \"gpt_neox\", \"opt\", \"gpt_bigcode\""});
 }
 
 }  // namespace

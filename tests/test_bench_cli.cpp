@@ -2,6 +2,7 @@
 // and one clear line for a bad flag. Timings are never asserted, only that they are there and consistent.
 #include <nlohmann/json.hpp>
 
+#include "minigpt/config.h"
 #include "test_util.h"
 
 namespace minigpt {
@@ -93,7 +94,7 @@ TEST(BenchCli, ZeroLengthSkipsATestAndMarkdownHasOneRowPerTest) {
   EXPECT_EQ(j["results"][0]["test"], "tg2");
   EXPECT_EQ(j["results"][1]["test"], "tg2@d4");
 
-  // Markdown: header, rule, one row per test, a blank line, the machine line.
+  // Markdown: header, rule, one row per test, a blank line, the KV-cache line, the machine line.
   r = test::run_cli("bench -m " + shipped() + " -p 8 -n 2 -r 1 -t 1");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out.rfind("| model | backend | dtype | threads | test | tok/s |", 0), 0u) << r.out;
@@ -102,7 +103,14 @@ TEST(BenchCli, ZeroLengthSkipsATestAndMarkdownHasOneRowPerTest) {
   EXPECT_NE(r.out.find("\nmachine: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("GB/s (1 thread)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(", read "), std::string::npos) << "the decode row names its bandwidth: " << r.out;
-  EXPECT_EQ(lines(r.out), 7u) << r.out;
+  EXPECT_EQ(lines(r.out), 8u) << r.out;
+  // K and V of every layer's KV heads, F32 on the CPU.
+  const Config c = load_config(std::filesystem::path(shipped()) / "config.json");
+  EXPECT_NE(r.out.find("\nKV cache: " + std::to_string(2 * c.n_layer * c.kv_dim() * 4) + " bytes per token"),
+            std::string::npos)
+      << r.out;
+  j = json::parse(test::run_cli("bench -m " + shipped() + " -p 0 -n 1 -r 1 -t 1 -o json").out);
+  EXPECT_EQ(j["results"][0]["kv_bytes_per_token"].get<int64_t>(), 2 * c.n_layer * c.kv_dim() * 4);
 }
 
 TEST(BenchCli, BadFlagsAreOneLineAndNothingOnStdout) {
@@ -129,6 +137,31 @@ TEST(BenchCli, BadFlagsAreOneLineAndNothingOnStdout) {
     EXPECT_EQ(r.err.rfind("minigpt: error: ", 0), 0u) << args << ": " << r.err;
     EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": " << r.err;
   }
+}
+
+}  // namespace
+}  // namespace minigpt
+
+namespace minigpt {
+namespace {
+
+// Multi-query attention: the KV cache holds one head per layer, so info and bench report
+// 2 x n_layer x head_dim x 4 bytes per token (F32 on the CPU), n_head times less than multi-head.
+TEST(BenchCli, MultiQueryKvCacheIsOneHeadPerLayer) {
+  const std::string mqa = test::fixture_dir("bigcode-mqa").string();
+  const Config c = load_config(test::fixture_dir("bigcode-mqa") / "config.json");
+  ASSERT_EQ(c.kv_heads(), 1);
+  const int64_t want = 2 * c.n_layer * c.head_dim() * 4;
+  auto r = test::run_cli("info -m " + mqa + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["model"]["kv_bytes_per_token"].get<int64_t>(), want) << r.out;
+  r = test::run_cli("bench -m " + mqa + " -p 0 -n 1 -r 1 -t 1 -o json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["results"][0]["kv_bytes_per_token"].get<int64_t>(), want) << r.out;
+  const Config mha = load_config(test::fixture_dir("bigcode-mha") / "config.json");
+  r = test::run_cli("info -m " + test::fixture_dir("bigcode-mha").string() + " --json");
+  EXPECT_EQ(json::parse(r.out)["model"]["kv_bytes_per_token"].get<int64_t>(),
+            2 * mha.n_layer * mha.n_embd * 4);
 }
 
 }  // namespace

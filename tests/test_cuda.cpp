@@ -235,26 +235,28 @@ TEST(CudaOps, StoreKvAndAttentionMatchCpu) {
   SKIP_WITHOUT_CUDA();
   auto cpu = make_cpu_backend(2);
   struct Case {
-    int64_t T, pos0, H, D, S;
+    int64_t T, pos0, H, D, S, Hkv = 0;  // Hkv 0: H (multi-head); 1: multi-query; else grouped
   };
-  const std::vector<Case> cases = {{1, 0, 1, 1, 1},       {5, 3, 3, 7, 8},        {1, 150, 2, 64, 151},
-                                   {70, 0, 2, 5, 70},     {1, 700, 4, 33, 1024},  {19, 40, 2, 160, 64},
-                                   {9, 3, 1, 256, 12},    {1, 1500, 2, 64, 2048}, {1, 2, 2, 64, 2048},
-                                   {1, 63, 12, 64, 1024}, {33, 0, 12, 64, 1024}};
+  const std::vector<Case> cases = {
+      {1, 0, 1, 1, 1},          {5, 3, 3, 7, 8},       {1, 150, 2, 64, 151},     {70, 0, 2, 5, 70},
+      {1, 700, 4, 33, 1024},    {19, 40, 2, 160, 64},  {9, 3, 1, 256, 12},       {1, 1500, 2, 64, 2048},
+      {1, 2, 2, 64, 2048},      {1, 63, 12, 64, 1024}, {33, 0, 12, 64, 1024},    {1, 700, 12, 64, 1024, 1},
+      {33, 5, 12, 64, 1024, 1}, {5, 3, 4, 16, 8, 2},   {1, 2047, 6, 64, 2048, 3}};
   for (DType kv : {DType::F32, DType::F16, DType::BF16}) {
     auto gpu = cuda_backend(kv);
     for (const Case& c : cases) {
-      const int64_t C = c.H * c.D, n = c.pos0 + c.T;
-      auto q = randn(size_t(c.T * C), 11), k = randn(size_t(n * C), 12), v = randn(size_t(n * C), 13);
+      const int64_t Hkv = c.Hkv > 0 ? c.Hkv : c.H;
+      const int64_t C = c.H * c.D, KV = Hkv * c.D, n = c.pos0 + c.T;
+      auto q = randn(size_t(c.T * C), 11), k = randn(size_t(n * KV), 12), v = randn(size_t(n * KV), 13);
       for (auto& e : k) e = round_to(e, kv);
       for (auto& e : v) e = round_to(e, kv);
       const float scale = 1.0f / std::sqrt(float(c.D));
       std::vector<float> got, want;
       for (Backend* be : {gpu.get(), cpu.get()}) {
         Uploads up;
-        auto cache = be->make_kv_cache(KvCacheSpec{1, c.H, c.D, c.S, 1});
+        auto cache = be->make_kv_cache(KvCacheSpec{1, Hkv, c.D, c.S, 1});
         // Rows 0 .. pos0-1 as an earlier step would have stored them, then this step's T rows.
-        Tensor kt = up.put(*be, k, n, C), vt = up.put(*be, v, n, C);
+        Tensor kt = up.put(*be, k, n, KV), vt = up.put(*be, v, n, KV);
         if (c.pos0 > 0) {
           const StepOf before = one_run(0, c.pos0, 0);
           be->store_kv(*cache, 0, kt.row_slice(0, c.pos0), vt.row_slice(0, c.pos0), before.step());
@@ -266,10 +268,45 @@ TEST(CudaOps, StoreKvAndAttentionMatchCpu) {
         (be == gpu.get() ? got : want) = fetch(*be, out);
       }
       for (size_t i = 0; i < got.size(); ++i) {
-        ASSERT_NEAR(got[i], want[i], 2e-5) << dtype_name(kv) << " T=" << c.T << " pos0=" << c.pos0
-                                           << " H=" << c.H << " D=" << c.D << " S=" << c.S << " i=" << i;
+        ASSERT_NEAR(got[i], want[i], 2e-5)
+            << dtype_name(kv) << " T=" << c.T << " pos0=" << c.pos0 << " H=" << c.H << " Hkv=" << Hkv
+            << " D=" << c.D << " S=" << c.S << " i=" << i;
       }
     }
+  }
+}
+
+// Rotary positions and learned positions added after a projection: the CUDA kernels against the CPU's, for
+// a prefill run and a decode run at a far position (the angle grows with it), on a strided view of q.
+TEST(CudaOps, RopeAndAddPositionsMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  auto cpu = make_cpu_backend(2);
+  auto gpu = cuda_backend(DType::F32);
+  struct Case {
+    int64_t T, pos0, H, D, rotary;
+    float theta;
+  };
+  for (const Case& c :
+       {Case{7, 0, 3, 16, 4, 10000.0f}, Case{1, 1900, 4, 64, 64, 10000.0f}, Case{20, 5, 2, 32, 16, 500.0f}}) {
+    const int64_t W = c.H * c.D + 8;  // q's columns inside a wider row, as in qkv
+    auto x = randn(size_t(c.T * W), 41);
+    auto table = randn(size_t((c.pos0 + c.T) * c.H * c.D), 42);
+    std::vector<float> got, want, got_p, want_p;
+    for (Backend* be : {gpu.get(), cpu.get()}) {
+      Uploads up;
+      Tensor t = up.put(*be, x, c.T, W);
+      const StepOf st = one_run(0, c.T, c.pos0);
+      be->rope(t.col_slice(0, c.H * c.D), st.step(), c.H, c.D, c.rotary, c.theta);
+      (be == gpu.get() ? got : want) = fetch(*be, t);
+      Tensor p = up.put(*be, table, c.pos0 + c.T, c.H * c.D);
+      Tensor o = up.put(*be, x, c.T, c.H * c.D);
+      be->add_positions(o, st.step(), p);
+      (be == gpu.get() ? got_p : want_p) = fetch(*be, o);
+    }
+    // sincosf against the CPU's double cos/sin of the same F32 angle: a few ulp of values ~3.
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 2e-5) << "pos0=" << c.pos0 << " i=" << i;
+    for (size_t i = 0; i < got_p.size(); ++i) ASSERT_EQ(got_p[i], want_p[i]) << "i=" << i;
   }
 }
 
@@ -672,14 +709,10 @@ TEST(CudaBackend, UnsupportedVariantsAreRefused) {
   test::expect_error([&] { be->prepare_linear(h, q4, up.keep); }, ErrorKind::Unsupported,
                      {"cuda backend: quantized weights are not supported yet"});
 
-  const int64_t H = 4, Hkv = 2, D = 8;
+  const int64_t Hkv = 2, D = 8;
   auto cache = be->make_kv_cache(KvCacheSpec{1, Hkv, D, 16, 1});
   const StepOf st = one_run(0, 1, 0);
   Tensor k = up.zeros(*be, 1, Hkv * D, Hkv * D), v = up.zeros(*be, 1, Hkv * D, Hkv * D);
-  be->store_kv(*cache, 0, k, v, st.step());  // storing fewer KV heads is fine
-  Tensor q = up.zeros(*be, 1, H * D, H * D), out = up.zeros(*be, 1, H * D, H * D);
-  test::expect_error([&] { be->attention(out, q, *cache, 0, st.step(), H, 1.0f); }, ErrorKind::Unsupported,
-                     {"n_head 4 != n_kv_head 2"});
   // A cache of another backend, a step past the cache: Argument errors.
   auto cpu = make_cpu_backend(1);
   auto cpu_cache = cpu->make_kv_cache(KvCacheSpec{1, Hkv, D, 16, 1});

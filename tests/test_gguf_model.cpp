@@ -89,7 +89,7 @@ TEST(GgufModel, FilesMinigptCannotRunAreRefusedByName) {
   put64(20), b += "general.architecture", put32(8), put64(5), b += "llama";
   test::write_file(tmp / "llama.gguf", b);
   test::expect_error([&] { Model::load(tmp / "llama.gguf"); }, ErrorKind::Unsupported,
-                     {"llama.gguf", "GGUF architecture 'llama' is not supported (gpt2)"});
+                     {"llama.gguf", "GGUF architecture 'llama' is not supported (gpt2, gptneox, starcoder)"});
   // A gpt2 file without the hyper-parameters (the reader fixture holds tensors but not all keys).
   const auto mixed = test::source_dir() / "tests" / "fixtures" / "gguf" / "mixed.gguf";
   test::expect_error([&] { Model::load(mixed); }, ErrorKind::Format,
@@ -98,6 +98,51 @@ TEST(GgufModel, FilesMinigptCannotRunAreRefusedByName) {
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("'llama' is not supported"), std::string::npos) << r.err;
 }
+
+}  // namespace
+}  // namespace minigpt
+
+namespace minigpt {
+namespace {
+
+// The families' GGUF names and metadata as llama.cpp's converter writes them (tools/make_family_gguf.py,
+// from the transformers fixtures): gptneox (its query_key_value reordered by the converter, rotary dimensions
+// from rope.dimension_count) and starcoder (multi-query, head_count_kv = 1). Logits against transformers' on
+// the original checkpoint, F32: 1e-4, as for the safetensors fixtures.
+class FamilyGguf : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
+
+TEST_P(FamilyGguf, LoadsAsTheTransformersModelItCameFrom) {
+  const auto [file, fixture] = GetParam();
+  const auto path = test::source_dir() / "tests" / "fixtures" / "gguf" / file;
+  const test::Reference ref = test::load_reference(fixture);
+  auto model = Model::load(path, LoadOptions::threads(2));
+  auto original = Model::load(test::fixture_dir(fixture), LoadOptions::threads(2));
+  const Config &c = model->config(), &o = original->config();
+  EXPECT_EQ(c.arch, o.arch);
+  EXPECT_EQ(c.kv_heads(), o.kv_heads());
+  EXPECT_EQ(c.rotary_dim, o.rotary_dim);
+  EXPECT_EQ(c.parallel_residual, o.parallel_residual);
+  EXPECT_EQ(c.tie_word_embeddings, o.tie_word_embeddings);
+  const int64_t V = c.n_vocab, T = int64_t(ref.tokens.size());
+  ASSERT_EQ(V, o.n_vocab);
+  Session s(model);
+  const auto logits = s.eval_all(ref.tokens);
+  double worst = 0;
+  for (int64_t i = 0; i < T * V; ++i) worst = std::max(worst, double(std::fabs(logits[i] - ref.logits[i])));
+  for (int64_t t = 0; t < T; ++t)
+    EXPECT_EQ(test::argmax(&logits[t * V], V), test::argmax(&ref.logits[t * V], V)) << "position " << t;
+  std::printf("[ measured ] %s vs transformers: max |logit difference| %.3g\n", file, worst);
+  EXPECT_LT(worst, 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, FamilyGguf,
+                         ::testing::Values(std::make_pair("neox-parallel-f32.gguf", "neox-parallel"),
+                                           std::make_pair("bigcode-mqa-f32.gguf", "bigcode-4x")),
+                         [](const auto& info) {
+                           std::string n = info.param.second;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace minigpt

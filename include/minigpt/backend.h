@@ -138,6 +138,15 @@ class Backend {
   // out[t] = row tokens[t] of the table + wpe[position of t] (no wpe: just the row)    out: [T, C]
   //   table: the token embeddings as prepare_linear made them ([V, C] OutIn: they double as the tied head)
   virtual void embed(Tensor out, const Step& step, const Linear& table, const Tensor& wpe) = 0;
+  // out[t] += wpe[position of t]: the learned positions added after a projection of the embeddings (OPT's
+  // project_in), where embed() cannot add them.                out: [T, C]; wpe: [S, C]
+  virtual void add_positions(Tensor out, const Step& step, const Tensor& wpe) = 0;
+  // Rotary positions, in place: in each of the `n_heads` heads of x (D = head_dim wide, side by side), the
+  // leading rotary_dim dimensions rotate as pairs (i, i + rotary_dim / 2) by the angle
+  // position * theta^(-2i / rotary_dim) (GPT-NeoX's rotate_half), with the angle computed in F32 as
+  // transformers computes it. x: [T, n_heads * D] (may be a strided view: the q or k columns of qkv).
+  virtual void rope(Tensor x, const Step& step, int64_t n_heads, int64_t head_dim, int64_t rotary_dim,
+                    float theta) = 0;
   // out = (in - mean) / sqrt(var + eps) * w + b, per row   out, in: [T, C]; w, b: [1, C]
   virtual void layer_norm(Tensor out, const Tensor& in, const Tensor& w, const Tensor& b, float eps) = 0;
   // out = in W + b, or out += in W + b when `accumulate` (the residual add)   in: [T, n_in]; out: [T, n_out]

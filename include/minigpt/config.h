@@ -27,18 +27,36 @@ struct Config {
   // The block: x += attn(ln_1(x)); x += mlp(ln_2(x)) (sequential), or x += attn(ln_1(x)) + mlp(ln_2(x))
   // with both norms of the same x (parallel, GPT-J / GPT-NeoX).
   bool parallel_residual = false;
+  // Where the block's layer norms sit: before attention and MLP (pre-norm, GPT-2), or after each residual
+  // add (post-norm, OPT-350m's do_layer_norm_before = false): x = ln_1(x + attn(x)); x = ln_2(x + mlp(x)).
+  bool pre_norm = true;
+  // Whether a layer norm follows the last block (GPT-2: ln_f). OPT's post-norm models have none.
+  bool output_norm = true;
+  // The width of the token embeddings and of the LM head's input (OPT's word_embed_proj_dim); 0 = n_embd.
+  // When it differs from n_embd, project_in (E -> C) follows the embedding lookup and project_out (C -> E)
+  // precedes the head.
+  int64_t n_embd_io = 0;
+  // Learned positions: row p + pos_offset of the table is position p (OPT keeps 2 unused rows first).
+  int64_t pos_offset = 0;
   PositionEncoding position_encoding = PositionEncoding::Learned;
-  int64_t rotary_dim = 0;          // rotary: the leading dimensions of each head that are rotated
-  float rope_theta = 10000.0f;     // rotary: the base of the frequencies
-  bool scale_attn_weights = true;  // scores /= sqrt(head_dim)
+  // Rotary (GPT-NeoX's rotate_half form): the leading rotary_dim dimensions of each query and key head are
+  // rotated, dimension i < rotary_dim / 2 paired with i + rotary_dim / 2, by the angle
+  // position * rope_theta^(-2i / rotary_dim); the rest pass through.
+  int64_t rotary_dim = 0;
+  float rope_theta = 10000.0f;
+  bool scale_attn_weights = true;                // scores /= sqrt(head_dim)
   bool scale_attn_by_inverse_layer_idx = false;  // scores /= (layer + 1)
   bool tie_word_embeddings = true;               // the LM head is the token embedding matrix
+  bool attn_bias = true;  // the attention projections have biases (GPT-NeoX attention_bias, OPT enable_bias)
+  bool mlp_bias = true;   // the MLP's two linear layers have biases (OPT enable_bias)
   // -1: the model has none. transformers accepts ids outside the vocabulary (its default 50256 in a small
   // model's config), so these may be >= n_vocab; whoever uses them checks.
   int64_t bos_token_id = -1;
   int64_t eos_token_id = -1;
 
   int64_t head_dim() const { return n_embd / n_head; }
+  int64_t embd_io() const { return n_embd_io > 0 ? n_embd_io : n_embd; }
+  bool projects_io() const { return embd_io() != n_embd; }
   int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   int64_t kv_dim() const { return kv_heads() * head_dim(); }
   // Throws Error(Config) naming `source` when the values are inconsistent or out of range, and

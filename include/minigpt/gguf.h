@@ -126,6 +126,7 @@ class GgufFile {
   std::optional<int64_t> get_int(std::string_view key) const;
   std::optional<double> get_float(std::string_view key) const;  // F32/F64, or an integer
   std::optional<std::string> get_string(std::string_view key) const;
+  std::optional<bool> get_bool(std::string_view key) const;
   // Copies the tensor's nbytes bytes to `dst`. Error(Io) when the file has shrunk or cannot be read.
   void read(const GgufTensor& t, void* dst) const;
   const std::string& path() const { return source_; }

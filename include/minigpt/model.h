@@ -26,12 +26,14 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-  Linear token_embd;  // [V, C] token embeddings, held as a linear layer C -> V: it doubles as the tied head
+  Linear token_embd;  // [V, E] token embeddings, held as a linear layer E -> V: it doubles as the tied head
+  Linear proj_in;     // E -> C after the lookup (OPT's project_in); n_out = 0 when E == C
+  Linear proj_out;    // C -> E before the head; n_out = 0 when E == C
   Tensor pos_embd;    // [S, C] position embeddings (learned, or the sinusoidal table built at load); empty
                       // for rotary positions
   std::vector<LayerWeights> layers;
-  Tensor out_norm_w, out_norm_b;  // [1, C]
-  Linear output;                  // C -> V (token_embd itself when tied)
+  Tensor out_norm_w, out_norm_b;  // [1, C]; empty without a final norm (Config::output_norm)
+  Linear output;                  // E -> V (token_embd itself when tied)
 };
 
 // What a model directory holds, read from config.json and the weight files' headers only (no weight is

@@ -6,21 +6,25 @@
 namespace minigpt::arch {
 
 extern const Architecture kGpt2;
+extern const Architecture kGptNeox;
+extern const Architecture kOpt;
+extern const Architecture kGptBigcode;
 
 namespace {
 // Every architecture minigpt knows. Adding one: its file in src/arch/ and a line here.
-const std::array<const Architecture*, 1> kArchitectures = {&kGpt2};
+const std::array<const Architecture*, 4> kArchitectures = {&kGpt2, &kGptNeox, &kOpt, &kGptBigcode};
 }  // namespace
 
 const Architecture* find_gguf(std::string_view gguf_arch) {
   for (const Architecture* a : kArchitectures)
-    if (gguf_arch == a->gguf_arch) return a;
+    if (a->parse_gguf != nullptr && gguf_arch == a->gguf_arch) return a;
   return nullptr;
 }
 
 std::string known_gguf_archs() {
   std::string s;
-  for (const Architecture* a : kArchitectures) s += (s.empty() ? "" : ", ") + std::string(a->gguf_arch);
+  for (const Architecture* a : kArchitectures)
+    if (a->parse_gguf != nullptr) s += (s.empty() ? "" : ", ") + std::string(a->gguf_arch);
   return s;
 }
 
@@ -74,6 +78,22 @@ std::string_view role_name(Role r) {
       return "output_norm_bias";
     case Role::Output:
       return "output";
+    case Role::AttnQ:
+      return "attn_q";
+    case Role::AttnQBias:
+      return "attn_q_bias";
+    case Role::AttnK:
+      return "attn_k";
+    case Role::AttnKBias:
+      return "attn_k_bias";
+    case Role::AttnV:
+      return "attn_v";
+    case Role::AttnVBias:
+      return "attn_v_bias";
+    case Role::ProjIn:
+      return "project_in";
+    case Role::ProjOut:
+      return "project_out";
     case Role::Ignored:
       return "ignored";
   }
@@ -82,7 +102,8 @@ std::string_view role_name(Role r) {
 
 bool is_matrix(Role r) {
   return r == Role::TokenEmbd || r == Role::AttnQkv || r == Role::AttnOut || r == Role::FfnUp ||
-         r == Role::FfnDown || r == Role::Output;
+         r == Role::FfnDown || r == Role::Output || r == Role::AttnQ || r == Role::AttnK ||
+         r == Role::AttnV || r == Role::ProjIn || r == Role::ProjOut;
 }
 
 bool is_norm_weight(Role r) { return r == Role::AttnNorm || r == Role::FfnNorm || r == Role::OutputNorm; }
@@ -125,6 +146,20 @@ std::string gguf_name(Role role, int64_t layer) {
       return "output_norm.bias";
     case Role::Output:
       return "output.weight";
+    case Role::AttnQ:
+      return blk + "attn_q.weight";
+    case Role::AttnQBias:
+      return blk + "attn_q.bias";
+    case Role::AttnK:
+      return blk + "attn_k.weight";
+    case Role::AttnKBias:
+      return blk + "attn_k.bias";
+    case Role::AttnV:
+      return blk + "attn_v.weight";
+    case Role::AttnVBias:
+      return blk + "attn_v.bias";
+    case Role::ProjIn:
+    case Role::ProjOut:
     case Role::Ignored:
       return "";
   }

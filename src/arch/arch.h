@@ -30,6 +30,13 @@ enum class Role {
   AttnNormBias,
   AttnQkv,  // C -> (H + 2 Hkv) D: q | k | v side by side
   AttnQkvBias,
+  // Separate projections (OPT's q_proj, k_proj, v_proj): stacked into AttnQkv at load.
+  AttnQ,
+  AttnQBias,
+  AttnK,
+  AttnKBias,
+  AttnV,
+  AttnVBias,
   AttnOut,  // H D -> C
   AttnOutBias,
   FfnNorm,
@@ -40,7 +47,9 @@ enum class Role {
   FfnDownBias,
   OutputNorm,
   OutputNormBias,
-  Output,   // the LM head [V, C]; absent (or a copy of TokenEmbd) when tied
+  Output,   // the LM head [V, E]; absent (or a copy of TokenEmbd) when tied
+  ProjIn,   // E -> C after the embeddings, when the embedding width E differs from C (OPT-350m)
+  ProjOut,  // C -> E before the head
   Ignored,  // buffers old checkpoints saved that are not weights (causal masks)
 };
 std::string_view role_name(Role r);
@@ -54,6 +63,9 @@ struct TensorDesc {
   std::vector<int64_t> shape;              // as stored
   MatrixOrder order = MatrixOrder::OutIn;  // of a matrix as stored
   bool optional = false;                   // may be absent (Ignored buffers, a tied head's copy)
+  // A fused AttnQkv (OutIn) or its bias stored head by head, each head's q, k and v rows together
+  // ([qkv_heads][3][D], GPT-NeoX's query_key_value): reordered to q | k | v at load. 0: already q | k | v.
+  int64_t qkv_heads = 0;
 };
 
 struct Architecture {
@@ -69,7 +81,7 @@ struct Architecture {
   // llama.cpp's name of the architecture (general.architecture, the prefix of its GGUF keys), e.g. "gpt2".
   const char* gguf_arch;
   // Fills `c` from a GGUF file's metadata (c.arch is set already; n_vocab and tie_word_embeddings come from
-  // the tensors, set by the caller).
+  // the tensors, set by the caller). nullptr: llama.cpp has no such architecture (OPT), so no GGUF either.
   void (*parse_gguf)(const GgufFile& f, Config& c);
 };
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "minigpt/config.h"
 #include "minigpt/error.h"
 
 namespace minigpt::arch {
@@ -55,6 +56,22 @@ inline float get_positive_float(const nlohmann::json& j, const char* key, const 
     config_fail(source, std::string(key) + " must be in (0, " + max_text + "], got " + j[key].dump());
   }
   return float(v);
+}
+
+// Sets c.activation and c.activation_name from a transformers activation name (ACT2FN's keys minigpt
+// computes); `key` names the field in the error.
+inline void set_activation(const std::string& name, const char* key, const std::string& source, Config& c) {
+  c.activation_name = name;
+  if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast") {
+    c.activation = Activation::GeluTanh;
+  } else if (name == "gelu") {
+    c.activation = Activation::GeluErf;
+  } else if (name == "relu") {
+    c.activation = Activation::Relu;
+  } else {
+    throw Error(ErrorKind::Unsupported, source + ": " + key + " '" + name +
+                                            "' is not supported (gelu_new, gelu_pytorch_tanh, gelu, relu)");
+  }
 }
 
 }  // namespace minigpt::arch

@@ -31,17 +31,7 @@ void parse(const json& j, const std::string& source, Config& c) {
   c.n_inner = get_int(j, "n_inner", source, false, 4 * c.n_embd);
   c.layer_norm_epsilon = get_positive_float(j, "layer_norm_epsilon", source, 1e-5f, 1.0, "1");
 
-  c.activation_name = get_string(j, "activation_function", source, "gelu_new");
-  if (c.activation_name == "gelu_new" || c.activation_name == "gelu_pytorch_tanh") {
-    c.activation = Activation::GeluTanh;
-  } else if (c.activation_name == "gelu") {
-    c.activation = Activation::GeluErf;
-  } else if (c.activation_name == "relu") {
-    c.activation = Activation::Relu;
-  } else {
-    throw Error(ErrorKind::Unsupported, source + ": activation_function '" + c.activation_name +
-                                            "' is not supported (gelu_new, gelu_pytorch_tanh, gelu, relu)");
-  }
+  set_activation(get_string(j, "activation_function", source, "gelu_new"), "activation_function", source, c);
   c.scale_attn_weights = get_bool(j, "scale_attn_weights", source, true);
   c.scale_attn_by_inverse_layer_idx = get_bool(j, "scale_attn_by_inverse_layer_idx", source, false);
   c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", source, true);

@@ -317,6 +317,63 @@ class CpuBackend final : public Backend {
     }
   }
 
+  void add_positions(Tensor out, const Step& step, const Tensor& wpe) override {
+    if (wpe.cols != out.cols) throw Error(ErrorKind::Argument, "cpu add_positions: shapes disagree");
+    for (const SeqRun& run : step.runs) {
+      if (run.pos0 + run.n > wpe.rows) {
+        throw Error(ErrorKind::Argument, "cpu add_positions: positions past the end of the table");
+      }
+      for (int64_t t = run.first; t < run.first + run.n; ++t) {
+        float* o = out.ptr<float>() + t * out.stride;
+        const float* p = wpe.ptr<float>() + (run.pos0 + t - run.first) * wpe.stride;
+        for (int64_t i = 0; i < out.cols; ++i) o[i] += p[i];
+      }
+    }
+  }
+
+  void rope(Tensor x, const Step& step, int64_t n_heads, int64_t D, int64_t rotary_dim,
+            float theta) override {
+    const int64_t half = rotary_dim / 2;
+    if (rotary_dim < 2 || rotary_dim % 2 != 0 || rotary_dim > D || x.cols != n_heads * D) {
+      throw Error(ErrorKind::Argument, "cpu rope: " + std::to_string(rotary_dim) + " rotary dimensions of " +
+                                           std::to_string(n_heads) + " heads of " + std::to_string(D) +
+                                           " over " + std::to_string(x.cols) + " columns");
+    }
+    // transformers: inv_freq = 1 / theta ** (arange(0, rotary_dim, 2) / rotary_dim), angle = position *
+    // inv_freq, each rounded to F32; cos and sin of the F32 angle.
+    std::vector<float> inv(static_cast<size_t>(half));
+    for (int64_t i = 0; i < half; ++i) {
+      inv[size_t(i)] = 1.0f / std::pow(theta, float(2 * i) / float(rotary_dim));
+    }
+    // The step's token t sits at position pos[t].
+    std::vector<int64_t> pos(static_cast<size_t>(step.n_tokens));
+    for (const SeqRun& run : step.runs)
+      for (int64_t t = 0; t < run.n; ++t) pos[size_t(run.first + t)] = run.pos0 + t;
+    auto tokens = [&](int64_t t0, int64_t t1) {
+      std::vector<float> cs(static_cast<size_t>(2 * half));
+      for (int64_t t = t0; t < t1; ++t) {
+        for (int64_t i = 0; i < half; ++i) {
+          const float angle = float(pos[size_t(t)]) * inv[size_t(i)];
+          cs[size_t(i)] = float(std::cos(double(angle)));
+          cs[size_t(half + i)] = float(std::sin(double(angle)));
+        }
+        for (int64_t h = 0; h < n_heads; ++h) {
+          float* v = x.ptr<float>() + t * x.stride + h * D;
+          for (int64_t i = 0; i < half; ++i) {
+            const float a = v[i], b = v[i + half], c = cs[size_t(i)], s = cs[size_t(half + i)];
+            v[i] = a * c - b * s;
+            v[i + half] = b * c + a * s;
+          }
+        }
+      }
+    };
+    if (step.n_tokens < 16) {
+      tokens(0, step.n_tokens);
+    } else {
+      pool_.parallel_for(step.n_tokens, tokens);
+    }
+  }
+
   void layer_norm(Tensor out, const Tensor& in, const Tensor& w, const Tensor& b, float eps) override {
     const int64_t C = in.cols;
     const float* wp = w.ptr<float>();

@@ -25,7 +25,7 @@ template <typename KV>
 __global__ void __launch_bounds__(kPrefillWarps * 32)
     attention_prefill_kernel(float* out, int64_t ldo, const float* __restrict__ q, int64_t ldq,
                              const KV* __restrict__ kc, const KV* __restrict__ vc, int64_t ldc, int T,
-                             StepValue pos0_v, int D, float scale) {
+                             StepValue pos0_v, int D, float scale, int group) {
   extern __shared__ float smem[];
   float* k_s = smem;                   // [kTile][D + 1]
   float* v_s = k_s + kTile * (D + 1);  // [kTile][D]
@@ -51,8 +51,8 @@ __global__ void __launch_bounds__(kPrefillWarps * 32)
       const int64_t key = j0 + r;
       float kk = 0.0f, vv = 0.0f;
       if (key < n_keys) {
-        kk = to_float(kc[key * ldc + h * D + d]);
-        vv = to_float(vc[key * ldc + h * D + d]);
+        kk = to_float(kc[key * ldc + (h / group) * D + d]);
+        vv = to_float(vc[key * ldc + (h / group) * D + d]);
       }
       k_s[r * (D + 1) + d] = kk;
       v_s[r * D + d] = vv;
@@ -100,7 +100,7 @@ template <typename KV>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     attention_decode_kernel(float* partial, const float* __restrict__ q, const KV* __restrict__ kc,
                             const KV* __restrict__ vc, int64_t ldc, StepValue pos0_v, int D, float scale,
-                            int n_splits) {
+                            int n_splits, int group) {
   extern __shared__ float smem[];
   float* q_s = smem;     // [D], pre-scaled
   float* red = q_s + D;  // [kDecodeWarps][D + 2]
@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     const int64_t key = j0 + lane;
     float s = -INFINITY;
     if (key < end) {
-      const KV* kr = kc + key * ldc + h * D;
+      const KV* kr = kc + key * ldc + (h / group) * D;
       float acc = 0.0f;
       for (int d = 0; d < D; ++d) acc += q_s[d] * to_float(kr[d]);
       s = acc;
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     const int n_valid = int(min(int64_t(kTile), end - j0));
     for (int jj = 0; jj < n_valid; ++jj) {
       const float pjj = __shfl_sync(0xffffffffu, pj, jj);
-      const KV* vr = vc + (j0 + jj) * ldc + h * D;
+      const KV* vr = vc + (j0 + jj) * ldc + (h / group) * D;
 #pragma unroll
       for (int i = 0; i < kChunks; ++i) {
         const int d = lane + 32 * i;
@@ -202,22 +202,22 @@ __global__ void attention_merge_kernel(float* out, const float* __restrict__ par
 
 template <typename KV>
 void prefill_typed(float* out, int64_t ldo, const float* q, int64_t ldq, const void* kc, const void* vc,
-                   int64_t ldc, int64_t T, StepValue pos0, int64_t H, int64_t D, float scale,
+                   int64_t ldc, int64_t T, StepValue pos0, int64_t H, int64_t Hkv, int64_t D, float scale,
                    cudaStream_t stream) {
   const dim3 grid{blocks_for(T, kPrefillWarps), unsigned(H)};
   attention_prefill_kernel<KV><<<grid, kPrefillWarps * 32, prefill_smem(D), stream>>>(
       out, ldo, q, ldq, static_cast<const KV*>(kc), static_cast<const KV*>(vc), ldc, int(T), pos0, int(D),
-      scale);
+      scale, int(H / Hkv));
   CUDA_CHECK_LAUNCH();
 }
 
 template <typename KV>
 void decode_typed(float* partial, const float* q, const void* kc, const void* vc, int64_t ldc, StepValue pos0,
-                  int64_t H, int64_t D, float scale, int64_t n_splits, cudaStream_t stream) {
+                  int64_t H, int64_t Hkv, int64_t D, float scale, int64_t n_splits, cudaStream_t stream) {
   const dim3 grid{unsigned(n_splits), unsigned(H)};
   attention_decode_kernel<KV><<<grid, kDecodeWarps * 32, decode_smem(D), stream>>>(
       partial, q, static_cast<const KV*>(kc), static_cast<const KV*>(vc), ldc, pos0, int(D), scale,
-      int(n_splits));
+      int(n_splits), int(H / Hkv));
   CUDA_CHECK_LAUNCH();
 }
 
@@ -237,16 +237,17 @@ void attention_init() {
 
 void attention_prefill(float* out, int64_t ldo, const float* q, int64_t ldq, const void* k_cache,
                        const void* v_cache, DType kv_dtype, int64_t ld_cache, int64_t T, StepValue pos0,
-                       int64_t H, int64_t D, float scale, cudaStream_t stream) {
+                       int64_t H, int64_t Hkv, int64_t D, float scale, cudaStream_t stream) {
   switch (kv_dtype) {
     case DType::F32:
-      return prefill_typed<float>(out, ldo, q, ldq, k_cache, v_cache, ld_cache, T, pos0, H, D, scale, stream);
+      return prefill_typed<float>(out, ldo, q, ldq, k_cache, v_cache, ld_cache, T, pos0, H, Hkv, D, scale,
+                                  stream);
     case DType::F16:
-      return prefill_typed<__half>(out, ldo, q, ldq, k_cache, v_cache, ld_cache, T, pos0, H, D, scale,
+      return prefill_typed<__half>(out, ldo, q, ldq, k_cache, v_cache, ld_cache, T, pos0, H, Hkv, D, scale,
                                    stream);
     case DType::BF16:
-      return prefill_typed<__nv_bfloat16>(out, ldo, q, ldq, k_cache, v_cache, ld_cache, T, pos0, H, D, scale,
-                                          stream);
+      return prefill_typed<__nv_bfloat16>(out, ldo, q, ldq, k_cache, v_cache, ld_cache, T, pos0, H, Hkv, D,
+                                          scale, stream);
     default:
       throw Error(ErrorKind::Argument, "cuda attention: the cache must be F32, F16 or BF16");
   }
@@ -257,17 +258,17 @@ void attention_prefill(float* out, int64_t ldo, const float* q, int64_t ldq, con
 int64_t attention_decode_splits(int64_t S) { return std::min<int64_t>(32, std::max<int64_t>(1, S / 64)); }
 
 void attention_decode(float* out, const float* q, const void* k_cache, const void* v_cache, DType kv_dtype,
-                      int64_t ld_cache, StepValue pos0, int64_t H, int64_t D, float scale, int64_t n_splits,
-                      float* partial, cudaStream_t stream) {
+                      int64_t ld_cache, StepValue pos0, int64_t H, int64_t Hkv, int64_t D, float scale,
+                      int64_t n_splits, float* partial, cudaStream_t stream) {
   switch (kv_dtype) {
     case DType::F32:
-      decode_typed<float>(partial, q, k_cache, v_cache, ld_cache, pos0, H, D, scale, n_splits, stream);
+      decode_typed<float>(partial, q, k_cache, v_cache, ld_cache, pos0, H, Hkv, D, scale, n_splits, stream);
       break;
     case DType::F16:
-      decode_typed<__half>(partial, q, k_cache, v_cache, ld_cache, pos0, H, D, scale, n_splits, stream);
+      decode_typed<__half>(partial, q, k_cache, v_cache, ld_cache, pos0, H, Hkv, D, scale, n_splits, stream);
       break;
     case DType::BF16:
-      decode_typed<__nv_bfloat16>(partial, q, k_cache, v_cache, ld_cache, pos0, H, D, scale, n_splits,
+      decode_typed<__nv_bfloat16>(partial, q, k_cache, v_cache, ld_cache, pos0, H, Hkv, D, scale, n_splits,
                                   stream);
       break;
     default:

@@ -259,6 +259,40 @@ class CudaBackend final : public Backend {
     }
   }
 
+  void add_positions(Tensor out, const Step& step, const Tensor& wpe) override {
+    need_device_f32(out, "add_positions", "out");
+    need_device_f32(wpe, "add_positions", "wpe");
+    need(out.rows >= step.n_tokens && wpe.cols == out.cols, "add_positions: shapes disagree");
+    check_runs(step, "add_positions");
+    for (const SeqRun& r : step.runs) {
+      need(r.pos0 + r.n <= wpe.rows, "add_positions: positions past the end of wpe");
+    }
+    bind();
+    if (in_step_) {
+      same_step(step, "add_positions");
+      note_limit(wpe.rows);
+    }
+    for (const SeqRun& r : step.runs) {
+      cuda::add_positions(out.row_slice(r.first, r.n).ptr<float>(), out.stride, r.n, step_value(r),
+                          wpe.ptr<float>(), wpe.stride, out.cols, stream_);
+    }
+  }
+
+  void rope(Tensor x, const Step& step, int64_t n_heads, int64_t head_dim, int64_t rotary_dim,
+            float theta) override {
+    need_device_f32(x, "rope", "x");
+    need(x.rows >= step.n_tokens && x.cols == n_heads * head_dim && rotary_dim >= 2 && rotary_dim % 2 == 0 &&
+             rotary_dim <= head_dim,
+         "rope: shapes disagree");
+    check_runs(step, "rope");
+    bind();
+    if (in_step_) same_step(step, "rope");
+    for (const SeqRun& r : step.runs) {
+      cuda::rope(x.row_slice(r.first, r.n).ptr<float>(), x.stride, r.n, step_value(r), n_heads, head_dim,
+                 rotary_dim, theta, stream_);
+    }
+  }
+
   void layer_norm(Tensor out, const Tensor& in, const Tensor& w, const Tensor& b, float eps) override {
     need_device_f32(out, "layer_norm", "out");
     need_device_f32(in, "layer_norm", "in");
@@ -314,11 +348,7 @@ class CudaBackend final : public Backend {
     need_device_f32(q, "attention", "q");
     const int64_t D = cache.spec().head_dim, Hkv = cache.spec().n_kv_head;
     need(n_head >= 1, "attention: n_head must be >= 1");
-    if (n_head != Hkv) {
-      throw Error(ErrorKind::Unsupported, "cuda attention: n_head " + std::to_string(n_head) +
-                                              " != n_kv_head " + std::to_string(Hkv) +
-                                              " (grouped or multi-query attention) is not supported yet");
-    }
+    need(Hkv >= 1 && n_head % Hkv == 0, "attention: n_head is not a multiple of n_kv_head");
     need(q.rows == step.n_tokens && out.rows == q.rows && q.cols == n_head * D && out.cols == q.cols,
          "attention: shapes disagree (q, out: [tokens, n_head * head_dim])");
     if (D > cuda::kMaxHeadDim) {
@@ -341,12 +371,12 @@ class CudaBackend final : public Backend {
         const size_t bytes = size_t(n_head * n_splits * (D + 2)) * sizeof(float);
         ensure_scratch(&partial_, &partial_bytes_, bytes);
         cuda::attention_decode(out.row_slice(r.first, 1).ptr<float>(), q.row_slice(r.first, 1).ptr<float>(),
-                               kc, vc, c.dtype(), c.width(), pos, n_head, D, scale, n_splits,
+                               kc, vc, c.dtype(), c.width(), pos, n_head, Hkv, D, scale, n_splits,
                                static_cast<float*>(partial_), stream_);
       } else {
         cuda::attention_prefill(out.row_slice(r.first, r.n).ptr<float>(), out.stride,
                                 q.row_slice(r.first, r.n).ptr<float>(), q.stride, kc, vc, c.dtype(),
-                                c.width(), r.n, pos, n_head, D, scale, stream_);
+                                c.width(), r.n, pos, n_head, Hkv, D, scale, stream_);
       }
     }
   }

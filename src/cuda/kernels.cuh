@@ -43,12 +43,13 @@ void store_kv(void* k_cache, void* v_cache, DType kv_dtype, int64_t ld_cache, co
               const float* v, int64_t ldv, int64_t T, int64_t C, StepValue pos0, cudaStream_t stream);
 
 // Attention of T >= 1 queries at pos0 .. pos0+T-1 over keys 0 .. pos0+t of one sequence's caches (query head
-// h reads columns h*D .. h*D+D-1 of the cache rows: H query heads over H KV heads) (flash-attention style: a
-// block of queries of one head walks tiles of 32 keys in shared memory with an online softmax; O(T) memory).
+// h reads KV head h / (H / Hkv): columns of the cache rows from (h / (H / Hkv)) * D) (flash-attention style:
+// a block of queries of one head walks tiles of 32 keys in shared memory with an online softmax; O(T)
+// memory).
 constexpr int64_t kMaxHeadDim = 256;
 void attention_prefill(float* out, int64_t ldo, const float* q, int64_t ldq, const void* k_cache,
                        const void* v_cache, DType kv_dtype, int64_t ld_cache, int64_t T, StepValue pos0,
-                       int64_t H, int64_t D, float scale, cudaStream_t stream);
+                       int64_t H, int64_t Hkv, int64_t D, float scale, cudaStream_t stream);
 
 // Attention of one query at pos0 (flash-decoding): the keys 0 .. pos0 split into `n_splits` ranges per
 // head, each reduced by one block to (max, sum, unnormalised output), then merged by a second kernel.
@@ -56,8 +57,16 @@ void attention_prefill(float* out, int64_t ldo, const float* q, int64_t ldq, con
 // partial: [H, n_splits, D + 2] F32 scratch.
 int64_t attention_decode_splits(int64_t S);
 void attention_decode(float* out, const float* q, const void* k_cache, const void* v_cache, DType kv_dtype,
-                      int64_t ld_cache, StepValue pos0, int64_t H, int64_t D, float scale, int64_t n_splits,
-                      float* partial, cudaStream_t stream);
+                      int64_t ld_cache, StepValue pos0, int64_t H, int64_t Hkv, int64_t D, float scale,
+                      int64_t n_splits, float* partial, cudaStream_t stream);
+
+// out[t] += wpe[pos0 + t]                                 out: [T, C]; wpe: [S, C] F32
+void add_positions(float* out, int64_t ldo, int64_t T, StepValue pos0, const float* wpe, int64_t ld_wpe,
+                   int64_t C, cudaStream_t stream);
+
+// Rotary positions in place on x: [T, H * D] (token t at position pos0 + t), as Backend::rope says.
+void rope(float* x, int64_t ldx, int64_t T, StepValue pos0, int64_t H, int64_t D, int64_t rotary_dim,
+          float theta, cudaStream_t stream);
 
 // Raises the dynamic shared memory limit of the attention kernels (heads up to kMaxHeadDim); once per device.
 void attention_init();

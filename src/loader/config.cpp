@@ -1,6 +1,7 @@
 // config.json: the architecture's parser fills the Config (src/arch/), then the checks every model gets.
 #include "minigpt/config.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "arch/arch.h"
@@ -56,10 +57,19 @@ void Config::validate(const std::string& source) const {
   if (position_encoding == PositionEncoding::Sinusoidal && n_embd % 2 != 0) {
     config_fail(source, "sinusoidal positions need an even n_embd, got " + std::to_string(n_embd));
   }
-  // Parsed, not yet computed: the families issue brings the rotary op with its reference tests.
   if (position_encoding == PositionEncoding::Rotary) {
-    throw Error(ErrorKind::Unsupported, source + ": rotary positions are not implemented yet");
+    const int64_t D = n_embd / n_head;
+    if (rotary_dim < 2 || rotary_dim > D || rotary_dim % 2 != 0) {
+      config_fail(source, "the rotary dimensions per head (" + std::to_string(rotary_dim) +
+                              ") must be even and in [2, head_dim = " + std::to_string(D) + "]");
+    }
+    if (!(rope_theta > 1.0f) || !std::isfinite(rope_theta)) {
+      config_fail(source, "the rotary base (rope_theta) must be a finite number > 1, got " +
+                              std::to_string(rope_theta));
+    }
   }
+  if (n_embd_io != 0) check_range("word_embed_proj_dim", n_embd_io, 1, kMaxDim);
+  check_range("the position offset", pos_offset, 0, kMaxDim);
 }
 
 Config parse_config(const std::string& text, const std::string& source) {

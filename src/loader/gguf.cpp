@@ -400,6 +400,16 @@ std::optional<double> GgufFile::get_float(std::string_view key) const {
                                      std::string(gguf_type_name(v->type)) + ", not a number");
 }
 
+std::optional<bool> GgufFile::get_bool(std::string_view key) const {
+  const GgufValue* v = find_value(key);
+  if (v == nullptr) return std::nullopt;
+  if (v->type != GgufType::BOOL) {
+    throw Error(ErrorKind::Format, source_ + ": metadata '" + std::string(key) + "' is a " +
+                                       std::string(gguf_type_name(v->type)) + ", not a bool");
+  }
+  return v->i != 0;
+}
+
 std::optional<std::string> GgufFile::get_string(std::string_view key) const {
   const GgufValue* v = find_value(key);
   if (v == nullptr) return std::nullopt;

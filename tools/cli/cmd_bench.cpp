@@ -151,6 +151,7 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
     throw Error(ErrorKind::Argument, "-o: '" + o.output + "' is not md or json");
 
   const std::string model_name = o.random.empty() ? o.model_dir : o.random + " (random weights)";
+  std::string kv_line;  // the first model's, for the footer
   json machine = {{"cpu", cpu_model_name()}, {"cores", cpu_count()}};
   json results = json::array();
   std::map<int, double> bandwidth;
@@ -212,8 +213,21 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
       so.n_seq = *std::max_element(o.batch.begin(), o.batch.end());
       so.max_batch = std::max<int64_t>(512, so.n_seq);
       Session s(model, so);
+      // What one position of one sequence costs in the KV cache: K and V of every layer's KV heads.
+      const int64_t kv_bytes_per_token =
+          2 * c.n_layer * c.kv_dim() * int64_t(dtype_size(s.kv_cache().dtype()));
+      if (kv_line.empty()) {
+        char b[160];
+        std::snprintf(b, sizeof b,
+                      "KV cache: %lld bytes per token (2 x %lld layers x %lld KV head%s x %lld dims x %s)",
+                      (long long)kv_bytes_per_token, (long long)c.n_layer, (long long)c.kv_heads(),
+                      c.kv_heads() == 1 ? "" : "s", (long long)c.head_dim(),
+                      std::string(dtype_name(s.kv_cache().dtype())).c_str());
+        kv_line = b;
+      }
       auto emit = [&](json r, const std::string& notes) {
         r["model"] = model_name;
+        r["kv_bytes_per_token"] = kv_bytes_per_token;
         r["backend"] = model->backend().name();
         r["dtype"] = dtype_label(*model);
         r["threads"] = t;
@@ -332,7 +346,8 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
   if (o.output == "json") {
     std::printf("%s\n", json{{"machine", machine}, {"results", results}}.dump(2).c_str());
   } else {
-    std::printf("\nmachine: %s, %d cores", machine["cpu"].get<std::string>().c_str(), cpu_count());
+    std::printf("\n%s\nmachine: %s, %d cores", kv_line.c_str(), machine["cpu"].get<std::string>().c_str(),
+                cpu_count());
     if (on_gpu) {
       std::printf("; CUDA device %d, stated bandwidth %.1f GB/s (roofline = achieved / stated)\n", o.device,
                   bandwidth[1]);

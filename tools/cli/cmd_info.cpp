@@ -72,6 +72,10 @@ double bits_per_weight(const ModelSummary& s) {
   return s.n_params > 0 ? 8 * bytes / double(s.n_params) : 0.0;
 }
 
+// Bytes one position of one sequence takes in the CPU backend's KV cache (F32 keys and values of every
+// layer's KV heads; `bench` reports the backend's own, which may hold 16-bit values on CUDA).
+int64_t kv_bytes_per_token(const Config& c) { return 2 * c.n_layer * c.kv_dim() * int64_t(sizeof(float)); }
+
 json model_json(const std::string& dir, const ModelSummary& s, const TokenizerSummary& tok) {
   const Config& c = s.config;
   json j;
@@ -80,6 +84,7 @@ json model_json(const std::string& dir, const ModelSummary& s, const TokenizerSu
   j["n_layer"] = c.n_layer;
   j["n_head"] = c.n_head;
   j["n_kv_head"] = c.kv_heads();
+  j["kv_bytes_per_token"] = kv_bytes_per_token(c);
   j["n_embd"] = c.n_embd;
   j["n_inner"] = c.n_inner;
   j["n_ctx"] = c.n_ctx;
@@ -91,6 +96,9 @@ json model_json(const std::string& dir, const ModelSummary& s, const TokenizerSu
     j["rope_theta"] = c.rope_theta;
   }
   j["residual"] = c.parallel_residual ? "parallel" : "sequential";
+  j["layer_norm"] = c.pre_norm ? "pre" : "post";
+  j["final_norm"] = c.output_norm;
+  j["embedding_width"] = c.embd_io();
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["n_params"] = s.n_params;
   json bytes = json::object();
@@ -120,6 +128,8 @@ void print_model(const std::string& dir, const ModelSummary& s, const TokenizerS
               kv == c.n_head ? "multi-head"
               : kv == 1      ? "multi-query"
                              : "grouped-query");
+  std::printf("kv cache:     %lld bytes per token (2 x %lld layers x %lld x %lld dims x F32)\n",
+              (long long)kv_bytes_per_token(c), (long long)c.n_layer, (long long)kv, (long long)c.head_dim());
   std::printf("context:      %lld tokens\n", (long long)c.n_ctx);
   std::printf("vocabulary:   %lld tokens\n", (long long)c.n_vocab);
   std::printf("activation:   %s\n", c.activation_name.c_str());
@@ -130,6 +140,12 @@ void print_model(const std::string& dir, const ModelSummary& s, const TokenizerS
     std::printf("positions:    %s\n", positions_name(c.position_encoding));
   }
   std::printf("residual:     %s\n", c.parallel_residual ? "parallel" : "sequential");
+  if (!c.pre_norm)
+    std::printf("layer norms:  after each residual add (post-norm)%s\n",
+                c.output_norm ? "" : ", none after the last block");
+  if (c.projects_io())
+    std::printf("embeddings:   %lld wide, projected to n_embd and back (project_in / project_out)\n",
+                (long long)c.embd_io());
   std::printf("lm head:      %s\n", c.tie_word_embeddings ? "tied to wte" : "separate");
   std::printf("parameters:   %lld (%.1fM)\n", (long long)s.n_params, double(s.n_params) / 1e6);
   for (const auto& [dtype, bytes] : s.stored_bytes) {

@@ -1,0 +1,52 @@
+// Positions applied after the embeddings: learned rows added to a projected embedding (OPT's project_in),
+// and rotary positions on the query and key heads (GPT-NeoX's rotate_half).
+#include "cuda/kernels.cuh"
+
+namespace minigpt::cuda {
+namespace {
+
+__global__ void add_positions_kernel(float* out, int64_t ldo, StepValue pos0, const float* wpe, int64_t ld_wpe,
+                                     int64_t C) {
+  const int64_t t = blockIdx.y;
+  const int64_t prow = (int64_t(pos0.get()) + t) * ld_wpe;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < C; i += int64_t(gridDim.x) * blockDim.x)
+    out[t * ldo + i] += wpe[prow + i];
+}
+
+// A block per token, a thread per (head, pair): the angle as transformers computes it, in F32:
+// position * (1 / theta^(2i / rotary_dim)); cos and sin of it in F32 (the CPU backend rounds a double's).
+__global__ void rope_kernel(float* x, int64_t ldx, StepValue pos0, int H, int D, int rotary_dim, float theta) {
+  const int64_t t = blockIdx.x;
+  const int half = rotary_dim / 2;
+  const float p = float(int64_t(pos0.get()) + t);
+  for (int j = threadIdx.x; j < H * half; j += blockDim.x) {
+    const int h = j / half, i = j % half;
+    const float inv = 1.0f / powf(theta, float(2 * i) / float(rotary_dim));
+    const float angle = p * inv;
+    float s, c;
+    sincosf(angle, &s, &c);
+    float* v = x + t * ldx + int64_t(h) * D;
+    const float a = v[i], b = v[i + half];
+    v[i] = a * c - b * s;
+    v[i + half] = b * c + a * s;
+  }
+}
+
+}  // namespace
+
+void add_positions(float* out, int64_t ldo, int64_t T, StepValue pos0, const float* wpe, int64_t ld_wpe,
+                   int64_t C, cudaStream_t stream) {
+  constexpr int kThreads = 256;
+  const dim3 grid(blocks_for(C, kThreads), unsigned(T));
+  add_positions_kernel<<<grid, kThreads, 0, stream>>>(out, ldo, pos0, wpe, ld_wpe, C);
+  CUDA_CHECK_LAUNCH();
+}
+
+void rope(float* x, int64_t ldx, int64_t T, StepValue pos0, int64_t H, int64_t D, int64_t rotary_dim,
+          float theta, cudaStream_t stream) {
+  if (T == 0) return;
+  rope_kernel<<<unsigned(T), 128, 0, stream>>>(x, ldx, pos0, int(H), int(D), int(rotary_dim), theta);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace minigpt::cuda

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Reference fixtures for the GPT-NeoX (Pythia), OPT and gpt_bigcode families.
+
+Writes tests/fixtures/models/<name>/: a random checkpoint as transformers' save_pretrained writes it
+(config.json + model.safetensors) and reference.safetensors with the input `tokens` and transformers'
+float32 eager-attention `logits`, exactly like tools/make_reference.py does for GPT-2. Weights: each
+family's own init with initializer_range 0.2 (peaked attention: a wrong scale or rotation moves the logits
+by 1e-2 or more), then every bias and layer-norm parameter gets +0.1 * randn. F16/BF16 fixtures store the
+rounded weights and hold float32 logits of the rounded weights.
+
+Every variant switch the loader has is covered: NeoX parallel/sequential residual, partial/full rotary,
+rotary base, attention biases on/off, tied/untied head; OPT pre-/post-norm, project_in/out, biases
+on/off, tied/untied; gpt_bigcode multi-query and multi-head, tied/untied. Head counts include odd ones.
+
+Re-run from the repository root (deterministic; needs torch, transformers, safetensors, numpy):
+
+    python3 tools/make_family_reference.py            # all
+    python3 tools/make_family_reference.py neox       # names containing a word
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+from transformers import (GPTBigCodeConfig, GPTBigCodeForCausalLM, GPTNeoXConfig, GPTNeoXForCausalLM,
+                          OPTConfig, OPTForCausalLM)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_reference import fresh_dir, make_tokens, run_logits, write_reference  # noqa: E402
+
+torch.set_num_threads(1)
+INIT_STD = 0.2
+
+
+def build(cls, config_cls, seed, **cfg):
+    cfg.setdefault("initializer_range", INIT_STD)
+    config = config_cls(**cfg)
+    config._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    model = cls(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(".bias") or "norm" in name or ".ln_" in name:
+                p.add_(0.1 * torch.randn(p.shape, dtype=p.dtype))
+    model.eval()
+    return model
+
+
+def save(name, model, seed, T, dtype=None):
+    d = fresh_dir(name)
+    vocab = model.config.vocab_size
+    tok = make_tokens(seed, T, vocab)
+    if dtype is not None:
+        model = model.to(dtype)
+    model.save_pretrained(d, safe_serialization=True)
+    # The reference comes from the saved file reloaded in float32 (for F16/BF16: the rounded weights; the
+    # rotary frequencies, a buffer that .to(dtype) would round too, recomputed in float32).
+    again = type(model).from_pretrained(d, dtype=torch.float32, attn_implementation="eager")
+    logits = run_logits(again, tok)
+    if dtype is None:  # nothing silently dropped or re-initialised on the way through the file
+        assert np.array_equal(run_logits(model, tok), logits), name
+    write_reference(d, tokens=tok, logits=logits)
+    with open(os.path.join(d, "config.json")) as f:
+        print(f"{name}: {json.load(f).get('model_type')}, {T} tokens, max |logit| {np.abs(logits).max():.2f}")
+
+
+def neox(seed, **cfg):
+    base = dict(vocab_size=160, max_position_embeddings=64, layer_norm_eps=1e-5, hidden_act="gelu")
+    base.update(cfg)
+    return build(GPTNeoXForCausalLM, GPTNeoXConfig, seed, **base)
+
+
+def opt(seed, **cfg):
+    base = dict(vocab_size=150, max_position_embeddings=48, activation_function="relu", pad_token_id=1,
+                bos_token_id=2, eos_token_id=2, dropout=0.0, attention_dropout=0.0)
+    base.update(cfg)
+    return build(OPTForCausalLM, OPTConfig, seed, **base)
+
+
+def bigcode(seed, **cfg):
+    base = dict(vocab_size=140, n_positions=64, activation_function="gelu_pytorch_tanh")
+    base.update(cfg)
+    return build(GPTBigCodeForCausalLM, GPTBigCodeConfig, seed, **base)
+
+
+FIXTURES = {
+    # Pythia's defaults: parallel residual, a quarter of each head rotary, untied embed_out. 3 heads of 16.
+    "neox-parallel": lambda: save("neox-parallel", neox(2001, hidden_size=48, num_attention_heads=3,
+                                                        num_hidden_layers=2, intermediate_size=96,
+                                                        rotary_pct=0.25), 2001, 40),
+    # sequential residual, full rotary on a non-default base, no attention biases, tied head, gelu_new
+    "neox-sequential": lambda: save("neox-sequential", neox(
+        2002, hidden_size=64, num_attention_heads=4, num_hidden_layers=3, intermediate_size=80,
+        rotary_pct=1.0, rotary_emb_base=500, use_parallel_residual=False, attention_bias=False,
+        tie_word_embeddings=True, hidden_act="gelu_new"), 2002, 48),
+    "neox-f16": lambda: save("neox-f16", neox(2003, hidden_size=48, num_attention_heads=3, num_hidden_layers=2,
+                                              intermediate_size=96, rotary_pct=0.5), 2003, 24, torch.float16),
+    "neox-bf16": lambda: save("neox-bf16", neox(2004, hidden_size=48, num_attention_heads=3,
+                                                num_hidden_layers=2, intermediate_size=96, rotary_pct=0.5),
+                              2004, 24, torch.bfloat16),
+    # OPT-125m's shape family: pre-norm, tied, biases. 3 heads of 16.
+    "opt-prenorm": lambda: save("opt-prenorm", opt(2101, hidden_size=48, num_attention_heads=3,
+                                                   num_hidden_layers=2, ffn_dim=96, word_embed_proj_dim=48),
+                                2101, 40),
+    # OPT-350m's: post-norm (no final norm), word_embed_proj_dim != hidden_size (project_in / project_out)
+    "opt-postnorm-proj": lambda: save("opt-postnorm-proj", opt(
+        2102, hidden_size=64, num_attention_heads=4, num_hidden_layers=3, ffn_dim=96, word_embed_proj_dim=32,
+        do_layer_norm_before=False), 2102, 40),
+    # no biases, untied head
+    "opt-nobias-untied": lambda: save("opt-nobias-untied", opt(
+        2103, hidden_size=40, num_attention_heads=5, num_hidden_layers=2, ffn_dim=64, word_embed_proj_dim=40,
+        enable_bias=False, tie_word_embeddings=False), 2103, 32),
+    "opt-bf16": lambda: save("opt-bf16", opt(2104, hidden_size=64, num_attention_heads=4, num_hidden_layers=2,
+                                             ffn_dim=96, word_embed_proj_dim=32, do_layer_norm_before=False),
+                             2104, 24, torch.bfloat16),
+    # santacoder / tiny_starcoder: multi-query (one KV head for 3 query heads of 16), tied
+    "bigcode-mqa": lambda: save("bigcode-mqa", bigcode(2201, n_embd=48, n_head=3, n_layer=2, n_inner=96,
+                                                       multi_query=True), 2201, 40),
+    # the multi-head variant (c_attn stored head by head), untied, gelu
+    "bigcode-mha": lambda: save("bigcode-mha", bigcode(2202, n_embd=64, n_head=4, n_layer=2, n_inner=80,
+                                                       multi_query=False, tie_word_embeddings=False,
+                                                       activation_function="gelu"), 2202, 40),
+    # n_inner = 4 n_embd, as llama.cpp's StarCoder converter assumes (the source of the GGUF fixture)
+    "bigcode-4x": lambda: save("bigcode-4x", bigcode(2204, n_embd=32, n_head=4, n_layer=2, multi_query=True),
+                               2204, 32),
+    "bigcode-f16": lambda: save("bigcode-f16", bigcode(2203, n_embd=64, n_head=4, n_layer=2,
+                                                       multi_query=True), 2203, 24, torch.float16),
+}
+
+
+def main(argv):
+    words = argv[1:]
+    for name, fn in FIXTURES.items():
+        if words and not any(w in name for w in words):
+            continue
+        fn()
+
+
+if __name__ == "__main__":
+    main(sys.argv)
