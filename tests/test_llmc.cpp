@@ -278,6 +278,18 @@ TEST(Llmc, MalformedFilesAreOneLineErrors) {
   }
 }
 
+// A file cut short after its header was checked: the read says so, nothing past the end is used.
+TEST(Llmc, AFileTruncatedAfterOpeningIsAnIoError) {
+  test::TempDir tmp;
+  fs::copy_file(f32_file(), tmp / "cut.bin");
+  auto f = LlmcFile::open(tmp / "cut.bin");
+  fs::resize_file(tmp / "cut.bin", 2048);
+  const LlmcTensor& last = f->tensors().back();
+  std::vector<uint8_t> buf(last.nbytes);
+  test::expect_error([&] { f->read(last, buf.data()); }, ErrorKind::Io,
+                     {"cut.bin: read failed at byte", "the file is shorter than when it was opened"});
+}
+
 // A NaN weight is named as llm.c names the array, with the layer.
 TEST(Llmc, NonFiniteWeightsAreNamedByTheirArray) {
   test::TempDir tmp;

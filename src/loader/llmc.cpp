@@ -4,13 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 
 #include "arch/arch.h"
 #include "minigpt/error.h"
+#include "minigpt/io.h"
 
 namespace minigpt {
 namespace {
@@ -105,17 +105,7 @@ void LlmcFile::fetch(void* dst, uint64_t n, uint64_t offset) const {
     std::memcpy(dst, image_ + offset, size_t(n));
     return;
   }
-  auto* p = static_cast<char*>(dst);
-  while (n > 0) {
-    const ssize_t got = ::pread(fd_, p, size_t(std::min<uint64_t>(n, uint64_t(1) << 30)), off_t(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      throw Error(ErrorKind::Io,
-                  source_ + ": read failed at byte " + std::to_string(offset) + ": " +
-                      (got == 0 ? "the file is shorter than when it was opened" : std::strerror(errno)));
-    }
-    p += got, offset += uint64_t(got), n -= uint64_t(got);
-  }
+  pread_exact(fd_, dst, n, offset, source_);
 }
 
 void LlmcFile::read(const LlmcTensor& t, void* dst) const { fetch(dst, t.nbytes, t.offset); }
