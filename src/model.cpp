@@ -18,6 +18,7 @@
 #include "minigpt/gguf.h"
 #include "minigpt/gguf_convert.h"
 #include "minigpt/io.h"
+#include "minigpt/llmc.h"
 #include "minigpt/quant.h"
 #include "minigpt/random_weights.h"
 #include "minigpt/registry.h"
@@ -318,19 +319,23 @@ std::map<std::string, HostTensor> index_tensors(const std::vector<std::shared_pt
   return all;
 }
 
-// Whether `path` is a file (not a directory) and, if so, that it starts with GGUF's magic: a model is a
-// directory or a GGUF file, and any other file is named as neither.
-bool is_gguf_file(const fs::path& path) {
-  if (!fs::is_regular_file(path)) return false;
+// What `path` is: a directory (or nothing: check_model_dir says which), a GGUF file or an llm.c checkpoint;
+// any other file is named as neither.
+enum class ModelFile { Directory, Gguf, Llmc };
+ModelFile model_file_kind(const fs::path& path) {
+  if (!fs::is_regular_file(path)) return ModelFile::Directory;
+  if (is_llmc_file(path)) return ModelFile::Llmc;
   char magic[4] = {};
   std::ifstream in(path, std::ios::binary);
   in.read(magic, 4);
   if (!in || std::memcmp(magic, "GGUF", 4) != 0) {
-    throw Error(ErrorKind::Io, "'" + path.string() +
-                                   "' is not a directory (a model is a directory with config.json, or a GGUF "
-                                   "file; this file does not start with \"GGUF\")");
+    throw Error(ErrorKind::Io,
+                "'" + path.string() +
+                    "' is not a directory (a model is a directory with config.json, a GGUF file "
+                    "or an llm.c checkpoint; this file starts with neither \"GGUF\" nor llm.c's "
+                    "magic 20240326)");
   }
-  return true;
+  return ModelFile::Gguf;
 }
 
 // A GGUF file: its config from the metadata (the architecture's parse_gguf), its tensors by their GGUF
@@ -393,6 +398,31 @@ GgufModel open_gguf(const fs::path& path) {
     h.qbytes = size_t(t.nbytes);
     h.read_raw = [file, tensor](void* dst) { file->read(*tensor, dst); };
     g.tensors.emplace(t.name, std::move(h));
+  }
+  return g;
+}
+
+// An llm.c checkpoint: its config from the header, its tensors (one layer's slice of each stacked array,
+// wte's first V rows) under the GGUF names, readable while `file` stays open. Its matrices are [out, in] as
+// GGUF's, so it takes a GGUF file's plan.
+struct LlmcModel {
+  std::shared_ptr<LlmcFile> file;
+  Config config;
+  std::map<std::string, HostTensor> tensors;
+};
+
+LlmcModel open_llmc(const fs::path& path) {
+  LlmcModel g;
+  g.file = LlmcFile::open(path);
+  g.config = g.file->config();
+  for (const LlmcTensor& t : g.file->tensors()) {
+    const LlmcFile* file = g.file.get();
+    const LlmcTensor* tensor = &t;
+    // Messages also name the array as llm.c does: "x.bin (llm.c's qkvw, layer 0): tensor 'blk.0...'".
+    const std::string where = g.file->path() + " (llm.c's " + t.name +
+                              (t.layer >= 0 ? ", layer " + std::to_string(t.layer) : std::string()) + ")";
+    g.tensors.emplace(t.gguf_name, HostTensor{g.file->dtype(), t.shape, size_t(t.nbytes), where,
+                                              [file, tensor](void* dst) { file->read(*tensor, dst); }});
   }
   return g;
 }
@@ -763,7 +793,16 @@ struct ModelBuilder {
 };
 
 std::shared_ptr<const Model> Model::load(const fs::path& dir, const LoadOptions& options) {
-  if (is_gguf_file(dir)) {
+  const ModelFile kind = model_file_kind(dir);
+  if (kind == ModelFile::Llmc) {
+    std::shared_ptr<Model> m(new Model());
+    m->dir_ = dir;
+    LlmcModel g = open_llmc(dir);
+    m->config_ = g.config;
+    ModelBuilder::run(*m, g.tensors, options, g.file->path(), true);
+    return m;
+  }
+  if (kind == ModelFile::Gguf) {
     std::shared_ptr<Model> m(new Model());
     m->dir_ = dir;
     GgufModel g = open_gguf(dir);
@@ -782,7 +821,19 @@ std::shared_ptr<const Model> Model::load(const fs::path& dir, const LoadOptions&
 }
 
 ModelSummary Model::inspect(const fs::path& dir) {
-  if (is_gguf_file(dir)) {
+  const ModelFile kind = model_file_kind(dir);
+  if (kind == ModelFile::Llmc) {
+    ModelSummary s;
+    LlmcModel g = open_llmc(dir);
+    s.config = g.config;
+    const Plan plan = make_plan(s.config, g.tensors, g.file->path(), g.file->path(), true);
+    s.n_params = plan.n_params;
+    for (const auto& [dtype, bytes] : plan.bytes_by_dtype) s.stored_bytes.emplace_back(dtype, bytes);
+    s.files.push_back(g.file->path());
+    s.llmc = g.file->header();
+    return s;
+  }
+  if (kind == ModelFile::Gguf) {
     ModelSummary s;
     GgufModel g = open_gguf(dir);
     s.config = g.config;

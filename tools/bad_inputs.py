@@ -200,6 +200,23 @@ def gguf_edit(name, fn):
     return path
 
 
+# --- llm.c checkpoints: the F32 fixture with one header field (int32 number i) or its length changed -------
+LLMC = os.path.join(ROOT, "tests", "fixtures", "llmc", "gpt2-f32.bin")
+BYTELEVEL = os.path.join(ROOT, "tests", "fixtures", "tokenizer", "bytelevel")
+
+
+def llmc_edit(name, fields=None, cut=None, extra=b"", poke=None):
+    b = bytearray(open(LLMC, "rb").read())
+    for i, v in (fields or {}).items():
+        struct.pack_into("<i", b, 4 * i, v)
+    if poke is not None:  # (float index after the header, value)
+        struct.pack_into("<f", b, 1024 + 4 * poke[0], poke[1])
+    b = bytes(b[:cut] if cut is not None else b) + extra
+    path = os.path.join(T, name + ".bin")
+    open(path, "wb").write(b)
+    return path
+
+
 def put(fmt, off, v):
     return lambda b, lay: struct.pack_into(fmt, b, off(lay) if callable(off) else off, v)
 
@@ -393,6 +410,32 @@ def main():
     add("gguf", "a norm weight is +inf", gg(gguf_edit("g-inf", lambda b, lay: struct.pack_into("<f", b, lay["data"] + struct.unpack_from("<Q", b, lay["tensors"]["output_norm.weight"][3])[0], float("inf")))))
     add("gguf", "token_embd.weight renamed (missing)", gg(gguf_edit("g-noembd", lambda b, lay: b.__setitem__(slice(lay["tensors"]["token_embd.weight"][0] - 17, lay["tensors"]["token_embd.weight"][0]), b"token_embX.weight"))))
     add("gguf", "tokenizer.ggml.model 'llama'", gg(gguf_edit("g-tok", lambda b, lay: b.__setitem__(slice(lay["kv"]["tokenizer.ggml.model"][2] + 8, lay["kv"]["tokenizer.ggml.model"][2] + 12), b"bert"))))
+
+    # llm.c checkpoints (-m FILE.bin): the F32 fixture (maxT 64, V 300, Vp 384, L 2, NH 3, C 24) broken
+    lc = lambda path, *a: ["generate", "-m", path, "--tokenizer", BYTELEVEL, "-p", "x", "-n", "2"] + list(a)
+    n = os.path.getsize(LLMC)
+    add("llmc", "truncated to half", lc(llmc_edit("l-half", cut=n // 2)))
+    add("llmc", "the header alone (1024 bytes)", lc(llmc_edit("l-header", cut=1024)))
+    add("llmc", "truncated inside the header (8 bytes)", lc(llmc_edit("l-8", cut=8)))
+    add("llmc", "one byte after the parameters", lc(llmc_edit("l-extra", extra=b"x")))
+    add("llmc", "magic 12345", lc(llmc_edit("l-magic", {0: 12345})))
+    add("llmc", "the debug state file's magic", lc(llmc_edit("l-state", {0: 20240327})))
+    add("llmc", "the tokenizer file's magic", lc(llmc_edit("l-tok", {0: 20240328})))
+    add("llmc", "version 4 (older BF16 layout)", lc(llmc_edit("l-v4", {1: 4})))
+    add("llmc", "version 99", lc(llmc_edit("l-v99", {1: 99})))
+    add("llmc", "version 5 (BF16) with F32 data", lc(llmc_edit("l-v5", {1: 5})))
+    add("llmc", "V 385 > Vp 384", lc(llmc_edit("l-vp", {3: 385})))
+    add("llmc", "C = 0", lc(llmc_edit("l-c0", {6: 0})))
+    add("llmc", "L = -1", lc(llmc_edit("l-lneg", {4: -1})))
+    add("llmc", "NH = 5 (C 24 not divisible)", lc(llmc_edit("l-nh", {5: 5})))
+    add("llmc", "C = 2^31 - 1", lc(llmc_edit("l-cmax", {6: 2 ** 31 - 1})))
+    add("llmc", "every field at its cap (sizes ~2^58 bytes)", lc(llmc_edit("l-caps", {2: 2 ** 20, 3: 2 ** 24, 4: 4096, 5: 2 ** 20, 6: 2 ** 20, 7: 2 ** 24})))
+    add("llmc", "a NaN in qkvw of layer 1", lc(llmc_edit("l-nan", poke=(384 * 24 + 64 * 24 + 4 * 24 + 3 * 24 * 24 + 5, float("nan")))))
+    add("llmc", "generate without --tokenizer", ["generate", "-m", LLMC, "-p", "x"])
+    add("llmc", "tokenize without --tokenizer", ["tokenize", "-m", LLMC, "x"])
+    lt = lambda tok: ["generate", "-m", LLMC, "--tokenizer", tok, "-p", "x", "-n", "2"]
+    add("llmc", "--tokenizer a missing directory", lt(os.path.join(T, "nope")))
+    add("llmc", "--tokenizer GPT-2's (50257 tokens, the model 300)", lt(GPT2TOK))
 
     add("info", "-m missing", ["info"])
     add("info", "stdout is /dev/full", info(SHIPPED), stdout="/dev/full")

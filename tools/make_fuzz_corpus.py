@@ -83,6 +83,13 @@ def main():
     for i, t in enumerate(texts):
         put("fuzz_encode", "text%d" % i, bytes([i & 1]) + t.encode("utf-8"))
     put("fuzz_encode", "invalid_utf8", b"\x00ab\xc3(\xe2\x82\xff")
+    # llm.c checkpoints (minigpt/llmc.h): the smallest model, F32 and BF16 (wte padded from 3 to 4 rows).
+    def llmc(version, maxT, V, L, NH, C, Vp):
+        n = Vp * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C
+        header = struct.pack("<256i", 20240326, version, maxT, V, L, NH, C, Vp, *([0] * 248))
+        return header + (struct.pack("<%df" % n, *[0.25] * n) if version == 3 else b"\x80\x3e" * n)
+    put("fuzz_llmc", "tiny_f32", llmc(3, 1, 1, 1, 1, 1, 1))
+    put("fuzz_llmc", "tiny_bf16", llmc(5, 2, 3, 1, 1, 2, 4))
     for i, s in enumerate(["15496 995", "0\n1\t2  50256\n", "2147483647", "", "  7  ", "12a", "-1", "2147483648"]):
         put("fuzz_id_list", "ids%d" % i, s)
 

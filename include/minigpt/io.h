@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
@@ -23,6 +24,11 @@ std::string read_regular_file(const std::filesystem::path& path, size_t max_byte
 // Everything readable from file descriptor `fd` (stdin: a pipe, a file, a device) until end of file, at most
 // `max_bytes`: more is an Error(Io) naming `source`. Never opens anything, so a pipe is read as it comes.
 std::string read_fd_capped(int fd, size_t max_bytes, const std::string& source);
+
+// Reads exactly `n` bytes at `offset` of the open file `fd` into `dst` (pread, in pieces of at most 1 GiB,
+// retried on EINTR). Throws Error(Io) naming `source` when a read fails or the file ends first (it shrank
+// after it was checked).
+void pread_exact(int fd, void* dst, uint64_t n, uint64_t offset, const std::string& source);
 
 // "16 MiB", "1.5 GiB": for messages.
 std::string format_bytes(size_t bytes);

@@ -12,6 +12,7 @@
 
 #include "minigpt/backend.h"
 #include "minigpt/config.h"
+#include "minigpt/llmc.h"
 #include "minigpt/safetensors.h"
 
 namespace minigpt {
@@ -45,6 +46,7 @@ struct ModelSummary {
   std::vector<std::string> files;                            // the weight files
   std::string
       file_type;  // a GGUF file's general.file_type as llama.cpp names it ("Q4_K - Medium"); else empty
+  std::optional<LlmcHeader> llmc;  // an llm.c checkpoint's header (version, V and the padded Vp); else unset
 };
 
 struct LoadOptions {
@@ -63,7 +65,8 @@ struct LoadOptions {
 
 class Model {
  public:
-  // Loads `dir` (config.json + model.safetensors, or shards + model.safetensors.index.json).
+  // Loads `dir` (config.json + model.safetensors, or shards + model.safetensors.index.json), a GGUF file or
+  // an llm.c checkpoint (minigpt/llmc.h).
   static std::shared_ptr<const Model> load(const std::filesystem::path& dir, const LoadOptions& options = {});
   // A model of this config with the counter-based random weights of random_weights.h, built in memory.
   static std::shared_ptr<const Model> random(const Config& config, const LoadOptions& options = {});

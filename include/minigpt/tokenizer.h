@@ -46,8 +46,9 @@ struct RawTokenizer;  // what either file format holds, before the tables are bu
 class Tokenizer {
  public:
   // Reads `dir`/tokenizer.json if it exists, else `dir`/vocab.json + `dir`/merges.txt (or, when `dir` is a
-  // file, the tokenizer of that GGUF file). Throws
-  // Error (Io, Format, Unsupported) naming the file. A directory with no weights is fine.
+  // file, the tokenizer of that GGUF file; an llm.c checkpoint has none: Error(Unsupported) asking for
+  // --tokenizer). Throws Error (Io, Format, Unsupported) naming the file. A directory with no weights is
+  // fine.
   static Tokenizer load(const std::filesystem::path& dir);
   // The same from file contents in memory (load() reads the files and calls these); `source` names the
   // file in error messages.

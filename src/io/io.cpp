@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -38,6 +39,20 @@ bool read_all(int fd, std::string& out, size_t max_bytes, const std::string& sou
 }
 
 }  // namespace
+
+void pread_exact(int fd, void* dst, uint64_t n, uint64_t offset, const std::string& source) {
+  auto* p = static_cast<char*>(dst);
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, p, size_t(std::min<uint64_t>(n, uint64_t(1) << 30)), off_t(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      throw Error(ErrorKind::Io,
+                  source + ": read failed at byte " + std::to_string(offset) + ": " +
+                      (got == 0 ? "the file is shorter than when it was opened" : std::strerror(errno)));
+    }
+    p += got, offset += uint64_t(got), n -= uint64_t(got);
+  }
+}
 
 std::string format_bytes(size_t bytes) {
   char b[32];

@@ -12,6 +12,7 @@
 #include "minigpt/error.h"
 #include "minigpt/gguf.h"
 #include "minigpt/io.h"
+#include "minigpt/llmc.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -318,6 +319,8 @@ RawTokenizer read_tokenizer_json(std::string_view text, const std::string& where
 // --- building the tables ------------------------------------------------------------------------
 
 Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
+  // llm.c keeps its tokenizer in a file of its own, token bytes without the merges: it can only decode.
+  if (is_llmc_file(dir)) throw llmc_no_tokenizer_error(dir);
   if (std::filesystem::is_regular_file(dir)) return from_gguf(*GgufFile::open(dir));  // a GGUF model file
   if (std::filesystem::exists(dir / "tokenizer.json")) {
     const auto path = dir / "tokenizer.json";

@@ -107,6 +107,7 @@ int run_attention(const AttentionCliOptions& o) {
   if (o.prompt.empty()) throw Error(ErrorKind::Argument, "-p/--prompt: the prompt is empty");
 
   const auto dir = resolve_model_dir(o.model);
+  check_tokenizer_source(o.model.tokenizer, dir);
   auto model = Model::load(dir, load_options(o.model));
   const Config& c = model->config();
   if (o.layer && (*o.layer < 0 || *o.layer >= c.n_layer)) {
@@ -115,7 +116,7 @@ int run_attention(const AttentionCliOptions& o) {
                                          std::to_string(c.n_layer) + " layers)");
   }
   const HeadChoice heads = parse_head(o.head, c.n_head);
-  const Tokenizer tok = Tokenizer::load(dir);
+  const Tokenizer tok = load_tokenizer(o.model.tokenizer, dir);
   std::vector<int32_t> ids;
   try {
     ids = tok.encode_with_specials(o.prompt, o.special);
@@ -161,6 +162,7 @@ const bool registered = register_command(
     [](CLI::App& app) {
       auto o = std::make_shared<AttentionCliOptions>();
       add_model_options(app, o->model, false);
+      add_tokenizer_option(app, o->model.tokenizer);
       app.add_option("-p,--prompt", o->prompt, "Prompt text")->required();
       app.add_option("-o,--output", o->out,
                      "Output file; its extension picks the kind: .json (every layer and head), .png or .svg "

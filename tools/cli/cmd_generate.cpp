@@ -43,12 +43,14 @@ std::string to_json_line(const json& j) { return j.dump(-1, ' ', false, json::er
 
 int run_generate(GenerateCliOptions& o) {
   const auto dir = resolve_model_dir(o.model);
+  check_tokenizer_source(o.model.tokenizer, dir);
   auto model = Model::load(dir, load_options(o.model));
-  const Tokenizer tok = Tokenizer::load(dir);
+  const Tokenizer tok = load_tokenizer(o.model.tokenizer, dir);
   if (tok.n_vocab() > model->config().n_vocab) {
-    throw Error(ErrorKind::Config, dir.string() + ": the tokenizer has " + std::to_string(tok.n_vocab()) +
-                                       " tokens but config.json's vocab_size is " +
-                                       std::to_string(model->config().n_vocab));
+    throw Error(ErrorKind::Config, (o.model.tokenizer.empty() ? dir.string() : o.model.tokenizer) +
+                                       ": the tokenizer has " + std::to_string(tok.n_vocab()) +
+                                       " tokens, more than the model's vocabulary of " +
+                                       std::to_string(model->config().n_vocab) + " (vocab_size)");
   }
   const std::string prompt_text = read_prompt(o);
   std::vector<int32_t> prompt;
@@ -131,6 +133,7 @@ const bool registered =
     register_command("generate", "Generate text from a prompt, streaming it", [](CLI::App& app) {
       auto o = std::make_shared<GenerateCliOptions>();
       add_model_options(app, o->model, false);
+      add_tokenizer_option(app, o->model.tokenizer);
       auto* prompt_opt = app.add_option_function<std::string>(
           "-p,--prompt", [o](const std::string& p) { o->prompt = p, o->prompt_given = true; },
           "Prompt text (else --file, else stdin; empty: start from BOS)");

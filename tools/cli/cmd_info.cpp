@@ -21,6 +21,7 @@ using nlohmann::json;
 
 struct InfoOptions {
   std::string model_dir;
+  std::string tokenizer;
   bool system = false;
   bool json = false;
 };
@@ -52,10 +53,10 @@ struct TokenizerSummary {
   std::string error;  // why there is none
 };
 
-TokenizerSummary tokenizer_summary(const std::string& dir) {
+TokenizerSummary tokenizer_summary(const std::string& tokenizer, const std::string& dir) {
   TokenizerSummary t;
   try {
-    const Tokenizer tok = Tokenizer::load(dir);
+    const Tokenizer tok = load_tokenizer(tokenizer, dir);
     t.present = true;
     t.n_vocab = tok.n_vocab();
     t.eos = tok.eos_id();
@@ -106,6 +107,12 @@ json model_json(const std::string& dir, const ModelSummary& s, const TokenizerSu
   j["stored_bytes"] = bytes;
   j["bits_per_weight"] = bits_per_weight(s);
   if (!s.file_type.empty()) j["file_type"] = s.file_type;
+  if (s.llmc) {
+    j["llmc"] = {{"version", s.llmc->version},
+                 {"dtype", s.llmc->version == 5 ? "BF16" : "F32"},
+                 {"n_vocab", s.llmc->n_vocab},
+                 {"n_vocab_padded", s.llmc->n_vocab_padded}};
+  }
   j["files"] = s.files;
   j["bos_token_id"] = c.bos_token_id;
   j["eos_token_id"] = c.eos_token_id;
@@ -152,6 +159,12 @@ void print_model(const std::string& dir, const ModelSummary& s, const TokenizerS
     std::printf("weights %-5s %zu bytes (%.1f MB)\n", (dtype + ":").c_str(), bytes, double(bytes) / 1e6);
   }
   if (!s.file_type.empty()) std::printf("file type:    %s (general.file_type)\n", s.file_type.c_str());
+  if (s.llmc) {
+    std::printf(
+        "source:       llm.c checkpoint, version %d (%s parameters), V %lld (wte padded to Vp %lld rows)\n",
+        int(s.llmc->version), s.llmc->version == 5 ? "BF16" : "F32", (long long)s.llmc->n_vocab,
+        (long long)s.llmc->n_vocab_padded);
+  }
   std::printf("bits/weight:  %.2f (every weight as stored)\n", bits_per_weight(s));
   std::printf("files:        %s\n", join(s.files, ", ").c_str());
   std::printf("bos / eos:    %lld / %lld\n", (long long)c.bos_token_id, (long long)c.eos_token_id);
@@ -244,7 +257,7 @@ int run_info(const InfoOptions& o) {
   }
   if (!o.model_dir.empty()) {
     const ModelSummary s = Model::inspect(o.model_dir);  // headers only: no weight is read
-    const TokenizerSummary tok = tokenizer_summary(o.model_dir);
+    const TokenizerSummary tok = tokenizer_summary(o.tokenizer, o.model_dir);
     if (o.json) {
       out["model"] = model_json(o.model_dir, s, tok);
     } else {
@@ -260,7 +273,9 @@ const bool registered = register_command(
     "Show a model's config, size and context length (-m), or what this build and machine offer (--system)",
     [](CLI::App& app) {
       auto o = std::make_shared<InfoOptions>();
-      app.add_option("-m,--model", o->model_dir, "Model directory (config.json + model.safetensors)");
+      app.add_option("-m,--model", o->model_dir,
+                     "Model directory (config.json + model.safetensors), GGUF file or llm.c checkpoint");
+      add_tokenizer_option(app, o->tokenizer);
       app.add_flag("--system", o->system,
                    "Show this build and machine: CPU, kernels, BLAS, backends and devices");
       app.add_flag("--json", o->json, "Print one JSON object (\"system\" and/or \"model\")");

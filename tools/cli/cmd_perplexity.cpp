@@ -101,10 +101,11 @@ int run_perplexity(const PerplexityCliOptions& o) {
   // The text first: a missing file is reported before the model is loaded.
   const std::string text =
       o.file.empty() ? std::string() : read_regular_file(o.file, kMaxTextBytes, "text file");
+  if (!o.file.empty()) check_tokenizer_source(o.model.tokenizer, dir);
   auto model = Model::load(dir, load_options(o.model));
   // Only a text needs the tokenizer (a --kl-divergence run takes the reference's tokens).
   std::optional<Tokenizer> tok;
-  if (!o.file.empty()) tok.emplace(Tokenizer::load(dir));
+  if (!o.file.empty()) tok.emplace(load_tokenizer(o.model.tokenizer, dir));
 
   const int64_t model_ctx = model->config().n_ctx;
   int64_t n_ctx = context_size(o.ctx_size, model_ctx);
@@ -280,6 +281,7 @@ bool registered = register_command(
     [](CLI::App& app) -> std::function<int()> {
       auto o = std::make_shared<PerplexityCliOptions>();
       add_model_options(app, o->model, false);
+      add_tokenizer_option(app, o->model.tokenizer);
       app.add_option("-f,--file", o->file, "The text to score");
       app.add_option_function<int64_t>(
           "-c,--ctx-size", [o](const int64_t& c) { o->ctx_size = c; },

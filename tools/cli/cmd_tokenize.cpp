@@ -16,6 +16,7 @@ namespace {
 
 struct TokenizeOptions {
   std::string model_dir;
+  std::string tokenizer;
   std::string text;
   std::string file;
   bool json = false;
@@ -36,7 +37,9 @@ bool registered = register_command(
     "tokenize", "Text to GPT-2 token ids (stdin when neither TEXT nor --file), or ids to text with --decode",
     [](CLI::App& app) -> std::function<int()> {
       auto o = std::make_shared<TokenizeOptions>();
-      app.add_option("-m,--model", o->model_dir, "Model (or tokenizer-only) directory")->required();
+      app.add_option("-m,--model", o->model_dir, "Model (or tokenizer-only) directory, or GGUF file")
+          ->required();
+      add_tokenizer_option(app, o->tokenizer);
       auto* text_opt = app.add_option("text", o->text, "The text (or, with --decode, the ids)");
       app.add_option("--file", o->file, "Read the text (or ids) from this file")->excludes(text_opt);
       app.add_flag("--json", o->json, "Print {\"ids\": [...], \"tokens\": [...]}");
@@ -48,7 +51,7 @@ bool registered = register_command(
           "Leave out the special tokens that tokenizer.json's post_processor puts around the text (e.g. a "
           "BOS), as tokenizers' add_special_tokens=False");
       return [o, text_opt]() {
-        Tokenizer tok = Tokenizer::load(o->model_dir);
+        Tokenizer tok = load_tokenizer(o->tokenizer, o->model_dir);
         std::string input = read_input(*o, text_opt->count() > 0);
         if (o->decode) {
           write_out(tok.decode(parse_ids(input)));

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "minigpt/error.h"
+#include "minigpt/llmc.h"
 #include "minigpt/registry.h"
 
 namespace minigpt::cli {
@@ -29,7 +30,8 @@ CLI::Validator backend_validator() {
 
 void add_model_options(CLI::App& app, ModelOptions& o, bool model_required) {
   auto* m = app.add_option("-m,--model", o.dir,
-                           "Model directory (config.json, model.safetensors, tokenizer files)");
+                           "Model directory (config.json, model.safetensors, tokenizer files), GGUF file or "
+                           "llm.c checkpoint (.bin)");
   if (model_required) m->required();
   app.add_option("-t,--threads", o.threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 1024));
   app.add_option("--dtype", o.dtype, "Weight dtype to compute in: f32, f16, bf16, or stored (as in the file)")
@@ -72,6 +74,21 @@ LoadOptions load_options(const ModelOptions& o) {
   bo.device = o.device;
   lo.backend = make_backend(o.backend, bo);
   return lo;
+}
+
+void add_tokenizer_option(CLI::App& app, std::string& tokenizer) {
+  app.add_option(
+      "--tokenizer", tokenizer,
+      "Tokenizer directory (tokenizer.json, or vocab.json + merges.txt) instead of the model's own; "
+      "needed for an llm.c checkpoint");
+}
+
+Tokenizer load_tokenizer(const std::string& tokenizer, const std::filesystem::path& model) {
+  return Tokenizer::load(tokenizer.empty() ? model : std::filesystem::path(tokenizer));
+}
+
+void check_tokenizer_source(const std::string& tokenizer, const std::filesystem::path& model) {
+  if (tokenizer.empty() && is_llmc_file(model)) throw llmc_no_tokenizer_error(model);
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "minigpt/model.h"
+#include "minigpt/tokenizer.h"
 
 namespace minigpt::cli {
 
@@ -20,6 +21,8 @@ struct ModelOptions {
   std::string dtype = "stored";
   std::string backend = "cpu";  // a name of the backend registry (minigpt/registry.h)
   int device = 0;
+  std::string tokenizer;  // --tokenizer DIR: where the tokenizer is (an llm.c checkpoint has none); empty:
+                          // the model's
 };
 
 // The registry's backend names, "cpu, cuda".
@@ -32,6 +35,13 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool model_required);
 // The model directory: -m, or models/shakespeare-char (here, beside the executable, or in the source tree).
 std::filesystem::path resolve_model_dir(const ModelOptions& o);
 LoadOptions load_options(const ModelOptions& o);
+// Adds --tokenizer DIR, for the commands that encode text.
+void add_tokenizer_option(CLI::App& app, std::string& tokenizer);
+// The tokenizer of --tokenizer DIR when given, else the model's own (`model`: a directory or a GGUF file).
+Tokenizer load_tokenizer(const std::string& tokenizer, const std::filesystem::path& model);
+// Refuses an llm.c checkpoint without --tokenizer before its weights are loaded (load_tokenizer would,
+// after).
+void check_tokenizer_source(const std::string& tokenizer, const std::filesystem::path& model);
 
 // The context (KV-cache positions) for -c/--ctx-size: by default the model's, but at most 4096, so that a
 // config with a huge n_positions does not allocate gigabytes for a short run; 0 = all of the model's.
