@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(cmake g++ make pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev libpcre2-dev
+PACKAGES=(cmake g++ make pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libicu-dev
           libgtest-dev googletest curl python3 clang-format libcairo2-dev fonts-dejavu-core)
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -429,7 +429,7 @@ TEST(TokenizerLoad, ClearErrors) {
     TempDir dir("normalizer");
     dir.write(
         "tokenizer.json",
-        R"({"normalizer": {"type": "NFC"}, "pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {}}})");
-    expect_load_error(dir.path, ErrorKind::Unsupported, "normalizer");
+        R"({"normalizer": {"type": "NFKC"}, "pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {}}})");
+    expect_load_error(dir.path, ErrorKind::Unsupported, "normalizer 'NFKC' is not supported");
   }
 }

@@ -77,6 +77,36 @@ def main():
                     "merges": [m.split(" ") for m in merges[:20]] + merges[20:]}}
     put("fuzz_tokenizer_load", "tokenizer_json", b"\x00" + json.dumps(tj, separators=(",", ":")).encode())
 
+    # GPT-NeoX's shape (NFC, non-special runs of spaces) with every added-token flag minigpt applies, and
+    # StarCoder's Sequence[Digits, ByteLevel] with an OPT-like template.
+    def added(i, content, special, normalized, lstrip=False, rstrip=False):
+        return {"id": i, "content": content, "single_word": False, "lstrip": lstrip, "rstrip": rstrip,
+                "normalized": normalized, "special": special}
+    neox = {"version": "1.0", "normalizer": {"type": "NFC"},
+            "added_tokens": [added(50256, "<|endoftext|>", True, False), added(50257, "  ", False, True),
+                             added(50258, "   ", False, True), added(50259, "<mask>", True, False, lstrip=True),
+                             added(50260, "[R]", False, True, rstrip=True), added(50261, "cafe\u0301", False, True),
+                             added(50262, "e\u0301!", False, False, lstrip=True, rstrip=True)],
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True},
+            "post_processor": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True},
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                      "end_of_word_suffix": None, "fuse_unk": False, "vocab": vocab, "merges": merges}}
+    put("fuzz_tokenizer_load", "tokenizer_json_neox", b"\x00" + json.dumps(neox, separators=(",", ":")).encode())
+    star = {"version": "1.0", "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFC"}]},
+            "added_tokens": [added(50256, "<|endoftext|>", True, False), added(50257, "<fim_prefix>", True, False)],
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                {"type": "Digits", "individual_digits": True},
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]},
+            "post_processor": {"type": "TemplateProcessing",
+                               "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}},
+                                          {"Sequence": {"id": "A", "type_id": 0}}],
+                               "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [50256],
+                                                                    "tokens": ["<|endoftext|>"]}}},
+            "model": {"type": "BPE", "vocab": vocab, "merges": merges, "byte_fallback": False,
+                      "ignore_merges": False}}
+    put("fuzz_tokenizer_load", "tokenizer_json_starcoder",
+        b"\x00" + json.dumps(star, separators=(",", ":")).encode())
+
     texts = ["Hello world", "ROMEO:\nWhat say'st thou?  It's 12345 o'clock...\n\n",
              "\u00e9t\u00e9 \u4e2d\u6587 \U0001F600 \u0939\u093f\u0928\u094d\u0926\u0940", "<|endoftext|>x<|endoftext|>",
              "   \t\r\n  a  ", "I'm we'll they've DON'T 's"]

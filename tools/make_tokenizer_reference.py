@@ -163,8 +163,9 @@ def codepoint_text(lo, hi):
 
 def write_unicode_extra(path, pre):
     """Letters and numbers of Unicode versions newer than PCRE2's tables (Debian 12: PCRE2 10.42 =
-    Unicode 14.0), as HF tokenizers' engine classifies them. Candidates are the code points Python's
-    unicodedata (also 14.0 on Python 3.11) calls unassigned; each one's class comes from HF itself."""
+    Unicode 14.0), as HF tokenizers' engine classifies them, and the numeric characters of its Digits
+    pre-tokenizer (Rust's char::is_numeric, whose Unicode is newer still). Candidates are the code points
+    Python's unicodedata (also 14.0 on Python 3.11) calls unassigned; each one's class comes from HF itself."""
     import unicodedata
     if unicodedata.unidata_version != "14.0.0":
         print(f"unicodedata is {unicodedata.unidata_version}, not 14.0.0: leaving {path} as it is", file=sys.stderr)
@@ -177,17 +178,35 @@ def write_unicode_extra(path, pre):
             return "N"
         return None
 
-    ranges = {"L": [], "N": []}
+    # tokenizers' Digits pre-tokenizer (Rust's char::is_numeric), for StarCoder's Sequence[Digits, ByteLevel].
+    digits = pre_tokenizers.Digits(individual_digits=True)
+
+    def hf_numeric(c):
+        return len(digits.pre_tokenize_str("a" + c + "a")) == 3
+
+    ranges = {"L": [], "N": [], "NUMERIC": []}
+
+    def add(k, cp):
+        r = ranges[k]
+        if r and r[-1][1] == cp - 1:
+            r[-1][1] = cp
+        else:
+            r.append([cp, cp])
+
     for cp in range(0x110000):
-        if 0xD800 <= cp <= 0xDFFF or unicodedata.category(chr(cp)) != "Cn":
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        category = unicodedata.category(chr(cp))
+        if category != "Cn":
+            # Assigned in PCRE2's Unicode too: its \p{N} must already be what Digits calls numeric.
+            if hf_numeric(chr(cp)) != category.startswith("N"):
+                sys.exit(f"Digits and \\p{{N}} disagree on assigned U+{cp:04X} ({category}): extend the pattern")
             continue
         k = hf_class(chr(cp))
         if k:
-            r = ranges[k]
-            if r and r[-1][1] == cp - 1:
-                r[-1][1] = cp
-            else:
-                r.append([cp, cp])
+            add(k, cp)
+        if hf_numeric(chr(cp)):
+            add("NUMERIC", cp)
 
     def spell(rs):
         return "".join("\\\\x{%X}" % a if a == b else "\\\\x{%X}-\\\\x{%X}" % (a, b) for a, b in rs)
@@ -199,6 +218,8 @@ def write_unicode_extra(path, pre):
                 "#pragma once\n\n")
         f.write('#define MINIGPT_EXTRA_L "%s"\n' % spell(ranges["L"]))
         f.write('#define MINIGPT_EXTRA_N "%s"\n' % spell(ranges["N"]))
+        f.write("// Numeric (Rust's char::is_numeric, tokenizers' Digits pre-tokenizer) after Unicode 14.0.\n")
+        f.write('#define MINIGPT_EXTRA_NUMERIC "%s"\n' % spell(ranges["NUMERIC"]))
 
 
 def main():

@@ -1,17 +1,33 @@
-// GPT-2 byte-level BPE: the tokenizer of GPT-2 and of the project's byte-level models.
+// Byte-level BPE: the tokenizers of GPT-2, GPT-NeoX / Pythia, OPT, StarCoder (gpt_bigcode) and of the
+// project's byte-level models.
 //
 // Behaviour, decided once here:
 // - Input text must be valid UTF-8. encode() throws Error(ErrorKind::Argument, "... byte offset N")
 //   otherwise: Hugging Face `tokenizers` only accepts str, so there is no reference behaviour to copy,
 //   and an error is better than a silent U+FFFD substitution.
-// - Special tokens (`added_tokens` of tokenizer.json; `<|endoftext|>` for vocab.json + merges.txt)
-//   are recognised in the text only with allow_special = true (tiktoken's `allowed_special="all"`);
-//   otherwise "<|endoftext|>" in the text is ordinary text (tiktoken's `disallowed_special=()`).
-//   The flags lstrip / rstrip / single_word / normalized of added tokens are not applied (GPT-2's
-//   <|endoftext|> has them all false): an added token matches exactly where its text occurs.
+// - Added tokens (`added_tokens` of tokenizer.json; `<|endoftext|>` for vocab.json + merges.txt; control and
+//   user-defined tokens of a GGUF file) split the text before anything else, as `tokenizers` does:
+//   leftmost, then longest. A special one ("special": true, a GGUF control token) is recognised only with
+//   allow_special = true (tiktoken's `allowed_special="all"`); otherwise its text is ordinary text
+//   (tiktoken's `disallowed_special=()`, `tokenizers`' encode_special_tokens = True). A non-special one
+//   (GPT-NeoX's runs of spaces, a GGUF user-defined token) is part of the vocabulary and always recognised.
+//   Their flags as `tokenizers` applies them: "normalized": false tokens are matched in the text as given,
+//   first; then each piece between them is normalized and "normalized": true tokens (their content
+//   normalized too) are matched in it; "lstrip" / "rstrip" take the Unicode white space before / after the
+//   token into it. "single_word": true is refused (Error(Unsupported)). A flag the file leaves out is false,
+//   but "special", which is true (as before the flags were read). decode() gives an added token's content.
+// - The normalizer of tokenizer.json: none, or NFC (alone or in a Sequence), which GPT-NeoX has. NFC is
+//   `tokenizers`' own: Unicode 9.0's (ICU's NFC restricted to the code points of Unicode 9.0, see
+//   src/tokenizer/normalizer.h). ASCII and already-NFC text is not copied. decode() returns the normalized
+//   text: "e\u0301" encodes as "\u00e9" does. Other normalizers are refused (Error(Unsupported)).
 // - Pre-tokenization is GPT-2's regex on PCRE2 (UTF, UCP, JIT), \s spelled as Unicode White_Space,
 //   and \p{L} / \p{N} widened by the letters and numbers assigned after PCRE2's Unicode tables
-//   (src/tokenizer/unicode_extra.h), so that the splits match HF tokenizers over all code points.
+//   (src/tokenizer/unicode_extra.h), so that the splits match HF tokenizers over all code points. The
+//   pre_tokenizer of tokenizer.json is ByteLevel (add_prefix_space false, use_regex true), optionally after
+//   Digits (individual_digits true or false) in a Sequence, as StarCoder's: numeric characters (Rust's
+//   char::is_numeric) are split off first, one by one or in runs. Any other pre-tokenizer is refused.
+// - The BPE model: dropout, continuing_subword_prefix, end_of_word_suffix, byte_fallback and ignore_merges
+//   must be unset (null, "", false or 0, as GPT-2, GPT-NeoX, OPT and StarCoder have them); else refused.
 // - The post_processor of tokenizer.json (what `tokenizers` adds around the ids when asked to add
 //   special tokens) is applied by encode_with_specials() only; encode() returns the ids of the text
 //   alone. Accepted: none (null), ByteLevel (it only moves offsets, ids are unchanged),
@@ -19,6 +35,7 @@
 //   "A"; "pair" is ignored, minigpt never encodes pairs), and a Sequence of these with at most one
 //   TemplateProcessing. Any other processor (BertProcessing, RobertaProcessing, ...) is refused with
 //   Error(Unsupported), a malformed template or one naming ids the tokenizer lacks with Error(Format).
+// - Every refusal is one line naming the file and the component ("normalizer 'NFKC' is not supported").
 // - decode() returns raw bytes: a sequence of ids may end inside a multi-byte character. Use
 //   StreamDecoder to print text while generating.
 // - A Tokenizer is immutable after load; encode() and decode() may be called from many threads at
@@ -41,6 +58,7 @@ class GgufFile;
 namespace tokenizer_detail {
 class PreTokenizer;   // the compiled GPT-2 split pattern (PCRE2), see src/tokenizer/pretokenizer.h
 struct RawTokenizer;  // what either file format holds, before the tables are built
+class PieceCache;     // the ids of the pre-tokens one encode() call has seen
 }  // namespace tokenizer_detail
 
 class Tokenizer {
@@ -75,8 +93,14 @@ class Tokenizer {
   // The ids the template puts before and after the text (empty without a TemplateProcessing).
   std::span<const int32_t> special_prefix() const { return special_prefix_; }
   std::span<const int32_t> special_suffix() const { return special_suffix_; }
-  // The GPT-2 pre-tokens of `text` (views into it); encode() merges each one on its own.
+  // The pre-tokens of `text` (views into it), Digits' splits included; encode() merges each one on its own.
+  // As `tokenizers`' pre_tokenizer.pre_tokenize_str: the text as given (not normalized), added tokens not
+  // split off.
   std::vector<std::string_view> pre_tokenize(std::string_view text) const;
+  // The normalizer's output (NFC for GPT-NeoX), or the text itself when tokenizer.json has no normalizer;
+  // `tokenizers`' normalizer.normalize_str. Throws Error(Argument) for invalid UTF-8.
+  std::string normalize(std::string_view text) const;
+  bool has_normalizer() const { return nfc_; }
   // Throws Error(Argument) for an id outside [0, n_vocab()) or one no token has.
   std::string decode(std::span<const int32_t> ids) const;
   // The bytes one token stands for (a special token: its text).
@@ -102,11 +126,32 @@ class Tokenizer {
     int32_t rank;
     int32_t id;
   };
-  void sort_specials();
+  // An added token, with the flags `tokenizers` applies.
+  struct AddedToken {
+    std::string content;  // as the file gives it: what decode() gives and special_id() looks up
+    std::string match;    // what is matched: content, normalized when the token is and there is a normalizer
+    int32_t id = 0;
+    bool special = true;      // recognised only with allow_special
+    bool normalized = false;  // matched in the normalized text (second pass), not the text as given
+    bool lstrip = false, rstrip = false;
+  };
+  // The added tokens matched in one pass: indices into added_, longest match first, and which bytes can
+  // start one.
+  struct AddedPass {
+    std::vector<uint32_t> tokens;
+    bool starts[256] = {};
+    bool any_plain = false;  // holds a non-special token (so the pass runs without allow_special)
+    bool active(bool allow_special) const { return allow_special ? !tokens.empty() : any_plain; }
+  };
+  void index_added();
+  template <typename OnText>
+  void split_added(std::string_view text, const AddedPass& pass, bool allow_special, OnText&& on_text,
+                   std::vector<int32_t>& out) const;
   void bpe(std::string_view piece, std::vector<int32_t>& out) const;
   void bpe_short(std::string_view piece, std::vector<int32_t>& out) const;
   void bpe_long(std::string_view piece, std::vector<int32_t>& out) const;
-  void encode_ordinary(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_ordinary(std::string_view text, std::vector<int32_t>& out,
+                       tokenizer_detail::PieceCache& cache) const;
   const Merge* find_merge(int32_t left, int32_t right) const;
 
   int32_t n_vocab_ = 0;
@@ -122,8 +167,10 @@ class Tokenizer {
   std::vector<MergeSlot> merge_slots_;
   size_t n_merges_ = 0;
   void add_merge(uint64_t key, Merge m);
-  std::vector<std::pair<std::string, int32_t>> specials_;  // added tokens, longest first
-  std::vector<int32_t> special_prefix_, special_suffix_;   // the post_processor's template around the text
+  std::vector<AddedToken> added_;                         // in the file's order
+  AddedPass raw_pass_, normalized_pass_;                  // "normalized": false tokens, then true ones
+  bool nfc_ = false;                                      // the normalizer is NFC
+  std::vector<int32_t> special_prefix_, special_suffix_;  // the post_processor's template around the text
   // Shared so that a Tokenizer copies cheaply; the compiled pattern is immutable.
   std::shared_ptr<const tokenizer_detail::PreTokenizer> pre_;
 };

@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstring>
 #include <fstream>
+#include <list>
 #include <nlohmann/json.hpp>
 #include <queue>
 #include <sstream>
@@ -13,22 +14,34 @@
 #include "minigpt/gguf.h"
 #include "minigpt/io.h"
 #include "minigpt/llmc.h"
+#include "tokenizer/normalizer.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/utf8.h"
 
 namespace minigpt {
 
+using tokenizer_detail::Digits;
 using tokenizer_detail::PreTokenizer;
 using tokenizer_detail::Utf8Status;
 using json = nlohmann::json;
 
 namespace tokenizer_detail {
+// An added token as a file gives it (tokenizer.json's added_tokens; see Tokenizer::AddedToken).
+struct RawAdded {
+  std::string content;
+  int64_t id = 0;
+  bool special = true, normalized = false, lstrip = false, rstrip = false;
+};
+
 // What load() gathers from either file format before building the tables.
 struct RawTokenizer {
   std::vector<std::pair<std::string, int64_t>> vocab;       // symbol, id
   std::vector<std::pair<std::string, std::string>> merges;  // left, right symbols, by rank
   std::vector<size_t> merge_lines;                          // where each merge came from
-  std::vector<std::pair<std::string, int64_t>> specials;    // content, id
+  std::vector<RawAdded> added;
+  bool nfc = false;              // the normalizer is NFC
+  Digits digits = Digits::none;  // a Digits pre-tokenizer before ByteLevel
+  int byte_level = 0;            // how many ByteLevel pre-tokenizers (exactly one is accepted)
   // The post_processor's "single" template: the special tokens it puts before and after the text, as
   // (name in special_tokens, id); checked against the vocabulary by build().
   std::vector<std::pair<std::string, int64_t>> template_prefix, template_suffix;
@@ -129,6 +142,13 @@ std::string json_quote(const json& v) {
   return q.size() > 60 ? q.substr(0, 57) + "..." : q;
 }
 
+// A component's "type" in a message: 'NFKC' (escaped as JSON escapes it, so still one line).
+std::string type_name(const std::string& type) {
+  std::string q = json_quote(type);
+  if (q.size() >= 2 && q.front() == '"' && q.back() == '"') return "'" + q.substr(1, q.size() - 2) + "'";
+  return q;
+}
+
 uint64_t pair_key(int32_t left, int32_t right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
@@ -171,32 +191,101 @@ RawTokenizer read_vocab_merges(std::string_view vocab_json, std::string_view mer
   }
   // GPT-2's files carry no list of special tokens; <|endoftext|> is the one GPT-2 uses.
   for (auto& [sym, id] : raw.vocab)
-    if (sym == "<|endoftext|>") raw.specials.emplace_back(sym, id);
+    if (sym == "<|endoftext|>") raw.added.push_back({sym, id});
   return raw;
 }
 
-// Only what GPT-2 uses is accepted; anything else would silently give different ids. (The
-// post_processor is read, and refused where minigpt cannot apply it, by read_post_processor.)
-void check_tokenizer_json_options(const json& j, const std::string& where) {
-  auto is_null_or = [&](const json& obj, const char* key, const json& ok) {
-    return !obj.contains(key) || obj[key].is_null() || obj[key] == ok;
+const json& type_of(const json& component, const std::string& where, const char* what) {
+  if (!component.is_object() || !component.contains("type") || !component["type"].is_string())
+    throw Error(ErrorKind::Format, where + ": " + what + " is not an object with a string \"type\"");
+  return component["type"];
+}
+
+// The normalizer: none, NFC, or a Sequence of these (NFC after NFC changes nothing).
+void read_normalizer(const json& n, const std::string& where, RawTokenizer& raw, int depth = 0) {
+  if (n.is_null()) return;
+  const std::string& type = type_of(n, where, "normalizer").get_ref<const std::string&>();
+  if (type == "NFC") {
+    raw.nfc = true;
+    return;
+  }
+  if (type == "Sequence") {
+    if (depth >= 16)
+      throw Error(ErrorKind::Format, where + ": normalizer: Sequences nested more than 16 deep");
+    if (!n.contains("normalizers") || !n["normalizers"].is_array())
+      throw Error(ErrorKind::Format, where + ": normalizer Sequence: \"normalizers\" is not a list");
+    for (const json& part : n["normalizers"]) read_normalizer(part, where, raw, depth + 1);
+    return;
+  }
+  throw Error(ErrorKind::Unsupported,
+              where + ": normalizer " + type_name(type) + " is not supported (NFC and a Sequence of it are)");
+}
+
+// The pre_tokenizer: ByteLevel, alone or last in a Sequence after Digits (StarCoder's). Digits after
+// ByteLevel would split the byte symbols of numeric characters ('\u00b2' stands for byte 0xB2): refused.
+void read_pre_tokenizer(const json& p, const std::string& where, RawTokenizer& raw, int depth = 0) {
+  auto is_null_or = [&](const char* key, const json& ok) {
+    return !p.contains(key) || p[key].is_null() || p[key] == ok;
   };
-  if (j.contains("normalizer") && !j["normalizer"].is_null())
-    throw Error(ErrorKind::Unsupported, where + ": a normalizer is not supported (GPT-2 has none)");
-  const json& pre = j.value("pre_tokenizer", json());
-  if (!pre.is_object() || pre.value("type", "") != "ByteLevel")
-    throw Error(ErrorKind::Unsupported, where + ": only the ByteLevel pre_tokenizer is supported");
-  if (!is_null_or(pre, "add_prefix_space", false) || !is_null_or(pre, "use_regex", true))
+  if (p.is_null())
     throw Error(ErrorKind::Unsupported,
-                where + ": ByteLevel with add_prefix_space or without use_regex is not supported");
-  const json& model = j["model"];
-  if (!is_null_or(model, "dropout", 0.0) || !is_null_or(model, "continuing_subword_prefix", "") ||
-      !is_null_or(model, "end_of_word_suffix", "") || !is_null_or(model, "byte_fallback", false) ||
-      !is_null_or(model, "ignore_merges", false))
-    throw Error(ErrorKind::Unsupported,
-                where +
-                    ": BPE options dropout, continuing_subword_prefix, end_of_word_suffix, byte_fallback, "
-                    "ignore_merges are not supported");
+                where + ": no pre_tokenizer: only byte-level BPE (ByteLevel) is supported");
+  const std::string& type = type_of(p, where, "pre_tokenizer").get_ref<const std::string&>();
+  if (type == "ByteLevel") {
+    if (!is_null_or("add_prefix_space", false) || !is_null_or("use_regex", true))
+      throw Error(
+          ErrorKind::Unsupported,
+          where + ": pre_tokenizer ByteLevel with add_prefix_space or without use_regex is not supported");
+    if (++raw.byte_level > 1)
+      throw Error(ErrorKind::Unsupported,
+                  where + ": pre_tokenizer: more than one ByteLevel is not supported");
+    return;
+  }
+  if (type == "Digits") {
+    if (raw.byte_level > 0)
+      throw Error(
+          ErrorKind::Unsupported,
+          where + ": pre_tokenizer Digits after ByteLevel is not supported (before it, as StarCoder's, is)");
+    bool individual = false;  // tokenizers' default
+    if (p.contains("individual_digits") && !p["individual_digits"].is_null()) {
+      if (!p["individual_digits"].is_boolean())
+        throw Error(ErrorKind::Format,
+                    where + ": pre_tokenizer Digits: individual_digits is not true or false");
+      individual = p["individual_digits"].get<bool>();
+    }
+    // Individual after contiguous splits the runs again; contiguous after individual changes nothing.
+    if (individual || raw.digits == Digits::individual)
+      raw.digits = Digits::individual;
+    else
+      raw.digits = Digits::contiguous;
+    return;
+  }
+  if (type == "Sequence") {
+    if (depth >= 16)
+      throw Error(ErrorKind::Format, where + ": pre_tokenizer: Sequences nested more than 16 deep");
+    if (!p.contains("pretokenizers") || !p["pretokenizers"].is_array())
+      throw Error(ErrorKind::Format, where + ": pre_tokenizer Sequence: \"pretokenizers\" is not a list");
+    for (const json& part : p["pretokenizers"]) read_pre_tokenizer(part, where, raw, depth + 1);
+    return;
+  }
+  throw Error(ErrorKind::Unsupported,
+              where + ": pre_tokenizer " + type_name(type) +
+                  " is not supported (ByteLevel, after Digits in a Sequence or alone, is)");
+}
+
+// The BPE options GPT-2, GPT-NeoX, OPT and StarCoder leave unset; anything else would silently give
+// different ids.
+void check_bpe_options(const json& model, const std::string& where) {
+  static const std::pair<const char*, json> kUnset[] = {{"dropout", 0.0},
+                                                        {"continuing_subword_prefix", ""},
+                                                        {"end_of_word_suffix", ""},
+                                                        {"byte_fallback", false},
+                                                        {"ignore_merges", false}};
+  for (const auto& [key, unset] : kUnset) {
+    if (model.contains(key) && !model[key].is_null() && model[key] != unset)
+      throw Error(ErrorKind::Unsupported,
+                  where + ": model BPE with " + key + " " + json_quote(model[key]) + " is not supported");
+  }
 }
 
 // A TemplateProcessing's "single" template: {"SpecialToken": {"id": NAME, "type_id": n}} pieces around
@@ -269,8 +358,8 @@ void read_post_processor(const json& pp, const std::string& where, RawTokenizer&
     return;
   }
   throw Error(ErrorKind::Unsupported,
-              where + ": post_processor '" + type +
-                  "' is not supported (ByteLevel, TemplateProcessing and a Sequence of them are)");
+              where + ": post_processor " + type_name(type) +
+                  " is not supported (ByteLevel, TemplateProcessing and a Sequence of them are)");
 }
 
 RawTokenizer read_tokenizer_json(std::string_view text, const std::string& where) {
@@ -282,7 +371,12 @@ RawTokenizer read_tokenizer_json(std::string_view text, const std::string& where
   if (model.value("type", "") != "BPE")
     throw Error(ErrorKind::Unsupported,
                 where + ": model type \"" + model.value("type", "") + "\" is not BPE");
-  check_tokenizer_json_options(j, where);
+  check_bpe_options(model, where);
+  read_normalizer(j.value("normalizer", json()), where, raw);
+  read_pre_tokenizer(j.value("pre_tokenizer", json()), where, raw);
+  if (raw.byte_level == 0)
+    throw Error(ErrorKind::Unsupported,
+                where + ": the pre_tokenizer has no ByteLevel: only byte-level BPE is supported");
   if (j.contains("post_processor")) read_post_processor(j["post_processor"], where, raw);
   if (!model.contains("vocab")) throw Error(ErrorKind::Format, where + ": model has no \"vocab\"");
   read_vocab_object(model["vocab"], where, raw);
@@ -309,7 +403,24 @@ RawTokenizer read_tokenizer_json(std::string_view text, const std::string& where
         !a["content"].is_string())
       throw Error(ErrorKind::Format,
                   where + ": an added token lacks an integer \"id\" or a string \"content\"");
-    raw.specials.emplace_back(a["content"].get<std::string>(), a["id"].get<int64_t>());
+    tokenizer_detail::RawAdded r{a["content"].get<std::string>(), a["id"].get<int64_t>()};
+    // tokenizers requires every flag; a file that leaves one out gets minigpt's earlier behaviour (a
+    // special token matched exactly where its text occurs).
+    auto flag = [&](const char* key, bool unset) {
+      if (!a.contains(key) || a[key].is_null()) return unset;
+      if (!a[key].is_boolean())
+        throw Error(ErrorKind::Format, where + ": added token " + json_quote(r.content) + ": \"" + key +
+                                           "\" is not true or false");
+      return a[key].get<bool>();
+    };
+    r.special = flag("special", true);
+    r.normalized = flag("normalized", false);
+    r.lstrip = flag("lstrip", false);
+    r.rstrip = flag("rstrip", false);
+    if (flag("single_word", false))
+      throw Error(ErrorKind::Unsupported,
+                  where + ": added token " + json_quote(r.content) + ": single_word is not supported");
+    raw.added.push_back(std::move(r));
   }
   return raw;
 }
@@ -373,12 +484,14 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
     if (types->type != GgufType::ARRAY || types->items.size() != tokens.size())
       throw Error(ErrorKind::Format, where + ": tokenizer.ggml.token_type is not one integer per token");
     for (size_t i = 0; i < tokens.size(); ++i) {
+      // A control token is special; a user-defined one is always recognised, as llama.cpp does
+      // (following tokenizers' non-special added tokens).
       const int64_t t = types->items[i].i;
-      if (t == 3 || t == 4) raw.specials.emplace_back(tokens[i], int64_t(i));
+      if (t == 3 || t == 4) raw.added.push_back({tokens[i], int64_t(i), /*special=*/t == 3});
     }
   } else {
     for (auto& [sym, id] : raw.vocab)
-      if (sym == "<|endoftext|>") raw.specials.emplace_back(sym, id);
+      if (sym == "<|endoftext|>") raw.added.push_back({sym, id});
   }
   const GgufValue* add_bos = f.find_value("tokenizer.ggml.add_bos_token");
   if (add_bos != nullptr && add_bos->type == GgufType::BOOL && add_bos->i != 0) {
@@ -413,12 +526,12 @@ Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
     max_id = std::max(max_id, id);
     sym_to_id.emplace(sym, static_cast<int32_t>(id));
   }
-  for (auto& [content, id] : raw.specials) {
-    if (id < 0 || id >= kMaxId)
-      throw Error(ErrorKind::Format, where + ": special token \"" + content + "\" has id " +
-                                         std::to_string(id) + ", out of range");
-    if (content.empty()) throw Error(ErrorKind::Format, where + ": a special token is empty");
-    max_id = std::max(max_id, id);
+  for (const auto& a : raw.added) {
+    if (a.id < 0 || a.id >= kMaxId)
+      throw Error(ErrorKind::Format, where + ": special token \"" + a.content + "\" has id " +
+                                         std::to_string(a.id) + ", out of range");
+    if (a.content.empty()) throw Error(ErrorKind::Format, where + ": a special token is empty");
+    max_id = std::max(max_id, a.id);
   }
   t.n_vocab_ = static_cast<int32_t>(max_id + 1);
   t.id_bytes_.assign(t.n_vocab_, std::string());
@@ -432,14 +545,25 @@ Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
     t.id_symbols_[id] = sym;
     t.id_bytes_[id] = symbol_to_bytes(sym);
   }
-  for (auto& [content, id] : raw.specials) {
-    // A special token stands for its text as is, even where the vocabulary also has its id.
-    t.has_id_[id] = true;
-    t.id_symbols_[id] = content;
-    t.id_bytes_[id] = content;
-    t.specials_.emplace_back(content, static_cast<int32_t>(id));
+  t.nfc_ = raw.nfc;
+  if (t.nfc_) tokenizer_detail::nfc_check_available();
+  for (const auto& a : raw.added) {
+    // An added token stands for its text as is, even where the vocabulary also has its id.
+    t.has_id_[a.id] = true;
+    t.id_symbols_[a.id] = a.content;
+    t.id_bytes_[a.id] = a.content;
+    AddedToken at{a.content, a.content, static_cast<int32_t>(a.id), a.special, a.normalized,
+                  a.lstrip,  a.rstrip};
+    // tokenizers matches a normalized token by its normalized content.
+    if (at.normalized && t.nfc_) {
+      if (tokenizer_detail::utf8_first_invalid(a.content) != std::string_view::npos)
+        throw Error(ErrorKind::Format,
+                    where + ": added token " + json_quote(a.content) + " is not valid UTF-8");
+      tokenizer_detail::nfc_normalize(a.content, at.match);
+    }
+    t.added_.push_back(std::move(at));
   }
-  t.sort_specials();
+  t.index_added();
   for (auto* part : {&raw.template_prefix, &raw.template_suffix}) {
     for (auto& [name, id] : *part) {
       if (id < 0 || id >= t.n_vocab_ || !t.has_id_[id])
@@ -476,7 +600,7 @@ Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
     // A later duplicate wins, as in HF tokenizers (it collects the merges into a map).
     t.add_merge(pair_key(li->second, ri->second), Merge{static_cast<int32_t>(r), mi->second});
   }
-  t.pre_ = std::make_shared<const PreTokenizer>();
+  t.pre_ = std::make_shared<const PreTokenizer>(raw.digits);
   return t;
 }
 
@@ -491,15 +615,26 @@ Tokenizer Tokenizer::byte_level() {
     t.id_bytes_[b] = std::string(1, static_cast<char>(b));
     t.id_symbols_[b] = alphabet().symbol(static_cast<unsigned char>(b));
   }
-  t.sort_specials();
+  t.index_added();
   t.pre_ = std::make_shared<const PreTokenizer>();
   return t;
 }
 
-void Tokenizer::sort_specials() {
-  // Longest first, so that of two specials starting at the same place the longer one is taken.
-  std::stable_sort(specials_.begin(), specials_.end(),
-                   [](auto& a, auto& b) { return a.first.size() > b.first.size(); });
+void Tokenizer::index_added() {
+  raw_pass_ = AddedPass{};
+  normalized_pass_ = AddedPass{};
+  std::vector<uint32_t> order(added_.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  // Longest first, so that of two tokens matching at the same place the longer one is taken.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return added_[a].match.size() > added_[b].match.size(); });
+  for (uint32_t i : order) {
+    const AddedToken& a = added_[i];
+    AddedPass& pass = a.normalized ? normalized_pass_ : raw_pass_;
+    pass.tokens.push_back(i);
+    pass.starts[static_cast<unsigned char>(a.match[0])] = true;
+    pass.any_plain |= !a.special;
+  }
 }
 
 // --- encoding -----------------------------------------------------------------------------------
@@ -654,8 +789,13 @@ uint64_t hash_bytes(std::string_view s) {
   return h;
 }
 
+}  // namespace
+
+namespace tokenizer_detail {
+
 // The ids of the pre-tokens seen so far in one encode() call: open addressing, keys are views of
-// the caller's text, values are spans of one shared id array. Exact: a hit compares the bytes.
+// the caller's text (or of its normalized pieces, which live as long), values are spans of one shared id
+// array. Exact: a hit compares the bytes.
 class PieceCache {
  public:
   PieceCache() : slots_(1024) {}
@@ -705,17 +845,18 @@ class PieceCache {
   uint64_t hash_ = 0;
 };
 
-}  // namespace
+}  // namespace tokenizer_detail
 
-void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out) const {
+using tokenizer_detail::PieceCache;
+
+void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out, PieceCache& cache) const {
   if (n_merges_ == 0) {
     // No merges: every byte is its own token whatever the split, so skip the regex.
     for (unsigned char c : text) out.push_back(byte_ids_[c]);
     return;
   }
-  // Text is mostly a few thousand distinct words repeated. The cache lives in this call (its keys
-  // view the caller's text), so concurrent encodes share nothing and need no lock.
-  PieceCache cache;
+  // Text is mostly a few thousand distinct words repeated. The cache lives in one encode() call (its
+  // keys view the caller's text), so concurrent encodes share nothing and need no lock.
   pre_->split(text, [&](std::string_view piece) {
     if (piece.size() == 1) {
       out.push_back(byte_ids_[static_cast<unsigned char>(piece[0])]);
@@ -746,32 +887,108 @@ std::vector<std::string_view> Tokenizer::pre_tokenize(std::string_view text) con
   return pieces;
 }
 
+namespace {
+
+// Where the Unicode white space at the end of `s` begins (tokenizers' lstrip: the regex \s*$).
+size_t white_space_start_at_end(std::string_view s) {
+  size_t i = s.size();
+  while (i > 0) {
+    size_t begin = i - 1;
+    while (begin > 0 && (static_cast<unsigned char>(s[begin]) & 0xC0) == 0x80) --begin;
+    size_t len = 0;
+    tokenizer_detail::utf8_next(reinterpret_cast<const unsigned char*>(s.data()) + begin, i - begin, len);
+    if (!tokenizer_detail::is_white_space(tokenizer_detail::utf8_decode(s.substr(begin, len)))) break;
+    i = begin;
+  }
+  return i;
+}
+
+// How many bytes of Unicode white space `s` starts with (tokenizers' rstrip: the regex ^\s*).
+size_t white_space_length_at_start(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t len = 0;
+    tokenizer_detail::utf8_next(reinterpret_cast<const unsigned char*>(s.data()) + i, s.size() - i, len);
+    if (!tokenizer_detail::is_white_space(tokenizer_detail::utf8_decode(s.substr(i, len)))) break;
+    i += len;
+  }
+  return i;
+}
+
+}  // namespace
+
+// tokenizers' AddedVocabulary::find_matches with one pass's tokens, step for step: the leftmost-longest
+// matches, without overlaps, in order; a special token without allow_special is skipped (its text stays
+// text, and the search goes on after it); lstrip / rstrip widen a match over white space. The text
+// between the matches goes to on_text, the ids to `out`.
+template <typename OnText>
+void Tokenizer::split_added(std::string_view text, const AddedPass& pass, bool allow_special,
+                            OnText&& on_text, std::vector<int32_t>& out) const {
+  if (!pass.active(allow_special)) {
+    on_text(text);
+    return;
+  }
+  const size_t n = text.size();
+  // The longest token of the pass at `at`, or null.
+  auto match_at = [&](size_t at) -> const AddedToken* {
+    if (!pass.starts[static_cast<unsigned char>(text[at])]) return nullptr;
+    for (uint32_t k : pass.tokens) {  // longest first
+      const std::string& m = added_[k].match;
+      if (m.size() <= n - at && std::memcmp(text.data() + at, m.data(), m.size()) == 0) return &added_[k];
+    }
+    return nullptr;
+  };
+  size_t pos = 0;           // where the search for the next match starts
+  size_t start_offset = 0;  // where the text not yet handed on starts
+  while (pos < n) {
+    const AddedToken* hit = nullptr;
+    size_t begin = pos;
+    while (begin < n && !(hit = match_at(begin))) ++begin;
+    if (!hit) break;
+    size_t start = begin, stop = begin + hit->match.size();
+    pos = stop;  // the search goes on after the match, whatever rstrip takes
+    if (hit->special && !allow_special) continue;
+    if (hit->lstrip) start = std::max(white_space_start_at_end(text.substr(0, start)), start_offset);
+    if (hit->rstrip) stop += white_space_length_at_start(text.substr(stop));
+    if (start_offset < start) on_text(text.substr(start_offset, start - start_offset));
+    out.push_back(hit->id);
+    // As in tokenizers, a match inside white space an rstrip took can move this back.
+    start_offset = stop;
+  }
+  if (start_offset < n) on_text(text.substr(start_offset));
+}
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {
   check_utf8(text);
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 8);
-  if (!allow_special || specials_.empty()) {
-    encode_ordinary(text, out);
-    return out;
-  }
-  // Split at each special token (leftmost, then longest), and encode the text between as usual.
-  std::vector<size_t> next_at(specials_.size(), 0);  // next occurrence of each special from pos
-  for (size_t k = 0; k < specials_.size(); ++k) next_at[k] = text.find(specials_[k].first);
-  size_t pos = 0;
-  while (true) {
-    size_t best = std::string_view::npos, best_k = 0;
-    for (size_t k = 0; k < specials_.size(); ++k) {
-      if (next_at[k] != std::string_view::npos && next_at[k] < pos)
-        next_at[k] = text.find(specials_[k].first, pos);
-      if (next_at[k] < best) best = next_at[k], best_k = k;
+  PieceCache cache;
+  // As tokenizers' AddedVocabulary::extract_and_normalize: the "normalized": false tokens split the text
+  // as given; each piece between them is normalized on its own, and the "normalized": true tokens split
+  // that. Normalized pieces live until the end of the call: the cache's keys view them (a list: its
+  // strings never move, and an empty one allocates nothing).
+  std::list<std::string> normalized;
+  auto normalized_pass = [&](std::string_view piece) {
+    if (nfc_) {
+      std::string nfc;
+      if (tokenizer_detail::nfc_normalize(piece, nfc)) {
+        normalized.push_back(std::move(nfc));
+        piece = normalized.back();
+      }
     }
-    if (best == std::string_view::npos) break;
-    encode_ordinary(text.substr(pos, best - pos), out);
-    out.push_back(specials_[best_k].second);
-    pos = best + specials_[best_k].first.size();
-  }
-  encode_ordinary(text.substr(pos), out);
+    split_added(
+        piece, normalized_pass_, allow_special, [&](std::string_view p) { encode_ordinary(p, out, cache); },
+        out);
+  };
+  split_added(text, raw_pass_, allow_special, normalized_pass, out);
   return out;
+}
+
+std::string Tokenizer::normalize(std::string_view text) const {
+  check_utf8(text);
+  std::string nfc;
+  if (nfc_ && tokenizer_detail::nfc_normalize(text, nfc)) return nfc;
+  return std::string(text);
 }
 
 std::vector<int32_t> Tokenizer::add_special_tokens(std::span<const int32_t> ids) const {
@@ -818,8 +1035,8 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
 }
 
 std::optional<int32_t> Tokenizer::special_id(std::string_view text) const {
-  for (auto& [content, id] : specials_)
-    if (content == text) return id;
+  for (const AddedToken& a : added_)
+    if (a.content == text) return a.id;
   return std::nullopt;
 }
 

@@ -14,3 +14,8 @@
   "\\x{10D40}-\\x{10D49}\\x{116D0}-\\x{116E3}\\x{11BF0}-\\x{11BF9}\\x{11F50}-\\x{11F59}\\x{16130}-\\x{"   \
   "16139}\\x{16D70}-\\x{16D79}\\x{1CCF0}-\\x{1CCF9}\\x{1D2C0}-\\x{1D2D3}\\x{1E4F0}-\\x{1E4F9}\\x{1E5F1}-" \
   "\\x{1E5FA}"
+// Numeric (Rust's char::is_numeric, tokenizers' Digits pre-tokenizer) after Unicode 14.0.
+#define MINIGPT_EXTRA_NUMERIC                                                                             \
+  "\\x{10D40}-\\x{10D49}\\x{116D0}-\\x{116E3}\\x{11BF0}-\\x{11BF9}\\x{11DE0}-\\x{11DE9}\\x{11F50}-\\x{"   \
+  "11F59}\\x{16130}-\\x{16139}\\x{16D70}-\\x{16D79}\\x{16FF4}-\\x{16FF6}\\x{1CCF0}-\\x{1CCF9}\\x{1D2C0}-" \
+  "\\x{1D2D3}\\x{1E4F0}-\\x{1E4F9}\\x{1E5F1}-\\x{1E5FA}"

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 namespace minigpt::tokenizer_detail {
@@ -48,6 +49,21 @@ inline Utf8Status utf8_next(const unsigned char* p, size_t n, size_t& len) {
   }
   len = need;
   return Utf8Status::Valid;
+}
+
+// The code point of one valid UTF-8 sequence (as utf8_next() measured it).
+inline uint32_t utf8_decode(std::string_view c) {
+  auto p = reinterpret_cast<const unsigned char*>(c.data());
+  switch (c.size()) {
+    case 1:
+      return p[0];
+    case 2:
+      return ((p[0] & 0x1Fu) << 6) | (p[1] & 0x3Fu);
+    case 3:
+      return ((p[0] & 0x0Fu) << 12) | ((p[1] & 0x3Fu) << 6) | (p[2] & 0x3Fu);
+    default:
+      return ((p[0] & 0x07u) << 18) | ((p[1] & 0x3Fu) << 12) | ((p[2] & 0x3Fu) << 6) | (p[3] & 0x3Fu);
+  }
 }
 
 // Byte offset of the first byte that is not part of valid UTF-8, or npos.
