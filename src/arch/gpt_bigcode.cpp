@@ -130,7 +130,7 @@ void parse_gguf(const GgufFile& f, Config& c) {
 }  // namespace
 
 extern const Architecture kGptBigcode;
-const Architecture kGptBigcode = {"gpt_bigcode", "GPTBigCodeForCausalLM", "GPT-BigCode", parse, to_json, tensors,
-                                  "starcoder",   parse_gguf};
+const Architecture kGptBigcode = {
+    "gpt_bigcode", "GPTBigCodeForCausalLM", "GPT-BigCode", parse, to_json, tensors, "starcoder", parse_gguf};
 
 }  // namespace minigpt::arch

@@ -164,7 +164,7 @@ void parse_gguf(const GgufFile& f, Config& c) {
 }  // namespace
 
 extern const Architecture kGptNeox;
-const Architecture kGptNeox = {"gpt_neox", "GPTNeoXForCausalLM", "GPT-NeoX", parse, to_json, tensors, "gptneox",
-                               parse_gguf};
+const Architecture kGptNeox = {
+    "gpt_neox", "GPTNeoXForCausalLM", "GPT-NeoX", parse, to_json, tensors, "gptneox", parse_gguf};
 
 }  // namespace minigpt::arch

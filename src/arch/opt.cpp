@@ -28,8 +28,9 @@ void parse(const json& j, const std::string& source, Config& c) {
   c.pre_norm = get_bool(j, "do_layer_norm_before", source, true);
   c.output_norm = c.pre_norm && !get_bool(j, "_remove_final_layer_norm", source, false);
   if (!get_bool(j, "layer_norm_elementwise_affine", source, true)) {
-    throw Error(ErrorKind::Unsupported,
-                source + ": layer_norm_elementwise_affine = false (layer norms without weights) is not supported");
+    throw Error(
+        ErrorKind::Unsupported,
+        source + ": layer_norm_elementwise_affine = false (layer norms without weights) is not supported");
   }
   c.attn_bias = c.mlp_bias = get_bool(j, "enable_bias", source, true);
   c.layer_norm_epsilon = 1e-5f;  // nn.LayerNorm's default: OPT's config has no field for it

@@ -5,17 +5,19 @@
 namespace minigpt::cuda {
 namespace {
 
-__global__ void add_positions_kernel(float* out, int64_t ldo, StepValue pos0, const float* wpe, int64_t ld_wpe,
-                                     int64_t C) {
+__global__ void add_positions_kernel(float* out, int64_t ldo, StepValue pos0, const float* wpe,
+                                     int64_t ld_wpe, int64_t C) {
   const int64_t t = blockIdx.y;
   const int64_t prow = (int64_t(pos0.get()) + t) * ld_wpe;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < C; i += int64_t(gridDim.x) * blockDim.x)
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < C;
+       i += int64_t(gridDim.x) * blockDim.x)
     out[t * ldo + i] += wpe[prow + i];
 }
 
 // A block per token, a thread per (head, pair): the angle as transformers computes it, in F32:
 // position * (1 / theta^(2i / rotary_dim)); cos and sin of it in F32 (the CPU backend rounds a double's).
-__global__ void rope_kernel(float* x, int64_t ldx, StepValue pos0, int H, int D, int rotary_dim, float theta) {
+__global__ void rope_kernel(float* x, int64_t ldx, StepValue pos0, int H, int D, int rotary_dim,
+                            float theta) {
   const int64_t t = blockIdx.x;
   const int half = rotary_dim / 2;
   const float p = float(int64_t(pos0.get()) + t);
