@@ -2,8 +2,10 @@
 // session's guarantees: KV cache == full prefill, chunking, independent sessions.
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <thread>
 
+#include "minigpt/generate.h"
 #include "minigpt/model.h"
 #include "minigpt/random_weights.h"
 #include "minigpt/session.h"
@@ -298,6 +300,39 @@ TEST_P(LowPrecision, LogitsCloseAndArgmaxAgreesWithTransformers) {
 INSTANTIATE_TEST_SUITE_P(Weights, LowPrecision,
                          ::testing::Values(SixteenBit{DType::BF16, 0.15}, SixteenBit{DType::F16, 0.02}),
                          [](const auto& info) { return std::string(dtype_name(info.param.dtype)); });
+
+}  // namespace
+}  // namespace minigpt
+
+namespace minigpt {
+namespace {
+
+// Greedy generation through the KV cache equals transformers' generate(do_sample=False) on each family's
+// fixtures (tools/make_family_reference.py: 16 tokens after an 8-token prompt).
+class FamilyGreedy : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(FamilyGreedy, EqualsTransformersGenerate) {
+  const auto j = nlohmann::json::parse(test::read_file(test::fixture_dir(GetParam()) / "greedy.json"));
+  const auto want = j["greedy"].get<std::vector<int32_t>>();
+  auto model = load(GetParam());
+  Session s(model);
+  GenerateOptions o;
+  o.max_new_tokens = int64_t(want.size());
+  o.sampling.temperature = 0;
+  o.ignore_eos = true;
+  EXPECT_EQ(generate(s, nullptr, j["prompt"].get<std::vector<int32_t>>(), o).tokens, want) << GetParam();
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, FamilyGreedy,
+                         ::testing::Values("neox-parallel", "neox-sequential", "neox-f16", "neox-bf16",
+                                           "opt-prenorm", "opt-postnorm-proj", "opt-nobias-untied",
+                                           "opt-bf16", "bigcode-mqa", "bigcode-mha", "bigcode-4x",
+                                           "bigcode-f16"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace minigpt

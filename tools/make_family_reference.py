@@ -62,6 +62,16 @@ def save(name, model, seed, T, dtype=None):
     if dtype is None:  # nothing silently dropped or re-initialised on the way through the file
         assert np.array_equal(run_logits(model, tok), logits), name
     write_reference(d, tokens=tok, logits=logits)
+    # Greedy generation (transformers' generate, do_sample=False, KV cache on) from the first 8 tokens.
+    prompt = torch.from_numpy(tok[:8].astype(np.int64))[None, :]
+    n_new = 16  # every fixture's context is >= 48
+    with torch.no_grad():
+        out = again.generate(prompt, max_new_tokens=n_new, min_new_tokens=n_new, do_sample=False,
+                             pad_token_id=0, eos_token_id=None)
+    with open(os.path.join(d, "greedy.json"), "w") as f:
+        json.dump({"generator": "tools/make_family_reference.py", "prompt": tok[:8].tolist(),
+                   "greedy": out[0, 8:].tolist()}, f)
+        f.write("\n")
     with open(os.path.join(d, "config.json")) as f:
         print(f"{name}: {json.load(f).get('model_type')}, {T} tokens, max |logit| {np.abs(logits).max():.2f}")
 
