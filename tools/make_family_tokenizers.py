@@ -105,6 +105,13 @@ FAMILY_CASES = [
 ]
 
 
+# Pieces of random texts that exercise the added tokens' flags, NFC across their edges, white space of every
+# kind lstrip / rstrip take, and the Digits split.
+FRAGMENTS = ["<mask>", "[R]", "<both>", "cafe\u0301", "caf\u00e9", "e\u0301!", "<|endoftext|>", "<|padding|>", " ",
+             "  ", "   ", "\t", "\n", "\u3000", "\u2000", "\u00a0", "\u0085", "e", "\u0301", "\u0316", "!", "a", "1",
+             "\u2163", "\u0662", "x", "<fim_prefix>", "</s>", "<s>", "<pad>", "\u1100", "\u1161", "\U0001F600"]
+
+
 def training_text(fixtures):
     with open(os.path.join(fixtures, "data", "tinyshakespeare.txt"), encoding="utf-8") as f:
         shakes = f.read()
@@ -381,6 +388,8 @@ def main():
     rng = random.Random(20250101)
     cases = [(n, t) for n, t in REF.HAND_PICKED] + FAMILY_CASES
     cases += [("random_%03d" % i, REF.random_text(rng)) for i in range(60)]
+    cases += [("fragments_%03d" % i, "".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(1, 20))))
+              for i in range(120)]
     for d in dirs:
         n, count = golden(d, cases, shakes)
         print(f"{os.path.relpath(d, ROOT)}: {n} cases, tinyshakespeare {count} ids")
