@@ -39,6 +39,8 @@ const char* stop_reason_name(StopReason r) {
       return "stop";
     case StopReason::Context:
       return "context";
+    case StopReason::Cancelled:
+      return "cancelled";
   }
   return "?";
 }
@@ -91,136 +93,157 @@ std::vector<int32_t> prepare_prompt(std::vector<int32_t> prompt, const GenerateO
   return prompt;
 }
 
+// A token not yet passed to on_token, with the bytes [begin, end) of the text it takes: a token is handed out
+// only once its text has been shown, so that nothing at or past a stop string ever is.
+struct Generator::Pending {
+  GeneratedToken tok;
+  size_t begin, end;
+};
+
+Generator::Generator(const Config& c, const Tokenizer* tokenizer, const GenerateOptions& o,
+                     std::vector<int32_t> prompt, GenerateCallbacks cb)
+    : config_(&c),
+      tokenizer_(tokenizer),
+      o_(o),
+      cb_(std::move(cb)),
+      sampler_(o.sampling, c.n_vocab),
+      history_(std::move(prompt)),
+      t0_(clock_type::now()) {
+  r_.prompt = history_;
+  if (!o.ignore_eos) {
+    if (c.eos_token_id >= 0 && c.eos_token_id < c.n_vocab) {
+      eos_ = c.eos_token_id;
+    } else if (tokenizer != nullptr && tokenizer->eos_id() && *tokenizer->eos_id() < c.n_vocab) {
+      eos_ = *tokenizer->eos_id();
+    }
+  }
+  if (tokenizer != nullptr) decoder_.emplace(*tokenizer);
+}
+
+Generator::~Generator() = default;
+
+// Shown: up to the last token whose (non-empty) text has been shown whole; a token that is part of a
+// character (empty text) goes with the one that completes it. Stop: the tokens that begin before the
+// cut, the one the stop string starts in cut to its part before it. All: at the end.
+void Generator::release(Release mode) {
+  if (mode == Release::Shown && o_.stop.empty()) mode = Release::All;  // nothing can be held back then
+  size_t n = 0;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    const Pending& p = pending_[i];
+    if (mode == Release::All || (mode == Release::Stop && p.begin < shown_) ||
+        (mode == Release::Shown && p.end <= shown_ && p.end > p.begin)) {
+      n = i + 1;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    Pending& p = pending_[i];
+    if (p.end > shown_) p.tok.text.resize(shown_ > p.begin ? shown_ - p.begin : 0);
+    if (cb_.on_token) cb_.on_token(p.tok);
+  }
+  pending_.erase(pending_.begin(), pending_.begin() + ptrdiff_t(n));
+}
+
+// Appends decoded text; returns false when a stop string ended generation.
+bool Generator::add_text(const std::string& piece, bool final) {
+  std::string& text = r_.text;
+  text += piece;
+  for (const auto& s : o_.stop) {
+    const size_t at = text.find(s, shown_);
+    if (at != std::string::npos) {
+      text.resize(at);
+      if (cb_.on_text && at > shown_) cb_.on_text(std::string_view(text).substr(shown_));
+      shown_ = text.size();
+      return false;
+    }
+  }
+  const size_t end = final ? text.size() : text.size() - stop_prefix_hold(text, o_.stop);
+  if (end > shown_) {
+    if (cb_.on_text) cb_.on_text(std::string_view(text).substr(shown_, end - shown_));
+    shown_ = end;
+  }
+  return true;
+}
+
+bool Generator::push(std::span<const float> logits) {
+  if (done_) throw Error(ErrorKind::Argument, "Generator::push: generation has ended");
+  const int32_t id = sampler_.sample(logits, history_);
+  if (!sampled_) {
+    sampled_ = true;
+    t_first_ = clock_type::now();
+    r_.first_token_seconds = std::chrono::duration<double>(t_first_ - t0_).count();
+  }
+  if (id == eos_) {
+    finish(StopReason::Eos);
+    return false;
+  }
+  GeneratedToken tok{id, "", 0.0, {}};
+  if (o_.logprobs || o_.top_logprobs > 0) tok.logprob = log_prob(logits, id);
+  if (o_.top_logprobs > 0) tok.top = top_log_probs(logits, o_.top_logprobs);
+  // A model may have more ids than its tokenizer (a padded vocabulary): those print as nothing.
+  if (decoder_ && id < tokenizer_->n_vocab()) tok.text = decoder_->push(id);
+  history_.push_back(id);
+  r_.tokens.push_back(id);
+  const size_t begin = r_.text.size(), end = begin + tok.text.size();
+  const std::string piece = tok.text;
+  pending_.push_back({std::move(tok), begin, end});
+  if (!add_text(piece, false)) {
+    release(Release::Stop);
+    finish(StopReason::Stop);
+    return false;
+  }
+  release(Release::Shown);
+  if (int64_t(r_.tokens.size()) >= o_.max_new_tokens) {
+    finish(StopReason::Length);
+    return false;
+  }
+  return true;
+}
+
+void Generator::finish(StopReason reason) {
+  if (done_) return;
+  done_ = true;
+  r_.reason = reason;
+  if (decoder_ && reason != StopReason::Stop && !add_text(decoder_->flush(), true)) r_.reason = StopReason::Stop;
+  release(r_.reason == StopReason::Stop ? Release::Stop : Release::All);
+  if (!r_.tokens.empty() || r_.reason == StopReason::Eos) {
+    r_.decode_seconds = std::chrono::duration<double>(clock_type::now() - t_first_).count();
+  }
+}
+
 GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::vector<int32_t> prompt,
                         const GenerateOptions& o, const GenerateCallbacks& cb) {
   const Config& c = session.model().config();
   const int64_t n_ctx = session.n_ctx();
   validate_options(o, c, tokenizer);
-  GenerateResult r;
-  prompt = prepare_prompt(std::move(prompt), o, c, tokenizer, n_ctx, &r.prompt_dropped);
-  r.prompt = prompt;
-
-  int64_t eos = -1;
-  if (!o.ignore_eos) {
-    if (c.eos_token_id >= 0 && c.eos_token_id < c.n_vocab) {
-      eos = c.eos_token_id;
-    } else if (tokenizer != nullptr && tokenizer->eos_id() && *tokenizer->eos_id() < c.n_vocab) {
-      eos = *tokenizer->eos_id();
-    }
-  }
-
-  Sampler sampler(o.sampling, c.n_vocab);
-  std::vector<int32_t> history = prompt;
-  std::optional<StreamDecoder> decoder;
-  if (tokenizer != nullptr) decoder.emplace(*tokenizer);
-  size_t shown = 0;  // bytes of r.text passed to on_text
-  // Tokens not yet passed to on_token, with the bytes [begin, end) of r.text their text takes: a token is
-  // handed out only once its text has been shown, so that nothing at or past a stop string ever is.
-  struct Pending {
-    GeneratedToken tok;
-    size_t begin, end;
-  };
-  std::vector<Pending> pending;
-  enum class Release { Shown, Stop, All };
-  // Shown: up to the last token whose (non-empty) text has been shown whole; a token that is part of a
-  // character (empty text) goes with the one that completes it. Stop: the tokens that begin before the
-  // cut, the one the stop string starts in cut to its part before it. All: at the end.
-  auto release = [&](Release mode) {
-    if (mode == Release::Shown && o.stop.empty()) mode = Release::All;  // nothing can be held back then
-    size_t n = 0;
-    for (size_t i = 0; i < pending.size(); ++i) {
-      const Pending& p = pending[i];
-      if (mode == Release::All || (mode == Release::Stop && p.begin < shown) ||
-          (mode == Release::Shown && p.end <= shown && p.end > p.begin)) {
-        n = i + 1;
-      }
-    }
-    for (size_t i = 0; i < n; ++i) {
-      Pending& p = pending[i];
-      if (p.end > shown) p.tok.text.resize(shown > p.begin ? shown - p.begin : 0);
-      if (cb.on_token) cb.on_token(p.tok);
-    }
-    pending.erase(pending.begin(), pending.begin() + ptrdiff_t(n));
-  };
-
-  // Appends decoded text; returns false when a stop string ended generation.
-  auto add_text = [&](const std::string& piece, bool final) {
-    r.text += piece;
-    for (const auto& s : o.stop) {
-      const size_t at = r.text.find(s, shown);
-      if (at != std::string::npos) {
-        r.text.resize(at);
-        if (cb.on_text && at > shown) cb.on_text(std::string_view(r.text).substr(shown));
-        shown = r.text.size();
-        return false;
-      }
-    }
-    const size_t end = final ? r.text.size() : r.text.size() - stop_prefix_hold(r.text, o.stop);
-    if (end > shown) {
-      if (cb.on_text) cb.on_text(std::string_view(r.text).substr(shown, end - shown));
-      shown = end;
-    }
-    return true;
-  };
+  int64_t dropped = 0;
+  prompt = prepare_prompt(std::move(prompt), o, c, tokenizer, n_ctx, &dropped);
 
   session.reset();
+  Generator gen(c, tokenizer, o, prompt, cb);
+  gen.result().prompt_dropped = dropped;
   const auto t0 = clock_type::now();
   std::span<const float> logits = session.eval(prompt);
-  r.prefill_seconds = since(t0);
+  gen.result().prefill_seconds = since(t0);
   if (cb.on_prefilled) cb.on_prefilled();
-  clock_type::time_point t_first;
-  bool stopped = false;
-  for (int64_t i = 0; i < o.max_new_tokens; ++i) {
-    const int32_t id = sampler.sample(logits, history);
-    if (i == 0) {
-      t_first = clock_type::now();
-      r.first_token_seconds = std::chrono::duration<double>(t_first - t0).count();
-    }
-    if (id == eos) {
-      r.reason = StopReason::Eos;
-      stopped = true;
-      break;
-    }
-    GeneratedToken tok{id, "", 0.0, {}};
-    if (o.logprobs || o.top_logprobs > 0) tok.logprob = log_prob(logits, id);
-    if (o.top_logprobs > 0) tok.top = top_log_probs(logits, o.top_logprobs);
-    // A model may have more ids than its tokenizer (a padded vocabulary): those print as nothing.
-    if (decoder && id < tokenizer->n_vocab()) tok.text = decoder->push(id);
-    history.push_back(id);
-    r.tokens.push_back(id);
-    const size_t begin = r.text.size(), end = begin + tok.text.size();
-    const std::string piece = tok.text;
-    pending.push_back({std::move(tok), begin, end});
-    if (!add_text(piece, false)) {
-      release(Release::Stop);
-      r.reason = StopReason::Stop;
-      stopped = true;
-      break;
-    }
-    release(Release::Shown);
-    if (i + 1 == o.max_new_tokens) break;  // Length
+  while (gen.push(logits)) {
     if (session.n_past() == n_ctx) {
       if (o.overflow != ContextOverflow::Slide) {
-        r.reason = StopReason::Context;
-        stopped = true;
+        gen.finish(StopReason::Context);
         break;
       }
       // The last half of the window, the new token included, evaluated again from position 0.
+      const std::vector<int32_t>& history = gen.history();
       const int64_t keep = std::max<int64_t>(1, n_ctx / 2);
       session.reset();
       logits = session.eval(
           std::span<const int32_t>(history.data() + history.size() - size_t(keep), size_t(keep)));
-      ++r.slides;
+      ++gen.result().slides;
     } else {
-      logits = session.eval(std::span<const int32_t>(&history.back(), 1));
+      const int32_t next = gen.next();
+      logits = session.eval(std::span<const int32_t>(&next, 1));
     }
   }
-  if (!stopped) r.reason = StopReason::Length;
-  if (decoder && r.reason != StopReason::Stop && !add_text(decoder->flush(), true))
-    r.reason = StopReason::Stop;
-  release(r.reason == StopReason::Stop ? Release::Stop : Release::All);
-  if (!r.tokens.empty() || r.reason == StopReason::Eos) r.decode_seconds = since(t_first);
-  return r;
+  return std::move(gen.result());
 }
 
 }  // namespace minigpt

@@ -2,8 +2,10 @@
 // limit, streaming UTF-8-safe text. What `minigpt generate` runs, callable from tests.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -22,7 +24,13 @@ enum class ContextOverflow {
              // positions (learned positions: cached keys cannot be shifted) and generation goes on
 };
 
-enum class StopReason { Length, Eos, Stop, Context };
+enum class StopReason {
+  Length,     // max_new_tokens generated
+  Eos,        // the model's end-of-text token
+  Stop,       // a stop string
+  Context,    // the context is full
+  Cancelled,  // the caller ended it (a client that went away, a server shutting down)
+};
 const char* stop_reason_name(StopReason r);
 
 struct GenerateOptions {
@@ -70,6 +78,55 @@ void validate_options(const GenerateOptions& options, const Config& config, cons
 std::vector<int32_t> prepare_prompt(std::vector<int32_t> prompt, const GenerateOptions& options,
                                     const Config& config, const Tokenizer* tokenizer, int64_t n_ctx = 0,
                                     int64_t* dropped = nullptr);
+
+// One sequence's generation, step by step, so that a caller can evaluate it alone or batched with other
+// sequences (the server): after each evaluation of the sequence's last token, push() takes its logits,
+// samples the next token and emits tokens and text through the callbacks exactly as generate() does
+// (generate() is this class over one Session).
+class Generator {
+ public:
+  // `prompt` as prepare_prompt() returned it; the caller evaluates it. Starts the clock for the timings.
+  Generator(const Config& config, const Tokenizer* tokenizer, const GenerateOptions& options,
+            std::vector<int32_t> prompt, GenerateCallbacks callbacks = {});
+  ~Generator();
+  Generator(const Generator&) = delete;
+  Generator& operator=(const Generator&) = delete;
+
+  // The logits [V] after the sequence's last evaluated token: samples and emits the next token. True when
+  // generation goes on (evaluate next() then); false when it has ended (EOS, a stop string, max_new_tokens),
+  // result() is then complete.
+  bool push(std::span<const float> logits);
+  // The token to evaluate next (the last one sampled).
+  int32_t next() const { return history_.back(); }
+  // Ends generation (the context is full, the caller cancels): releases what was held back.
+  void finish(StopReason reason);
+  bool done() const { return done_; }
+  // Every id of the sequence: the prompt, then the generated ones.
+  const std::vector<int32_t>& history() const { return history_; }
+  GenerateResult& result() { return r_; }
+  const GenerateResult& result() const { return r_; }
+
+ private:
+  struct Pending;
+  enum class Release { Shown, Stop, All };
+  void release(Release mode);
+  bool add_text(const std::string& piece, bool final);
+
+  const Config* config_;
+  const Tokenizer* tokenizer_;
+  GenerateOptions o_;
+  GenerateCallbacks cb_;
+  Sampler sampler_;
+  std::vector<int32_t> history_;
+  std::optional<StreamDecoder> decoder_;
+  GenerateResult r_;
+  int64_t eos_ = -1;
+  size_t shown_ = 0;  // bytes of r_.text passed to on_text
+  std::vector<Pending> pending_;
+  std::chrono::steady_clock::time_point t0_, t_first_;
+  bool done_ = false;
+  bool sampled_ = false;
+};
 
 // Runs generation from `prompt` (ids; empty = start from the model's BOS token). `tokenizer` may be null
 // (no text then; stop strings need one). Throws Error(Argument) for bad options or an overlong prompt.
