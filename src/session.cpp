@@ -161,11 +161,11 @@ std::span<const float> Session::eval_batch(std::span<const SeqTokens> batch) {
     const int64_t first = int64_t(step_tokens_.size()), n = int64_t(e.tokens.size());
     step_tokens_.insert(step_tokens_.end(), e.tokens.begin(), e.tokens.end());
     step_runs_.push_back({e.seq, first, n, n_past_[size_t(e.seq)]});
-    step_rows_.push_back(first + n - 1);
+    for (int64_t r = e.all_logits ? first : first + n - 1; r < first + n; ++r) step_rows_.push_back(r);
   }
   const int64_t V = model_->config().n_vocab;
-  ensure_logit_rows(int64_t(batch.size()));
-  logits_.resize(batch.size() * size_t(V));
+  ensure_logit_rows(int64_t(step_rows_.size()));
+  logits_.resize(step_rows_.size() * size_t(V));
   const Step step{step_tokens_.data(), total, step_runs_};
   forward(step, step_rows_, logits_.data());
   return {logits_.data(), logits_.size()};

@@ -103,6 +103,31 @@ TEST(Batch, FourSequencesInOneStepMatchEachAloneF32) { check_batched_step(DType:
 TEST(Batch, FourSequencesInOneStepMatchEachAloneBF16) { check_batched_step(DType::BF16); }
 TEST(Batch, FourSequencesInOneStepMatchEachAloneF16) { check_batched_step(DType::F16); }
 
+// Entries asking for every row's logits (the server's prompt logprobs) get them, mixed with entries that
+// get only their last row, each as eval_all gives them alone.
+TEST(Batch, AllLogitsEntriesGetEveryRow) {
+  const Config c = small_config();
+  const auto model = Model::random(c, LoadOptions::threads(2));
+  const int64_t V = c.n_vocab;
+  SessionOptions so;
+  so.n_seq = 3;
+  so.n_ctx = 32;
+  Session batched(model, so);
+  batched.eval(ids(4, 9, V), 2);
+  const auto a = ids(5, 1, V), b = ids(1, 2, V), d = ids(3, 3, V);
+  const std::vector<Session::SeqTokens> step = {{0, a, true}, {1, b, false}, {2, d, true}};
+  const auto got = batched.eval_batch(step);
+  ASSERT_EQ(got.size(), size_t((5 + 1 + 3) * V));
+  SessionOptions one;
+  one.n_ctx = 32;
+  Session s0(model, one), s1(model, one), s2(model, one);
+  const auto want0 = s0.eval_all(a);
+  expect_rows_close(got.subspan(0, size_t(5 * V)), want0, "sequence 0, every row");
+  expect_rows_close(got.subspan(size_t(5 * V), size_t(V)), s1.eval(b), "sequence 1, last row");
+  s2.eval(ids(4, 9, V));
+  expect_rows_close(got.subspan(size_t(6 * V), size_t(3 * V)), s2.eval_all(d), "sequence 2, every row");
+}
+
 // Bad batches are refused before anything runs, and leave every sequence as it was.
 TEST(Batch, BadBatchesAreRefusedAndChangeNothing) {
   const Config c = test::tiny_config();

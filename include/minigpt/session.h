@@ -41,10 +41,12 @@ class Session {
   struct SeqTokens {
     int64_t seq = 0;
     std::span<const int32_t> tokens;
+    bool all_logits = false;  // the logits of every token appended, not only of the last
   };
   // Appends each entry's tokens to its sequence in ONE forward step (every weight read once for all of
-  // them) and returns the logits of each entry's last token: [entries * V], in the order given. Each
-  // sequence at most once; at most max_batch tokens in all. Errors as eval's, the session unchanged then.
+  // them) and returns the logits of each entry's last token (of every token with all_logits):
+  // [rows * V], in the order given. Each sequence at most once; at most max_batch tokens in all. Errors as
+  // eval's, the session unchanged then.
   std::span<const float> eval_batch(std::span<const SeqTokens> batch);
 
   // For inspection (minigpt/attention.h): called in every forward step, for each layer, with the step and
