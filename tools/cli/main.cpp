@@ -52,6 +52,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--") options_ended = true;
+    // llama.cpp's two-letter short flag (-np N: slots), which CLI11 cannot declare.
+    if (!options_ended && (a == "-np" || a.starts_with("-np="))) a = "--parallel" + a.substr(3);
     if (!options_ended && a.size() > 3 && a.starts_with("--") && a.back() == '=' &&
         a.find('=') == a.size() - 1) {
       args.push_back(a.substr(0, a.size() - 1));

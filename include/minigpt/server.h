@@ -1,0 +1,105 @@
+// `minigpt serve`: an OpenAI-compatible HTTP server (cpp-httplib) over one model, with continuous batching.
+//
+// - parse_completion_request(): a /v1/completions body (JSON, the OpenAI legacy schema plus minigpt's
+//   sampling extensions) checked and tokenized, or an ApiError with the HTTP status and an OpenAI-style
+//   message. Untrusted input: the fuzz target tests/fuzz/fuzz_server_request.cpp drives it.
+// - Scheduler (src/server/scheduler.h): one thread owns the Session; up to n_parallel sequences decode
+//   together in one forward step, a new one joins at the next step, prompts are prefilled in chunks.
+// - Server: the routes, streaming (server-sent events), metrics, the API key, shutdown.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "minigpt/generate.h"
+#include "minigpt/model.h"
+#include "minigpt/tokenizer.h"
+
+namespace minigpt::server {
+
+// An error the client caused (4xx) or the server met (5xx), in the OpenAI shape:
+// {"error": {"message", "type", "param", "code"}}.
+class ApiError : public std::runtime_error {
+ public:
+  ApiError(int status, const std::string& message, std::string param = {}, std::string type = {},
+           std::string code = {});
+  int status() const { return status_; }
+  const std::string& param() const { return param_; }
+  const std::string& type() const { return type_; }
+  const std::string& code() const { return code_; }
+  // The JSON body.
+  std::string body() const;
+
+ private:
+  int status_;
+  std::string param_, type_, code_;
+};
+
+struct RequestLimits {
+  int64_t n_ctx = 0;          // positions per sequence
+  int64_t max_choices = 64;   // prompts x n
+  int64_t max_stop = 16;      // stop strings
+  int64_t max_top_logprobs = 5;
+};
+
+// One /v1/completions request, checked.
+struct CompletionRequest {
+  std::string model;                          // as sent ("" if not)
+  std::vector<std::vector<int32_t>> prompts;  // one per prompt, tokenized; an empty one starts from BOS
+  int64_t n = 1;                              // choices per prompt
+  int64_t max_tokens = 16;                    // OpenAI's default; may be 0 (echo + logprobs scoring)
+  bool stream = false;
+  bool include_usage = false;       // stream_options.include_usage
+  std::optional<int64_t> logprobs;  // null: none; else this many alternatives (0..5) with each token's own
+  bool echo = false;                // the prompt before the completion (with its logprobs, if asked)
+  std::optional<uint64_t> seed;     // choice j of each prompt samples with seed + j
+  GenerateOptions gen;  // sampling (OpenAI's defaults: temperature 1, top_p 1, no top-k), stop, ignore_eos
+};
+
+// Parses and checks `body`; the prompts are tokenized with `tokenizer` (special tokens recognised, as
+// llama-server and the OpenAI API do) and checked against the model's vocabulary and the context.
+// Throws ApiError (400) naming the field.
+CompletionRequest parse_completion_request(std::string_view body, const Tokenizer& tokenizer,
+                                           const Config& config, const RequestLimits& limits);
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;           // 0: any free port (bind() returns it)
+  int64_t n_parallel = 4;    // sequences decoded together (-np)
+  int64_t n_ctx = 0;         // positions per sequence; 0: the model's
+  int64_t batch_size = 256;  // tokens per forward step in all (prompt chunks share it; decode comes first)
+  int64_t max_queue = 64;    // choices waiting for a slot; more: 503
+  size_t max_body = 1 << 20;  // request bytes; more: 413
+  std::string api_key;        // non-empty: every endpoint but /health needs "Authorization: Bearer KEY"
+  std::string model_id;       // what /v1/models and responses call the model
+  std::optional<std::string> chat_template;  // the tokenizer config's, if any
+  int http_threads = 0;                      // 0: n_parallel + max_queue + 8
+};
+
+class Server {
+ public:
+  Server(std::shared_ptr<const Model> model, Tokenizer tokenizer, ServerOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds the listening socket; returns the port. Throws Error(Io) when it cannot.
+  int bind();
+  // Serves until stop(); returns when every connection has ended.
+  void run();
+  // From any thread (a signal watcher): stops accepting requests (new ones get 503) and ends run() once
+  // the running and queued requests have finished, each stream with its last chunk and [DONE]; with
+  // `cancel`, those end at the next step instead, with finish_reason "abort" (as vLLM says it).
+  void stop(bool cancel);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace minigpt::server

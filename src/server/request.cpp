@@ -1,0 +1,307 @@
+// /v1/completions request bodies: parsed with nlohmann::json, every field checked for its type and range
+// before use, in the OpenAI API's terms (the field's name, the value's type), never a crash.
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "minigpt/error.h"
+#include "minigpt/server.h"
+
+namespace minigpt::server {
+
+using json = nlohmann::json;
+
+ApiError::ApiError(int status, const std::string& message, std::string param, std::string type, std::string code)
+    : std::runtime_error(message), status_(status), param_(std::move(param)), type_(std::move(type)),
+      code_(std::move(code)) {
+  if (type_.empty()) {
+    type_ = status == 401   ? "authentication_error"
+            : status == 404 ? "not_found_error"
+            : status == 503 ? "server_overloaded"
+            : status >= 500 ? "server_error"
+                            : "invalid_request_error";
+  }
+}
+
+std::string ApiError::body() const {
+  json e = {{"message", what()},
+            {"type", type_},
+            {"param", param_.empty() ? json(nullptr) : json(param_)},
+            {"code", code_.empty() ? json(nullptr) : json(code_)}};
+  return json{{"error", e}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+namespace {
+
+const char* type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "boolean";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+      return "integer";
+    case json::value_t::number_float:
+      return "number";
+    case json::value_t::string:
+      return "string";
+    case json::value_t::array:
+      return "array";
+    case json::value_t::object:
+      return "object";
+    default:
+      return "value";
+  }
+}
+
+[[noreturn]] void bad(const std::string& param, const std::string& message) {
+  throw ApiError(400, param + ": " + message, param);
+}
+
+[[noreturn]] void bad_type(const std::string& param, const json& v, const char* want) {
+  bad(param, std::string("expected ") + want + ", got " + type_name(v));
+}
+
+bool is_int(const json& v) { return v.is_number_integer() || v.is_number_unsigned(); }
+
+int64_t get_int(const json& v, const std::string& param, int64_t lo, int64_t hi) {
+  if (!is_int(v)) bad_type(param, v, "an integer");
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())) {
+    bad(param, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + v.dump());
+  }
+  const int64_t x = v.get<int64_t>();
+  if (x < lo || x > hi) {
+    bad(param, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(x));
+  }
+  return x;
+}
+
+double get_number(const json& v, const std::string& param) {
+  if (!v.is_number()) bad_type(param, v, "a number");
+  const double x = v.get<double>();
+  if (!std::isfinite(x)) bad(param, "must be finite");
+  return x;
+}
+
+bool get_bool(const json& v, const std::string& param) {
+  if (!v.is_boolean()) bad_type(param, v, "a boolean");
+  return v.get<bool>();
+}
+
+std::string short_dump(const json& v) {
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+std::vector<int32_t> id_prompt(const json& a, const std::string& param, int64_t n_vocab) {
+  std::vector<int32_t> ids;
+  ids.reserve(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const json& v = a[i];
+    if (!is_int(v)) bad_type(param + "[" + std::to_string(i) + "]", v, "a token id (integer)");
+    if (v.is_number_unsigned() ? v.get<uint64_t>() >= uint64_t(n_vocab)
+                               : (v.get<int64_t>() < 0 || v.get<int64_t>() >= n_vocab)) {
+      bad(param + "[" + std::to_string(i) + "]",
+          "token id " + v.dump() + " is outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
+    }
+    ids.push_back(int32_t(v.get<int64_t>()));
+  }
+  return ids;
+}
+
+std::vector<int32_t> text_prompt(const std::string& text, const std::string& param, const Tokenizer& tok) {
+  try {
+    // As `minigpt generate`: the tokenizer's template specials (a BOS) for a non-empty prompt; an empty one
+    // stays empty and starts from the model's BOS.
+    return text.empty() ? std::vector<int32_t>{} : tok.encode_with_specials(text, true);
+  } catch (const Error& e) {
+    bad(param, e.what());  // invalid UTF-8
+  }
+}
+
+}  // namespace
+
+CompletionRequest parse_completion_request(std::string_view body, const Tokenizer& tok, const Config& c,
+                                           const RequestLimits& limits) {
+  json j;
+  try {
+    j = json::parse(body.begin(), body.end());
+  } catch (const json::parse_error& e) {
+    // nlohmann's message names the byte where parsing stopped.
+    throw ApiError(400, std::string("the body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw ApiError(400, std::string("the body must be a JSON object, got ") + type_name(j));
+
+  static const std::set<std::string> known = {
+      "model",       "prompt",    "max_tokens",   "temperature",     "top_p",
+      "n",           "stream",    "stream_options", "logprobs",      "echo",
+      "stop",        "seed",      "presence_penalty", "frequency_penalty", "best_of",
+      "logit_bias",  "user",      "suffix",       "top_k",           "min_p",
+      "repetition_penalty", "ignore_eos"};
+  for (const auto& [key, value] : j.items()) {
+    if (!known.count(key)) {
+      // The OpenAI API's own wording.
+      throw ApiError(400, "Unrecognized request argument supplied: " + key, key);
+    }
+  }
+  auto has = [&](const char* k) { return j.contains(k) && !j[k].is_null(); };
+
+  CompletionRequest r;
+  r.gen.sampling.top_k = 0;  // OpenAI's API has no top-k: off unless asked for
+  if (has("model")) {
+    if (!j["model"].is_string()) bad_type("model", j["model"], "a string");
+    r.model = j["model"].get<std::string>();
+  }
+
+  // prompt: a string, an array of strings, an array of token ids, or an array of arrays of token ids.
+  if (!has("prompt")) throw ApiError(400, "prompt: required (a string, strings, or token ids)", "prompt");
+  const json& p = j["prompt"];
+  if (p.is_string()) {
+    r.prompts.push_back(text_prompt(p.get<std::string>(), "prompt", tok));
+  } else if (p.is_array()) {
+    if (p.empty()) bad("prompt", "must not be an empty array");
+    if (is_int(p[0])) {
+      r.prompts.push_back(id_prompt(p, "prompt", c.n_vocab));
+    } else {
+      if (int64_t(p.size()) > limits.max_choices) {
+        bad("prompt", "at most " + std::to_string(limits.max_choices) + " prompts, got " +
+                          std::to_string(p.size()));
+      }
+      for (size_t i = 0; i < p.size(); ++i) {
+        const std::string name = "prompt[" + std::to_string(i) + "]";
+        if (p[i].is_string()) {
+          r.prompts.push_back(text_prompt(p[i].get<std::string>(), name, tok));
+        } else if (p[i].is_array()) {
+          if (p[i].empty()) bad(name, "must not be an empty array");
+          r.prompts.push_back(id_prompt(p[i], name, c.n_vocab));
+        } else {
+          bad_type(name, p[i], "a string or an array of token ids");
+        }
+      }
+    }
+  } else {
+    bad_type("prompt", p, "a string, an array of strings or an array of token ids");
+  }
+
+  if (has("n")) r.n = get_int(j["n"], "n", 1, limits.max_choices);
+  if (int64_t(r.prompts.size()) * r.n > limits.max_choices) {
+    bad("n", "prompts x n is " + std::to_string(int64_t(r.prompts.size()) * r.n) + ", more than the " +
+                 std::to_string(limits.max_choices) + " choices one request may ask for");
+  }
+  if (has("best_of") && get_int(j["best_of"], "best_of", 1, limits.max_choices) != r.n) {
+    throw ApiError(400, "best_of: not supported (it must equal n)", "best_of");
+  }
+  const int64_t n_ctx = limits.n_ctx > 0 ? limits.n_ctx : c.n_ctx;
+  if (has("max_tokens")) r.max_tokens = get_int(j["max_tokens"], "max_tokens", 0, n_ctx);
+  if (has("stream")) r.stream = get_bool(j["stream"], "stream");
+  if (has("stream_options")) {
+    const json& so = j["stream_options"];
+    if (!so.is_object()) bad_type("stream_options", so, "an object");
+    if (!r.stream) bad("stream_options", "only allowed when stream is true");
+    for (const auto& [key, value] : so.items()) {
+      if (key != "include_usage") bad("stream_options", "unknown option " + key);
+      if (!value.is_null()) r.include_usage = get_bool(value, "stream_options.include_usage");
+    }
+  }
+  if (has("logprobs")) r.logprobs = get_int(j["logprobs"], "logprobs", 0, limits.max_top_logprobs);
+  if (has("echo")) r.echo = get_bool(j["echo"], "echo");
+  if (has("seed")) {
+    const json& s = j["seed"];
+    if (!is_int(s)) bad_type("seed", s, "an integer");
+    // Negative seeds are the same 64 bits read as unsigned.
+    r.seed = s.is_number_unsigned() ? s.get<uint64_t>() : uint64_t(s.get<int64_t>());
+  }
+  if (has("stop")) {
+    const json& s = j["stop"];
+    std::vector<std::string> stops;
+    if (s.is_string()) {
+      stops.push_back(s.get<std::string>());
+    } else if (s.is_array()) {
+      if (int64_t(s.size()) > limits.max_stop) {
+        bad("stop", "at most " + std::to_string(limits.max_stop) + " stop strings, got " + std::to_string(s.size()));
+      }
+      for (size_t i = 0; i < s.size(); ++i) {
+        if (!s[i].is_string()) bad_type("stop[" + std::to_string(i) + "]", s[i], "a string");
+        stops.push_back(s[i].get<std::string>());
+      }
+    } else {
+      bad_type("stop", s, "a string or an array of strings");
+    }
+    for (const auto& x : stops) {
+      if (x.empty()) bad("stop", "a stop string must not be empty");
+    }
+    r.gen.stop = std::move(stops);
+  }
+  SamplingParams& sp = r.gen.sampling;
+  if (has("temperature")) {
+    const double t = get_number(j["temperature"], "temperature");
+    if (t < 0 || t > 2) bad("temperature", "must be in [0, 2], got " + short_dump(j["temperature"]));
+    sp.temperature = float(t);
+  }
+  if (has("top_p")) {
+    const double t = get_number(j["top_p"], "top_p");
+    if (!(t > 0 && t <= 1)) bad("top_p", "must be in (0, 1], got " + short_dump(j["top_p"]));
+    sp.top_p = float(t);
+  }
+  if (has("top_k")) sp.top_k = get_int(j["top_k"], "top_k", 0, c.n_vocab);
+  if (has("min_p")) {
+    const double t = get_number(j["min_p"], "min_p");
+    if (!(t >= 0 && t <= 1)) bad("min_p", "must be in [0, 1], got " + short_dump(j["min_p"]));
+    sp.min_p = float(t);
+  }
+  if (has("repetition_penalty")) {
+    const double t = get_number(j["repetition_penalty"], "repetition_penalty");
+    if (!(t > 0 && t <= 100)) {
+      bad("repetition_penalty", "must be in (0, 100], got " + short_dump(j["repetition_penalty"]));
+    }
+    sp.repetition_penalty = float(t);
+  }
+  for (const char* pen : {"presence_penalty", "frequency_penalty"}) {
+    if (!has(pen)) continue;
+    const double t = get_number(j[pen], pen);
+    if (t < -2 || t > 2) bad(pen, "must be in [-2, 2], got " + short_dump(j[pen]));
+    if (t != 0) {
+      throw ApiError(400, std::string(pen) + ": not supported (only 0); repetition_penalty is minigpt's penalty",
+                     pen);
+    }
+  }
+  if (has("logit_bias")) {
+    const json& b = j["logit_bias"];
+    if (!b.is_object()) bad_type("logit_bias", b, "an object");
+    if (!b.empty()) throw ApiError(400, "logit_bias: not supported", "logit_bias");
+  }
+  if (has("suffix")) {
+    if (!j["suffix"].is_string()) bad_type("suffix", j["suffix"], "a string");
+    if (!j["suffix"].get<std::string>().empty()) throw ApiError(400, "suffix: not supported", "suffix");
+  }
+  if (has("user") && !j["user"].is_string()) bad_type("user", j["user"], "a string");
+  if (has("ignore_eos")) r.gen.ignore_eos = get_bool(j["ignore_eos"], "ignore_eos");
+  try {
+    sp.validate();
+  } catch (const Error& e) {
+    throw ApiError(400, e.what());
+  }
+
+  // Each prompt must fit the context with room for at least the first generated token (its logits come
+  // from the prompt's last position) - the OpenAI API's check, in its words.
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    const int64_t len = int64_t(r.prompts[i].size());
+    if (len > n_ctx) {
+      throw ApiError(400,
+                     "This model's maximum context length is " + std::to_string(n_ctx) +
+                         " tokens, however you requested " + std::to_string(len + r.max_tokens) + " tokens (" +
+                         std::to_string(len) + " in your prompt; " + std::to_string(r.max_tokens) +
+                         " for the completion). Please reduce your prompt; or completion length.",
+                     "prompt", "", "context_length_exceeded");
+    }
+  }
+  r.gen.max_new_tokens = std::max<int64_t>(r.max_tokens, 1);
+  r.gen.logprobs = r.logprobs.has_value();
+  r.gen.top_logprobs = r.logprobs.value_or(0);
+  return r;
+}
+
+}  // namespace minigpt::server

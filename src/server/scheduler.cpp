@@ -1,0 +1,267 @@
+#include "scheduler.h"
+
+#include <algorithm>
+
+#include "minigpt/error.h"
+#include "minigpt/sampler.h"
+
+namespace minigpt::server {
+
+void Task::post(Event e) {
+  {
+    std::lock_guard<std::mutex> l(m_);
+    events_.push_back(std::move(e));
+  }
+  cv_.notify_all();
+}
+
+bool Task::wait(std::vector<Event>& out, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> l(m_);
+  if (!cv_.wait_for(l, timeout, [&] { return !events_.empty(); })) return false;
+  while (!events_.empty()) {
+    out.push_back(std::move(events_.front()));
+    events_.pop_front();
+  }
+  return true;
+}
+
+struct Scheduler::Slot {
+  int64_t seq = 0;
+  std::shared_ptr<Task> task;  // null: free
+  int64_t choice = 0;
+  const ChoiceSpec* spec = nullptr;
+  size_t prefilled = 0;  // prompt tokens evaluated
+  std::unique_ptr<Generator> gen;
+  int32_t next = 0;  // the token to evaluate in the next step
+  std::vector<double> prompt_lp;
+  std::vector<std::vector<std::pair<int32_t, double>>> prompt_top;
+  Clock::time_point last_token;
+  bool any_token = false;
+};
+
+namespace {
+SessionOptions session_options(const SchedulerOptions& o) {
+  SessionOptions so;
+  so.n_seq = o.n_parallel;
+  so.n_ctx = o.n_ctx;
+  so.max_batch = o.batch_size + o.n_parallel;  // the prompts' budget, plus one token per decoding sequence
+  return so;
+}
+}  // namespace
+
+Scheduler::Scheduler(std::shared_ptr<const Model> model, const Tokenizer* tokenizer, const SchedulerOptions& o)
+    : model_(std::move(model)), tokenizer_(tokenizer), o_(o), session_(model_, session_options(o)) {
+  n_ctx_ = session_.n_ctx();
+  for (int64_t i = 0; i < o.n_parallel; ++i) {
+    slots_.push_back(std::make_unique<Slot>());
+    slots_.back()->seq = i;
+  }
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() {
+  stop(true);
+  wait();
+}
+
+bool Scheduler::submit(const std::shared_ptr<Task>& task) {
+  {
+    std::lock_guard<std::mutex> l(m_);
+    const int64_t n = int64_t(task->choices().size());
+    if (stopping_ || int64_t(queue_.size()) + n > o_.max_queue) return false;
+    for (int64_t i = 0; i < n; ++i) queue_.push_back({task, i});
+    stats_.queued = int64_t(queue_.size());
+  }
+  cv_.notify_all();
+  return true;
+}
+
+void Scheduler::stop(bool cancel) {
+  {
+    std::lock_guard<std::mutex> l(m_);
+    stopping_ = true;
+    if (cancel) cancel_all_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Scheduler::wait() {
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Scheduler::idle() const {
+  std::lock_guard<std::mutex> l(m_);
+  return queue_.empty() && active_ == 0;
+}
+
+void Scheduler::loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> l(m_);
+      cv_.wait(l, [&] { return !queue_.empty() || active_ > 0 || stopping_; });
+      if (stopping_ && queue_.empty() && active_ == 0) return;
+    }
+    step();
+  }
+}
+
+void Scheduler::finish_slot(Slot& s, StopReason reason) {
+  int64_t generated = 0;
+  if (s.gen) {
+    s.gen->finish(reason);  // releases what was held back (Token events) unless it had ended
+    reason = s.gen->result().reason;
+    generated = int64_t(s.gen->result().tokens.size());
+  }
+  Event e{Event::Kind::Finished, s.choice, {}, {}, {}, reason, {}};
+  e.token.id = int32_t(generated);  // the count of generated tokens rides in token.id
+  s.task->post(std::move(e));
+  session_.reset(s.seq);
+  s.task.reset();
+  s.gen.reset();
+  s.spec = nullptr;
+  std::lock_guard<std::mutex> l(m_);
+  --active_;
+  stats_.busy = active_;
+}
+
+void Scheduler::step() {
+  const Config& c = model_->config();
+  const int64_t V = c.n_vocab;
+  // Admit queued choices into free slots; drop what was cancelled.
+  bool cancel_all = false;
+  {
+    std::lock_guard<std::mutex> l(m_);
+    cancel_all = cancel_all_;
+    while (!queue_.empty() && (cancel_all || queue_.front().task->cancelled())) {
+      const Queued q = queue_.front();
+      queue_.pop_front();
+      q.task->post({Event::Kind::Finished, q.choice, {}, {}, {}, StopReason::Cancelled, {}});
+    }
+    for (auto& sp : slots_) {
+      Slot& s = *sp;
+      if (s.task || queue_.empty()) continue;
+      if (queue_.front().task->cancelled()) break;  // dropped at the next step
+      s.task = queue_.front().task;
+      s.choice = queue_.front().choice;
+      queue_.pop_front();
+      s.spec = &s.task->choices()[size_t(s.choice)];
+      s.prefilled = 0;
+      s.prompt_lp.clear();
+      s.prompt_top.clear();
+      s.any_token = false;
+      ++active_;
+      Slot* slot = &s;
+      GenerateCallbacks cb;
+      cb.on_token = [this, slot](const GeneratedToken& t) {
+        const auto now = Clock::now();
+        {
+          std::lock_guard<std::mutex> sl(stats_.m);
+          if (!slot->any_token) {
+            stats_.ttft.observe(std::chrono::duration<double>(now - slot->task->created()).count());
+          } else {
+            stats_.itl.observe(std::chrono::duration<double>(now - slot->last_token).count());
+          }
+        }
+        ++stats_.generated_tokens;
+        slot->any_token = true;
+        slot->last_token = now;
+        slot->task->post({Event::Kind::Token, slot->choice, t, {}, {}, StopReason::Length, {}});
+      };
+      s.gen = std::make_unique<Generator>(c, tokenizer_, s.spec->options, s.spec->prompt, std::move(cb));
+    }
+    stats_.queued = int64_t(queue_.size());
+    stats_.busy = active_;
+  }
+  for (auto& sp : slots_) {
+    if (sp->task && (cancel_all || sp->task->cancelled())) finish_slot(*sp, StopReason::Cancelled);
+  }
+
+  // The step: a token of every decoding sequence first (streams keep flowing), then prompt chunks.
+  std::vector<Session::SeqTokens> entries;
+  std::vector<Slot*> owners;
+  std::vector<int64_t> takes;
+  for (auto& sp : slots_) {
+    Slot& s = *sp;
+    if (s.task && s.prefilled == s.spec->prompt.size()) {
+      entries.push_back({s.seq, std::span<const int32_t>(&s.next, 1), false});
+      owners.push_back(&s);
+      takes.push_back(0);
+    }
+  }
+  int64_t budget = o_.batch_size;
+  for (auto& sp : slots_) {
+    Slot& s = *sp;
+    if (!s.task || s.prefilled == s.spec->prompt.size() || budget == 0) continue;
+    const int64_t take = std::min<int64_t>(budget, int64_t(s.spec->prompt.size() - s.prefilled));
+    budget -= take;
+    entries.push_back({s.seq, std::span<const int32_t>(s.spec->prompt).subspan(s.prefilled, size_t(take)),
+                       s.spec->prompt_logprobs});
+    owners.push_back(&s);
+    takes.push_back(take);
+  }
+  if (entries.empty()) return;
+
+  std::span<const float> logits;
+  try {
+    logits = session_.eval_batch(entries);
+    ++stats_.steps;
+  } catch (const std::exception& e) {
+    for (Slot* s : owners) {
+      s->task->post({Event::Kind::Failed, s->choice, {}, {}, {}, StopReason::Cancelled, e.what()});
+      s->gen.reset();
+      finish_slot(*s, StopReason::Cancelled);
+    }
+    return;
+  }
+
+  size_t row = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    Slot& s = *owners[i];
+    const int64_t take = takes[i];
+    const int64_t rows = entries[i].all_logits ? take : 1;
+    const std::span<const float> all = logits.subspan(row * size_t(V), size_t(rows * V));
+    row += size_t(rows);
+    const std::span<const float> last = all.subspan(size_t((rows - 1) * V), size_t(V));
+    try {
+      if (take > 0) {  // a prompt chunk
+        const std::vector<int32_t>& prompt = s.spec->prompt;
+        if (s.spec->prompt_logprobs) {
+          const int64_t top = s.spec->options.top_logprobs;
+          for (int64_t r = 0; r < take; ++r) {
+            const size_t g = s.prefilled + size_t(r);  // this row predicts token g + 1
+            if (g + 1 >= prompt.size()) break;
+            const std::span<const float> lr = all.subspan(size_t(r * V), size_t(V));
+            s.prompt_lp.push_back(log_prob(lr, prompt[g + 1]));
+            s.prompt_top.push_back(top > 0 ? top_log_probs(lr, top) : std::vector<std::pair<int32_t, double>>{});
+          }
+        }
+        s.prefilled += size_t(take);
+        stats_.prompt_tokens += take;
+        if (s.prefilled < prompt.size()) continue;
+        Event pe{Event::Kind::Prompt, s.choice, {}, std::move(s.prompt_lp), std::move(s.prompt_top),
+                 StopReason::Length, {}};
+        s.task->post(std::move(pe));
+        if (s.spec->max_tokens == 0) {
+          s.gen.reset();
+          finish_slot(s, StopReason::Length);
+          continue;
+        }
+      }
+      if (!s.gen->push(last)) {
+        finish_slot(s, s.gen->result().reason);
+        continue;
+      }
+      if (session_.n_past(s.seq) == n_ctx_) {
+        finish_slot(s, StopReason::Context);
+        continue;
+      }
+      s.next = s.gen->next();
+    } catch (const std::exception& e) {
+      s.task->post({Event::Kind::Failed, s.choice, {}, {}, {}, StopReason::Cancelled, e.what()});
+      s.gen.reset();
+      finish_slot(s, StopReason::Cancelled);
+    }
+  }
+}
+
+}  // namespace minigpt::server

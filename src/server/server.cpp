@@ -1,0 +1,613 @@
+// The HTTP side of `minigpt serve`: cpp-httplib (what llama-server is built on; Debian's libcpp-httplib-dev)
+// serves the routes; every request body is checked before anything runs; completions go to the Scheduler
+// and come back as events, turned here into the OpenAI response shapes (one JSON, or server-sent events).
+#include <httplib.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "minigpt/error.h"
+#include "minigpt/server.h"
+#include "scheduler.h"
+
+namespace minigpt::server {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+int64_t code_points(std::string_view s) {
+  int64_t n = 0;
+  for (unsigned char ch : s) n += (ch & 0xC0) != 0x80;
+  return n;
+}
+
+const char* finish_reason(StopReason r) {
+  switch (r) {
+    case StopReason::Eos:
+    case StopReason::Stop:
+      return "stop";
+    case StopReason::Length:
+    case StopReason::Context:
+      return "length";
+    case StopReason::Cancelled:
+      return "abort";
+  }
+  return "stop";
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status();
+  if (e.status() == 503) res.set_header("Retry-After", "1");
+  res.set_content(e.body(), "application/json");
+}
+
+// One choice's text and logprobs as they grow (the whole response, or one streamed chunk's delta).
+struct Piece {
+  std::string text;
+  json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(),
+       text_offset = json::array();
+  bool empty() const { return text.empty() && tokens.empty(); }
+  void append(const Piece& p) {
+    text += p.text;
+    for (const auto& x : p.tokens) tokens.push_back(x);
+    for (const auto& x : p.token_logprobs) token_logprobs.push_back(x);
+    for (const auto& x : p.top_logprobs) top_logprobs.push_back(x);
+    for (const auto& x : p.text_offset) text_offset.push_back(x);
+  }
+  json logprobs_json() const {
+    return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs},
+            {"text_offset", text_offset}};
+  }
+};
+
+}  // namespace
+
+struct Server::Impl {
+  std::shared_ptr<const Model> model;
+  Tokenizer tok;
+  ServerOptions o;
+  std::unique_ptr<Scheduler> sched;
+  httplib::Server svr;
+  RequestLimits limits;
+  int port = -1;
+  int64_t started = 0;  // unix time
+  std::atomic<bool> draining{false}, stopping{false}, run_called{false}, run_done{false};
+  std::thread stopper;
+  std::mutex id_m;
+  std::mt19937_64 rng{std::random_device{}()};
+  std::mutex metrics_m;
+  std::map<std::pair<std::string, int>, int64_t> requests;  // (path, status) -> count
+
+  Impl(std::shared_ptr<const Model> m, Tokenizer t, ServerOptions opt)
+      : model(std::move(m)), tok(std::move(t)), o(std::move(opt)) {}
+
+  std::string token_text(int32_t id) const {
+    if (id < 0 || id >= tok.n_vocab()) return "";
+    return utf8_sanitize(tok.decode(std::span<const int32_t>(&id, 1)));
+  }
+  json top_json(const std::vector<std::pair<int32_t, double>>& top) const {
+    json d = json::object();
+    for (const auto& [id, lp] : top) {
+      const std::string k = token_text(id);
+      if (!d.contains(k)) d[k] = lp;  // tokens with the same text: the likelier one (listed first)
+    }
+    return d;
+  }
+  std::string new_id(const char* prefix) {
+    std::lock_guard<std::mutex> l(id_m);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%016llx%08llx", (unsigned long long)rng(), (unsigned long long)(rng() >> 32));
+    return std::string(prefix) + buf;
+  }
+  uint64_t random_seed() {
+    std::lock_guard<std::mutex> l(id_m);
+    return rng();
+  }
+
+  void setup_routes();
+  void completions(const httplib::Request& req, httplib::Response& res);
+  std::string metrics_text();
+};
+
+namespace {
+
+// The prompt as echo shows it: the stream decoder's pieces, each token's text and offset.
+struct EchoPrompt {
+  std::string text;
+  std::vector<std::string> token_texts;
+  std::vector<int64_t> offsets;  // code points
+};
+
+EchoPrompt echo_prompt(const Tokenizer& tok, const std::vector<int32_t>& ids) {
+  EchoPrompt e;
+  StreamDecoder dec(tok);
+  int64_t chars = 0;
+  for (int32_t id : ids) {
+    e.offsets.push_back(chars);
+    e.token_texts.push_back(id < tok.n_vocab() ? utf8_sanitize(tok.decode(std::span<const int32_t>(&id, 1))) : "");
+    const std::string piece = id < tok.n_vocab() ? dec.push(id) : "";
+    chars += code_points(piece);
+    e.text += piece;
+  }
+  e.text += dec.flush();
+  return e;
+}
+
+}  // namespace
+
+void Server::Impl::completions(const httplib::Request& req, httplib::Response& res) {
+  const Config& c = model->config();
+  CompletionRequest cr = parse_completion_request(req.body, tok, c, limits);
+  const uint64_t seed = cr.seed ? *cr.seed : random_seed();
+  std::vector<ChoiceSpec> specs;
+  std::vector<EchoPrompt> echoes;
+  int64_t prompt_tokens = 0;
+  for (auto& p : cr.prompts) {
+    std::vector<int32_t> prepared;
+    try {
+      prepared = prepare_prompt(p, cr.gen, c, &tok, sched->n_ctx());
+    } catch (const Error& e) {
+      throw ApiError(400, e.what(), "prompt");
+    }
+    prompt_tokens += int64_t(prepared.size());
+    if (cr.echo) echoes.push_back(echo_prompt(tok, prepared));
+    for (int64_t j = 0; j < cr.n; ++j) {
+      ChoiceSpec s;
+      s.prompt = prepared;
+      s.options = cr.gen;
+      s.options.sampling.seed = seed + uint64_t(j);
+      s.max_tokens = cr.max_tokens;
+      s.prompt_logprobs = cr.echo && cr.logprobs.has_value();
+      specs.push_back(std::move(s));
+    }
+  }
+  const size_t n_choices = specs.size();
+  auto task = std::make_shared<Task>(std::move(specs));
+  if (draining) throw ApiError(503, "the server is shutting down");
+  if (!sched->submit(task)) {
+    throw ApiError(503, "the server is busy: every slot is taken and the queue is full; retry later");
+  }
+
+  const std::string id = new_id("cmpl-");
+  const int64_t created = int64_t(std::time(nullptr));
+  const std::string model_id = o.model_id;
+  const bool logprobs = cr.logprobs.has_value();
+  const int64_t n = cr.n;
+
+  // Turns one event into its choice's piece; `chars` counts each choice's code points so far.
+  auto piece_of = [this, logprobs, echoes, n](const Event& e, std::vector<int64_t>& chars) {
+    Piece p;
+    const size_t ci = size_t(e.choice);
+    if (e.kind == Event::Kind::Prompt) {
+      if (echoes.empty()) return p;
+      const EchoPrompt& ep = echoes[ci / size_t(n)];
+      p.text = ep.text;
+      if (logprobs) {
+        for (size_t i = 0; i < ep.token_texts.size(); ++i) {
+          p.tokens.push_back(ep.token_texts[i]);
+          p.text_offset.push_back(chars[ci] + ep.offsets[i]);
+          // The first token has no logprob: nothing precedes it (null, as the OpenAI API gives it).
+          p.token_logprobs.push_back(i == 0 ? json(nullptr) : json(e.prompt_logprobs[i - 1]));
+          p.top_logprobs.push_back(i == 0 ? json(nullptr) : top_json(e.prompt_top[i - 1]));
+        }
+      }
+    } else if (e.kind == Event::Kind::Token) {
+      p.text = e.token.text;
+      if (logprobs) {
+        p.tokens.push_back(token_text(e.token.id));
+        p.token_logprobs.push_back(e.token.logprob);
+        p.top_logprobs.push_back(top_json(e.token.top));
+        p.text_offset.push_back(chars[ci]);
+      }
+    }
+    chars[ci] += code_points(p.text);
+    return p;
+  };
+
+  if (!cr.stream) {
+    std::vector<Piece> pieces(n_choices);
+    std::vector<int64_t> chars(n_choices, 0);
+    std::vector<std::string> reasons(n_choices);
+    int64_t completion_tokens = 0;
+    size_t finished = 0;
+    while (finished < n_choices) {
+      std::vector<Event> evs;
+      task->wait(evs, std::chrono::milliseconds(1000));
+      for (const Event& e : evs) {
+        if (e.kind == Event::Kind::Failed) {
+          task->cancel();
+          throw ApiError(500, "generation failed: " + e.error);
+        }
+        if (e.kind == Event::Kind::Finished) {
+          reasons[size_t(e.choice)] = finish_reason(e.reason);
+          completion_tokens += e.token.id;
+          ++finished;
+          continue;
+        }
+        pieces[size_t(e.choice)].append(piece_of(e, chars));
+      }
+    }
+    json choices = json::array();
+    for (size_t i = 0; i < n_choices; ++i) {
+      choices.push_back({{"text", pieces[i].text},
+                         {"index", i},
+                         {"logprobs", logprobs ? pieces[i].logprobs_json() : json(nullptr)},
+                         {"finish_reason", reasons[i]}});
+    }
+    json out = {{"id", id},
+                {"object", "text_completion"},
+                {"created", created},
+                {"model", model_id},
+                {"choices", choices},
+                {"usage",
+                 {{"prompt_tokens", prompt_tokens},
+                  {"completion_tokens", completion_tokens},
+                  {"total_tokens", prompt_tokens + completion_tokens}}}};
+    res.set_content(dump(out), "application/json");
+    return;
+  }
+
+  struct StreamState {
+    std::vector<int64_t> chars;
+    size_t finished = 0;
+    int64_t completion_tokens = 0;
+    bool done = false;
+    Clock::time_point last_write = Clock::now();
+  };
+  auto st = std::make_shared<StreamState>();
+  st->chars.assign(n_choices, 0);
+  const bool include_usage = cr.include_usage;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [=](size_t, httplib::DataSink& sink) mutable {
+        auto chunk = [&](const json& choices, const json& usage) {
+          json j = {{"id", id},           {"object", "text_completion"}, {"created", created},
+                    {"model", model_id}, {"choices", choices}};
+          if (include_usage) j["usage"] = usage;
+          return "data: " + dump(j) + "\n\n";
+        };
+        std::vector<Event> evs;
+        if (!task->wait(evs, std::chrono::milliseconds(250))) {
+          // Nothing yet (queued, or a long prompt): an SSE comment now and then finds a client that left.
+          if (Clock::now() - st->last_write > std::chrono::seconds(2)) {
+            st->last_write = Clock::now();
+            static const char kPing[] = ": ping\n\n";
+            if (!sink.write(kPing, sizeof kPing - 1)) {
+              task->cancel();
+              return false;
+            }
+          }
+          return true;
+        }
+        std::string out;
+        for (const Event& e : evs) {
+          if (e.kind == Event::Kind::Failed) {
+            out += "data: " + ApiError(500, "generation failed: " + e.error).body() + "\n\n";
+            st->done = true;
+            task->cancel();
+            break;
+          }
+          json ch = {{"index", e.choice}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+          if (e.kind == Event::Kind::Finished) {
+            ch["text"] = "";
+            ch["finish_reason"] = finish_reason(e.reason);
+            st->completion_tokens += e.token.id;
+            ++st->finished;
+          } else {
+            const Piece p = piece_of(e, st->chars);
+            if (p.empty()) continue;  // a token inside a character: it goes out with the next one
+            ch["text"] = p.text;
+            if (logprobs) ch["logprobs"] = p.logprobs_json();
+          }
+          out += chunk(json::array({ch}), nullptr);
+        }
+        if (!st->done && st->finished == n_choices) {
+          if (include_usage) {
+            json j = {{"id", id},           {"object", "text_completion"}, {"created", created},
+                      {"model", model_id}, {"choices", json::array()},
+                      {"usage",
+                       {{"prompt_tokens", prompt_tokens},
+                        {"completion_tokens", st->completion_tokens},
+                        {"total_tokens", prompt_tokens + st->completion_tokens}}}};
+            out += "data: " + dump(j) + "\n\n";
+          }
+          st->done = true;
+        }
+        if (st->done) out += "data: [DONE]\n\n";
+        if (!out.empty()) {
+          st->last_write = Clock::now();
+          if (!sink.write(out.data(), out.size())) {
+            task->cancel();  // the client went away: its slot frees at the next step
+            return false;
+          }
+        }
+        if (st->done) sink.done();
+        return true;
+      },
+      [task](bool) { task->cancel(); });
+}
+
+std::string Server::Impl::metrics_text() {
+  std::string out;
+  auto line = [&](const std::string& s) { out += s + "\n"; };
+  auto num = [](double x) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%.17g", x);
+    return std::string(b);
+  };
+  line("# HELP minigpt_requests_total HTTP requests answered, by path and status.");
+  line("# TYPE minigpt_requests_total counter");
+  {
+    std::lock_guard<std::mutex> l(metrics_m);
+    for (const auto& [k, v] : requests) {
+      line("minigpt_requests_total{path=\"" + k.first + "\",status=\"" + std::to_string(k.second) + "\"} " +
+           std::to_string(v));
+    }
+  }
+  SchedulerStats& s = sched->stats();
+  line("# HELP minigpt_prompt_tokens_total Prompt tokens evaluated.");
+  line("# TYPE minigpt_prompt_tokens_total counter");
+  line("minigpt_prompt_tokens_total " + std::to_string(s.prompt_tokens.load()));
+  line("# HELP minigpt_generated_tokens_total Tokens generated.");
+  line("# TYPE minigpt_generated_tokens_total counter");
+  line("minigpt_generated_tokens_total " + std::to_string(s.generated_tokens.load()));
+  line("# HELP minigpt_steps_total Forward steps run (each batches every running sequence).");
+  line("# TYPE minigpt_steps_total counter");
+  line("minigpt_steps_total " + std::to_string(s.steps.load()));
+  line("# HELP minigpt_queue_depth Choices waiting for a slot.");
+  line("# TYPE minigpt_queue_depth gauge");
+  line("minigpt_queue_depth " + std::to_string(s.queued.load()));
+  line("# HELP minigpt_slots_busy Slots generating.");
+  line("# TYPE minigpt_slots_busy gauge");
+  line("minigpt_slots_busy " + std::to_string(s.busy.load()));
+  line("# HELP minigpt_slots_total Slots (-np).");
+  line("# TYPE minigpt_slots_total gauge");
+  line("minigpt_slots_total " + std::to_string(o.n_parallel));
+  std::lock_guard<std::mutex> l(s.m);
+  for (const auto& [name, help, h] :
+       {std::tuple<const char*, const char*, const Histogram*>{
+            "minigpt_time_to_first_token_seconds", "From a request's arrival to its first token.", &s.ttft},
+        {"minigpt_inter_token_latency_seconds", "Between two tokens of one choice.", &s.itl}}) {
+    line(std::string("# HELP ") + name + " " + help);
+    line(std::string("# TYPE ") + name + " histogram");
+    for (size_t i = 0; i < h->bounds.size(); ++i) {
+      line(std::string(name) + "_bucket{le=\"" + num(h->bounds[i]) + "\"} " + std::to_string(h->counts[i]));
+    }
+    line(std::string(name) + "_bucket{le=\"+Inf\"} " + std::to_string(h->count));
+    line(std::string(name) + "_sum " + num(h->sum));
+    line(std::string(name) + "_count " + std::to_string(h->count));
+  }
+  return out;
+}
+
+void Server::Impl::setup_routes() {
+  // Every handler answers errors in the OpenAI shape; nothing a client sends escapes as an exception.
+  auto guarded = [this](auto fn) {
+    return [this, fn](const httplib::Request& req, httplib::Response& res) {
+      try {
+        fn(req, res);
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      } catch (const Error& e) {
+        send_error(res, ApiError(e.kind() == ErrorKind::Argument ? 400 : 500, e.what()));
+      } catch (const std::bad_alloc&) {
+        send_error(res, ApiError(500, "out of memory"));
+      } catch (const std::exception& e) {
+        send_error(res, ApiError(500, std::string("internal error: ") + e.what()));
+      }
+    };
+  };
+  auto parse_object = [](const std::string& body) {
+    json j;
+    try {
+      j = json::parse(body);
+    } catch (const json::parse_error& e) {
+      throw ApiError(400, std::string("the body is not valid JSON: ") + e.what());
+    }
+    if (!j.is_object()) throw ApiError(400, "the body must be a JSON object");
+    return j;
+  };
+
+  svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (o.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    const std::string auth = req.get_header_value("Authorization");
+    if (auth != "Bearer " + o.api_key) {
+      send_error(res, ApiError(401,
+                               auth.empty() ? "no API key given (Authorization: Bearer KEY)"
+                                            : "incorrect API key provided",
+                               "", "authentication_error", "invalid_api_key"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  svr.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 413) {
+      send_error(res, ApiError(413, "the request body is larger than " + std::to_string(o.max_body) + " bytes"));
+    } else if (res.status == 404) {
+      send_error(res, ApiError(404, "no such endpoint: " + req.method + " " + req.path));
+    } else {
+      send_error(res, ApiError(res.status, "bad request (HTTP " + std::to_string(res.status) + ")"));
+    }
+  });
+  svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    static const char* kKnown[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
+                                   "/metrics",        "/tokenize",            "/detokenize"};
+    std::string path = "other";
+    for (const char* k : kKnown) {
+      if (req.path == k) path = k;
+    }
+    std::lock_guard<std::mutex> l(metrics_m);
+    ++requests[{path, res.status}];
+  });
+
+  svr.Post("/v1/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
+             completions(req, res);
+           }));
+  svr.Post("/v1/chat/completions", guarded([this, parse_object](const httplib::Request& req, httplib::Response&) {
+             parse_object(req.body);
+             if (!o.chat_template) {
+               throw ApiError(400,
+                              "this model has no chat template (no chat_template in its tokenizer_config.json or "
+                              "GGUF metadata): use /v1/completions",
+                              "messages", "", "model_not_chat");
+             }
+             throw ApiError(400, "chat templates are not supported by this version of minigpt: use /v1/completions",
+                            "messages", "", "chat_template_unsupported");
+           }));
+  svr.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
+            const Config& c = model->config();
+            json m = {{"id", o.model_id},
+                      {"object", "model"},
+                      {"created", started},
+                      {"owned_by", "minigpt"},
+                      {"meta",
+                       {{"n_ctx", sched->n_ctx()},
+                        {"n_ctx_train", c.n_ctx},
+                        {"n_vocab", c.n_vocab},
+                        {"n_embd", c.n_embd},
+                        {"n_layer", c.n_layer},
+                        {"n_parallel", o.n_parallel}}}};
+            res.set_content(dump({{"object", "list"}, {"data", json::array({m})}}), "application/json");
+          }));
+  svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (draining) {
+      res.status = 503;
+      res.set_content(R"({"status":"shutting down"})", "application/json");
+    } else {
+      res.set_content(R"({"status":"ok"})", "application/json");
+    }
+  });
+  svr.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
+            res.set_content(metrics_text(), "text/plain; version=0.0.4");
+          }));
+  // llama-server's shapes: {"content": TEXT, "add_special": false} -> {"tokens": [...]}; and back.
+  svr.Post("/tokenize", guarded([this, parse_object](const httplib::Request& req, httplib::Response& res) {
+             const json j = parse_object(req.body);
+             for (const auto& [k, v] : j.items()) {
+               if (k != "content" && k != "add_special") throw ApiError(400, "unknown field: " + k, k);
+             }
+             if (!j.contains("content") || !j["content"].is_string()) {
+               throw ApiError(400, "content: required, a string", "content");
+             }
+             bool add_special = false;
+             if (j.contains("add_special")) {
+               if (!j["add_special"].is_boolean()) throw ApiError(400, "add_special: expected a boolean", "add_special");
+               add_special = j["add_special"].get<bool>();
+             }
+             const std::string text = j["content"].get<std::string>();
+             std::vector<int32_t> ids;
+             try {
+               ids = add_special ? tok.encode_with_specials(text, true) : tok.encode(text, true);
+             } catch (const Error& e) {
+               throw ApiError(400, std::string("content: ") + e.what(), "content");
+             }
+             res.set_content(dump({{"tokens", ids}}), "application/json");
+           }));
+  svr.Post("/detokenize", guarded([this, parse_object](const httplib::Request& req, httplib::Response& res) {
+             const json j = parse_object(req.body);
+             for (const auto& [k, v] : j.items()) {
+               if (k != "tokens") throw ApiError(400, "unknown field: " + k, k);
+             }
+             if (!j.contains("tokens") || !j["tokens"].is_array()) {
+               throw ApiError(400, "tokens: required, an array of token ids", "tokens");
+             }
+             std::vector<int32_t> ids;
+             for (size_t i = 0; i < j["tokens"].size(); ++i) {
+               const json& v = j["tokens"][i];
+               if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= tok.n_vocab()) {
+                 throw ApiError(400,
+                                "tokens[" + std::to_string(i) + "]: not a token id in [0, " +
+                                    std::to_string(tok.n_vocab()) + ")",
+                                "tokens");
+               }
+               ids.push_back(int32_t(v.get<int64_t>()));
+             }
+             res.set_content(dump({{"content", utf8_sanitize(tok.decode(ids))}}), "application/json");
+           }));
+}
+
+Server::Server(std::shared_ptr<const Model> model, Tokenizer tokenizer, ServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(model), std::move(tokenizer), std::move(options))) {
+  Impl& d = *impl_;
+  if (d.o.n_parallel < 1 || d.o.n_parallel > 256) {
+    throw Error(ErrorKind::Argument, "-np: must be in [1, 256], got " + std::to_string(d.o.n_parallel));
+  }
+  if (d.o.batch_size < 1 || d.o.batch_size > 8192) {
+    throw Error(ErrorKind::Argument, "--batch-size: must be in [1, 8192], got " + std::to_string(d.o.batch_size));
+  }
+  if (d.o.max_queue < 1 || d.o.max_queue > 100000) {
+    throw Error(ErrorKind::Argument, "--max-queue: must be in [1, 100000], got " + std::to_string(d.o.max_queue));
+  }
+  if (d.o.model_id.empty()) d.o.model_id = "minigpt";
+  SchedulerOptions so;
+  so.n_parallel = d.o.n_parallel;
+  so.n_ctx = d.o.n_ctx;
+  so.batch_size = d.o.batch_size;
+  so.max_queue = d.o.max_queue;
+  d.sched = std::make_unique<Scheduler>(d.model, &d.tok, so);
+  d.limits.n_ctx = d.sched->n_ctx();
+  d.limits.max_choices = std::min<int64_t>(64, d.o.max_queue);
+  d.started = int64_t(std::time(nullptr));
+  const int threads = d.o.http_threads > 0 ? d.o.http_threads
+                                           : int(std::min<int64_t>(d.o.n_parallel + d.o.max_queue + 8, 512));
+  d.svr.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  d.svr.set_payload_max_length(d.o.max_body);
+  d.svr.set_keep_alive_timeout(5);
+  d.setup_routes();
+}
+
+Server::~Server() {
+  stop(true);
+  if (impl_->stopper.joinable()) impl_->stopper.join();
+}
+
+int Server::bind() {
+  Impl& d = *impl_;
+  errno = 0;
+  if (d.o.port < 0 || d.o.port > 65535) {
+    throw Error(ErrorKind::Argument, "--port: must be in [0, 65535], got " + std::to_string(d.o.port));
+  }
+  if (d.o.port == 0) {
+    d.port = d.svr.bind_to_any_port(d.o.host);
+  } else {
+    d.port = d.svr.bind_to_port(d.o.host, d.o.port) ? d.o.port : -1;
+  }
+  if (d.port <= 0) {
+    const int err = errno;
+    throw Error(ErrorKind::Io, "cannot listen on " + d.o.host + ":" + std::to_string(d.o.port) +
+                                   (err ? std::string(": ") + std::strerror(err) : std::string()));
+  }
+  return d.port;
+}
+
+void Server::run() {
+  Impl& d = *impl_;
+  std::signal(SIGPIPE, SIG_IGN);  // a client that closed its socket: a failed write, not a dead server
+  d.run_called = true;
+  if (!d.stopping) d.svr.listen_after_bind();
+  d.run_done = true;
+}
+
+void Server::stop(bool cancel) {
+  Impl& d = *impl_;
+  d.draining = true;
+  d.sched->stop(cancel);
+  if (d.stopping.exchange(true)) return;
+  d.stopper = std::thread([&d] {
+    d.sched->wait();
+    // listen() may not have started yet: wait for it (or for run() never to be called).
+    while (d.run_called && !d.run_done && !d.svr.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    d.svr.stop();
+  });
+}
+
+}  // namespace minigpt::server

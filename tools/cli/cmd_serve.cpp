@@ -1,0 +1,126 @@
+// minigpt serve: the OpenAI-compatible HTTP server (minigpt/server.h).
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "command.h"
+#include "common.h"
+#include "minigpt/error.h"
+#include "minigpt/gguf.h"
+#include "minigpt/server.h"
+
+namespace minigpt::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ServeCliOptions {
+  ModelOptions model;
+  server::ServerOptions server;
+  std::optional<int64_t> ctx_size;
+  std::string alias;
+};
+
+// The chat template of tokenizer_config.json (a model directory) or tokenizer.chat_template (GGUF).
+std::optional<std::string> chat_template(const fs::path& model) {
+  std::error_code ec;
+  if (fs::is_directory(model, ec)) {
+    std::ifstream in(model / "tokenizer_config.json");
+    if (!in) return std::nullopt;
+    const auto j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_object() && j.contains("chat_template") && !j["chat_template"].is_null()) {
+      return j["chat_template"].dump();
+    }
+    return std::nullopt;
+  }
+  if (model.extension() == ".gguf") return GgufFile::open(model)->get_string("tokenizer.chat_template");
+  return std::nullopt;
+}
+
+int run_serve(ServeCliOptions& o) {
+  // SIGINT and SIGTERM go to one watcher thread (sigwait), never to a thread in the middle of a step: block
+  // them before any thread starts (the model's thread pool, the scheduler, the HTTP workers inherit this).
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  const auto dir = resolve_model_dir(o.model);
+  check_tokenizer_source(o.model.tokenizer, dir);
+  auto model = Model::load(dir, load_options(o.model));
+  Tokenizer tok = load_tokenizer(o.model.tokenizer, dir);
+  if (tok.n_vocab() > model->config().n_vocab) {
+    throw Error(ErrorKind::Config, "the tokenizer has " + std::to_string(tok.n_vocab()) +
+                                       " tokens, more than the model's vocabulary of " +
+                                       std::to_string(model->config().n_vocab));
+  }
+  server::ServerOptions so = o.server;
+  so.n_ctx = context_size(o.ctx_size, model->config().n_ctx);
+  so.model_id = !o.alias.empty() ? o.alias : fs::path(dir).lexically_normal().filename().string();
+  if (so.model_id.empty()) so.model_id = fs::path(dir).lexically_normal().parent_path().filename().string();
+  so.chat_template = chat_template(dir);
+  server::Server srv(model, std::move(tok), so);
+  const int port = srv.bind();
+
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    int signals = 0;
+    const timespec tick{0, 200 * 1000 * 1000};
+    while (!done) {
+      if (sigtimedwait(&sigs, nullptr, &tick) < 0) continue;
+      if (++signals == 1) {
+        std::fprintf(stderr, "minigpt: stopping: no new requests; finishing the running ones (again to cancel them)\n");
+        srv.stop(false);
+      } else {
+        std::fprintf(stderr, "minigpt: stopping: cancelling the running requests\n");
+        srv.stop(true);
+      }
+    }
+  });
+  std::fprintf(stderr, "minigpt: serving %s on http://%s:%d (%lld slots, context %lld)\n", so.model_id.c_str(),
+               so.host.c_str(), port, (long long)so.n_parallel, (long long)so.n_ctx);
+  srv.run();
+  done = true;
+  watcher.join();
+  std::fprintf(stderr, "minigpt: stopped\n");
+  return 0;
+}
+
+const bool registered =
+    register_command("serve", "Serve the model over HTTP (OpenAI-compatible API)", [](CLI::App& app) {
+      auto o = std::make_shared<ServeCliOptions>();
+      add_model_options(app, o->model, false);
+      add_tokenizer_option(app, o->model.tokenizer);
+      app.add_option("--host", o->server.host, "Address to listen on (default 127.0.0.1: this machine only)");
+      app.add_option("--port", o->server.port, "Port (default 8080; 0: any free port, printed at start)")
+          ->check(CLI::Range(0, 65535));
+      app.add_option("--parallel", o->server.n_parallel,
+                     "Sequences decoded together, each with its own KV cache (default 4; -np N as llama-server spells it)")
+          ->check(CLI::Range(1, 256));
+      app.add_option_function<int64_t>(
+          "-c,--ctx-size", [o](const int64_t& c) { o->ctx_size = c; },
+          "Context per sequence in tokens (default: the model's, at most 4096; 0 = the model's whole "
+          "context). Unlike llama-server's -c, not divided among the slots");
+      app.add_option("-b,--batch-size", o->server.batch_size,
+                     "Prompt tokens per forward step in all, shared by the prompts being prefilled (default "
+                     "256); decoding sequences add one each")
+          ->check(CLI::Range(1, 8192));
+      app.add_option("--max-queue", o->server.max_queue,
+                     "Choices that may wait for a slot; beyond it requests get 503 (default 64)")
+          ->check(CLI::Range(1, 100000));
+      app.add_option("--max-body", o->server.max_body, "Largest request body in bytes (default 1 MiB)")
+          ->check(CLI::Range(size_t(64), size_t(1) << 30));
+      app.add_option("--api-key", o->server.api_key,
+                     "Require \"Authorization: Bearer KEY\" on every endpoint but /health");
+      app.add_option("--alias", o->alias, "The model's name in the API (default: the model's file or folder name)");
+      return [o] { return run_serve(*o); };
+    });
+
+}  // namespace
+}  // namespace minigpt::cli
