@@ -203,7 +203,8 @@ void Generator::finish(StopReason reason) {
   if (done_) return;
   done_ = true;
   r_.reason = reason;
-  if (decoder_ && reason != StopReason::Stop && !add_text(decoder_->flush(), true)) r_.reason = StopReason::Stop;
+  if (decoder_ && reason != StopReason::Stop && !add_text(decoder_->flush(), true))
+    r_.reason = StopReason::Stop;
   release(r_.reason == StopReason::Stop ? Release::Stop : Release::All);
   if (!r_.tokens.empty() || r_.reason == StopReason::Eos) {
     r_.decode_seconds = std::chrono::duration<double>(clock_type::now() - t_first_).count();

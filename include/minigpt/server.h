@@ -41,9 +41,9 @@ class ApiError : public std::runtime_error {
 };
 
 struct RequestLimits {
-  int64_t n_ctx = 0;          // positions per sequence
-  int64_t max_choices = 64;   // prompts x n
-  int64_t max_stop = 16;      // stop strings
+  int64_t n_ctx = 0;         // positions per sequence
+  int64_t max_choices = 64;  // prompts x n
+  int64_t max_stop = 16;     // stop strings
   int64_t max_top_logprobs = 5;
 };
 
@@ -69,11 +69,11 @@ CompletionRequest parse_completion_request(std::string_view body, const Tokenize
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;           // 0: any free port (bind() returns it)
-  int64_t n_parallel = 4;    // sequences decoded together (-np)
-  int64_t n_ctx = 0;         // positions per sequence; 0: the model's
-  int64_t batch_size = 256;  // tokens per forward step in all (prompt chunks share it; decode comes first)
-  int64_t max_queue = 64;    // choices waiting for a slot; more: 503
+  int port = 8080;            // 0: any free port (bind() returns it)
+  int64_t n_parallel = 4;     // sequences decoded together (-np)
+  int64_t n_ctx = 0;          // positions per sequence; 0: the model's
+  int64_t batch_size = 256;   // tokens per forward step in all (prompt chunks share it; decode comes first)
+  int64_t max_queue = 64;     // choices waiting for a slot; more: 503
   size_t max_body = 1 << 20;  // request bytes; more: 413
   std::string api_key;        // non-empty: every endpoint but /health needs "Authorization: Bearer KEY"
   std::string model_id;       // what /v1/models and responses call the model

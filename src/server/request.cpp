@@ -12,8 +12,12 @@ namespace minigpt::server {
 
 using json = nlohmann::json;
 
-ApiError::ApiError(int status, const std::string& message, std::string param, std::string type, std::string code)
-    : std::runtime_error(message), status_(status), param_(std::move(param)), type_(std::move(type)),
+ApiError::ApiError(int status, const std::string& message, std::string param, std::string type,
+                   std::string code)
+    : std::runtime_error(message),
+      status_(status),
+      param_(std::move(param)),
+      type_(std::move(type)),
       code_(std::move(code)) {
   if (type_.empty()) {
     type_ = status == 401   ? "authentication_error"
@@ -73,7 +77,8 @@ int64_t get_int(const json& v, const std::string& param, int64_t lo, int64_t hi)
   }
   const int64_t x = v.get<int64_t>();
   if (x < lo || x > hi) {
-    bad(param, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(x));
+    bad(param,
+        "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(x));
   }
   return x;
 }
@@ -129,18 +134,34 @@ CompletionRequest parse_completion_request(std::string_view body, const Tokenize
   json j;
   try {
     j = json::parse(body.begin(), body.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number out of range
     // nlohmann's message names the byte where parsing stopped.
     throw ApiError(400, std::string("the body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw ApiError(400, std::string("the body must be a JSON object, got ") + type_name(j));
 
-  static const std::set<std::string> known = {
-      "model",       "prompt",    "max_tokens",   "temperature",     "top_p",
-      "n",           "stream",    "stream_options", "logprobs",      "echo",
-      "stop",        "seed",      "presence_penalty", "frequency_penalty", "best_of",
-      "logit_bias",  "user",      "suffix",       "top_k",           "min_p",
-      "repetition_penalty", "ignore_eos"};
+  static const std::set<std::string> known = {"model",
+                                              "prompt",
+                                              "max_tokens",
+                                              "temperature",
+                                              "top_p",
+                                              "n",
+                                              "stream",
+                                              "stream_options",
+                                              "logprobs",
+                                              "echo",
+                                              "stop",
+                                              "seed",
+                                              "presence_penalty",
+                                              "frequency_penalty",
+                                              "best_of",
+                                              "logit_bias",
+                                              "user",
+                                              "suffix",
+                                              "top_k",
+                                              "min_p",
+                                              "repetition_penalty",
+                                              "ignore_eos"};
   for (const auto& [key, value] : j.items()) {
     if (!known.count(key)) {
       // The OpenAI API's own wording.
@@ -167,8 +188,8 @@ CompletionRequest parse_completion_request(std::string_view body, const Tokenize
       r.prompts.push_back(id_prompt(p, "prompt", c.n_vocab));
     } else {
       if (int64_t(p.size()) > limits.max_choices) {
-        bad("prompt", "at most " + std::to_string(limits.max_choices) + " prompts, got " +
-                          std::to_string(p.size()));
+        bad("prompt",
+            "at most " + std::to_string(limits.max_choices) + " prompts, got " + std::to_string(p.size()));
       }
       for (size_t i = 0; i < p.size(); ++i) {
         const std::string name = "prompt[" + std::to_string(i) + "]";
@@ -221,7 +242,8 @@ CompletionRequest parse_completion_request(std::string_view body, const Tokenize
       stops.push_back(s.get<std::string>());
     } else if (s.is_array()) {
       if (int64_t(s.size()) > limits.max_stop) {
-        bad("stop", "at most " + std::to_string(limits.max_stop) + " stop strings, got " + std::to_string(s.size()));
+        bad("stop",
+            "at most " + std::to_string(limits.max_stop) + " stop strings, got " + std::to_string(s.size()));
       }
       for (size_t i = 0; i < s.size(); ++i) {
         if (!s[i].is_string()) bad_type("stop[" + std::to_string(i) + "]", s[i], "a string");
@@ -264,8 +286,8 @@ CompletionRequest parse_completion_request(std::string_view body, const Tokenize
     const double t = get_number(j[pen], pen);
     if (t < -2 || t > 2) bad(pen, "must be in [-2, 2], got " + short_dump(j[pen]));
     if (t != 0) {
-      throw ApiError(400, std::string(pen) + ": not supported (only 0); repetition_penalty is minigpt's penalty",
-                     pen);
+      throw ApiError(
+          400, std::string(pen) + ": not supported (only 0); repetition_penalty is minigpt's penalty", pen);
     }
   }
   if (has("logit_bias")) {
@@ -292,8 +314,9 @@ CompletionRequest parse_completion_request(std::string_view body, const Tokenize
     if (len > n_ctx) {
       throw ApiError(400,
                      "This model's maximum context length is " + std::to_string(n_ctx) +
-                         " tokens, however you requested " + std::to_string(len + r.max_tokens) + " tokens (" +
-                         std::to_string(len) + " in your prompt; " + std::to_string(r.max_tokens) +
+                         " tokens, however you requested " + std::to_string(len + r.max_tokens) +
+                         " tokens (" + std::to_string(len) + " in your prompt; " +
+                         std::to_string(r.max_tokens) +
                          " for the completion). Please reduce your prompt; or completion length.",
                      "prompt", "", "context_length_exceeded");
     }

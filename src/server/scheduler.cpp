@@ -49,7 +49,8 @@ SessionOptions session_options(const SchedulerOptions& o) {
 }
 }  // namespace
 
-Scheduler::Scheduler(std::shared_ptr<const Model> model, const Tokenizer* tokenizer, const SchedulerOptions& o)
+Scheduler::Scheduler(std::shared_ptr<const Model> model, const Tokenizer* tokenizer,
+                     const SchedulerOptions& o)
     : model_(std::move(model)), tokenizer_(tokenizer), o_(o), session_(model_, session_options(o)) {
   n_ctx_ = session_.n_ctx();
   for (int64_t i = 0; i < o.n_parallel; ++i) {
@@ -232,14 +233,15 @@ void Scheduler::step() {
             if (g + 1 >= prompt.size()) break;
             const std::span<const float> lr = all.subspan(size_t(r * V), size_t(V));
             s.prompt_lp.push_back(log_prob(lr, prompt[g + 1]));
-            s.prompt_top.push_back(top > 0 ? top_log_probs(lr, top) : std::vector<std::pair<int32_t, double>>{});
+            s.prompt_top.push_back(top > 0 ? top_log_probs(lr, top)
+                                           : std::vector<std::pair<int32_t, double>>{});
           }
         }
         s.prefilled += size_t(take);
         stats_.prompt_tokens += take;
         if (s.prefilled < prompt.size()) continue;
-        Event pe{Event::Kind::Prompt, s.choice, {}, std::move(s.prompt_lp), std::move(s.prompt_top),
-                 StopReason::Length, {}};
+        Event pe{Event::Kind::Prompt,     s.choice,           {}, std::move(s.prompt_lp),
+                 std::move(s.prompt_top), StopReason::Length, {}};
         s.task->post(std::move(pe));
         if (s.spec->max_tokens == 0) {
           s.gen.reset();

@@ -43,8 +43,8 @@ struct Event {
 // One choice to generate: a prompt (prepared: never empty, fits the context) and its options.
 struct ChoiceSpec {
   std::vector<int32_t> prompt;
-  GenerateOptions options;   // max_new_tokens >= 1 always
-  int64_t max_tokens = 16;   // 0: evaluate the prompt only
+  GenerateOptions options;  // max_new_tokens >= 1 always
+  int64_t max_tokens = 16;  // 0: evaluate the prompt only
   bool prompt_logprobs = false;
 };
 
@@ -74,7 +74,8 @@ class Task {
 
 // A Prometheus histogram: cumulative counts per upper bound (seconds), their sum and count.
 struct Histogram {
-  explicit Histogram(std::vector<double> bounds) : bounds(std::move(bounds)), counts(this->bounds.size(), 0) {}
+  explicit Histogram(std::vector<double> bounds)
+      : bounds(std::move(bounds)), counts(this->bounds.size(), 0) {}
   void observe(double x) {
     for (size_t i = 0; i < bounds.size(); ++i) {
       if (x <= bounds[i]) ++counts[i];

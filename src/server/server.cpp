@@ -1,6 +1,8 @@
 // The HTTP side of `minigpt serve`: cpp-httplib (what llama-server is built on; Debian's libcpp-httplib-dev)
 // serves the routes; every request body is checked before anything runs; completions go to the Scheduler
 // and come back as events, turned here into the OpenAI response shapes (one JSON, or server-sent events).
+#include "minigpt/server.h"
+
 #include <httplib.h>
 
 #include <cerrno>
@@ -11,7 +13,6 @@
 #include <random>
 
 #include "minigpt/error.h"
-#include "minigpt/server.h"
 #include "scheduler.h"
 
 namespace minigpt::server {
@@ -62,7 +63,9 @@ struct Piece {
     for (const auto& x : p.text_offset) text_offset.push_back(x);
   }
   json logprobs_json() const {
-    return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs},
+    return {{"tokens", tokens},
+            {"token_logprobs", token_logprobs},
+            {"top_logprobs", top_logprobs},
             {"text_offset", text_offset}};
   }
 };
@@ -103,7 +106,8 @@ struct Server::Impl {
   std::string new_id(const char* prefix) {
     std::lock_guard<std::mutex> l(id_m);
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%016llx%08llx", (unsigned long long)rng(), (unsigned long long)(rng() >> 32));
+    std::snprintf(buf, sizeof buf, "%016llx%08llx", (unsigned long long)rng(),
+                  (unsigned long long)(rng() >> 32));
     return std::string(prefix) + buf;
   }
   uint64_t random_seed() {
@@ -131,7 +135,8 @@ EchoPrompt echo_prompt(const Tokenizer& tok, const std::vector<int32_t>& ids) {
   int64_t chars = 0;
   for (int32_t id : ids) {
     e.offsets.push_back(chars);
-    e.token_texts.push_back(id < tok.n_vocab() ? utf8_sanitize(tok.decode(std::span<const int32_t>(&id, 1))) : "");
+    e.token_texts.push_back(id < tok.n_vocab() ? utf8_sanitize(tok.decode(std::span<const int32_t>(&id, 1)))
+                                               : "");
     const std::string piece = id < tok.n_vocab() ? dec.push(id) : "";
     chars += code_points(piece);
     e.text += piece;
@@ -269,8 +274,11 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
       "text/event-stream",
       [=](size_t, httplib::DataSink& sink) mutable {
         auto chunk = [&](const json& choices, const json& usage) {
-          json j = {{"id", id},           {"object", "text_completion"}, {"created", created},
-                    {"model", model_id}, {"choices", choices}};
+          json j = {{"id", id},
+                    {"object", "text_completion"},
+                    {"created", created},
+                    {"model", model_id},
+                    {"choices", choices}};
           if (include_usage) j["usage"] = usage;
           return "data: " + dump(j) + "\n\n";
         };
@@ -311,8 +319,11 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
         }
         if (!st->done && st->finished == n_choices) {
           if (include_usage) {
-            json j = {{"id", id},           {"object", "text_completion"}, {"created", created},
-                      {"model", model_id}, {"choices", json::array()},
+            json j = {{"id", id},
+                      {"object", "text_completion"},
+                      {"created", created},
+                      {"model", model_id},
+                      {"choices", json::array()},
                       {"usage",
                        {{"prompt_tokens", prompt_tokens},
                         {"completion_tokens", st->completion_tokens},
@@ -409,7 +420,7 @@ void Server::Impl::setup_routes() {
     json j;
     try {
       j = json::parse(body);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // a syntax error, or a number out of range
       throw ApiError(400, std::string("the body is not valid JSON: ") + e.what());
     }
     if (!j.is_object()) throw ApiError(400, "the body must be a JSON object");
@@ -431,7 +442,8 @@ void Server::Impl::setup_routes() {
   svr.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (res.status == 413) {
-      send_error(res, ApiError(413, "the request body is larger than " + std::to_string(o.max_body) + " bytes"));
+      send_error(res,
+                 ApiError(413, "the request body is larger than " + std::to_string(o.max_body) + " bytes"));
     } else if (res.status == 404) {
       send_error(res, ApiError(404, "no such endpoint: " + req.method + " " + req.path));
     } else {
@@ -439,8 +451,9 @@ void Server::Impl::setup_routes() {
     }
   });
   svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    static const char* kKnown[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
-                                   "/metrics",        "/tokenize",            "/detokenize"};
+    static const char* kKnown[] = {
+        "/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics",
+        "/tokenize",       "/detokenize"};
     std::string path = "other";
     for (const char* k : kKnown) {
       if (req.path == k) path = k;
@@ -449,20 +462,21 @@ void Server::Impl::setup_routes() {
     ++requests[{path, res.status}];
   });
 
-  svr.Post("/v1/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
-             completions(req, res);
-           }));
-  svr.Post("/v1/chat/completions", guarded([this, parse_object](const httplib::Request& req, httplib::Response&) {
-             parse_object(req.body);
-             if (!o.chat_template) {
-               throw ApiError(400,
-                              "this model has no chat template (no chat_template in its tokenizer_config.json or "
-                              "GGUF metadata): use /v1/completions",
-                              "messages", "", "model_not_chat");
-             }
-             throw ApiError(400, "chat templates are not supported by this version of minigpt: use /v1/completions",
-                            "messages", "", "chat_template_unsupported");
-           }));
+  svr.Post("/v1/completions",
+           guarded([this](const httplib::Request& req, httplib::Response& res) { completions(req, res); }));
+  svr.Post(
+      "/v1/chat/completions", guarded([this, parse_object](const httplib::Request& req, httplib::Response&) {
+        parse_object(req.body);
+        if (!o.chat_template) {
+          throw ApiError(400,
+                         "this model has no chat template (no chat_template in its tokenizer_config.json or "
+                         "GGUF metadata): use /v1/completions",
+                         "messages", "", "model_not_chat");
+        }
+        throw ApiError(400,
+                       "chat templates are not supported by this version of minigpt: use /v1/completions",
+                       "messages", "", "chat_template_unsupported");
+      }));
   svr.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
             const Config& c = model->config();
             json m = {{"id", o.model_id},
@@ -500,7 +514,8 @@ void Server::Impl::setup_routes() {
              }
              bool add_special = false;
              if (j.contains("add_special")) {
-               if (!j["add_special"].is_boolean()) throw ApiError(400, "add_special: expected a boolean", "add_special");
+               if (!j["add_special"].is_boolean())
+                 throw ApiError(400, "add_special: expected a boolean", "add_special");
                add_special = j["add_special"].get<bool>();
              }
              const std::string text = j["content"].get<std::string>();
@@ -542,10 +557,12 @@ Server::Server(std::shared_ptr<const Model> model, Tokenizer tokenizer, ServerOp
     throw Error(ErrorKind::Argument, "-np: must be in [1, 256], got " + std::to_string(d.o.n_parallel));
   }
   if (d.o.batch_size < 1 || d.o.batch_size > 8192) {
-    throw Error(ErrorKind::Argument, "--batch-size: must be in [1, 8192], got " + std::to_string(d.o.batch_size));
+    throw Error(ErrorKind::Argument,
+                "--batch-size: must be in [1, 8192], got " + std::to_string(d.o.batch_size));
   }
   if (d.o.max_queue < 1 || d.o.max_queue > 100000) {
-    throw Error(ErrorKind::Argument, "--max-queue: must be in [1, 100000], got " + std::to_string(d.o.max_queue));
+    throw Error(ErrorKind::Argument,
+                "--max-queue: must be in [1, 100000], got " + std::to_string(d.o.max_queue));
   }
   if (d.o.model_id.empty()) d.o.model_id = "minigpt";
   SchedulerOptions so;
@@ -605,7 +622,8 @@ void Server::stop(bool cancel) {
   d.stopper = std::thread([&d] {
     d.sched->wait();
     // listen() may not have started yet: wait for it (or for run() never to be called).
-    while (d.run_called && !d.run_done && !d.svr.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    while (d.run_called && !d.run_done && !d.svr.is_running())
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     d.svr.stop();
   });
 }

@@ -19,6 +19,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+std::atomic<int> g_signals{0};
+static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs a lock-free counter");
+
 struct ServeCliOptions {
   ModelOptions model;
   server::ServerOptions server;
@@ -43,13 +46,14 @@ std::optional<std::string> chat_template(const fs::path& model) {
 }
 
 int run_serve(ServeCliOptions& o) {
-  // SIGINT and SIGTERM go to one watcher thread (sigwait), never to a thread in the middle of a step: block
-  // them before any thread starts (the model's thread pool, the scheduler, the HTTP workers inherit this).
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  // SIGINT and SIGTERM only count (the handler may run on any thread, OpenBLAS's included); a watcher
+  // thread acts on the count.
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { g_signals.fetch_add(1); };
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
 
   const auto dir = resolve_model_dir(o.model);
   check_tokenizer_source(o.model.tokenizer, dir);
@@ -70,12 +74,15 @@ int run_serve(ServeCliOptions& o) {
 
   std::atomic<bool> done{false};
   std::thread watcher([&] {
-    int signals = 0;
-    const timespec tick{0, 200 * 1000 * 1000};
+    int seen = 0;
     while (!done) {
-      if (sigtimedwait(&sigs, nullptr, &tick) < 0) continue;
-      if (++signals == 1) {
-        std::fprintf(stderr, "minigpt: stopping: no new requests; finishing the running ones (again to cancel them)\n");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const int now = g_signals.load();
+      if (now == seen) continue;
+      if (seen++ == 0) {
+        std::fprintf(
+            stderr,
+            "minigpt: stopping: no new requests; finishing the running ones (again to cancel them)\n");
         srv.stop(false);
       } else {
         std::fprintf(stderr, "minigpt: stopping: cancelling the running requests\n");
@@ -83,8 +90,8 @@ int run_serve(ServeCliOptions& o) {
       }
     }
   });
-  std::fprintf(stderr, "minigpt: serving %s on http://%s:%d (%lld slots, context %lld)\n", so.model_id.c_str(),
-               so.host.c_str(), port, (long long)so.n_parallel, (long long)so.n_ctx);
+  std::fprintf(stderr, "minigpt: serving %s on http://%s:%d (%lld slots, context %lld)\n",
+               so.model_id.c_str(), so.host.c_str(), port, (long long)so.n_parallel, (long long)so.n_ctx);
   srv.run();
   done = true;
   watcher.join();
@@ -101,7 +108,8 @@ const bool registered =
       app.add_option("--port", o->server.port, "Port (default 8080; 0: any free port, printed at start)")
           ->check(CLI::Range(0, 65535));
       app.add_option("--parallel", o->server.n_parallel,
-                     "Sequences decoded together, each with its own KV cache (default 4; -np N as llama-server spells it)")
+                     "Sequences decoded together, each with its own KV cache (default 4; -np N as "
+                     "llama-server spells it)")
           ->check(CLI::Range(1, 256));
       app.add_option_function<int64_t>(
           "-c,--ctx-size", [o](const int64_t& c) { o->ctx_size = c; },
@@ -118,7 +126,8 @@ const bool registered =
           ->check(CLI::Range(size_t(64), size_t(1) << 30));
       app.add_option("--api-key", o->server.api_key,
                      "Require \"Authorization: Bearer KEY\" on every endpoint but /health");
-      app.add_option("--alias", o->alias, "The model's name in the API (default: the model's file or folder name)");
+      app.add_option("--alias", o->alias,
+                     "The model's name in the API (default: the model's file or folder name)");
       return [o] { return run_serve(*o); };
     });
 

@@ -1,0 +1,717 @@
+// minigpt serve: the request parser, and the server in this process (cpp-httplib's client on loopback)
+// against the library's own generate() on the shipped model; the CLI's signal handling in a child.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "minigpt/generate.h"
+#include "minigpt/sampler.h"
+#include "minigpt/server.h"
+#include "test_util.h"
+
+namespace minigpt {
+namespace {
+
+using json = nlohmann::json;
+using server::ApiError;
+using server::CompletionRequest;
+
+std::filesystem::path shipped() { return test::source_dir() / "models" / "shakespeare-char"; }
+
+struct Shipped {
+  std::shared_ptr<const Model> model = Model::load(shipped(), LoadOptions::threads(2));
+  Tokenizer tok = Tokenizer::load(shipped());
+};
+Shipped& shipped_model() {
+  static Shipped s;
+  return s;
+}
+
+// --- the request parser -----------------------------------------------------------------------
+
+CompletionRequest parse(const std::string& body) {
+  server::RequestLimits lim;
+  lim.n_ctx = 128;
+  return server::parse_completion_request(body, shipped_model().tok, shipped_model().model->config(), lim);
+}
+
+TEST(ServerRequest, DefaultsAreOpenAIs) {
+  const CompletionRequest r = parse(R"({"model":"x","prompt":"ROMEO:"})");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0], shipped_model().tok.encode("ROMEO:"));
+  EXPECT_EQ(r.max_tokens, 16);
+  EXPECT_EQ(r.n, 1);
+  EXPECT_FALSE(r.stream);
+  EXPECT_FALSE(r.logprobs.has_value());
+  EXPECT_EQ(r.gen.sampling.temperature, 1.0f);
+  EXPECT_EQ(r.gen.sampling.top_p, 1.0f);
+  EXPECT_EQ(r.gen.sampling.top_k, 0);  // OpenAI's API has no top-k
+  const CompletionRequest ids =
+      parse(R"({"prompt":[[1,2,3],[4]],"n":2,"stop":"\n","logprobs":3,"echo":true})");
+  EXPECT_EQ(ids.prompts, (std::vector<std::vector<int32_t>>{{1, 2, 3}, {4}}));
+  EXPECT_EQ(ids.gen.stop, std::vector<std::string>{"\n"});
+  EXPECT_EQ(ids.gen.top_logprobs, 3);
+  EXPECT_TRUE(ids.echo);
+}
+
+TEST(ServerRequest, BadBodiesAre400NamingTheField) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "not valid JSON"},
+      {"{", "not valid JSON"},
+      {"[1]", "must be a JSON object"},
+      {R"({"prompt":"a","bogus":1})", "Unrecognized request argument supplied: bogus"},
+      {R"({"max_tokens":3})", "prompt: required"},
+      {R"({"prompt":5})", "prompt: expected"},
+      {R"({"prompt":[]})", "prompt: must not be an empty array"},
+      {R"({"prompt":[1,"a"]})", "prompt[1]: expected a token id"},
+      {R"({"prompt":[1,99999]})", "prompt[1]: token id 99999 is outside the vocabulary"},
+      {R"({"prompt":[1,-1]})", "outside the vocabulary"},
+      {R"({"prompt":[[1],[]]})", "prompt[1]: must not be an empty array"},
+      {R"({"prompt":"a","max_tokens":"5"})", "max_tokens: expected an integer, got string"},
+      {R"({"prompt":"a","max_tokens":-1})", "max_tokens: must be in [0, 128]"},
+      {R"({"prompt":"a","max_tokens":1e3})", "max_tokens: expected an integer, got number"},
+      {R"({"prompt":"a","temperature":"hot"})", "temperature: expected a number"},
+      {R"({"prompt":"a","temperature":3})", "temperature: must be in [0, 2]"},
+      {R"({"prompt":"a","top_p":0})", "top_p: must be in (0, 1]"},
+      {R"({"prompt":"a","top_k":-2})", "top_k: must be in"},
+      {R"({"prompt":"a","min_p":1.5})", "min_p: must be in [0, 1]"},
+      {R"({"prompt":"a","repetition_penalty":0})", "repetition_penalty: must be in (0, 100]"},
+      {R"({"prompt":"a","n":0})", "n: must be in [1,"},
+      {R"({"prompt":"a","n":1000})", "n: must be in"},
+      {R"({"prompt":"a","logprobs":6})", "logprobs: must be in [0, 5]"},
+      {R"({"prompt":"a","logprobs":true})", "logprobs: expected an integer, got boolean"},
+      {R"({"prompt":"a","echo":1})", "echo: expected a boolean"},
+      {R"({"prompt":"a","stream":"yes"})", "stream: expected a boolean"},
+      {R"({"prompt":"a","stream_options":{"include_usage":true}})", "only allowed when stream is true"},
+      {R"({"prompt":"a","stream":true,"stream_options":{"x":1}})", "unknown option x"},
+      {R"({"prompt":"a","stop":""})", "stop: a stop string must not be empty"},
+      {R"({"prompt":"a","stop":[1]})", "stop[0]: expected a string"},
+      {R"({"prompt":"a","stop":{"a":1}})", "stop: expected a string or an array"},
+      {R"({"prompt":"a","seed":"1"})", "seed: expected an integer"},
+      {R"({"prompt":"a","presence_penalty":0.5})", "presence_penalty: not supported"},
+      {R"({"prompt":"a","frequency_penalty":-3})", "frequency_penalty: must be in [-2, 2]"},
+      {R"({"prompt":"a","logit_bias":{"1":5}})", "logit_bias: not supported"},
+      {R"({"prompt":"a","best_of":3})", "best_of: not supported"},
+      {R"({"prompt":"a","suffix":"b"})", "suffix: not supported"},
+      {R"({"prompt":"a","model":3})", "model: expected a string"},
+      {"{\"prompt\":\"\xff\xfe\"}", "not valid JSON"},  // invalid UTF-8 inside a JSON string
+      {R"({"prompt":"a","max_tokens":18446744073709551615})", "max_tokens: must be in"},
+  };
+  for (const auto& [body, needle] : cases) {
+    try {
+      parse(body);
+      ADD_FAILURE() << "accepted: " << body;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400) << body;
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << body << " -> " << e.what();
+      const json err = json::parse(e.body());
+      EXPECT_EQ(err["error"]["type"], "invalid_request_error") << body;
+      EXPECT_EQ(err["error"]["message"], utf8_sanitize(e.what()));
+    }
+  }
+  // A prompt longer than the context: the OpenAI API's words.
+  std::string long_prompt(200, 'a');
+  try {
+    parse(json{{"prompt", long_prompt}}.dump());
+    ADD_FAILURE() << "a 200-token prompt in a context of 128 was accepted";
+  } catch (const ApiError& e) {
+    EXPECT_NE(std::string(e.what()).find("maximum context length is 128 tokens"), std::string::npos)
+        << e.what();
+    EXPECT_EQ(e.code(), "context_length_exceeded");
+  }
+}
+
+// --- the server in this process ----------------------------------------------------------------
+
+class ServerFixture {
+ public:
+  explicit ServerFixture(server::ServerOptions o) {
+    o.port = 0;
+    if (o.model_id.empty()) o.model_id = "shakespeare-char";
+    srv_ = std::make_unique<server::Server>(shipped_model().model, shipped_model().tok, o);
+    port_ = srv_->bind();
+    thread_ = std::thread([this] { srv_->run(); });
+  }
+  ~ServerFixture() {
+    srv_->stop(true);
+    thread_.join();
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+  int port() const { return port_; }
+  server::Server& server() { return *srv_; }
+
+ private:
+  std::unique_ptr<server::Server> srv_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+server::ServerOptions default_options() {
+  server::ServerOptions o;
+  o.n_parallel = 4;
+  return o;
+}
+
+ServerFixture& shared_server() {
+  static ServerFixture f(default_options());
+  return f;
+}
+
+json post_json(const ServerFixture& f, const std::string& path, const json& body, int want_status = 200) {
+  auto c = f.client();
+  auto res = c.Post(path.c_str(), body.dump(), "application/json");
+  EXPECT_TRUE(res) << "no response to " << path;
+  if (!res) return {};
+  EXPECT_EQ(res->status, want_status) << res->body;
+  return json::parse(res->body, nullptr, false);
+}
+
+// The data lines of a server-sent event stream, parsed; [DONE] must be the last.
+std::vector<json> sse_events(const std::string& body, bool* done = nullptr) {
+  std::vector<json> out;
+  bool saw_done = false;
+  size_t pos = 0;
+  while (pos < body.size()) {
+    size_t end = body.find("\n\n", pos);
+    if (end == std::string::npos) end = body.size();
+    const std::string ev = body.substr(pos, end - pos);
+    pos = end + 2;
+    if (ev.rfind("data: ", 0) != 0) continue;  // a comment (": ping")
+    EXPECT_FALSE(saw_done) << "an event after [DONE]";
+    if (ev == "data: [DONE]") {
+      saw_done = true;
+      continue;
+    }
+    out.push_back(json::parse(ev.substr(6)));
+  }
+  if (done) *done = saw_done;
+  return out;
+}
+
+// What the library's generate() gives for the same prompt and options, alone in its own session.
+GenerateResult reference(const std::vector<int32_t>& prompt, GenerateOptions o, uint64_t seed,
+                         int64_t max_tokens) {
+  Shipped& s = shipped_model();
+  o.sampling.seed = seed;
+  o.max_new_tokens = max_tokens;
+  o.logprobs = true;
+  SessionOptions so;
+  so.n_ctx = 128;
+  Session session(s.model, so);
+  return generate(session, &s.tok, prompt, o);
+}
+
+int64_t metric(const ServerFixture& f, const std::string& name) {
+  auto r = f.client().Get("/metrics");
+  if (!r) return -1;
+  const auto at = r->body.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stoll(r->body.substr(at + name.size() + 2));
+}
+
+TEST(Server, HealthModelsAndMetrics) {
+  auto& f = shared_server();
+  auto c = f.client();
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  EXPECT_EQ(json::parse(h->body)["status"], "ok");
+  auto m = c.Get("/v1/models");
+  ASSERT_TRUE(m);
+  const json models = json::parse(m->body);
+  EXPECT_EQ(models["object"], "list");
+  EXPECT_EQ(models["data"][0]["id"], "shakespeare-char");
+  EXPECT_EQ(models["data"][0]["meta"]["n_ctx"], 128);
+  post_json(f, "/v1/completions", {{"prompt", "ROMEO:"}, {"max_tokens", 4}, {"seed", 1}});
+  auto x = c.Get("/metrics");
+  ASSERT_TRUE(x);
+  for (const char* needle :
+       {"minigpt_requests_total{path=\"/v1/completions\",status=\"200\"}", "minigpt_generated_tokens_total ",
+        "minigpt_prompt_tokens_total ", "minigpt_queue_depth ",
+        "minigpt_time_to_first_token_seconds_bucket{le=", "minigpt_inter_token_latency_seconds_count ",
+        "# TYPE minigpt_time_to_first_token_seconds histogram"}) {
+    EXPECT_NE(x->body.find(needle), std::string::npos) << needle << "\n" << x->body;
+  }
+  EXPECT_GE(metric(f, "minigpt_generated_tokens_total"), 4);
+}
+
+// Text and logprobs equal generate()'s for the same seed and options, sampled and greedy, and the stream
+// carries the same text and tokens as the whole response.
+TEST(Server, CompletionsEqualGenerateStreamingOrNot) {
+  auto& f = shared_server();
+  Shipped& s = shipped_model();
+  struct Case {
+    std::string prompt;
+    json extra;
+    GenerateOptions o;
+  };
+  std::vector<Case> cases(3);
+  cases[0] = {"ROMEO:", {{"temperature", 0}}, {}};
+  cases[0].o.sampling.temperature = 0;
+  cases[0].o.sampling.top_k = 0;
+  cases[1] = {"JULIET:\nO", {{"temperature", 0.9}, {"top_k", 20}, {"top_p", 0.95}}, {}};
+  cases[1].o.sampling.temperature = 0.9f;
+  cases[1].o.sampling.top_k = 20;
+  cases[1].o.sampling.top_p = 0.95f;
+  cases[2] = {"First Citizen:", {{"temperature", 1.2}, {"min_p", 0.05}, {"repetition_penalty", 1.3}}, {}};
+  cases[2].o.sampling.temperature = 1.2f;
+  cases[2].o.sampling.top_k = 0;
+  cases[2].o.sampling.min_p = 0.05f;
+  cases[2].o.sampling.repetition_penalty = 1.3f;
+  for (const Case& k : cases) {
+    json body = {{"prompt", k.prompt}, {"max_tokens", 40}, {"seed", 1234}, {"logprobs", 2}};
+    body.update(k.extra);
+    const json got = post_json(f, "/v1/completions", body);
+    GenerateOptions o = k.o;
+    o.top_logprobs = 2;
+    const GenerateResult want = reference(s.tok.encode(k.prompt), o, 1234, 40);
+    ASSERT_EQ(got["choices"].size(), 1u);
+    const json& ch = got["choices"][0];
+    EXPECT_EQ(ch["text"], want.text) << k.prompt;
+    EXPECT_EQ(ch["finish_reason"], "length");
+    ASSERT_EQ(ch["logprobs"]["tokens"].size(), want.tokens.size());
+    Session sess(s.model, {});
+    // The chosen tokens' logprobs: log_softmax of the model's logits (as --json reports them).
+    std::vector<int32_t> seq = s.tok.encode(k.prompt);
+    auto logits = sess.eval(seq);
+    for (size_t i = 0; i < want.tokens.size(); ++i) {
+      const double lp = log_prob(logits, want.tokens[i]);
+      // 1e-4: the same F32 logits, summed in the same order here; the bound is for JSON's decimal round trip.
+      EXPECT_NEAR(ch["logprobs"]["token_logprobs"][i].get<double>(), lp, 1e-4) << k.prompt << " token " << i;
+      EXPECT_EQ(ch["logprobs"]["top_logprobs"][i].size(), 2u);
+      EXPECT_EQ(ch["logprobs"]["tokens"][i], s.tok.decode(std::span<const int32_t>(&want.tokens[i], 1)));
+      logits = sess.eval(std::span<const int32_t>(&want.tokens[i], 1));
+    }
+    EXPECT_EQ(got["usage"]["completion_tokens"], 40);
+    EXPECT_EQ(got["usage"]["prompt_tokens"], seq.size());
+
+    body["stream"] = true;
+    body["stream_options"] = {{"include_usage", true}};
+    auto c = f.client();
+    auto res = c.Post("/v1/completions", body.dump(), "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
+    bool done = false;
+    const auto evs = sse_events(res->body, &done);
+    EXPECT_TRUE(done);
+    std::string text;
+    json tokens = json::array();
+    std::string finish;
+    for (size_t i = 0; i + 1 < evs.size(); ++i) {
+      ASSERT_EQ(evs[i]["choices"].size(), 1u);
+      const json& d = evs[i]["choices"][0];
+      text += d["text"].get<std::string>();
+      if (!d["logprobs"].is_null()) {
+        for (const auto& t : d["logprobs"]["tokens"]) tokens.push_back(t);
+      }
+      if (!d["finish_reason"].is_null()) finish = d["finish_reason"];
+    }
+    EXPECT_EQ(text, want.text);
+    EXPECT_EQ(tokens, ch["logprobs"]["tokens"]);
+    EXPECT_EQ(finish, "length");
+    ASSERT_FALSE(evs.empty());
+    EXPECT_TRUE(evs.back()["choices"].empty());  // include_usage: the last chunk, usage only
+    EXPECT_EQ(evs.back()["usage"]["completion_tokens"], 40);
+  }
+}
+
+// n > 1: choice j is what the request with seed + j and n = 1 gives; token-id prompts equal text prompts.
+TEST(Server, ChoicesAndTokenIdPrompts) {
+  auto& f = shared_server();
+  const json got =
+      post_json(f, "/v1/completions",
+                {{"prompt", "KING:"}, {"n", 3}, {"max_tokens", 12}, {"seed", 77}, {"temperature", 1.0}});
+  ASSERT_EQ(got["choices"].size(), 3u);
+  std::set<std::string> distinct;
+  const std::vector<int32_t> ids = shipped_model().tok.encode("KING:");
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_EQ(got["choices"][j]["index"], j);
+    const json one = post_json(f, "/v1/completions",
+                               {{"prompt", ids}, {"max_tokens", 12}, {"seed", 77 + j}, {"temperature", 1.0}});
+    EXPECT_EQ(got["choices"][j]["text"], one["choices"][0]["text"]) << "choice " << j;
+    distinct.insert(got["choices"][j]["text"].get<std::string>());
+  }
+  EXPECT_GT(distinct.size(), 1u) << "three choices, one text: the seeds were not used";
+  EXPECT_EQ(got["usage"]["completion_tokens"], 36);
+  EXPECT_EQ(got["usage"]["prompt_tokens"], ids.size());
+  // Several prompts: choices in prompt order, n per prompt.
+  const json two = post_json(f, "/v1/completions",
+                             {{"prompt", {"A", "B"}}, {"n", 2}, {"max_tokens", 3}, {"temperature", 0}});
+  ASSERT_EQ(two["choices"].size(), 4u);
+  EXPECT_EQ(two["choices"][0]["text"], two["choices"][1]["text"]);
+  EXPECT_EQ(two["choices"][2]["text"], two["choices"][3]["text"]);
+}
+
+// echo + logprobs + max_tokens 0, as lm-evaluation-harness scores text: the prompt back, its first token's
+// logprob null, every other one log p(token | the tokens before it).
+TEST(Server, EchoLogprobsScoresThePrompt) {
+  auto& f = shared_server();
+  Shipped& s = shipped_model();
+  const std::string text = "To be, or not to be";
+  const json got =
+      post_json(f, "/v1/completions",
+                {{"prompt", text}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 1}, {"temperature", 0}});
+  const json& ch = got["choices"][0];
+  EXPECT_EQ(ch["text"], text);
+  const json& lp = ch["logprobs"];
+  const std::vector<int32_t> ids = s.tok.encode(text);
+  ASSERT_EQ(lp["tokens"].size(), ids.size());
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  Session sess(s.model, {});
+  const auto all = sess.eval_all(ids);
+  const size_t V = size_t(s.model->config().n_vocab);
+  for (size_t i = 1; i < ids.size(); ++i) {
+    EXPECT_NEAR(lp["token_logprobs"][i].get<double>(), log_prob(all.subspan((i - 1) * V, V), ids[i]), 1e-4)
+        << "token " << i;
+    EXPECT_EQ(lp["text_offset"][i], i);  // one character per token in this model
+    EXPECT_EQ(lp["top_logprobs"][i].size(), 1u);
+  }
+  EXPECT_EQ(got["usage"]["completion_tokens"], 0);
+  // echo with generation: the prompt, then the completion; its offsets go on from the prompt's.
+  const json more =
+      post_json(f, "/v1/completions",
+                {{"prompt", text}, {"max_tokens", 5}, {"echo", true}, {"logprobs", 0}, {"temperature", 0}});
+  const json& m = more["choices"][0];
+  const GenerateResult want = reference(
+      ids,
+      [] {
+        GenerateOptions o;
+        o.sampling.temperature = 0;
+        return o;
+      }(),
+      0, 5);
+  EXPECT_EQ(m["text"], text + want.text);
+  ASSERT_EQ(m["logprobs"]["tokens"].size(), ids.size() + 5);
+  EXPECT_EQ(m["logprobs"]["text_offset"][ids.size()], text.size());
+}
+
+// A stop string that spans tokens: never in the text, streamed or not, and the stream never shows a piece
+// of it.
+TEST(Server, StopStringsSpanningTokensNeverLeak) {
+  auto& f = shared_server();
+  const json plain =
+      post_json(f, "/v1/completions", {{"prompt", "ROMEO:"}, {"max_tokens", 30}, {"temperature", 0}});
+  const std::string full = plain["choices"][0]["text"];
+  ASSERT_GE(full.size(), 12u);
+  const std::string stop = full.substr(6, 3);  // three tokens of this byte-level model
+  const std::string want = full.substr(0, full.find(stop));
+  const json got =
+      post_json(f, "/v1/completions",
+                {{"prompt", "ROMEO:"}, {"max_tokens", 30}, {"temperature", 0}, {"stop", {stop, "zzz"}}});
+  EXPECT_EQ(got["choices"][0]["text"], want);
+  EXPECT_EQ(got["choices"][0]["finish_reason"], "stop");
+  auto c = f.client();
+  auto res = c.Post(
+      "/v1/completions",
+      json{{"prompt", "ROMEO:"}, {"max_tokens", 30}, {"temperature", 0}, {"stop", stop}, {"stream", true}}
+          .dump(),
+      "application/json");
+  ASSERT_TRUE(res);
+  std::string text;
+  for (const json& e : sse_events(res->body)) {
+    if (e["choices"].empty()) continue;
+    text += e["choices"][0]["text"].get<std::string>();
+    EXPECT_EQ(text.find(stop.substr(0, 1), want.size()), std::string::npos)
+        << "a piece of the stop string leaked";
+  }
+  EXPECT_EQ(text, want);
+}
+
+// Four concurrent streams with different prompts and seeds each give exactly the tokens they give alone,
+// whichever slot and batch they share.
+TEST(Server, ConcurrentStreamsGiveWhatTheyGiveAlone) {
+  auto& f = shared_server();
+  const std::vector<std::string> prompts = {"ROMEO:", "JULIET:", "HAMLET:\nTo", "KING HENRY:"};
+  auto body = [&](size_t i) {
+    return json{{"prompt", prompts[i]}, {"max_tokens", 48}, {"seed", 1000 + i},  {"temperature", 0.8},
+                {"logprobs", 0},        {"stream", true},   {"ignore_eos", true}};
+  };
+  auto tokens_of = [](const std::string& sse) {
+    std::vector<std::string> t;
+    for (const json& e : sse_events(sse)) {
+      if (!e["choices"].empty() && !e["choices"][0]["logprobs"].is_null()) {
+        for (const auto& x : e["choices"][0]["logprobs"]["tokens"]) t.push_back(x);
+      }
+    }
+    return t;
+  };
+  std::vector<std::vector<std::string>> alone;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto c = f.client();
+    auto res = c.Post("/v1/completions", body(i).dump(), "application/json");
+    ASSERT_TRUE(res);
+    alone.push_back(tokens_of(res->body));
+    ASSERT_EQ(alone.back().size(), 48u);
+  }
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::future<std::string>> runs;
+    for (size_t k = 0; k < prompts.size(); ++k) {
+      const size_t i = round == 0 ? k : prompts.size() - 1 - k;  // other slots the second time
+      runs.push_back(std::async(std::launch::async, [&, i] {
+        auto c = f.client();
+        auto res = c.Post("/v1/completions", body(i).dump(), "application/json");
+        return res ? res->body : std::string();
+      }));
+    }
+    for (size_t k = 0; k < prompts.size(); ++k) {
+      const size_t i = round == 0 ? k : prompts.size() - 1 - k;
+      EXPECT_EQ(tokens_of(runs[k].get()), alone[i]) << "prompt " << i << ", round " << round;
+    }
+  }
+}
+
+TEST(Server, BadRequestsGetTheirStatus) {
+  auto& f = shared_server();
+  auto c = f.client();
+  auto expect = [&](httplib::Result res, int status, const std::string& needle) {
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, status) << res->body;
+    const json j = json::parse(res->body, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << res->body;
+    EXPECT_NE(j["error"]["message"].get<std::string>().find(needle), std::string::npos) << res->body;
+  };
+  expect(c.Post("/v1/completions", "{nope", "application/json"), 400, "not valid JSON");
+  expect(c.Post("/v1/completions", R"({"prompt":"a","max_tokens":"x"})", "application/json"), 400,
+         "max_tokens");
+  expect(c.Post("/v1/completions", R"({"prompt":"a","foo":1})", "application/json"), 400, "Unrecognized");
+  expect(c.Get("/v1/nothing"), 404, "no such endpoint: GET /v1/nothing");
+  expect(
+      c.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}]})", "application/json"),
+      400, "no chat template");
+  expect(c.Post("/v1/chat/completions", "{", "application/json"), 400, "not valid JSON");
+  expect(c.Post("/tokenize", R"({"content":5})", "application/json"), 400, "content");
+  expect(c.Post("/detokenize", R"({"tokens":[1,-5]})", "application/json"), 400, "tokens[1]");
+  const std::string big(2 << 20, ' ');
+  expect(c.Post("/v1/completions", big, "application/json"), 413, "larger than 1048576 bytes");
+  // tokenize and detokenize round trip
+  const json t = post_json(f, "/tokenize", {{"content", "Hello"}});
+  EXPECT_EQ(t["tokens"].get<std::vector<int32_t>>(), shipped_model().tok.encode("Hello"));
+  EXPECT_EQ(post_json(f, "/detokenize", {{"tokens", t["tokens"]}})["content"], "Hello");
+}
+
+TEST(Server, ApiKeyIsRequiredExceptForHealth) {
+  server::ServerOptions o = default_options();
+  o.n_parallel = 1;
+  o.api_key = "sekret";
+  ServerFixture f(o);
+  auto c = f.client();
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  for (const httplib::Headers& hs :
+       {httplib::Headers{}, httplib::Headers{{"Authorization", "Bearer wrong"}}}) {
+    auto r = c.Get("/v1/models", hs);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401);
+    EXPECT_EQ(json::parse(r->body)["error"]["code"], "invalid_api_key");
+    auto p = c.Post("/v1/completions", hs, R"({"prompt":"a"})", "application/json");
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->status, 401);
+  }
+  auto ok = c.Get("/v1/models", httplib::Headers{{"Authorization", "Bearer sekret"}});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+}
+
+// One slot and a queue of one: of eight requests at once, those beyond the slot and the queue get 503 with
+// Retry-After; the others finish.
+TEST(Server, AFullQueueIs503WithRetryAfter) {
+  server::ServerOptions o = default_options();
+  o.n_parallel = 1;
+  o.max_queue = 1;
+  ServerFixture f(o);
+  const std::string slow = R"({"prompt":"ROMEO:","max_tokens":120,"ignore_eos":true})";
+  std::vector<std::future<httplib::Result>> runs;
+  for (int i = 0; i < 8; ++i) {
+    runs.push_back(std::async(std::launch::async,
+                              [&] { return f.client().Post("/v1/completions", slow, "application/json"); }));
+  }
+  int busy = 0, ok = 0;
+  for (auto& r : runs) {
+    auto res = r.get();
+    ASSERT_TRUE(res);
+    if (res->status == 503) {
+      ++busy;
+      EXPECT_EQ(res->get_header_value("Retry-After"), "1");
+      EXPECT_EQ(json::parse(res->body)["error"]["type"], "server_overloaded");
+    } else {
+      EXPECT_EQ(res->status, 200) << res->body;
+      ++ok;
+    }
+  }
+  EXPECT_GE(busy, 1);
+  EXPECT_GE(ok, 2);
+}
+
+// A client that disconnects mid-stream cancels its generation: the slot is free again at once.
+TEST(Server, ADisconnectedStreamFreesItsSlot) {
+  server::ServerOptions o = default_options();
+  o.n_parallel = 1;
+  ServerFixture f(o);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(f.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string body = R"({"prompt":"ROMEO:","max_tokens":128,"ignore_eos":true,"stream":true})";
+  const std::string req =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(::write(fd, req.data(), req.size()), ssize_t(req.size()));
+  char buf[512];
+  ASSERT_GT(::read(fd, buf, sizeof buf), 0);  // the stream has begun
+  ::close(fd);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (metric(f, "minigpt_slots_busy") != 0 &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(metric(f, "minigpt_slots_busy"), 0);
+  EXPECT_LT(metric(f, "minigpt_generated_tokens_total"), 60) << "the generation ran on after the client left";
+  // and the server goes on
+  const json ok = post_json(f, "/v1/completions", {{"prompt", "A"}, {"max_tokens", 2}});
+  EXPECT_EQ(ok["choices"][0]["finish_reason"], "length");
+}
+
+// 10,000 random and malformed requests: every one answered (never a 5xx), and /health still answers.
+TEST(Server, TenThousandMalformedRequestsLeaveItUp) {
+  auto& f = shared_server();
+  std::mt19937 rng(12345);
+  const std::vector<std::string> paths = {"/v1/completions", "/v1/chat/completions",
+                                          "/tokenize",       "/detokenize",
+                                          "/v1/models",      "/health",
+                                          "/metrics",        "/x"};
+  const std::vector<std::string> seeds = {R"({"prompt":"ROMEO:","max_tokens":2})",
+                                          R"({"prompt":[1,2,3],"max_tokens":1,"logprobs":2,"echo":true})",
+                                          R"({"content":"hello"})", R"({"tokens":[1,2]})",
+                                          R"({"prompt":["a","b"],"n":2,"max_tokens":1,"stop":["x"]})"};
+  const std::vector<std::string> junk = {"{",
+                                         "}",
+                                         "[",
+                                         "]",
+                                         "\"",
+                                         ":",
+                                         ",",
+                                         "null",
+                                         "-1",
+                                         "1e999",
+                                         "\xff",
+                                         "\\u0000",
+                                         "true",
+                                         "\"prompt\"",
+                                         "\"max_tokens\"",
+                                         "99999999999999999999",
+                                         "\"n\""};
+  auto c = f.client();
+  int answered = 0;
+  for (int i = 0; i < 10000; ++i) {
+    std::string body = seeds[rng() % seeds.size()];
+    const int edits = 1 + int(rng() % 4);
+    for (int e = 0; e < edits && !body.empty(); ++e) {
+      const size_t at = rng() % body.size();
+      switch (rng() % 4) {
+        case 0:
+          body.erase(at, 1 + rng() % 4);
+          break;
+        case 1:
+          body.insert(at, junk[rng() % junk.size()]);
+          break;
+        case 2:
+          body[at] = char(rng() % 256);
+          break;
+        default:
+          body = body.substr(0, at);
+      }
+    }
+    const std::string& path = paths[rng() % paths.size()];
+    auto res = (rng() % 8 == 0) ? c.Get(path.c_str()) : c.Post(path.c_str(), body, "application/json");
+    ASSERT_TRUE(res) << "no answer to request " << i << ": " << path << " " << body;
+    ASSERT_LT(res->status, 500) << path << " " << body << " -> " << res->body;
+    ++answered;
+  }
+  EXPECT_EQ(answered, 10000);
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+}
+
+// The CLI: SIGTERM (and SIGINT) while a stream runs: no new requests, the stream ends with [DONE], exit 0.
+TEST(ServeCli, SignalsEndStreamsCleanlyAndExitZero) {
+  for (int sig : {SIGTERM, SIGINT}) {
+    int err_pipe[2];
+    ASSERT_EQ(::pipe(err_pipe), 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
+    posix_spawn_file_actions_addclose(&fa, err_pipe[0]);
+    std::vector<std::string> args = {MINIGPT_CLI_PATH, "serve", "--port", "0", "-np", "2", "-t", "1"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = -1;
+    ASSERT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(err_pipe[1]);
+    std::string err;
+    int port = 0;
+    char buf[256];
+    while (port == 0) {
+      const ssize_t n = ::read(err_pipe[0], buf, sizeof buf);
+      if (n <= 0) break;
+      err.append(buf, size_t(n));
+      const auto at = err.find("http://127.0.0.1:");
+      if (at != std::string::npos && err.find(' ', at) != std::string::npos)
+        port = std::stoi(err.substr(at + 17));
+    }
+    ASSERT_GT(port, 0) << err;
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(60, 0);
+    auto stream = std::async(std::launch::async, [&] {
+      return c.Post("/v1/completions",
+                    R"({"prompt":"ROMEO:","max_tokens":100,"ignore_eos":true,"stream":true})",
+                    "application/json");
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ::kill(pid, sig);
+    auto res = stream.get();
+    ASSERT_TRUE(res);
+    bool done = false;
+    const auto evs = sse_events(res->body, &done);
+    EXPECT_TRUE(done) << "the stream was cut, not ended";
+    ASSERT_FALSE(evs.empty());
+    EXPECT_EQ(evs.back()["choices"][0]["finish_reason"], "length");  // it ran to its end
+    int st = 0;
+    ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+    while (true) {
+      const ssize_t n = ::read(err_pipe[0], buf, sizeof buf);
+      if (n <= 0) break;
+      err.append(buf, size_t(n));
+    }
+    ::close(err_pipe[0]);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st << "\n" << err;
+    EXPECT_NE(err.find("minigpt: stopped"), std::string::npos) << err;
+  }
+}
+
+}  // namespace
+}  // namespace minigpt
