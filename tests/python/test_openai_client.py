@@ -1,0 +1,188 @@
+"""minigpt serve driven by the official `openai` Python client (tests/python/requirements.txt, installed into
+.venv by scripts/setup.sh): completions streamed and not, n > 1, token-id prompts, echo + logprobs, usage in
+streams, errors; the text and logprobs must equal `minigpt generate --json` for the same seed and flags.
+
+Run by ctest (OpenAIClient.Python) as: .venv/bin/python tests/python/test_openai_client.py
+with MINIGPT_CLI naming the built CLI (default build/minigpt).
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import unittest
+import urllib.request
+
+import openai
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLI = os.environ.get("MINIGPT_CLI", os.path.join(ROOT, "build", "minigpt"))
+MODEL = os.path.join(ROOT, "models", "shakespeare-char")
+# The same F32 computation in the server (a request alone in its step) and in `generate`: the logprobs agree
+# to the last printed digit; 1e-6 leaves room for the decimal round trip of JSON only.
+TOL = 1e-6
+
+
+class Server:
+    def __init__(self, *extra):
+        self.proc = subprocess.Popen([CLI, "serve", "-m", MODEL, "--port", "0", "-np", "4", "-t", "2", *extra],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True)
+        line = self.proc.stderr.readline()
+        m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
+        if not m:
+            self.proc.kill()
+            raise RuntimeError("minigpt serve did not start: " + line + self.proc.stderr.read())
+        self.base_url = "http://127.0.0.1:%s/v1" % m.group(1)
+
+    def stop(self):
+        self.proc.terminate()
+        rc = self.proc.wait(timeout=30)
+        self.proc.stderr.close()
+        return rc
+
+
+def generate_json(prompt, seed, max_tokens, temperature, top_logprobs=0, extra=()):
+    """`minigpt generate --json`: per-token lines, then the summary."""
+    args = [CLI, "generate", "-m", MODEL, "-p", prompt, "--seed", str(seed), "-n", str(max_tokens),
+            "--temperature", str(temperature), "--top-k", "0", "--json", "-t", "2", *extra]
+    if top_logprobs:
+        args += ["--top-logprobs", str(top_logprobs)]
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    lines = [json.loads(x) for x in out.splitlines()]
+    return lines[:-1], lines[-1]["summary"]
+
+
+class OpenAIClient(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server()
+        cls.client = openai.OpenAI(base_url=cls.server.base_url, api_key="none", max_retries=0, timeout=120)
+        cls.model = cls.client.models.list().data[0].id
+
+    @classmethod
+    def tearDownClass(cls):
+        # SIGTERM: a clean exit 0
+        assert cls.server.stop() == 0
+
+    def complete(self, **kw):
+        return self.client.completions.create(model=self.model, **kw)
+
+    def test_models(self):
+        self.assertEqual(self.model, "shakespeare-char")
+
+    def test_text_and_logprobs_equal_generate_json(self):
+        for prompt, seed, temperature in [("ROMEO:", 7, 0.0), ("JULIET:\nO", 42, 0.8), ("First Citizen:", 3, 1.3)]:
+            tokens, summary = generate_json(prompt, seed, 40, temperature, top_logprobs=3)
+            r = self.complete(prompt=prompt, max_tokens=40, seed=seed, temperature=temperature, logprobs=3,
+                              extra_body={"top_k": 0})
+            c = r.choices[0]
+            self.assertEqual(c.text, summary["text"], prompt)
+            self.assertEqual(len(c.logprobs.token_logprobs), len(tokens))
+            for got, want in zip(c.logprobs.token_logprobs, tokens):
+                self.assertAlmostEqual(got, want["logprob"], delta=TOL)
+            for got, want in zip(c.logprobs.top_logprobs, tokens):
+                self.assertEqual(sorted(got.values(), reverse=True)[0], max(t["logprob"] for t in want["top_logprobs"]))
+            self.assertEqual(r.usage.completion_tokens, summary["generated_tokens"])
+            self.assertEqual(r.usage.prompt_tokens, summary["prompt_tokens"])
+            self.assertEqual(c.finish_reason, "length")
+
+    def test_streaming_equals_generate_json(self):
+        tokens, summary = generate_json("KING:", 11, 32, 1.0)
+        stream = self.complete(prompt="KING:", max_tokens=32, seed=11, temperature=1.0, stream=True, logprobs=0,
+                               stream_options={"include_usage": True}, extra_body={"top_k": 0})
+        text, lps, finish, usage = "", [], None, None
+        for chunk in stream:
+            if chunk.usage is not None:
+                usage = chunk.usage
+            for c in chunk.choices:
+                text += c.text
+                if c.logprobs is not None:
+                    lps += c.logprobs.token_logprobs
+                if c.finish_reason is not None:
+                    finish = c.finish_reason
+        self.assertEqual(text, summary["text"])
+        self.assertEqual(len(lps), len(tokens))
+        for got, want in zip(lps, tokens):
+            self.assertAlmostEqual(got, want["logprob"], delta=TOL)
+        self.assertEqual(finish, "length")
+        self.assertIsNotNone(usage, "stream_options.include_usage gave no usage chunk")
+        self.assertEqual(usage.completion_tokens, 32)
+
+    def test_n_choices_are_seed_plus_j(self):
+        r = self.complete(prompt="HAMLET:", n=3, max_tokens=20, seed=100, temperature=1.0, extra_body={"top_k": 0})
+        self.assertEqual([c.index for c in r.choices], [0, 1, 2])
+        for j, c in enumerate(r.choices):
+            _, summary = generate_json("HAMLET:", 100 + j, 20, 1.0)
+            self.assertEqual(c.text, summary["text"], "choice %d" % j)
+        self.assertGreater(len({c.text for c in r.choices}), 1)
+
+    def test_token_id_prompt(self):
+        req = urllib.request.Request(self.server.base_url[: -len("/v1")] + "/tokenize",
+                                     data=json.dumps({"content": "ROMEO:"}).encode(), method="POST")
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            ids = json.load(resp)["tokens"]
+        by_text = self.complete(prompt="ROMEO:", max_tokens=10, temperature=0)
+        by_ids = self.complete(prompt=ids, max_tokens=10, temperature=0)
+        self.assertEqual(by_ids.choices[0].text, by_text.choices[0].text)
+
+    def test_echo_logprobs_scores_text_as_lm_eval_does(self):
+        # The prompt is "P" + the greedy continuation generate gives: scoring it with echo and max_tokens 0
+        # must give, for the continuation's tokens, the logprobs generate reported when it produced them.
+        tokens, summary = generate_json("MENENIUS:", 0, 12, 0.0)
+        text = "MENENIUS:" + summary["text"]
+        r = self.complete(prompt=text, max_tokens=0, echo=True, logprobs=1, temperature=0)
+        lp = r.choices[0].logprobs
+        self.assertEqual(r.choices[0].text, text)
+        self.assertIsNone(lp.token_logprobs[0])
+        self.assertIsNone(lp.top_logprobs[0])
+        self.assertEqual("".join(lp.tokens), text)
+        self.assertEqual(lp.text_offset[:3], [0, 1, 2])
+        n_prompt = len(lp.tokens) - len(tokens)
+        for got, want in zip(lp.token_logprobs[n_prompt:], tokens):
+            self.assertAlmostEqual(got, want["logprob"], delta=1e-4)  # a prefill step, not decode steps
+        self.assertEqual(r.usage.completion_tokens, 0)
+
+    def test_stop_string_spanning_tokens_is_never_streamed(self):
+        _, summary = generate_json("ROMEO:", 0, 30, 0.0)
+        stop = summary["text"][5:8]
+        want = summary["text"][: summary["text"].find(stop)]
+        seen = ""
+        for chunk in self.complete(prompt="ROMEO:", max_tokens=30, temperature=0, stop=[stop], stream=True):
+            for c in chunk.choices:
+                seen += c.text
+                self.assertNotIn(stop[0], seen[len(want):])
+        self.assertEqual(seen, want)
+
+    def test_errors(self):
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.complete(prompt="x", max_tokens=-1)
+        self.assertIn("max_tokens", str(e.exception))
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.complete(prompt="x", presence_penalty=1.0)
+        self.assertIn("presence_penalty: not supported", str(e.exception))
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.complete(prompt="x" * 500)
+        self.assertIn("maximum context length", str(e.exception))
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.client.chat.completions.create(model=self.model, messages=[{"role": "user", "content": "hi"}])
+        self.assertIn("no chat template", str(e.exception))
+
+
+class ApiKey(unittest.TestCase):
+    def test_wrong_key_is_401(self):
+        server = Server("--api-key", "k3y")
+        try:
+            bad = openai.OpenAI(base_url=server.base_url, api_key="nope", max_retries=0)
+            with self.assertRaises(openai.AuthenticationError):
+                bad.completions.create(model="m", prompt="x", max_tokens=1)
+            good = openai.OpenAI(base_url=server.base_url, api_key="k3y", max_retries=0)
+            self.assertEqual(good.completions.create(model="m", prompt="x", max_tokens=2).usage.completion_tokens, 2)
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+
+if __name__ == "__main__":
+    if not os.access(CLI, os.X_OK):
+        sys.exit("test_openai_client.py: no minigpt CLI at %s (set MINIGPT_CLI)" % CLI)
+    unittest.main(verbosity=2)
