@@ -401,6 +401,33 @@ TEST(Server, EchoLogprobsScoresThePrompt) {
   EXPECT_EQ(m["logprobs"]["text_offset"][ids.size()], text.size());
 }
 
+// A prompt longer than the step's budget is prefilled in chunks, while other streams keep decoding: the
+// same text and the same echo logprobs (rows that cross chunk boundaries included) as in one piece.
+TEST(Server, ChunkedPrefillGivesWhatOnePieceGives) {
+  server::ServerOptions o = default_options();
+  o.n_parallel = 2;
+  o.batch_size = 7;
+  ServerFixture small(o);
+  const std::string text = "ROMEO:\nIs the day so young?\nBENVOLIO:\nBut new struck nine.";
+  const json body = {{"prompt", text}, {"max_tokens", 20}, {"echo", true}, {"logprobs", 2}, {"seed", 5}};
+  auto other = std::async(std::launch::async, [&] {
+    return post_json(small, "/v1/completions", {{"prompt", "A"}, {"max_tokens", 60}, {"ignore_eos", true}});
+  });
+  const json chunked = post_json(small, "/v1/completions", body);
+  const json whole = post_json(shared_server(), "/v1/completions", body);
+  EXPECT_EQ(chunked["choices"][0]["text"], whole["choices"][0]["text"]);
+  const json& a = chunked["choices"][0]["logprobs"];
+  const json& b = whole["choices"][0]["logprobs"];
+  ASSERT_EQ(a["token_logprobs"].size(), b["token_logprobs"].size());
+  EXPECT_TRUE(a["token_logprobs"][0].is_null());
+  for (size_t i = 1; i < a["token_logprobs"].size(); ++i) {
+    // 1e-4: prefill rows in chunks of 7 against one chunk, F32 sums grouped differently.
+    EXPECT_NEAR(a["token_logprobs"][i].get<double>(), b["token_logprobs"][i].get<double>(), 1e-4) << i;
+  }
+  EXPECT_EQ(a["tokens"], b["tokens"]);
+  EXPECT_EQ(other.get()["usage"]["completion_tokens"], 60);
+}
+
 // A stop string that spans tokens: never in the text, streamed or not, and the stream never shows a piece
 // of it.
 TEST(Server, StopStringsSpanningTokensNeverLeak) {
