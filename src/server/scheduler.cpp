@@ -113,9 +113,7 @@ void Scheduler::finish_slot(Slot& s, StopReason reason) {
     reason = s.gen->result().reason;
     generated = int64_t(s.gen->result().tokens.size());
   }
-  Event e{Event::Kind::Finished, s.choice, {}, {}, {}, reason, {}};
-  e.token.id = int32_t(generated);  // the count of generated tokens rides in token.id
-  s.task->post(std::move(e));
+  s.task->post({Event::Kind::Finished, s.choice, {}, {}, {}, reason, {}, generated});
   session_.reset(s.seq);
   s.task.reset();
   s.gen.reset();

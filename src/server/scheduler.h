@@ -36,8 +36,9 @@ struct Event {
   // Prompt: for each prompt token after the first, its logprob and the top alternatives.
   std::vector<double> prompt_logprobs;
   std::vector<std::vector<std::pair<int32_t, double>>> prompt_top;
-  StopReason reason = StopReason::Length;
-  std::string error;
+  StopReason reason = StopReason::Length;  // Finished
+  std::string error;                       // Failed
+  int64_t generated = 0;                   // Finished: the choice's generated tokens
 };
 
 // One choice to generate: a prompt (prepared: never empty, fits the context) and its options.

@@ -232,7 +232,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
         }
         if (e.kind == Event::Kind::Finished) {
           reasons[size_t(e.choice)] = finish_reason(e.reason);
-          completion_tokens += e.token.id;
+          completion_tokens += e.generated;
           ++finished;
           continue;
         }
@@ -307,7 +307,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
           if (e.kind == Event::Kind::Finished) {
             ch["text"] = "";
             ch["finish_reason"] = finish_reason(e.reason);
-            st->completion_tokens += e.token.id;
+            st->completion_tokens += e.generated;
             ++st->finished;
           } else {
             const Piece p = piece_of(e, st->chars);
