@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(cmake g++ make pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libicu-dev
           libgtest-dev googletest curl python3 clang-format libcairo2-dev fonts-dejavu-core
-          libcpp-httplib-dev)
+          libcpp-httplib-dev python3-venv)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -18,6 +18,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"
 fi
+
+# The Python client tests' virtual environment (.venv: the openai client, tests/python/requirements.txt).
+bash scripts/venv.sh
 
 BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-Release} "$@"
