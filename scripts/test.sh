@@ -16,11 +16,11 @@ if [ -n "${MINIGPT_SANITIZE:-}" ]; then
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 fi
-bash scripts/venv.sh  # the openai client tests' .venv (setup.sh makes it too; cheap when it is there)
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   BUILD_DIR="$BUILD_DIR" bash scripts/setup.sh "${extra[@]}"
 else
   cmake --build "$BUILD_DIR" -j"$(nproc)"
 fi
+bash scripts/venv.sh  # the openai client tests' .venv (setup.sh made it; cheap when it is there)
 cd "$BUILD_DIR"
 ctest --output-on-failure -j"$(nproc)" "$@"
