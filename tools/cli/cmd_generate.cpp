@@ -1,7 +1,11 @@
 // minigpt generate: stream text from a prompt, with transformers-compatible sampling.
+#include <editline/readline.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -28,8 +32,119 @@ struct GenerateCliOptions {
   std::string overflow = "error";
   std::optional<uint64_t> seed;
   std::optional<int64_t> ctx_size;
+  bool interactive = false;
   GenerateOptions gen;
 };
+
+// Ctrl-C in interactive mode: counted by the handler, read between tokens (and after a line is read).
+std::atomic<int> g_interrupts{0};
+
+// `generate -i`: one Session and its KV cache across turns. Each turn appends the user's line (and a newline)
+// to the sequence, evaluating only the new tokens, and generates until a stop string (--stop,
+// -r/--reverse-prompt), EOS or --max-new-tokens; Ctrl-C ends the turn, not the program; EOF (Ctrl-D) ends it.
+// Line editing and history: libedit's readline() on a terminal, plain lines otherwise.
+int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, const Tokenizer& tok,
+                    GenerateOptions g, int64_t n_ctx, const std::string& first_prompt) {
+  const Config& c = model->config();
+  SessionOptions so;
+  so.n_ctx = n_ctx;
+  Session session(model, so);
+  std::vector<int32_t> history;  // every token of the conversation, evaluated or not
+  std::vector<int32_t> pending;  // tokens sampled but not evaluated yet (the last of a turn)
+  bool at_line_start = true;
+  auto show = [&](std::string_view t) {
+    if (t.empty()) return;
+    write_stdout(t);
+    at_line_start = t.back() == '\n';
+  };
+
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { g_interrupts.fetch_add(1); };
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  const bool tty = ::isatty(STDIN_FILENO);
+  if (tty) rl_catch_signals = 0;  // Ctrl-C reaches our handler, not libedit's
+
+  // One turn: `ids` appended, then generation; false when the context is full.
+  auto turn = [&](const std::vector<int32_t>& ids) {
+    std::vector<int32_t> in = pending;
+    in.insert(in.end(), ids.begin(), ids.end());
+    if (in.empty()) return true;
+    if (session.n_past() + int64_t(in.size()) >= n_ctx) {
+      std::fprintf(stderr,
+                   "%sminigpt: the context of %lld tokens is full; ending the session (-c to enlarge it)\n",
+                   at_line_start ? "" : "\n", (long long)n_ctx);
+      return false;
+    }
+    pending.clear();
+    history.insert(history.end(), ids.begin(), ids.end());
+    std::span<const float> logits = session.eval(in);
+    g_interrupts = 0;
+    GenerateCallbacks cb;
+    cb.on_text = show;
+    Generator gen(c, &tok, g, history, cb);
+    bool full = false;
+    while (gen.push(logits)) {
+      if (g_interrupts.load() > 0) {
+        gen.finish(StopReason::Cancelled);
+        break;
+      }
+      if (session.n_past() == n_ctx) {
+        gen.finish(StopReason::Context);
+        full = true;
+        break;
+      }
+      const int32_t next = gen.next();
+      logits = session.eval(std::span<const int32_t>(&next, 1));
+    }
+    // The tokens generated stay in the conversation (also those of a stop string, as llama.cpp keeps them);
+    // the last one sampled is evaluated with the next turn's input.
+    const std::vector<int32_t>& all = gen.history();
+    const size_t evaluated = size_t(session.n_past());
+    history.assign(all.begin(), all.end());
+    if (history.size() > evaluated) pending.assign(history.begin() + ptrdiff_t(evaluated), history.end());
+    if (gen.result().reason == StopReason::Cancelled) show(at_line_start ? "" : "\n");
+    if (full) {
+      std::fprintf(stderr, "%sminigpt: the context of %lld tokens is full; ending the session\n",
+                   at_line_start ? "" : "\n", (long long)n_ctx);
+      return false;
+    }
+    return true;
+  };
+
+  if (!first_prompt.empty()) {
+    show(first_prompt);
+    if (!turn(tok.encode_with_specials(first_prompt, o.special))) return 0;
+  }
+  for (;;) {
+    if (!at_line_start) show("\n");
+    g_interrupts = 0;
+    std::string line;
+    if (tty) {
+      char* raw = readline("> ");
+      if (raw == nullptr) break;  // EOF
+      line = raw;
+      std::free(raw);
+      if (g_interrupts.load() > 0 && line.empty()) break;  // Ctrl-C at the prompt ends the session
+      if (!line.empty()) add_history(line.c_str());
+    } else {
+      show("> ");
+      if (!std::getline(std::cin, line)) break;
+    }
+    at_line_start = true;
+    std::vector<int32_t> ids;
+    try {
+      ids = tok.encode(line + "\n", o.special);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "minigpt: %s\n", e.what());  // invalid UTF-8: this line only
+      continue;
+    }
+    if (!turn(ids)) break;
+  }
+  if (!at_line_start) show("\n");
+  return 0;
+}
 
 std::string read_prompt(const GenerateCliOptions& o) {
   if (o.prompt_given) return o.prompt;
@@ -52,7 +167,10 @@ int run_generate(GenerateCliOptions& o) {
                                        " tokens, more than the model's vocabulary of " +
                                        std::to_string(model->config().n_vocab) + " (vocab_size)");
   }
-  const std::string prompt_text = read_prompt(o);
+  const std::string prompt_text = o.interactive ? (o.prompt_given    ? o.prompt
+                                                   : !o.file.empty() ? read_prompt(o)
+                                                                     : "")
+                                                : read_prompt(o);
   std::vector<int32_t> prompt;
   try {
     // With the special tokens of tokenizer.json's template (e.g. a BOS), as a transformers tokenizer gives
@@ -77,6 +195,7 @@ int run_generate(GenerateCliOptions& o) {
 
   // Everything that can be refused is refused before a byte is written.
   validate_options(g, model->config(), &tok);
+  if (o.interactive) return run_interactive(o, model, tok, g, n_ctx, prompt_text);
   prepare_prompt(prompt, g, model->config(), &tok, n_ctx);
   if (n_ctx < model_ctx && !o.ctx_size) {
     std::fprintf(stderr, "minigpt: context %lld of the model's %lld tokens (-c to change)\n",
@@ -171,6 +290,15 @@ const bool registered =
       app.add_option("--top-logprobs", o->top_logprobs, "With --json: this many alternatives per token")
           ->needs(json_flag);
       app.add_flag("--special", o->special, "Recognise special tokens such as <|endoftext|> in the prompt");
+      auto* interactive = app.add_flag(
+          "-i,--interactive", o->interactive,
+          "Chat-style turns with one KV cache: type a line, the model continues until a stop string "
+          "(--stop, -r), EOS or -n tokens; Ctrl-C stops a generation, Ctrl-D ends");
+      interactive->excludes(json_flag);
+      app.add_option(
+             "-r,--reverse-prompt", o->gen.stop,
+             "Stop generating and give the turn back at this string (as llama.cpp's -r; same as --stop)")
+          ->allow_extra_args(false);
       return [o] { return run_generate(*o); };
     });
 

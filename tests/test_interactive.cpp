@@ -1,0 +1,193 @@
+// `minigpt generate -i` through a pseudo-terminal (forkpty): libedit reads the lines, the KV cache carries
+// over between turns (each turn's text equals generate() on the whole conversation), Ctrl-C stops a
+// generation and not the program, Ctrl-D ends it with exit status 0.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+
+#include "minigpt/generate.h"
+#include "test_util.h"
+
+namespace minigpt {
+namespace {
+
+std::filesystem::path shipped() { return test::source_dir() / "models" / "shakespeare-char"; }
+
+class Pty {
+ public:
+  explicit Pty(std::vector<std::string> args) {
+    struct winsize ws {};
+    ws.ws_col = 200;
+    ws.ws_row = 50;
+    pid_ = forkpty(&master_, nullptr, nullptr, &ws);
+    if (pid_ == 0) {
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+  }
+  ~Pty() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (master_ >= 0) ::close(master_);
+  }
+  bool ok() const { return pid_ > 0 && master_ >= 0; }
+  pid_t pid() const { return pid_; }
+  void write(const std::string& s) { ASSERT_EQ(::write(master_, s.data(), s.size()), ssize_t(s.size())); }
+  // Reads until `needle` appears after `from` in what was read (true), or the deadline passes / EOF (false).
+  bool read_until(const std::string& needle, size_t from, double seconds = 30) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (out_.find(needle, from) == std::string::npos) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{master_, POLLIN, 0};
+      if (::poll(&p, 1, int(left.count())) <= 0) return false;
+      char buf[4096];
+      const ssize_t n = ::read(master_, buf, sizeof buf);
+      if (n <= 0) return false;  // EIO: the child closed the terminal
+      for (ssize_t i = 0; i < n; ++i) {
+        if (buf[i] != '\r') out_ += buf[i];  // the terminal's CR LF
+      }
+    }
+    return true;
+  }
+  const std::string& out() const { return out_; }
+  int wait_exit(double seconds = 30) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) {
+      int st = 0;
+      char buf[4096];
+      while (::read(master_, buf, sizeof buf) > 0) {
+      }
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        reaped_ = true;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int master_ = -1;
+  bool reaped_ = false;
+  std::string out_;
+};
+
+TEST(Interactive, TurnsKeepTheCacheCtrlCStopsAGenerationCtrlDEnds) {
+  const int64_t n = 24;  // tokens per turn: three turns and a stopped one fit the model's 128 positions
+  Pty pty({MINIGPT_CLI_PATH, "generate", "-i", "-m", shipped().string(), "--temperature", "0", "-n",
+           std::to_string(n), "-t", "1"});
+  ASSERT_TRUE(pty.ok());
+  ASSERT_TRUE(pty.read_until("> ", 0)) << pty.out();
+
+  auto model = Model::load(shipped(), LoadOptions::threads(1));
+  const Tokenizer tok = Tokenizer::load(shipped());
+  GenerateOptions g;
+  g.sampling.temperature = 0;
+  g.max_new_tokens = n;
+  std::vector<int32_t> conversation;
+  // What generate() gives on the whole conversation so far plus `line`: the turn's expected text.
+  auto expected = [&](const std::string& line, int64_t max_tokens) {
+    const auto ids = tok.encode(line + "\n");
+    conversation.insert(conversation.end(), ids.begin(), ids.end());
+    SessionOptions so;
+    so.n_ctx = 128;
+    Session s(model, so);
+    GenerateOptions o = g;
+    o.max_new_tokens = max_tokens;
+    const GenerateResult r = generate(s, &tok, conversation, o);
+    return r;
+  };
+  // One turn: type `line`, read up to the next prompt; the text between the echoed line and the prompt.
+  auto turn = [&](const std::string& line) {
+    const size_t from = pty.out().size();
+    pty.write(line + "\n");
+    EXPECT_TRUE(pty.read_until(line + "\n", from)) << pty.out();
+    const size_t start = pty.out().find(line + "\n", from) + line.size() + 1;
+    EXPECT_TRUE(pty.read_until("\n> ", start)) << pty.out();
+    const size_t end = pty.out().find("\n> ", start) + 1;
+    // libedit may draw the line again (after the SIGCONT below): the text follows the last echo.
+    const size_t last = pty.out().rfind(line + "\n", end - 1);
+    const size_t begin =
+        last != std::string::npos && last >= start - line.size() - 1 ? last + line.size() + 1 : start;
+    return pty.out().substr(begin, end - begin);
+  };
+
+  for (const std::string line : {"ROMEO:", "JULIET:"}) {
+    const GenerateResult want = expected(line, n);
+    const std::string got = turn(line);
+    EXPECT_EQ(got, want.text + (want.text.ends_with("\n") ? "" : "\n")) << "turn " << line;
+    conversation.insert(conversation.end(), want.tokens.begin(), want.tokens.end());
+  }
+
+  // Ctrl-C mid-generation. The child is stopped as soon as the turn's first text appears, the terminal's
+  // interrupt character is typed, and it is continued: it sees SIGINT before its next token.
+  {
+    const std::string line = "KING:";
+    const GenerateResult full = expected(line, n);
+    const size_t from = pty.out().size();
+    pty.write(line + "\n");
+    ASSERT_TRUE(pty.read_until(line + "\n", from)) << pty.out();
+    const size_t start = pty.out().find(line + "\n", from) + line.size() + 1;
+    ASSERT_TRUE(pty.read_until(full.text.substr(0, 1), start)) << pty.out();
+    ::kill(pty.pid(), SIGSTOP);
+    pty.write("\x03");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ::kill(pty.pid(), SIGCONT);
+    ASSERT_TRUE(pty.read_until("\n> ", start)) << pty.out();
+    std::string got = pty.out().substr(start, pty.out().find("\n> ", start) - start);
+    const size_t echo = got.find("^C");  // the terminal echoes the interrupt character
+    ASSERT_NE(echo, std::string::npos) << got;
+    got.erase(echo, 2);
+    ASSERT_LT(got.size(), full.text.size()) << "Ctrl-C did not stop the generation: " << got;
+    EXPECT_EQ(got, full.text.substr(0, got.size())) << "the text before Ctrl-C is the turn's own";
+    EXPECT_EQ(::kill(pty.pid(), 0), 0) << "Ctrl-C ended the program";
+    // What was generated stays in the conversation: every token of the text shown (one per character).
+    const auto shown = tok.encode(got);
+    conversation.insert(conversation.end(), full.tokens.begin(),
+                        full.tokens.begin() + ptrdiff_t(shown.size()));
+  }
+
+  // A third turn goes on from there (what was generated before Ctrl-C, and at most one token after it,
+  // stays in the cache; the turn's text is checked to continue after the line, not against a reference).
+  {
+    const std::string got = turn("HAMLET:");
+    EXPECT_FALSE(got.empty()) << pty.out();
+    EXPECT_EQ(::kill(pty.pid(), 0), 0);
+  }
+
+  pty.write("\x04");  // Ctrl-D at an empty prompt: EOF
+  EXPECT_EQ(pty.wait_exit(), 0) << pty.out();
+}
+
+TEST(Interactive, RefusesJsonAndReadsLinesFromAPipe) {
+  const auto r = test::run_cli("generate -i --json");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--interactive"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+  // Not a terminal: plain lines; the first turn's text is what generate gives the same prompt.
+  const auto p = test::run_cli("generate -i -m " + shipped().string() + " --temperature 0 -n 20", "ROMEO:\n");
+  EXPECT_EQ(p.status, 0) << p.err;
+  const auto one =
+      test::run_cli("generate -m " + shipped().string() + " --temperature 0 -n 20 --no-echo -p 'ROMEO:\n'");
+  ASSERT_EQ(one.status, 0) << one.err;
+  std::string want = one.out;  // the text and a newline
+  EXPECT_EQ(p.out, "> " + want + "> \n") << p.out;
+}
+
+}  // namespace
+}  // namespace minigpt
