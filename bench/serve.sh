@@ -8,13 +8,13 @@
 # $PEER_DIR outside the repository; a random GPT-2 124M with GPT-2's tokenizer converted by llama.cpp's own
 # convert_hf_to_gguf.py); this script adds the llama-server target. Not run in CI. Needs .venv
 # (scripts/setup.sh) for the load generator.
-# Usage: bench/serve.sh [NP] [SECONDS] [ROUNDS] [TYPE] [CLIENTS]     e.g. bench/serve.sh 8 60 3 f16 32
+# Usage: bench/serve.sh [NP] [SECONDS] [ROUNDS] [TYPE] [CLIENTS]     e.g. bench/serve.sh 8 60 3 f32 32
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NP=${1:-8}
 SECONDS_EACH=${2:-60}
 ROUNDS=${3:-3}
-TYPE=${4:-f16}
+TYPE=${4:-f32}
 CLIENTS=${5:-$((NP * 4))}
 THREADS=${THREADS:-2}
 CTX=${CTX:-1024}  # positions per slot: minigpt's -c is per slot, llama-server's is divided among them
