@@ -460,6 +460,54 @@ TEST(Server, StopStringsSpanningTokensNeverLeak) {
   EXPECT_EQ(text, want);
 }
 
+// No UTF-8 character is split across two streamed chunks: a random model over GPT-2's vocabulary emits
+// many tokens that are parts of characters (byte-level BPE); the stream's text, chunk by chunk, must be
+// what the whole response says, where a split character would show as U+FFFD twice.
+TEST(Server, NoCharacterIsSplitAcrossStreamedChunks) {
+  Config c = test::tiny_config();
+  c.n_vocab = 50257;
+  c.n_ctx = 256;
+  c.bos_token_id = c.eos_token_id = 50256;
+  auto model = Model::random(c, LoadOptions::threads(2));
+  const Tokenizer tok = Tokenizer::load(test::source_dir() / "tests" / "fixtures" / "gpt2-tokenizer");
+  server::ServerOptions o = default_options();
+  o.port = 0;
+  server::Server srv(model, tok, o);
+  const int port = srv.bind();
+  std::thread th([&] { srv.run(); });
+  httplib::Client cl("127.0.0.1", port);
+  cl.set_read_timeout(60, 0);
+  int merged = 0, multibyte = 0;
+  for (int seed = 0; seed < 4; ++seed) {
+    json body = {{"prompt", "Caf\u00e9 \u4e2d\u6587"},
+                 {"max_tokens", 200},
+                 {"seed", seed},
+                 {"temperature", 1.0},
+                 {"ignore_eos", true}};
+    auto whole = cl.Post("/v1/completions", body.dump(), "application/json");
+    ASSERT_TRUE(whole);
+    const std::string want = json::parse(whole->body)["choices"][0]["text"];
+    body["stream"] = true;
+    body["logprobs"] = 0;
+    auto res = cl.Post("/v1/completions", body.dump(), "application/json");
+    ASSERT_TRUE(res);
+    std::string text;
+    for (const json& e : sse_events(res->body)) {
+      if (e["choices"].empty()) continue;
+      const std::string piece = e["choices"][0]["text"];
+      text += piece;
+      const json& lp = e["choices"][0]["logprobs"];
+      if (!lp.is_null() && piece.empty()) ++merged;  // a part of a character, sent with no text
+      for (unsigned char ch : piece) multibyte += ch >= 0xC0;
+    }
+    EXPECT_EQ(text, want) << "seed " << seed;
+  }
+  EXPECT_GT(merged, 0) << "no token was part of a character: the case was not exercised";
+  EXPECT_GT(multibyte, 0);
+  srv.stop(true);
+  th.join();
+}
+
 // Four concurrent streams with different prompts and seeds each give exactly the tokens they give alone,
 // whichever slot and batch they share.
 TEST(Server, ConcurrentStreamsGiveWhatTheyGiveAlone) {
