@@ -44,7 +44,7 @@ trap cleanup EXIT
 wait_health() {
   for _ in $(seq 1 600); do
     curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && return 0
-    kill -0 "$SERVER_PID" 2>/dev/null || { echo "serve: error: the server exited" >&2; return 1; }
+    kill -0 "$SERVER_PID" 2>/dev/null || { echo "serve: error: the server exited:" >&2; cat "$OUT"/*.log >&2; return 1; }
     sleep 0.1
   done
   echo "serve: error: no /health after 60 s" >&2
@@ -53,15 +53,17 @@ wait_health() {
 run() {  # run NAME NP CLIENTS CMD...: one server, one load run, its JSON into $OUT/NAME.N
   local name=$1 np=$2 clients=$3
   shift 3
+  # (each run on its own port: a port just closed may still be in TIME_WAIT, which llama-server cannot bind)
   "$@" >"$OUT/$name.log" 2>&1 &
   SERVER_PID=$!
   wait_health
   "$PY" scripts/loadtest.py --url "http://127.0.0.1:$PORT/v1" --clients "$clients" --duration "$SECONDS_EACH" \
     --max-tokens 128 --ignore-eos --json >>"$OUT/$name.json" || echo "serve: $name: the load run had errors" >&2
-  kill -TERM "$SERVER_PID"
+  kill -TERM "$SERVER_PID" 2>/dev/null || { echo "serve: error: $name exited during the load run:" >&2; tail -5 "$OUT/$name.log" >&2; exit 1; }
   wait "$SERVER_PID" || true
   SERVER_PID=""
 }
+next_port() { PORT=$((PORT + 1)); }
 minigpt_cmd() { echo "$MINIGPT" serve -m "$GGUF" --port "$PORT" -t "$THREADS" -c "$CTX" -np "$1"; }
 llama_cmd() {
   echo "$LLAMA/build/bin/llama-server" -m "$GGUF" --port "$PORT" -t "$THREADS" -c $((CTX * $1)) -np "$1" \
@@ -71,13 +73,13 @@ llama_cmd() {
 for r in $(seq 1 "$ROUNDS"); do
   echo "serve: round $r of $ROUNDS" >&2
   if [ $((r % 2)) -eq 1 ]; then
-    run minigpt "$NP" "$CLIENTS" $(minigpt_cmd "$NP")
-    run llama "$NP" "$CLIENTS" $(llama_cmd "$NP")
+    next_port && run minigpt "$NP" "$CLIENTS" $(minigpt_cmd "$NP")
+    next_port && run llama "$NP" "$CLIENTS" $(llama_cmd "$NP")
   else
-    run llama "$NP" "$CLIENTS" $(llama_cmd "$NP")
-    run minigpt "$NP" "$CLIENTS" $(minigpt_cmd "$NP")
+    next_port && run llama "$NP" "$CLIENTS" $(llama_cmd "$NP")
+    next_port && run minigpt "$NP" "$CLIENTS" $(minigpt_cmd "$NP")
   fi
-  run single 1 1 $(minigpt_cmd 1)
+  next_port && run single 1 1 $(minigpt_cmd 1)
 done
 
 "$PY" - "$OUT" "$NP" "$CLIENTS" "$TYPE" "$THREADS" "$SECONDS_EACH" <<'EOF'
@@ -102,4 +104,8 @@ for name, rs in rows.items():
           f"| {med(rs, 'itl_p50_ms'):.1f} / {med(rs, 'itl_p99_ms'):.1f} | {sum(r['requests_failed'] for r in rs)} |")
 m, l, s = (med(rows[k], "tok_s") for k in rows)
 print(f"\nminigpt / llama-server aggregate: {m / l:.2f}x; minigpt -np {np_} over a single stream: {m / s:.2f}x")
+for name, rs in rows.items():
+    for r in rs:
+        if r["requests_failed"]:
+            print(f"{name}: {r['requests_failed']} failed requests: {r['errors']}")
 EOF
