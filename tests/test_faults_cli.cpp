@@ -248,13 +248,23 @@ TEST(FaultsCli, CtxSizeBoundsTheKvCache) {
                                tmp / f);
   }
   const std::string dir = tmp.path().string();
-  // The sinusoidal table itself is 1M x 16 floats = 64 MiB; the process with its libraries ~20 MiB (~45 MiB
-  // and a shadow of 1/8 of the heap under ASan). The bound, 64 + 150 MiB, is far below the 64 + 256 MiB a
-  // cache for every position takes.
+  // The same run with an 8-position cache is the baseline: the process, its libraries and OpenBLAS's buffers
+  // (which vary with the CPU and the build: ASan keeps a shadow of the heap) and the 64 MiB sinusoidal table
+  // (1M x 16 floats) are in both. The default 4096-position cache adds 1 MiB; one for every position would
+  // add 256 MiB. The bound, baseline + 64 MiB, lies between.
+  const auto [base, rc0] =
+      peak_rss_mib({"generate", "-m", dir, "-p", "hi", "--max-new-tokens", "3", "--seed", "1", "-c", "8"});
+  ASSERT_EQ(rc0, 0);
   const auto [peak, rc] =
       peak_rss_mib({"generate", "-m", dir, "-p", "hi", "--max-new-tokens", "3", "--seed", "1"});
   EXPECT_EQ(rc, 0);
-  EXPECT_LT(peak, 64.0 + 150.0) << "MiB: the KV cache should hold the default 4096 positions, not 1M";
+  EXPECT_LT(peak, base + 64.0) << "MiB: the KV cache should hold the default 4096 positions, not 1M (with -c 8: "
+                               << base << " MiB)";
+  // And the measurement sees a cache for every position when one is asked for.
+  const auto [full, rc1] = peak_rss_mib(
+      {"generate", "-m", dir, "-p", "hi", "--max-new-tokens", "3", "--seed", "1", "-c", "1048576"});
+  EXPECT_EQ(rc1, 0);
+  EXPECT_GT(full, base + 128.0) << "MiB with -c 1048576 (with -c 8: " << base << " MiB)";
   auto r = run_cli("generate -m " + dir + " -p hi --max-new-tokens 3 --seed 1");
   EXPECT_NE(r.err.find("context 4096 of the model's 1048576 tokens (-c to change)"), std::string::npos)
       << r.err;
