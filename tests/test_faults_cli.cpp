@@ -258,8 +258,8 @@ TEST(FaultsCli, CtxSizeBoundsTheKvCache) {
   const auto [peak, rc] =
       peak_rss_mib({"generate", "-m", dir, "-p", "hi", "--max-new-tokens", "3", "--seed", "1"});
   EXPECT_EQ(rc, 0);
-  EXPECT_LT(peak, base + 64.0) << "MiB: the KV cache should hold the default 4096 positions, not 1M (with -c 8: "
-                               << base << " MiB)";
+  EXPECT_LT(peak, base + 64.0)
+      << "MiB: the KV cache should hold the default 4096 positions, not 1M (with -c 8: " << base << " MiB)";
   // And the measurement sees a cache for every position when one is asked for.
   const auto [full, rc1] = peak_rss_mib(
       {"generate", "-m", dir, "-p", "hi", "--max-new-tokens", "3", "--seed", "1", "-c", "1048576"});
