@@ -185,5 +185,71 @@ TEST_P(QuantKernelsAtLevel, GemvEqualsTheDequantizedProduct) {
   }
 }
 
+// The int8 GEMM of prefill (where the level has it: VNNI): every kind, panels of 1..16 rows from any first
+// row, 1..11 tokens (a tile of 8 and the rest), K of one file block and several: y (+)= the double dot of
+// the dequantized weights with the activations as quantized per 32, within 1e-5 of sum |w x|.
+TEST_P(QuantKernelsAtLevel, Int8GemmEqualsTheDequantizedProduct) {
+  if (k().qgemm == nullptr) {  // the levels without VNNI have none (prefill widens to F32 for sgemm there)
+    EXPECT_NE(GetParam(), "avx512bf16") << "the VNNI level must have the int8 GEMM";
+    return;
+  }
+  std::mt19937 rng(13);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (const Kind& t : kKinds) {
+    for (int64_t K : {t.block, 3 * t.block}) {
+      const int64_t N = 21, nb = K / t.block;
+      const std::vector<uint8_t> w = random_blocks(t, N, K, rng);
+      std::vector<float> wf(size_t(N * K));
+      dequantize(t.type, w.data(), wf.data(), N * K);
+      std::vector<uint8_t> wi(size_t(cpu::QuantInterleave::padded_rows(N) * nb * t.bytes));
+      cpu::interleave_quant_rows(wi.data(), w.data(), N, nb, t.bytes, cpu::splits_scales(t.kind));
+      for (int64_t T : {1, 3, 8, 11}) {
+        // Activations: quantized per 32, offset to unsigned bytes, with dx and dx sum(xq) per block.
+        std::vector<float> x(size_t(T * K)), xd(size_t(2 * T * (K / 32)));
+        std::vector<uint8_t> xu(size_t(T * K));
+        std::vector<double> xv(size_t(T * K));
+        const int64_t nq = K / 32;
+        for (auto& v : x) v = nd(rng);
+        for (int64_t i = 0; i < T; ++i) {
+          const Acts a(k(), x.data() + i * K, K, 32);
+          for (int64_t c = 0; c < K; ++c) {
+            xu[size_t(i * K + c)] = uint8_t(a.qa[c]) ^ 0x80u;
+            xv[size_t(i * K + c)] = a.value(c);
+          }
+          for (int64_t b = 0; b < nq; ++b) {
+            int sum = 0;
+            for (int64_t c = 32 * b; c < 32 * b + 32; ++c) sum += a.qa[c];
+            xd[size_t(i * nq + b)] = a.d[size_t(b)];
+            xd[size_t(T * nq + i * nq + b)] = a.d[size_t(b)] * float(sum);
+          }
+        }
+        for (const auto& [r0, rows] :
+             std::vector<std::pair<int64_t, int64_t>>{{0, 16}, {0, 1}, {5, 16}, {16, 5}}) {
+          std::vector<uint8_t> panel(size_t(cpu::qgemm_panel_bytes(K)));
+          cpu::qgemm_pack(panel.data(), t.kind, wi.data(), r0, rows, K);
+          const int64_t ldy = 19;
+          std::vector<float> y(size_t(T * ldy), 0.5f);
+          k().qgemm(t.kind, y.data(), ldy, panel.data(), xu.data(), K, xd.data(), xd.data() + T * nq, nq, T,
+                    rows, K);
+          for (int64_t i = 0; i < T; ++i) {
+            for (int64_t r = 0; r < rows; ++r) {
+              double want = 0.5, mag = 0;
+              for (int64_t c = 0; c < K; ++c) {
+                const double p = double(wf[size_t((r0 + r) * K + c)]) * xv[size_t(i * K + c)];
+                want += p;
+                mag += std::fabs(p);
+              }
+              EXPECT_NEAR(y[size_t(i * ldy + r)], want, 1e-5 * mag + 1e-6)
+                  << t.name << " K " << K << " T " << T << " rows " << r0 << "+" << rows << " token " << i
+                  << " row " << r;
+            }
+            for (int64_t r = rows; r < ldy; ++r) EXPECT_EQ(y[size_t(i * ldy + r)], 0.5f) << "past the rows";
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace minigpt

@@ -422,6 +422,11 @@ class CpuBackend final : public Backend {
         gemv_quant(out, in, lin, accumulate);
         return false;
       }
+      cpu::QKind kind;
+      if (cpu::qgemm_available() && quant_kind(lin.format.quant, &kind)) {
+        gemm_int8(out, in, lin, accumulate, act, kind);
+        return true;
+      }
       gemm_widened(out, in, lin, accumulate, act);
       return true;
     }
@@ -666,6 +671,52 @@ class CpuBackend final : public Backend {
         widen(rows.data(), lin, i, n);
         cpu::gemv_f32_rows(y + i, out.stride, rows.data(), K, in.ptr<float>(), in.stride, T, n, K, true);
       }
+    });
+  }
+
+  // out (+)= in W^T for a batch and weights of a kind with integer kernels where the CPU has VNNI: an int8
+  // GEMM (cpu::qgemm), 2.3x faster than widening to F32 for sgemm (bench pp512, Q4_0 and Q8_0, Zen 5, 2
+  // threads: see the closing note of the GGUF issue). Each thread repacks its own weight rows a 16-row panel
+  // at a time and runs every token against it; the activations are quantized once, by the calling thread.
+  void gemm_int8(Tensor out, const Tensor& in, const Linear& lin, bool accumulate, const Activation* act,
+                 cpu::QKind kind) {
+    const int64_t N = lin.n_out, K = lin.n_in, T = in.rows, nb = K / 32;
+    // The caller's buffers, named by pointer in the lambdas (a thread_local named there is each worker's).
+    thread_local std::vector<uint8_t> xu_buf;
+    thread_local std::vector<float> xd_buf;
+    xu_buf.resize(size_t(T * K));
+    xd_buf.resize(size_t(2 * T * nb));
+    uint8_t* xu = xu_buf.data();
+    float* xd = xd_buf.data();
+    float* xo = xd + T * nb;
+    pool_.parallel_for(T, [&](int64_t t0, int64_t t1) {
+      std::vector<int16_t> sums(size_t(K / 16));
+      for (int64_t t = t0; t < t1; ++t) {
+        int8_t* q = reinterpret_cast<int8_t*>(xu + t * K);
+        cpu::quantize_acts(in.ptr<float>() + t * in.stride, K, q, xd + t * nb, sums.data(), 32);
+        for (int64_t b = 0; b < nb; ++b) {
+          int32_t sum = 0;
+          for (int64_t i = 32 * b; i < 32 * b + 32; ++i) {
+            sum += q[i];
+            xu[t * K + i] = uint8_t(q[i]) ^ 0x80u;  // q + 128
+          }
+          xo[t * nb + b] = xd[t * nb + b] * float(sum);
+        }
+      }
+    });
+    const uint8_t* w = lin.w.ptr<uint8_t>();
+    pool_.run([&](int ith, int nth) {
+      const auto [n0, n1] = split(N, ith, nth, cpu::kQgemmRows);
+      if (n0 >= n1) return;
+      init_out(out, lin, accumulate, n0, n1);
+      thread_local std::vector<uint8_t> panel;
+      panel.resize(size_t(cpu::qgemm_panel_bytes(K)));
+      for (int64_t p = n0; p < n1; p += cpu::kQgemmRows) {
+        const int64_t rows = std::min<int64_t>(cpu::kQgemmRows, n1 - p);
+        cpu::qgemm_pack(panel.data(), kind, w, p, rows, K);
+        cpu::qgemm(kind, out.ptr<float>() + p, out.stride, panel.data(), xu, K, xd, xo, nb, T, rows, K);
+      }
+      if (act) apply_act(out, n0, n1, *act);
     });
   }
 

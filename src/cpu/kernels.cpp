@@ -232,6 +232,111 @@ void gemv_quant(QKind kind, float* y, int64_t ldy, const uint8_t* w, int64_t r0,
   kernels().gemv_quant(kind, y, ldy, w, r0, x, nx, n, k, accumulate);
 }
 
+bool qgemm_available() { return kernels().qgemm != nullptr; }
+void qgemm(QKind kind, float* y, int64_t ldy, const uint8_t* panel, const uint8_t* xu, int64_t ldxu,
+           const float* xd, const float* xo, int64_t ldxd, int64_t nt, int64_t rows, int64_t k) {
+  kernels().qgemm(kind, y, ldy, panel, xu, ldxu, xd, xo, ldxd, nt, rows, k);
+}
+
+namespace {
+float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+// The six-bit scale and min of sub-block j of a Q4_K / Q5_K block's 12 scale bytes (ggml's get_scale_min_k4).
+void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+}  // namespace
+
+void qgemm_pack(uint8_t* panel, QKind kind, const uint8_t* w, int64_t r0, int64_t rows, int64_t k) {
+  const bool kquant = kind != QKind::Q8_0 && kind != QKind::Q4_0;
+  const int64_t block = kquant ? 256 : 32;
+  const int64_t bytes = kind == QKind::Q8_0   ? 34
+                        : kind == QKind::Q4_0 ? 18
+                        : kind == QKind::Q4_K ? 144
+                        : kind == QKind::Q5_K ? 176
+                                              : 210;
+  const int64_t nb = k / block;
+  std::memset(panel, 0, size_t(qgemm_panel_bytes(k)));
+  auto put = [](uint8_t* at, int64_t r, auto v) { std::memcpy(at + 4 * r, &v, 4); };
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t n = r0 + r;
+    for (int64_t j = 0; j < nb; ++j) {
+      // Each 32-column block of this file block: values v, scales dw (dw2 for columns 16..31 of Q6_K), ow.
+      for (int64_t s = 0; s < block / 32; ++s) {
+        int8_t v[32];
+        float dw = 0, dw2 = 0, ow = 0;
+        if (!kquant) {
+          // split: per block of a 4-row group, the 4 F16 scales, then the 4 rows' values
+          const uint8_t* blk = w + (n / 4) * 4 * nb * bytes + j * 4 * bytes;
+          const int64_t rr = n % 4;
+          dw = half_at(blk + 2 * rr);
+          if (kind == QKind::Q8_0) {
+            std::memcpy(v, blk + 8 + 32 * rr, 32);
+          } else {
+            const uint8_t* qs = blk + 8 + 16 * rr;
+            for (int i = 0; i < 16; ++i) {
+              v[i] = int8_t((qs[i] & 0xF) - 8);
+              v[i + 16] = int8_t((qs[i] >> 4) - 8);
+            }
+          }
+        } else {
+          const uint8_t* b = w + QuantInterleave::block_index(n, j, nb) * bytes;
+          if (kind == QKind::Q6_K) {
+            const int64_t h = s / 4, g = s % 4;  // half of 128 values, 32-value group in it
+            const uint8_t* ql = b + 64 * h;
+            const uint8_t* qh = b + 128 + 32 * h;
+            const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * h);
+            for (int l = 0; l < 32; ++l) {
+              const uint8_t lb = ql[l + 32 * (g & 1)];
+              v[l] = int8_t(((g < 2 ? lb & 0xF : lb >> 4) | (((qh[l] >> (2 * g)) & 3) << 4)) - 32);
+            }
+            const float d = half_at(b + 208);
+            dw = d * float(sc[2 * g]);
+            dw2 = d * float(sc[2 * g + 1]);
+          } else {
+            const bool q5 = kind == QKind::Q5_K;
+            const uint8_t* qs = b + (q5 ? 48 : 16) + 32 * (s / 2);
+            for (int l = 0; l < 32; ++l) {
+              int q = s % 2 == 0 ? qs[l] & 0xF : qs[l] >> 4;
+              if (q5) q |= ((b[16 + l] >> s) & 1) << 4;
+              v[l] = int8_t(q);
+            }
+            int sc, m;
+            scale_min_k4(int(s), b + 4, &sc, &m);
+            dw = half_at(b) * float(sc);
+            ow = -half_at(b + 2) * float(m);
+          }
+        }
+        uint8_t* dst = panel + (j * (block / 32) + s) * kQgemmBlockBytes;
+        int32_t sum = 0, sum2 = 0;
+        for (int i = 0; i < 32; ++i) {
+          dst[(i / 4) * 64 + 4 * r + i % 4] = uint8_t(v[i]);
+          (i < 16 ? sum : sum2) += v[i];
+        }
+        if (kind == QKind::Q6_K) {
+          put(dst + 512, r, dw);
+          put(dst + 576, r, int32_t(-128 * sum));
+          put(dst + 640, r, dw2);
+          put(dst + 704, r, int32_t(-128 * sum2));
+        } else {
+          put(dst + 512, r, dw);
+          put(dst + 576, r, int32_t(-128 * (sum + sum2)));
+          put(dst + 768, r, ow);
+        }
+      }
+    }
+  }
+}
+
 namespace {
 // Where the bytes of block j of row n lie in a QuantInterleave matrix: `scale` for the split layout's 2
 // scale bytes (else unused), `values` for the rest of the block (the whole block when not split).

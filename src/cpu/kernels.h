@@ -115,6 +115,29 @@ inline int64_t act_block_size(QKind kind) { return kind == QKind::Q8_0 || kind =
 void gemv_quant(QKind kind, float* y, int64_t ldy, const uint8_t* w, int64_t r0, const QAct* x, int64_t nx,
                 int64_t n, int64_t k, bool accumulate);
 
+// The prefill product of quantized weights as an int8 GEMM (VNNI's vpdpbusd: 16 rows x 4 bytes per
+// instruction), where the level has it (qgemm_available). The weights are repacked a panel of 16 rows at a
+// time (qgemm_pack), every kind into one form: per 32 columns, the rows' values as signed bytes in groups of
+// 4 columns (row r's at 4 r of each 64 bytes), with F32 scales such that
+//   w = dw q + ow       (Q8_0, Q4_0 with its -8 in q: ow = 0; Q4_K, Q5_K: dw = d sc_j, ow = -dmin m_j)
+//   w = dw_h q          (Q6_K: a scale per 16 columns h, q - 32 in q)
+// and -128 sum(q) for each (the activations are offset to unsigned bytes, xu = q + 128, as vpdpbusd
+// multiplies unsigned by signed; that term takes the offset back). The activations are quantized per 32
+// (quantize_acts, block 32, for every kind); xo = dx sum(xq) per block serves the ow term. The block
+// products are exact integers; their F32 sum is in another order than the GEMV's (and the K kinds'
+// activations are quantized per 32 here, per 256 there).
+inline constexpr int64_t kQgemmRows = 16;
+inline constexpr int64_t kQgemmBlockBytes = 512 + 5 * 64;  // values, dw, corr, dw_2, corr_2, ow
+inline int64_t qgemm_panel_bytes(int64_t k) { return k / 32 * kQgemmBlockBytes; }
+bool qgemm_available();
+// panel = rows [r0, r0 + rows) (rows <= 16; the rest zero) of a QuantInterleave matrix of K = k.
+void qgemm_pack(uint8_t* panel, QKind kind, const uint8_t* w, int64_t r0, int64_t rows, int64_t k);
+// y[t][r] += sum_k W[r, k] x_t[k] for r < rows, t < nt: xu row t at xu + t * ldxu (k bytes), its scales
+// dx at xd + t * ldxd and dx sum(xq) at xo + t * ldxd (k / 32 of each), row t of y at y + t * ldy. Only
+// where qgemm_available().
+void qgemm(QKind kind, float* y, int64_t ldy, const uint8_t* panel, const uint8_t* xu, int64_t ldxu,
+           const float* xd, const float* xo, int64_t ldxd, int64_t nt, int64_t rows, int64_t k);
+
 // One level's kernels (the functions above, same meaning and signatures).
 struct KernelTable {
   const char* name;
@@ -135,6 +158,9 @@ struct KernelTable {
   void (*quantize_acts)(const float*, int64_t, int8_t*, float*, int16_t*, int64_t);
   void (*gemv_quant)(QKind, float*, int64_t, const uint8_t*, int64_t, const QAct*, int64_t, int64_t, int64_t,
                      bool);
+  // null at the levels without it
+  void (*qgemm)(QKind, float*, int64_t, const uint8_t*, const uint8_t*, int64_t, const float*, const float*,
+                int64_t, int64_t, int64_t, int64_t);
 };
 
 // The level in use (chosen on first call: MINIGPT_CPU, else the best this CPU runs; throws Error
