@@ -693,7 +693,7 @@ TEST(Server, ADisconnectedStreamFreesItsSlot) {
   }
   EXPECT_EQ(metric_of("minigpt_slots_busy"), 0);
   const double generated = metric_of("minigpt_generated_tokens_total");
-  EXPECT_GT(generated, 0);
+  EXPECT_GE(generated, 0);  // none, where the close came before the first token (the headers go first)
   EXPECT_LT(generated, 2000) << "the generation ran on after the client left";
   std::printf("[ measured ] tokens generated before the disconnect was seen: %.0f\n", generated);
   // and the server goes on
