@@ -79,8 +79,9 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
     }
     pending.clear();
     history.insert(history.end(), ids.begin(), ids.end());
+    // A Ctrl-C since the line was read (during its evaluation, a long prompt's) ends the turn at its first
+    // token: the counter is reset before the prompt is shown, not here.
     std::span<const float> logits = session.eval(in);
-    g_interrupts = 0;
     GenerateCallbacks cb;
     cb.on_text = show;
     Generator gen(c, &tok, g, history, cb);
