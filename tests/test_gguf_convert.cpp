@@ -490,6 +490,9 @@ TEST(QuantizeCli, Q8_0OfTheShippedModelGeneratesItsTokens) {
   ASSERT_EQ(q.status, 0) << q.err;
   EXPECT_NE(q.err.find("[52/52] blk.3.ffn_up.weight [128, 512] F32 -> Q8_0"), std::string::npos) << q.err;
   EXPECT_NE(q.err.find("bits per weight"), std::string::npos) << q.err;
+  // A byte-level vocabulary has no merges; the key is there all the same (llama.cpp refuses a "gpt2"
+  // tokenizer without it: "cannot find tokenizer merges in model file").
+  EXPECT_NE(GgufFile::open(out)->find_value("tokenizer.ggml.merges"), nullptr);
   const auto ref = greedy_ids(shipped(), 100);
   const auto got = greedy_ids(out, 100);
   ASSERT_EQ(ref.size(), 100u);

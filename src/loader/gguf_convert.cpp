@@ -607,7 +607,9 @@ void add_tokenizer(const fs::path& dir, const json& config, int64_t n_vocab, Sou
     const std::string key = std::string(typ) + "_token_id";
     if (config.contains(key)) set_id(typ, config[key]);
   }
-  if (!merges.empty()) kv.emplace_back("tokenizer.ggml.merges", gguf_string_array(std::move(merges)));
+  // Always, even empty (a byte-level vocabulary without merges, as the shipped model's): llama.cpp refuses a
+  // "gpt2" tokenizer without the key ("cannot find tokenizer merges in model file").
+  kv.emplace_back("tokenizer.ggml.merges", gguf_string_array(std::move(merges)));
   static const std::map<std::string, std::string> kIdKeys = {
       {"bos", "tokenizer.ggml.bos_token_id"},     {"eos", "tokenizer.ggml.eos_token_id"},
       {"unk", "tokenizer.ggml.unknown_token_id"}, {"sep", "tokenizer.ggml.seperator_token_id"},
