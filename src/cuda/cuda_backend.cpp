@@ -17,11 +17,64 @@
 #include "cuda/kernels.cuh"
 #include "minigpt/backend.h"
 #include "minigpt/cuda.h"
+#include "minigpt/gguf.h"
 
 namespace minigpt {
 namespace {
 
 using cuda::StepValue;
+
+// The block types the kernels of src/cuda/quant.cu widen (those of the CPU's dequantizer).
+bool quant_type(GgmlType g, cuda::QuantType* t) {
+  switch (g) {
+    case GgmlType::Q8_0:
+      *t = cuda::QuantType::Q8_0;
+      return true;
+    case GgmlType::Q4_0:
+      *t = cuda::QuantType::Q4_0;
+      return true;
+    case GgmlType::Q4_1:
+      *t = cuda::QuantType::Q4_1;
+      return true;
+    case GgmlType::Q5_0:
+      *t = cuda::QuantType::Q5_0;
+      return true;
+    case GgmlType::Q5_1:
+      *t = cuda::QuantType::Q5_1;
+      return true;
+    case GgmlType::Q4_K:
+      *t = cuda::QuantType::Q4_K;
+      return true;
+    case GgmlType::Q5_K:
+      *t = cuda::QuantType::Q5_K;
+      return true;
+    case GgmlType::Q6_K:
+      *t = cuda::QuantType::Q6_K;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// A format's name (WeightFormat::name needs the GGUF type table, which this module does not link).
+std::string format_name(const WeightFormat& f) {
+  if (!f.is_quantized()) return std::string(dtype_name(f.dtype));
+  static const char* const kNames[] = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"};
+  cuda::QuantType t;
+  return quant_type(f.quant, &t) ? kNames[int(t)] : "GGUF type " + std::to_string(uint32_t(f.quant));
+}
+
+// A quantized Linear's blocks as the kernels take them (its rows are the file's: n_in / block blocks each).
+cuda::QuantFormat quant_format(const Linear& l) {
+  cuda::QuantFormat f{};
+  if (!quant_type(l.format.quant, &f.type))
+    throw Error(ErrorKind::Argument,
+                "cuda: " + format_name(l.format) + " is not a block type the kernels widen");
+  f.block = l.format.block;
+  f.block_bytes = l.format.block_bytes;
+  f.row_bytes = int64_t(l.format.row_bytes(l.n_in));
+  return f;
+}
 
 // Device memory owned by a Buffer: zero-filled, freed in the destructor (cudaFree waits for queued work).
 class CudaBuffer final : public Buffer {
@@ -156,8 +209,7 @@ class CudaBackend final : public Backend {
   Linear prepare_linear(const HostLinear& host, const WeightFormat& format,
                         std::vector<std::unique_ptr<Buffer>>& keep) override {
     std::lock_guard<std::recursive_mutex> lock(mutex_);
-    if (format.block != 1)
-      throw Error(ErrorKind::Unsupported, "cuda backend: quantized weights are not supported yet");
+    if (format.is_quantized()) return prepare_quantized(host, format, keep);
     const DType dtype = format.dtype;
     need(is_weight_dtype(dtype), "prepare_linear: dtype must be F32, F16 or BF16");
     need(host.w.device == Device::Host && is_weight_dtype(host.w.dtype),
@@ -187,6 +239,35 @@ class CudaBackend final : public Backend {
     l.format = WeightFormat::plain(dtype);
     l.n_in = K;
     l.n_out = N;
+    return l;
+  }
+
+  bool holds(const WeightFormat& format) const override {
+    cuda::QuantType t;
+    return !format.is_quantized() || (quant_type(format.quant, &t) && format.block % 32 == 0);
+  }
+
+  // A quantized matrix is held as the file holds it: [n_out, n_in] rows of GGUF blocks (the kernels of
+  // src/cuda/quant.cu widen them as they read).
+  Linear prepare_quantized(const HostLinear& host, const WeightFormat& format,
+                           std::vector<std::unique_ptr<Buffer>>& keep) {
+    if (!holds(format)) {
+      throw Error(ErrorKind::Unsupported,
+                  "cuda backend: weights held as " + format_name(format) + " are not supported");
+    }
+    if (!(host.stored == format) || host.order != MatrixOrder::OutIn || host.n_in % format.block != 0 ||
+        host.w.rows != host.n_out || host.w.cols != host.n_in || host.w.device != Device::Host) {
+      throw Error(ErrorKind::Argument, "cuda backend: a " + format_name(format) + " matrix must come as " +
+                                           format_name(format) + " blocks in [n_out, n_in] rows (got " +
+                                           format_name(host.stored) + ")");
+    }
+    Linear l;
+    l.format = format;
+    l.n_in = host.n_in;
+    l.n_out = host.n_out;
+    if (!host.b.empty()) l.b = prepare_weight(host.b, keep);
+    keep.push_back(upload(host.w.data, format.row_bytes(host.n_in) * size_t(host.n_out)));
+    l.w = make_tensor(keep.back()->data(), DType::F32, Device::Cuda, host.n_out, host.n_in);  // blocks
     return l;
   }
 
@@ -232,8 +313,10 @@ class CudaBackend final : public Backend {
   void embed(Tensor out, const Step& step, const Linear& table, const Tensor& wpe) override {
     need_device_f32(out, "embed", "out");
     const Tensor& wte = table.w;
-    need(wte.device == Device::Cuda && is_weight_dtype(wte.dtype) && table.format.block == 1 &&
-             wte.dtype == table.format.dtype,
+    const bool quant = table.format.is_quantized();
+    need(wte.device == Device::Cuda && (quant ? table.n_in == out.cols && out.cols % table.format.block == 0
+                                              : is_weight_dtype(wte.dtype) && table.format.block == 1 &&
+                                                    wte.dtype == table.format.dtype),
          "embed: the token table was not prepared by the CUDA backend");
     need(out.rows >= step.n_tokens && out.cols == wte.cols, "embed: shapes disagree");
     if (!wpe.empty()) {
@@ -253,6 +336,12 @@ class CudaBackend final : public Backend {
     }
     for (const SeqRun& r : step.runs) {
       const StepValue pos = step_value(r);
+      if (quant) {
+        cuda::embed_quant(out.row_slice(r.first, r.n).ptr<float>(), out.stride, step_dev_ + 1 + r.first, r.n,
+                          pos, wte.data, quant_format(table), wpe.empty() ? nullptr : wpe.ptr<float>(),
+                          wpe.empty() ? 0 : wpe.stride, out.cols, stream_);
+        continue;
+      }
       cuda::embed(out.row_slice(r.first, r.n).ptr<float>(), out.stride, step_dev_ + 1 + r.first, r.n, pos,
                   wte.data, wte.dtype, wte.stride, wpe.empty() ? nullptr : wpe.ptr<float>(),
                   wpe.empty() ? 0 : wpe.stride, out.cols, stream_);
@@ -510,6 +599,10 @@ class CudaBackend final : public Backend {
   void linear_impl(Tensor out, const Tensor& in, const Linear& lin, bool accumulate, const Activation* act) {
     need_device_f32(out, "linear", "out");
     need_device_f32(in, "linear", "in");
+    if (lin.format.is_quantized()) {
+      linear_quant(out, in, lin, accumulate, act);
+      return;
+    }
     need(lin.w.device == Device::Cuda && lin.format.block == 1 && lin.w.dtype == lin.format.dtype &&
              is_weight_dtype(lin.w.dtype) && lin.w.rows == lin.n_out && lin.w.cols == lin.n_in,
          "linear: the layer was not prepared by the CUDA backend");
@@ -545,6 +638,35 @@ class CudaBackend final : public Backend {
       gemm(hi, lin.w.dtype, K);
       gemm(lo, lin.w.dtype, K);
     }
+    if (act) cuda::activation(out.ptr<float>(), out.stride, T, N, *act, stream_);
+  }
+
+  // A quantized layer: the GEMV on the blocks for T <= 4 rows; a batch widens the matrix to F32 (a scratch of
+  // n_out x n_in floats) for cuBLAS's F32 GEMM, as the CPU's prefill widens tiles for sgemm.
+  void linear_quant(Tensor out, const Tensor& in, const Linear& lin, bool accumulate, const Activation* act) {
+    need(lin.w.device == Device::Cuda && lin.w.rows == lin.n_out && lin.w.cols == lin.n_in,
+         "linear: the layer was not prepared by the CUDA backend");
+    const int64_t T = in.rows, N = lin.n_out, K = lin.n_in;
+    need(in.cols == K && out.cols == N && out.rows == T, "linear: shapes disagree");
+    need(lin.b.empty() || (lin.b.device == Device::Cuda && lin.b.dtype == DType::F32),
+         "linear: bias not on the device");
+    bind();
+    const float* bias = lin.b.empty() ? nullptr : lin.b.ptr<float>();
+    const cuda::QuantFormat f = quant_format(lin);
+    if (T <= cuda::kGemvMaxRows) {
+      cuda::gemv_quant(out.ptr<float>(), out.stride, in.ptr<float>(), in.stride, lin.w.data, f, bias, T, N, K,
+                       accumulate, act, stream_);
+      return;
+    }
+    need(!capturing_, "linear: a batched GEMM cannot be recorded");
+    ensure_scratch(&widen_scratch_, &widen_scratch_bytes_, size_t(N * K) * sizeof(float));
+    float* wf = static_cast<float*>(widen_scratch_);
+    cuda::widen_quant(wf, K, lin.w.data, f, N, K, stream_);
+    cuda::bias_fill(out.ptr<float>(), out.stride, bias, T, N, accumulate, stream_);
+    const float one = 1.0f;
+    CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(T), int(K), &one, wf, CUDA_R_32F,
+                              int(K), in.data, CUDA_R_32F, int(in.stride), &one, out.data, CUDA_R_32F,
+                              int(out.stride), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     if (act) cuda::activation(out.ptr<float>(), out.stride, T, N, *act, stream_);
   }
 
@@ -637,13 +759,14 @@ class CudaBackend final : public Backend {
     drop_graphs();
     if (partial_) cudaFree(partial_);
     if (gemm_scratch_) cudaFree(gemm_scratch_);
+    if (widen_scratch_) cudaFree(widen_scratch_);
     if (step_dev_) cudaFree(step_dev_);
     if (step_host_) cudaFreeHost(step_host_);
     if (pinned_logits_) cudaFreeHost(pinned_logits_);
     if (cublas_) cublasDestroy(cublas_);
     if (step_uploaded_) cudaEventDestroy(step_uploaded_);
     if (stream_) cudaStreamDestroy(stream_);
-    partial_ = gemm_scratch_ = pinned_logits_ = nullptr;
+    partial_ = gemm_scratch_ = widen_scratch_ = pinned_logits_ = nullptr;
     step_dev_ = step_host_ = nullptr;
     cublas_ = nullptr;
     step_uploaded_ = nullptr;
@@ -665,6 +788,8 @@ class CudaBackend final : public Backend {
   size_t pinned_logits_bytes_ = 0;
   void* gemm_scratch_ = nullptr;  // hi | lo halves of a batch of activations
   size_t gemm_scratch_bytes_ = 0;
+  void* widen_scratch_ = nullptr;  // a quantized matrix widened to F32 for a batch's GEMM
+  size_t widen_scratch_bytes_ = 0;
   void* partial_ = nullptr;  // flash-decoding partial results
   size_t partial_bytes_ = 0;
 

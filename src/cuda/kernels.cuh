@@ -28,6 +28,27 @@ void gemv(float* y, int64_t ldy, const float* x, int64_t ldx, const void* w, DTy
           const float* bias, int64_t T, int64_t N, int64_t K, bool accumulate, const Activation* act,
           cudaStream_t stream);
 
+// Quantized weights as the file holds them: [N, K] rows of GGUF blocks, `row_bytes` apart
+// (src/cuda/quant.cu).
+enum class QuantType { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K };
+struct QuantFormat {
+  QuantType type;
+  int block;        // values per block (32, or 256 for the K types)
+  int block_bytes;  // bytes per block
+  int64_t row_bytes;
+};
+// The decode GEMV on quantized rows (as gemv(): T <= kGemvMaxRows, bias, residual and activation fused), each
+// block widened to F32 in registers: the F32 product of the dequantized weights.
+void gemv_quant(float* y, int64_t ldy, const float* x, int64_t ldx, const void* w, const QuantFormat& f,
+                const float* bias, int64_t T, int64_t N, int64_t K, bool accumulate, const Activation* act,
+                cudaStream_t stream);
+// dst[r, k] = W[r, k] as F32 for r < rows                  dst: rows of `ld` floats
+void widen_quant(float* dst, int64_t ld, const void* w, const QuantFormat& f, int64_t rows, int64_t K,
+                 cudaStream_t stream);
+// embed() with a quantized token table (C a multiple of the block)
+void embed_quant(float* out, int64_t ldo, const int32_t* tokens, int64_t T, StepValue pos0, const void* w,
+                 const QuantFormat& f, const float* wpe, int64_t ld_wpe, int64_t C, cudaStream_t stream);
+
 // out = (out if accumulate else 0) + bias (if any)   out: [T, N]; the GEMM then adds in W^T with beta = 1
 void bias_fill(float* out, int64_t ldo, const float* bias, int64_t T, int64_t N, bool accumulate,
                cudaStream_t stream);

@@ -1,0 +1,234 @@
+// Quantized weights (GGUF blocks, held as the file holds them: [N, K] rows of blocks): the decode GEMV, the
+// widening to F32 that a batch's cuBLAS GEMM takes, and the embedding rows of a quantized token table. Each
+// thread widens one 32-value piece of a block at a time, with the same formulas as the CPU's dequantizer
+// (src/quant/dequant.cpp, checked bit for bit against the gguf package): the product is the F32 product of
+// the dequantized weights, as the CPU's prefill on widened tiles.
+#include "cuda/kernels.cuh"
+
+namespace minigpt::cuda {
+namespace {
+
+__device__ inline float half_at(const uint8_t* p) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(p[0] | (p[1] << 8))));
+}
+__device__ inline uint32_t u32_at(const uint8_t* p) {
+  return uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24);
+}
+// The six-bit scale and min of sub-block j of a Q4_K / Q5_K block's 12 scale bytes.
+__device__ inline void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// y[l] = value 32 p + l of the block at b (p < values per block / 32).
+__device__ void piece(QuantType t, const uint8_t* b, int p, float* y) {
+  switch (t) {
+    case QuantType::Q8_0: {
+      const float d = half_at(b);
+      for (int l = 0; l < 32; ++l) y[l] = d * float(int8_t(b[2 + l]));
+      break;
+    }
+    case QuantType::Q4_0: {
+      const float d = half_at(b);
+      for (int l = 0; l < 16; ++l) {
+        y[l] = d * float(int(b[2 + l] & 0xF) - 8);
+        y[l + 16] = d * float(int(b[2 + l] >> 4) - 8);
+      }
+      break;
+    }
+    case QuantType::Q4_1: {
+      const float d = half_at(b), m = half_at(b + 2);
+      for (int l = 0; l < 16; ++l) {
+        y[l] = d * float(b[4 + l] & 0xF) + m;
+        y[l + 16] = d * float(b[4 + l] >> 4) + m;
+      }
+      break;
+    }
+    case QuantType::Q5_0:
+    case QuantType::Q5_1: {
+      const bool one = t == QuantType::Q5_1;
+      const float d = half_at(b), m = one ? half_at(b + 2) : 0.0f;
+      const uint32_t qh = u32_at(b + (one ? 4 : 2));
+      const uint8_t* qs = b + (one ? 8 : 6);
+      const int offset = one ? 0 : 16;
+      for (int l = 0; l < 16; ++l) {
+        const int lo = (qs[l] & 0xF) | int(((qh >> l) & 1u) << 4);
+        const int hi = (qs[l] >> 4) | int(((qh >> (l + 16)) & 1u) << 4);
+        y[l] = d * float(lo - offset) + m;
+        y[l + 16] = d * float(hi - offset) + m;
+      }
+      break;
+    }
+    case QuantType::Q4_K:
+    case QuantType::Q5_K: {
+      // piece p: chunk c = p / 2 of 64 values, its low (p even) or high nibbles; scale and min p
+      const bool five = t == QuantType::Q5_K;
+      const float d = half_at(b), dmin = half_at(b + 2);
+      int sc, m;
+      scale_min_k4(p, b + 4, &sc, &m);
+      const float d1 = d * float(sc), m1 = dmin * float(m);
+      const uint8_t* q = b + (five ? 48 : 16) + 32 * (p / 2);
+      for (int l = 0; l < 32; ++l) {
+        int v = p % 2 == 0 ? q[l] & 0xF : q[l] >> 4;
+        if (five) v |= ((b[16 + l] >> p) & 1) << 4;
+        y[l] = d1 * float(v) - m1;
+      }
+      break;
+    }
+    case QuantType::Q6_K: {
+      // piece p: half h = p / 4 of 128 values, group k = p % 4 in it
+      const int h = p / 4, k = p % 4;
+      const uint8_t* ql = b + 64 * h + 32 * (k & 1);
+      const uint8_t* qh = b + 128 + 32 * h;
+      const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+      const float d = half_at(b + 208);
+      for (int l = 0; l < 32; ++l) {
+        const int v = ((k < 2 ? ql[l] & 0xF : ql[l] >> 4) | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
+        y[l] = d * float(sc[(128 * h + 32 * k + l) / 16]) * float(v);
+      }
+      break;
+    }
+  }
+}
+
+// The piece i of a row (i < K / 32) at w + row * row_bytes.
+__device__ inline void row_piece(const QuantFormat& f, const uint8_t* w, int64_t row, int64_t i, float* y) {
+  const int per_block = f.block / 32;
+  piece(f.type, w + row * f.row_bytes + (i / per_block) * f.block_bytes, int(i % per_block), y);
+}
+
+constexpr int kGemvThreads = 128;  // 4 warps = 4 output rows per block
+
+template <int kT>
+__global__ void __launch_bounds__(kGemvThreads)
+    gemv_quant_kernel(float* y, int64_t ldy, const float* __restrict__ x, int64_t ldx,
+                      const uint8_t* __restrict__ w, QuantFormat f, const float* __restrict__ bias, int64_t N,
+                      int64_t K, bool accumulate, bool has_act, Activation act) {
+  const int lane = threadIdx.x % 32;
+  const int64_t n = int64_t(blockIdx.x) * (kGemvThreads / 32) + threadIdx.x / 32;
+  if (n >= N) return;
+  float acc[kT];
+#pragma unroll
+  for (int t = 0; t < kT; ++t) acc[t] = 0.0f;
+  for (int64_t i = lane; i < K / 32; i += 32) {
+    float v[32];
+    row_piece(f, w, n, i, v);
+#pragma unroll
+    for (int t = 0; t < kT; ++t) {
+      const float* xt = x + t * ldx + 32 * i;
+      float s = 0.0f;
+#pragma unroll
+      for (int l = 0; l < 32; ++l) s += v[l] * xt[l];
+      acc[t] += s;
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kT; ++t) acc[t] = warp_sum(acc[t]);
+  if (lane != 0) return;
+  const float b = bias ? bias[n] : 0.0f;
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    float v = acc[t] + b;
+    if (accumulate) v += y[t * ldy + n];
+    if (has_act) v = activate(v, act);
+    y[t * ldy + n] = v;
+  }
+}
+
+// dst[r, 32 i + l] = W[r, 32 i + l]: one thread per piece.
+__global__ void widen_quant_kernel(float* dst, int64_t ld, const uint8_t* __restrict__ w, QuantFormat f,
+                                   int64_t rows, int64_t K) {
+  const int64_t pieces = K / 32;
+  for (int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; g < rows * pieces;
+       g += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = g / pieces, i = g % pieces;
+    float v[32];
+    row_piece(f, w, r, i, v);
+    float* o = dst + r * ld + 32 * i;
+#pragma unroll
+    for (int l = 0; l < 32; ++l) o[l] = v[l];
+  }
+}
+
+// out[t] = W[tokens[t]] (+ wpe[pos0 + t]): one thread per piece of a token's row.
+__global__ void embed_quant_kernel(float* out, int64_t ldo, const int32_t* tokens, StepValue pos0,
+                                   const uint8_t* __restrict__ w, QuantFormat f, const float* wpe,
+                                   int64_t ld_wpe, int64_t C) {
+  const int64_t t = blockIdx.y;
+  const int64_t pieces = C / 32;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < pieces;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float v[32];
+    row_piece(f, w, tokens[t], i, v);
+    float* o = out + t * ldo + 32 * i;
+    const float* p = wpe ? wpe + (int64_t(pos0.get()) + t) * ld_wpe + 32 * i : nullptr;
+#pragma unroll
+    for (int l = 0; l < 32; ++l) o[l] = p ? v[l] + p[l] : v[l];
+  }
+}
+
+void check_format(const QuantFormat& f, int64_t K, const char* what) {
+  if (f.block < 32 || f.block % 32 != 0 || K % f.block != 0 || f.row_bytes != (K / f.block) * f.block_bytes) {
+    throw Error(ErrorKind::Argument, std::string(what) + ": K = " + std::to_string(K) +
+                                         " is not a whole number of blocks of the format");
+  }
+}
+
+}  // namespace
+
+void gemv_quant(float* y, int64_t ldy, const float* x, int64_t ldx, const void* w, const QuantFormat& f,
+                const float* bias, int64_t T, int64_t N, int64_t K, bool accumulate, const Activation* act,
+                cudaStream_t stream) {
+  check_format(f, K, "cuda gemv_quant");
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const bool has_act = act != nullptr;
+  const Activation a = act ? *act : Activation::Relu;
+  const unsigned grid = blocks_for(N, kGemvThreads / 32);
+  switch (T) {
+    case 1:
+      gemv_quant_kernel<1><<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, wb, f, bias, N, K, accumulate,
+                                                              has_act, a);
+      break;
+    case 2:
+      gemv_quant_kernel<2><<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, wb, f, bias, N, K, accumulate,
+                                                              has_act, a);
+      break;
+    case 3:
+      gemv_quant_kernel<3><<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, wb, f, bias, N, K, accumulate,
+                                                              has_act, a);
+      break;
+    case 4:
+      gemv_quant_kernel<4><<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, wb, f, bias, N, K, accumulate,
+                                                              has_act, a);
+      break;
+    default:
+      throw Error(ErrorKind::Argument, "cuda gemv_quant: " + std::to_string(T) + " rows (at most 4)");
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+void widen_quant(float* dst, int64_t ld, const void* w, const QuantFormat& f, int64_t rows, int64_t K,
+                 cudaStream_t stream) {
+  check_format(f, K, "cuda widen_quant");
+  constexpr int kThreads = 256;
+  widen_quant_kernel<<<blocks_for(rows * (K / 32), kThreads), kThreads, 0, stream>>>(
+      dst, ld, static_cast<const uint8_t*>(w), f, rows, K);
+  CUDA_CHECK_LAUNCH();
+}
+
+void embed_quant(float* out, int64_t ldo, const int32_t* tokens, int64_t T, StepValue pos0, const void* w,
+                 const QuantFormat& f, const float* wpe, int64_t ld_wpe, int64_t C, cudaStream_t stream) {
+  check_format(f, C, "cuda embed_quant");
+  constexpr int kThreads = 64;
+  const dim3 grid(blocks_for(C / 32, kThreads), unsigned(T));
+  embed_quant_kernel<<<grid, kThreads, 0, stream>>>(out, ldo, tokens, pos0, static_cast<const uint8_t*>(w), f,
+                                                    wpe, ld_wpe, C);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace minigpt::cuda
