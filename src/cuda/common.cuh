@@ -94,6 +94,24 @@ __device__ __forceinline__ float activate(float x, Activation act) {
   return x;
 }
 
+// The end of a warp-per-output GEMV: each of the kT sums reduced over the warp, then lane 0 writes
+// y[t][n] = act((y[t][n] if accumulate) + bias[n] + sum).
+template <int kT>
+__device__ __forceinline__ void gemv_store(float (&acc)[kT], int lane, float* y, int64_t ldy, int64_t n,
+                                           const float* bias, bool accumulate, bool has_act, Activation act) {
+#pragma unroll
+  for (int t = 0; t < kT; ++t) acc[t] = warp_sum(acc[t]);
+  if (lane != 0) return;
+  const float b = bias ? bias[n] : 0.0f;
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    float v = acc[t] + b;
+    if (accumulate) v += y[t * ldy + n];
+    if (has_act) v = activate(v, act);
+    y[t * ldy + n] = v;
+  }
+}
+
 #endif  // __CUDACC__
 
 inline unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }

@@ -46,17 +46,7 @@ __global__ void __launch_bounds__(kGemvThreads)
       for (int t = 0; t < kT; ++t) acc[t] += wk * x[t * ldx + k];
     }
   }
-#pragma unroll
-  for (int t = 0; t < kT; ++t) acc[t] = warp_sum(acc[t]);
-  if (lane != 0) return;
-  const float b = bias ? bias[n] : 0.0f;
-#pragma unroll
-  for (int t = 0; t < kT; ++t) {
-    float v = acc[t] + b;
-    if (accumulate) v += y[t * ldy + n];
-    if (has_act) v = activate(v, act);
-    y[t * ldy + n] = v;
-  }
+  gemv_store<kT>(acc, lane, y, ldy, n, bias, accumulate, has_act, act);
 }
 
 template <typename W>

@@ -127,17 +127,7 @@ __global__ void __launch_bounds__(kGemvThreads)
       acc[t] += s;
     }
   }
-#pragma unroll
-  for (int t = 0; t < kT; ++t) acc[t] = warp_sum(acc[t]);
-  if (lane != 0) return;
-  const float b = bias ? bias[n] : 0.0f;
-#pragma unroll
-  for (int t = 0; t < kT; ++t) {
-    float v = acc[t] + b;
-    if (accumulate) v += y[t * ldy + n];
-    if (has_act) v = activate(v, act);
-    y[t * ldy + n] = v;
-  }
+  gemv_store<kT>(acc, lane, y, ldy, n, bias, accumulate, has_act, act);
 }
 
 // dst[r, 32 i + l] = W[r, 32 i + l]: one thread per piece.
@@ -191,20 +181,20 @@ void gemv_quant(float* y, int64_t ldy, const float* x, int64_t ldx, const void* 
   const unsigned grid = blocks_for(N, kGemvThreads / 32);
   switch (T) {
     case 1:
-      gemv_quant_kernel<1><<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, wb, f, bias, N, K, accumulate,
-                                                              has_act, a);
+      gemv_quant_kernel<1>
+          <<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, wb, f, bias, N, K, accumulate, has_act, a);
       break;
     case 2:
-      gemv_quant_kernel<2><<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, wb, f, bias, N, K, accumulate,
-                                                              has_act, a);
+      gemv_quant_kernel<2>
+          <<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, wb, f, bias, N, K, accumulate, has_act, a);
       break;
     case 3:
-      gemv_quant_kernel<3><<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, wb, f, bias, N, K, accumulate,
-                                                              has_act, a);
+      gemv_quant_kernel<3>
+          <<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, wb, f, bias, N, K, accumulate, has_act, a);
       break;
     case 4:
-      gemv_quant_kernel<4><<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, wb, f, bias, N, K, accumulate,
-                                                              has_act, a);
+      gemv_quant_kernel<4>
+          <<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, wb, f, bias, N, K, accumulate, has_act, a);
       break;
     default:
       throw Error(ErrorKind::Argument, "cuda gemv_quant: " + std::to_string(T) + " rows (at most 4)");
