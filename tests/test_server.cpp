@@ -635,6 +635,24 @@ TEST(Server, AFullQueueIs503WithRetryAfter) {
   EXPECT_GE(ok, 2);
 }
 
+// A model with a chat template (tokenizer_config.json's chat_template): minigpt does not render templates
+// (no Jinja engine among its dependencies), and says so with its own code, not "no chat template".
+TEST(Server, AChatTemplateIsRefusedByName) {
+  server::ServerOptions o = default_options();
+  o.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}";
+  ServerFixture f(o);
+  auto c = f.client();
+  auto res =
+      c.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}]})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400) << res->body;
+  const json j = json::parse(res->body);
+  EXPECT_EQ(j["error"]["code"], "chat_template_unsupported") << res->body;
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("chat templates are not supported"),
+            std::string::npos)
+      << res->body;
+}
+
 // A client that disconnects mid-stream cancels its generation: the slot is free again at once. A random
 // model with a context of 4096: a generation that ran on would make 4000 tokens; a cancelled one stops
 // within a few writes of the close (~100 tokens of this model on a fast machine).
