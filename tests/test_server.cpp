@@ -138,10 +138,13 @@ TEST(ServerRequest, BadBodiesAre400NamingTheField) {
 
 class ServerFixture {
  public:
-  explicit ServerFixture(server::ServerOptions o) {
+  // The shipped model, or another model and its tokenizer.
+  explicit ServerFixture(server::ServerOptions o)
+      : ServerFixture(shipped_model().model, shipped_model().tok, o) {}
+  ServerFixture(std::shared_ptr<const Model> model, const Tokenizer& tok, server::ServerOptions o) {
     o.port = 0;
     if (o.model_id.empty()) o.model_id = "shakespeare-char";
-    srv_ = std::make_unique<server::Server>(shipped_model().model, shipped_model().tok, o);
+    srv_ = std::make_unique<server::Server>(std::move(model), tok, o);
     port_ = srv_->bind();
     thread_ = std::thread([this] { srv_->run(); });
   }
@@ -461,23 +464,27 @@ TEST(Server, StopStringsSpanningTokensNeverLeak) {
   EXPECT_EQ(text, want);
 }
 
+// A random model of tiny_config's shape over GPT-2's vocabulary and tokenizer, with a context of n_ctx.
+std::shared_ptr<const Model> random_gpt2_vocab_model(int64_t n_ctx) {
+  Config c = test::tiny_config();
+  c.n_vocab = 50257;
+  c.n_ctx = n_ctx;
+  c.bos_token_id = c.eos_token_id = 50256;
+  return Model::random(c, LoadOptions::threads(2));
+}
+const Tokenizer& gpt2_tokenizer() {
+  static const Tokenizer tok = Tokenizer::load(test::source_dir() / "tests" / "fixtures" / "gpt2-tokenizer");
+  return tok;
+}
+
 // No UTF-8 character is split across two streamed chunks: a random model over GPT-2's vocabulary emits
 // many tokens that are parts of characters (byte-level BPE); the stream's text, chunk by chunk, must be
 // what the whole response says, where a split character would show as U+FFFD twice.
 TEST(Server, NoCharacterIsSplitAcrossStreamedChunks) {
-  Config c = test::tiny_config();
-  c.n_vocab = 50257;
-  c.n_ctx = 256;
-  c.bos_token_id = c.eos_token_id = 50256;
-  auto model = Model::random(c, LoadOptions::threads(2));
-  const Tokenizer tok = Tokenizer::load(test::source_dir() / "tests" / "fixtures" / "gpt2-tokenizer");
   server::ServerOptions o = default_options();
-  o.port = 0;
-  server::Server srv(model, tok, o);
-  const int port = srv.bind();
-  std::thread th([&] { srv.run(); });
-  httplib::Client cl("127.0.0.1", port);
-  cl.set_read_timeout(60, 0);
+  o.model_id = "random";
+  ServerFixture f(random_gpt2_vocab_model(256), gpt2_tokenizer(), o);
+  auto cl = f.client();
   int merged = 0, multibyte = 0;
   for (int seed = 0; seed < 4; ++seed) {
     json body = {{"prompt", "Caf\u00e9 \u4e2d\u6587"},
@@ -505,8 +512,6 @@ TEST(Server, NoCharacterIsSplitAcrossStreamedChunks) {
   }
   EXPECT_GT(merged, 0) << "no token was part of a character: the case was not exercised";
   EXPECT_GT(multibyte, 0);
-  srv.stop(true);
-  th.join();
 }
 
 // Four concurrent streams with different prompts and seeds each give exactly the tokens they give alone,
@@ -659,36 +664,9 @@ TEST(Server, AChatTemplateIsRefusedByName) {
 TEST(Server, ADisconnectedStreamFreesItsSlot) {
   server::ServerOptions o = default_options();
   o.n_parallel = 1;
-  o.port = 0;
   o.model_id = "random";
-  Config c = test::tiny_config();
-  c.n_vocab = 50257;
-  c.n_ctx = 4096;
-  c.bos_token_id = c.eos_token_id = 50256;
-  auto model = Model::random(c, LoadOptions::threads(2));
-  const Tokenizer tok = Tokenizer::load(test::source_dir() / "tests" / "fixtures" / "gpt2-tokenizer");
-  server::Server srv(model, tok, o);
-  const int port = srv.bind();
-  std::thread th([&] { srv.run(); });
-  struct Stop {
-    server::Server& s;
-    std::thread& t;
-    ~Stop() {
-      s.stop(true);
-      t.join();
-    }
-  } stop{srv, th};
-  auto metric_of = [&](const std::string& name) {
-    httplib::Client cl("127.0.0.1", port);
-    auto res = cl.Get("/metrics");
-    EXPECT_TRUE(res);
-    if (!res) return -1.0;
-    std::istringstream in(res->body);
-    std::string line;
-    while (std::getline(in, line))
-      if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
-    return -1.0;
-  };
+  ServerFixture f(random_gpt2_vocab_model(4096), gpt2_tokenizer(), o);
+  const int port = f.port();
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);
   sockaddr_in addr{};
@@ -705,21 +683,18 @@ TEST(Server, ADisconnectedStreamFreesItsSlot) {
   ASSERT_GT(::read(fd, buf, sizeof buf), 0);  // the stream has begun
   ::close(fd);
   const auto t0 = std::chrono::steady_clock::now();
-  while (metric_of("minigpt_slots_busy") != 0 &&
+  while (metric(f, "minigpt_slots_busy") != 0 &&
          std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  EXPECT_EQ(metric_of("minigpt_slots_busy"), 0);
-  const double generated = metric_of("minigpt_generated_tokens_total");
+  EXPECT_EQ(metric(f, "minigpt_slots_busy"), 0);
+  const int64_t generated = metric(f, "minigpt_generated_tokens_total");
   EXPECT_GE(generated, 0);  // none, where the close came before the first token (the headers go first)
   EXPECT_LT(generated, 2000) << "the generation ran on after the client left";
-  std::printf("[ measured ] tokens generated before the disconnect was seen: %.0f\n", generated);
+  std::printf("[ measured ] tokens generated before the disconnect was seen: %lld\n", (long long)generated);
   // and the server goes on
-  httplib::Client cl("127.0.0.1", port);
-  auto res = cl.Post("/v1/completions", json{{"prompt", "A"}, {"max_tokens", 2}}.dump(), "application/json");
-  ASSERT_TRUE(res);
-  EXPECT_EQ(res->status, 200) << res->body;
-  EXPECT_EQ(json::parse(res->body)["choices"][0]["finish_reason"], "length");
+  const json ok = post_json(f, "/v1/completions", {{"prompt", "A"}, {"max_tokens", 2}});
+  EXPECT_EQ(ok["choices"][0]["finish_reason"], "length");
 }
 
 // 10,000 random and malformed requests: every one answered (never a 5xx), and /health still answers.

@@ -24,52 +24,38 @@ namespace {
 
 using cuda::StepValue;
 
-// The block types the kernels of src/cuda/quant.cu widen (those of the CPU's dequantizer).
-bool quant_type(GgmlType g, cuda::QuantType* t) {
-  switch (g) {
-    case GgmlType::Q8_0:
-      *t = cuda::QuantType::Q8_0;
-      return true;
-    case GgmlType::Q4_0:
-      *t = cuda::QuantType::Q4_0;
-      return true;
-    case GgmlType::Q4_1:
-      *t = cuda::QuantType::Q4_1;
-      return true;
-    case GgmlType::Q5_0:
-      *t = cuda::QuantType::Q5_0;
-      return true;
-    case GgmlType::Q5_1:
-      *t = cuda::QuantType::Q5_1;
-      return true;
-    case GgmlType::Q4_K:
-      *t = cuda::QuantType::Q4_K;
-      return true;
-    case GgmlType::Q5_K:
-      *t = cuda::QuantType::Q5_K;
-      return true;
-    case GgmlType::Q6_K:
-      *t = cuda::QuantType::Q6_K;
-      return true;
-    default:
-      return false;
-  }
+// The block types the kernels of src/cuda/quant.cu widen (those of the CPU's dequantizer), with their names
+// (WeightFormat::name needs the GGUF type table, which this module does not link).
+struct QuantTypeName {
+  GgmlType ggml;
+  cuda::QuantType type;
+  const char* name;
+};
+constexpr QuantTypeName kQuantTypes[] = {
+    {GgmlType::Q8_0, cuda::QuantType::Q8_0, "Q8_0"}, {GgmlType::Q4_0, cuda::QuantType::Q4_0, "Q4_0"},
+    {GgmlType::Q4_1, cuda::QuantType::Q4_1, "Q4_1"}, {GgmlType::Q5_0, cuda::QuantType::Q5_0, "Q5_0"},
+    {GgmlType::Q5_1, cuda::QuantType::Q5_1, "Q5_1"}, {GgmlType::Q4_K, cuda::QuantType::Q4_K, "Q4_K"},
+    {GgmlType::Q5_K, cuda::QuantType::Q5_K, "Q5_K"}, {GgmlType::Q6_K, cuda::QuantType::Q6_K, "Q6_K"}};
+const QuantTypeName* quant_type(GgmlType g) {
+  for (const QuantTypeName& q : kQuantTypes)
+    if (q.ggml == g) return &q;
+  return nullptr;
 }
 
-// A format's name (WeightFormat::name needs the GGUF type table, which this module does not link).
 std::string format_name(const WeightFormat& f) {
   if (!f.is_quantized()) return std::string(dtype_name(f.dtype));
-  static const char* const kNames[] = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"};
-  cuda::QuantType t;
-  return quant_type(f.quant, &t) ? kNames[int(t)] : "GGUF type " + std::to_string(uint32_t(f.quant));
+  const QuantTypeName* q = quant_type(f.quant);
+  return q ? q->name : "GGUF type " + std::to_string(uint32_t(f.quant));
 }
 
 // A quantized Linear's blocks as the kernels take them (its rows are the file's: n_in / block blocks each).
 cuda::QuantFormat quant_format(const Linear& l) {
   cuda::QuantFormat f{};
-  if (!quant_type(l.format.quant, &f.type))
+  const QuantTypeName* q = quant_type(l.format.quant);
+  if (q == nullptr)
     throw Error(ErrorKind::Argument,
                 "cuda: " + format_name(l.format) + " is not a block type the kernels widen");
+  f.type = q->type;
   f.block = l.format.block;
   f.block_bytes = l.format.block_bytes;
   f.row_bytes = int64_t(l.format.row_bytes(l.n_in));
@@ -243,8 +229,7 @@ class CudaBackend final : public Backend {
   }
 
   bool holds(const WeightFormat& format) const override {
-    cuda::QuantType t;
-    return !format.is_quantized() || (quant_type(format.quant, &t) && format.block % 32 == 0);
+    return !format.is_quantized() || (quant_type(format.quant) != nullptr && format.block % 32 == 0);
   }
 
   // A quantized matrix is held as the file holds it: [n_out, n_in] rows of GGUF blocks (the kernels of

@@ -178,27 +178,15 @@ void gemv_quant(float* y, int64_t ldy, const float* x, int64_t ldx, const void* 
   const auto* wb = static_cast<const uint8_t*>(w);
   const bool has_act = act != nullptr;
   const Activation a = act ? *act : Activation::Relu;
-  const unsigned grid = blocks_for(N, kGemvThreads / 32);
-  switch (T) {
-    case 1:
-      gemv_quant_kernel<1>
-          <<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, wb, f, bias, N, K, accumulate, has_act, a);
-      break;
-    case 2:
-      gemv_quant_kernel<2>
-          <<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, wb, f, bias, N, K, accumulate, has_act, a);
-      break;
-    case 3:
-      gemv_quant_kernel<3>
-          <<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, wb, f, bias, N, K, accumulate, has_act, a);
-      break;
-    case 4:
-      gemv_quant_kernel<4>
-          <<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, wb, f, bias, N, K, accumulate, has_act, a);
-      break;
-    default:
-      throw Error(ErrorKind::Argument, "cuda gemv_quant: " + std::to_string(T) + " rows (at most 4)");
+  if (T < 1 || T > 4) {
+    throw Error(ErrorKind::Argument, "cuda gemv_quant: " + std::to_string(T) + " rows (at most 4)");
   }
+  using Kernel = void (*)(float*, int64_t, const float*, int64_t, const uint8_t*, QuantFormat, const float*,
+                          int64_t, int64_t, bool, bool, Activation);
+  const Kernel kKernels[4] = {gemv_quant_kernel<1>, gemv_quant_kernel<2>, gemv_quant_kernel<3>,
+                              gemv_quant_kernel<4>};
+  kKernels[T - 1]<<<blocks_for(N, kGemvThreads / 32), kGemvThreads, 0, stream>>>(
+      y, ldy, x, ldx, wb, f, bias, N, K, accumulate, has_act, a);
   CUDA_CHECK_LAUNCH();
 }
 
