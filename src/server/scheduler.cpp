@@ -168,8 +168,10 @@ void Scheduler::step() {
       };
       s.gen = std::make_unique<Generator>(c, tokenizer_, s.spec->options, s.spec->prompt, std::move(cb));
     }
-    stats_.queued = int64_t(queue_.size());
+    // busy before queued: /metrics reads the queue depth first, so a choice moving from the queue to a slot
+    // is never seen in neither
     stats_.busy = active_;
+    stats_.queued = int64_t(queue_.size());
   }
   for (auto& sp : slots_) {
     if (sp->task && (cancel_all || sp->task->cancelled())) finish_slot(*sp, StopReason::Cancelled);
