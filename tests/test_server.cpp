@@ -613,31 +613,46 @@ TEST(Server, ApiKeyIsRequiredExceptForHealth) {
 // One slot and a queue of one: of eight requests at once, those beyond the slot and the queue get 503 with
 // Retry-After; the others finish.
 TEST(Server, AFullQueueIs503WithRetryAfter) {
+  // One slot and a queue of one, on a random model with a long context: the first request generates 4000
+  // tokens while the second waits in the queue and six more arrive (in that order, each waited for in
+  // /metrics, so that no timing decides the outcome): those six get 503, the first two 200.
   server::ServerOptions o = default_options();
   o.n_parallel = 1;
   o.max_queue = 1;
-  ServerFixture f(o);
-  const std::string slow = R"({"prompt":"ROMEO:","max_tokens":120,"ignore_eos":true})";
-  std::vector<std::future<httplib::Result>> runs;
-  for (int i = 0; i < 8; ++i) {
-    runs.push_back(std::async(std::launch::async,
-                              [&] { return f.client().Post("/v1/completions", slow, "application/json"); }));
-  }
-  int busy = 0, ok = 0;
-  for (auto& r : runs) {
+  o.model_id = "random";
+  ServerFixture f(random_gpt2_vocab_model(4096), gpt2_tokenizer(), o);
+  const std::string slow = R"({"prompt":"ROMEO:","max_tokens":4000,"ignore_eos":true})";
+  auto post = [&] {
+    return std::async(std::launch::async,
+                      [&] { return f.client().Post("/v1/completions", slow, "application/json"); });
+  };
+  auto wait_for = [&](const std::string& line) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
+      auto r = f.client().Get("/metrics");
+      if (r && r->body.find("\n" + line + "\n") != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return false;
+  };
+  auto first = post();
+  ASSERT_TRUE(wait_for("minigpt_slots_busy 1"));
+  auto second = post();
+  ASSERT_TRUE(wait_for("minigpt_queue_depth 1"));
+  std::vector<std::future<httplib::Result>> rest;
+  for (int i = 0; i < 6; ++i) rest.push_back(post());
+  for (auto& r : rest) {
     auto res = r.get();
     ASSERT_TRUE(res);
-    if (res->status == 503) {
-      ++busy;
-      EXPECT_EQ(res->get_header_value("Retry-After"), "1");
-      EXPECT_EQ(json::parse(res->body)["error"]["type"], "server_overloaded");
-    } else {
-      EXPECT_EQ(res->status, 200) << res->body;
-      ++ok;
-    }
+    EXPECT_EQ(res->status, 503) << res->body;
+    EXPECT_EQ(res->get_header_value("Retry-After"), "1");
+    EXPECT_EQ(json::parse(res->body)["error"]["type"], "server_overloaded");
   }
-  EXPECT_GE(busy, 1);
-  EXPECT_GE(ok, 2);
+  for (auto* r : {&first, &second}) {
+    auto res = r->get();
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200) << res->body;
+  }
 }
 
 // A model with a chat template (tokenizer_config.json's chat_template): minigpt does not render templates
