@@ -22,6 +22,9 @@ fi
 # The Python client tests' virtual environment (.venv: the openai client, tests/python/requirements.txt).
 bash scripts/venv.sh
 
+# minja, the chat templates' Jinja engine (no Debian package): from PyPI into third_party/minja.
+bash scripts/fetch_minja.sh
+
 BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-Release} "$@"
 cmake --build "$BUILD_DIR" -j"$(nproc)"

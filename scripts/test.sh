@@ -18,6 +18,7 @@ if [ -n "${MINIGPT_SANITIZE:-}" ]; then
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 fi
+bash scripts/fetch_minja.sh  # the chat templates' engine (setup.sh fetches it too; nothing to do when there)
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   BUILD_DIR="$BUILD_DIR" bash scripts/setup.sh "${extra[@]}"
 else

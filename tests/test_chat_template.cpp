@@ -1,0 +1,201 @@
+// Chat templates (minigpt/chat_template.h) against transformers' apply_chat_template: real models' templates
+// (tests/fixtures/chat/templates.json) and a tiny ChatML model (tests/fixtures/models/chatml-tiny), both from
+// tools/make_chat_reference.py.
+#include "minigpt/chat_template.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "minigpt/error.h"
+#include "minigpt/generate.h"
+#include "minigpt/model.h"
+#include "minigpt/session.h"
+#include "minigpt/tokenizer.h"
+#include "test_util.h"
+
+namespace minigpt {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+ojson read_fixture(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  if (!in) throw std::runtime_error("cannot open " + p.string());
+  return ojson::parse(in);
+}
+
+// The fixed time the reference rendered strftime_now with (its "now", 2024-07-26T14:05:09).
+std::tm reference_now(const ojson& ref) {
+  std::tm t{};
+  const std::string s = ref["now"].get<std::string>();
+  EXPECT_EQ(std::sscanf(s.c_str(), "%d-%d-%dT%d:%d:%d", &t.tm_year, &t.tm_mon, &t.tm_mday, &t.tm_hour, &t.tm_min,
+                        &t.tm_sec),
+            6);
+  t.tm_year -= 1900;
+  t.tm_mon -= 1;
+  std::tm norm = t;
+  timegm(&norm);  // fills tm_wday / tm_yday for %a, %A, %j
+  return norm;
+}
+
+// Every template of the fixture, every conversation, with and without the generation prompt: the same text
+// transformers renders, byte for byte; where transformers fails (raise_exception, or a template that cannot
+// handle the conversation, e.g. no messages), an Error(Argument) here too.
+TEST(ChatTemplate, RendersRealTemplatesAsTransformersDoes) {
+  const ojson ref = read_fixture(test::source_dir() / "tests/fixtures/chat/templates.json");
+  const std::tm now = reference_now(ref);
+  ASSERT_GE(ref["templates"].size(), 20u);
+  int outputs = 0, errors = 0;
+  for (const auto& t : ref["templates"]) {
+    const std::string name = t["name"].get<std::string>();
+    SCOPED_TRACE(name);
+    std::optional<ChatTemplate> parsed;
+    try {
+      parsed.emplace(t["source"].get<std::string>(), ref["tokens"], name);
+    } catch (const Error& e) {
+      ADD_FAILURE() << e.what();
+      continue;
+    }
+    const ChatTemplate& tmpl = *parsed;
+    for (const auto& c : t["cases"]) {
+      const auto& conv = ref["conversations"][c["conversation"].get<size_t>()];
+      const bool agp = c["add_generation_prompt"].get<bool>();
+      SCOPED_TRACE(conv["name"].get<std::string>() + (agp ? " +generation prompt" : ""));
+      if (c.contains("output")) {
+        std::string got;
+        try {
+          got = tmpl.render(conv["messages"], agp, ojson::object(), &now);
+        } catch (const Error& e) {
+          ADD_FAILURE() << e.what();
+          continue;
+        }
+        EXPECT_EQ(got, c["output"].get<std::string>());
+        ++outputs;
+      } else {
+        try {
+          tmpl.render(conv["messages"], agp, ojson::object(), &now);
+          ADD_FAILURE() << "rendered, where transformers raised " << c["error"];
+        } catch (const Error& e) {
+          EXPECT_EQ(e.kind(), ErrorKind::Argument);
+          EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+        }
+        ++errors;
+      }
+    }
+  }
+  EXPECT_GT(outputs, 200);
+  EXPECT_GT(errors, 10);
+}
+
+// raise_exception's message reaches the caller, on one line.
+TEST(ChatTemplate, RaiseExceptionIsAnArgumentErrorWithTheTemplatesMessage) {
+  ChatTemplate t("{% if messages|length == 0 %}{{ raise_exception('No messages\nprovided.') }}{% endif %}x", {});
+  try {
+    t.render(ojson::array(), false);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Argument);
+    EXPECT_NE(std::string(e.what()).find("No messages provided."), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(t.render(ojson::array({{{"role", "user"}, {"content", "hi"}}}), false), "x");
+}
+
+// Variables: the special tokens, chat_template_kwargs (extra) over them, and tools / documents null unless given.
+TEST(ChatTemplate, SeesSpecialTokensExtraVariablesAndNullTools) {
+  ChatTemplate t("{{ bos_token }}|{{ eos_token }}|{{ tools is none }}|{{ documents is none }}|{{ enable_thinking }}",
+                 ojson{{"bos_token", "<s>"}, {"eos_token", "</s>"}});
+  EXPECT_EQ(t.render(ojson::array(), false, ojson{{"enable_thinking", false}}), "<s>|</s>|True|True|False");
+  EXPECT_EQ(t.render(ojson::array(), false, ojson{{"eos_token", "E"}, {"enable_thinking", 1}}), "<s>|E|True|True|1");
+}
+
+// A malformed or absurd template is one line naming where it came from, never a crash.
+TEST(ChatTemplate, MalformedTemplatesAreOneLineFormatErrors) {
+  const std::string deep_brackets = "{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}";
+  std::string deep_blocks;
+  for (int i = 0; i < 5000; ++i) deep_blocks += "{% if true %}";
+  for (int i = 0; i < 5000; ++i) deep_blocks += "{% endif %}";
+  for (const std::string& src :
+       {std::string("{% for m in messages %}{{ m.content }}"), std::string("{{ 1 + }}"),
+        std::string("{% if %}{% endif %}"), std::string("{{ 'unterminated }}"), deep_brackets, deep_blocks,
+        std::string(size_t(2) << 20, 'x')}) {
+    SCOPED_TRACE(src.substr(0, 60));
+    try {
+      ChatTemplate t(src, {}, "model/tokenizer_config.json");
+      FAIL() << "parsed";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Format);
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind("model/tokenizer_config.json: ", 0), 0u) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+      EXPECT_LE(what.size(), 400u);
+    }
+  }
+  // Moderate nesting, as real templates have, parses.
+  EXPECT_EQ(ChatTemplate("{{ " + std::string(50, '(') + "1" + std::string(50, ')') + " }}", {}).render(ojson::array(), false),
+            "1");
+}
+
+// chatml-tiny: its chat_template.jinja and tokenizer_config.json's tokens; the rendered prompt, its ids and the
+// greedy continuation equal transformers' (apply_chat_template(tokenize=True), generate(do_sample=False)).
+TEST(ChatTemplate, ChatModelPromptIdsAndGreedyTokensEqualTransformers) {
+  const auto dir = test::fixture_dir("chatml-tiny");
+  const ojson ref = read_fixture(dir / "reference.json");
+  const Tokenizer tok = Tokenizer::load(dir);
+  const auto tmpl = load_chat_template(dir, tok);
+  ASSERT_TRUE(tmpl.has_value());
+  EXPECT_EQ(tmpl->special_tokens().value("eos_token", ""), "<|im_end|>");
+  auto model = Model::load(dir);
+  ASSERT_GE(ref["cases"].size(), 4u);
+  for (const auto& c : ref["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    const std::string prompt = tmpl->render(c["messages"], true);
+    EXPECT_EQ(prompt, c["prompt"].get<std::string>());
+    const auto ids = tok.encode(prompt, /*allow_special=*/true);
+    EXPECT_EQ(ids, c["ids"].get<std::vector<int32_t>>());
+    GenerateOptions o;
+    o.max_new_tokens = ref["max_new_tokens"].get<int64_t>();
+    o.sampling.temperature = 0;
+    Session s(model);
+    const GenerateResult r = generate(s, &tok, ids, o);
+    std::vector<int32_t> got = r.tokens;
+    if (r.reason == StopReason::Eos) got.push_back(model->config().eos_token_id);  // transformers keeps it
+    EXPECT_EQ(got, c["generated"].get<std::vector<int32_t>>());
+  }
+}
+
+// Where templates are found: chat_template.jinja over tokenizer_config.json; a list of named templates
+// ("default"); none; a malformed one names the file.
+TEST(ChatTemplate, LoadsFromJinjaFileConfigStringOrNamedList) {
+  const auto src = test::fixture_dir("chatml-tiny");
+  const Tokenizer tok = Tokenizer::load(src);
+  const auto dir = std::filesystem::temp_directory_path() / ("minigpt_chat_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+  };
+  EXPECT_FALSE(load_chat_template(dir, tok).has_value());
+  write("tokenizer_config.json", R"({"eos_token": {"content": "E"}, "chat_template": "A{{ eos_token }}"})");
+  EXPECT_EQ(load_chat_template(dir, tok)->render(ojson::array(), false), "AE");
+  write("tokenizer_config.json",
+        R"({"chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}]})");
+  EXPECT_EQ(load_chat_template(dir, tok)->render(ojson::array(), false), "D");
+  write("chat_template.jinja", "J");
+  EXPECT_EQ(load_chat_template(dir, tok)->render(ojson::array(), false), "J");
+  std::filesystem::remove(dir / "chat_template.jinja");
+  write("tokenizer_config.json", R"({"chat_template": [{"name": "tool_use", "template": "T"}]})");
+  EXPECT_THROW(load_chat_template(dir, tok), Error);
+  write("tokenizer_config.json", R"({"chat_template": "{% if %}"})");
+  try {
+    load_chat_template(dir, tok);
+    ADD_FAILURE() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tokenizer_config.json: chat template does not parse"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace minigpt
