@@ -1,12 +1,11 @@
 // Chat templates (minigpt/chat_template.h) against transformers' apply_chat_template: real models' templates
 // (tests/fixtures/chat/templates.json) and a tiny ChatML model (tests/fixtures/models/chatml-tiny), both from
 // tools/make_chat_reference.py.
-#include "minigpt/chat_template.h"
-
 #include <gtest/gtest.h>
 
 #include <fstream>
 
+#include "minigpt/chat_template.h"
 #include "minigpt/error.h"
 #include "minigpt/generate.h"
 #include "minigpt/model.h"
@@ -29,8 +28,8 @@ ojson read_fixture(const std::filesystem::path& p) {
 std::tm reference_now(const ojson& ref) {
   std::tm t{};
   const std::string s = ref["now"].get<std::string>();
-  EXPECT_EQ(std::sscanf(s.c_str(), "%d-%d-%dT%d:%d:%d", &t.tm_year, &t.tm_mon, &t.tm_mday, &t.tm_hour, &t.tm_min,
-                        &t.tm_sec),
+  EXPECT_EQ(std::sscanf(s.c_str(), "%d-%d-%dT%d:%d:%d", &t.tm_year, &t.tm_mon, &t.tm_mday, &t.tm_hour,
+                        &t.tm_min, &t.tm_sec),
             6);
   t.tm_year -= 1900;
   t.tm_mon -= 1;
@@ -90,7 +89,8 @@ TEST(ChatTemplate, RendersRealTemplatesAsTransformersDoes) {
 
 // raise_exception's message reaches the caller, on one line.
 TEST(ChatTemplate, RaiseExceptionIsAnArgumentErrorWithTheTemplatesMessage) {
-  ChatTemplate t("{% if messages|length == 0 %}{{ raise_exception('No messages\nprovided.') }}{% endif %}x", {});
+  ChatTemplate t("{% if messages|length == 0 %}{{ raise_exception('No messages\nprovided.') }}{% endif %}x",
+                 {});
   try {
     t.render(ojson::array(), false);
     FAIL() << "no error";
@@ -101,12 +101,15 @@ TEST(ChatTemplate, RaiseExceptionIsAnArgumentErrorWithTheTemplatesMessage) {
   EXPECT_EQ(t.render(ojson::array({{{"role", "user"}, {"content", "hi"}}}), false), "x");
 }
 
-// Variables: the special tokens, chat_template_kwargs (extra) over them, and tools / documents null unless given.
+// Variables: the special tokens, chat_template_kwargs (extra) over them, and tools / documents null unless
+// given.
 TEST(ChatTemplate, SeesSpecialTokensExtraVariablesAndNullTools) {
-  ChatTemplate t("{{ bos_token }}|{{ eos_token }}|{{ tools is none }}|{{ documents is none }}|{{ enable_thinking }}",
-                 ojson{{"bos_token", "<s>"}, {"eos_token", "</s>"}});
+  ChatTemplate t(
+      "{{ bos_token }}|{{ eos_token }}|{{ tools is none }}|{{ documents is none }}|{{ enable_thinking }}",
+      ojson{{"bos_token", "<s>"}, {"eos_token", "</s>"}});
   EXPECT_EQ(t.render(ojson::array(), false, ojson{{"enable_thinking", false}}), "<s>|</s>|True|True|False");
-  EXPECT_EQ(t.render(ojson::array(), false, ojson{{"eos_token", "E"}, {"enable_thinking", 1}}), "<s>|E|True|True|1");
+  EXPECT_EQ(t.render(ojson::array(), false, ojson{{"eos_token", "E"}, {"enable_thinking", 1}}),
+            "<s>|E|True|True|1");
 }
 
 // A malformed or absurd template is one line naming where it came from, never a crash.
@@ -132,12 +135,14 @@ TEST(ChatTemplate, MalformedTemplatesAreOneLineFormatErrors) {
     }
   }
   // Moderate nesting, as real templates have, parses.
-  EXPECT_EQ(ChatTemplate("{{ " + std::string(50, '(') + "1" + std::string(50, ')') + " }}", {}).render(ojson::array(), false),
+  EXPECT_EQ(ChatTemplate("{{ " + std::string(50, '(') + "1" + std::string(50, ')') + " }}", {})
+                .render(ojson::array(), false),
             "1");
 }
 
-// chatml-tiny: its chat_template.jinja and tokenizer_config.json's tokens; the rendered prompt, its ids and the
-// greedy continuation equal transformers' (apply_chat_template(tokenize=True), generate(do_sample=False)).
+// chatml-tiny: its chat_template.jinja and tokenizer_config.json's tokens; the rendered prompt, its ids and
+// the greedy continuation equal transformers' (apply_chat_template(tokenize=True),
+// generate(do_sample=False)).
 TEST(ChatTemplate, ChatModelPromptIdsAndGreedyTokensEqualTransformers) {
   const auto dir = test::fixture_dir("chatml-tiny");
   const ojson ref = read_fixture(dir / "reference.json");
@@ -172,14 +177,13 @@ TEST(ChatTemplate, LoadsFromJinjaFileConfigStringOrNamedList) {
   const auto dir = std::filesystem::temp_directory_path() / ("minigpt_chat_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  auto write = [&](const std::string& name, const std::string& text) {
-    std::ofstream(dir / name) << text;
-  };
+  auto write = [&](const std::string& name, const std::string& text) { std::ofstream(dir / name) << text; };
   EXPECT_FALSE(load_chat_template(dir, tok).has_value());
   write("tokenizer_config.json", R"({"eos_token": {"content": "E"}, "chat_template": "A{{ eos_token }}"})");
   EXPECT_EQ(load_chat_template(dir, tok)->render(ojson::array(), false), "AE");
-  write("tokenizer_config.json",
-        R"({"chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}]})");
+  write(
+      "tokenizer_config.json",
+      R"({"chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}]})");
   EXPECT_EQ(load_chat_template(dir, tok)->render(ojson::array(), false), "D");
   write("chat_template.jinja", "J");
   EXPECT_EQ(load_chat_template(dir, tok)->render(ojson::array(), false), "J");
@@ -191,7 +195,8 @@ TEST(ChatTemplate, LoadsFromJinjaFileConfigStringOrNamedList) {
     load_chat_template(dir, tok);
     ADD_FAILURE() << "loaded";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("tokenizer_config.json: chat template does not parse"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("tokenizer_config.json: chat template does not parse"),
+              std::string::npos)
         << e.what();
   }
   std::filesystem::remove_all(dir);

@@ -655,22 +655,195 @@ TEST(Server, AFullQueueIs503WithRetryAfter) {
   }
 }
 
-// A model with a chat template (tokenizer_config.json's chat_template): minigpt does not render templates
-// (no Jinja engine among its dependencies), and says so with its own code, not "no chat template".
-TEST(Server, AChatTemplateIsRefusedByName) {
+// --- /v1/chat/completions on chatml-tiny (tools/make_chat_reference.py) --------------------------------
+
+struct ChatModel {
+  std::shared_ptr<const Model> model;
+  Tokenizer tok;
+  ChatTemplate tmpl;
+  json ref;
+};
+ChatModel& chat_model() {
+  static ChatModel m = [] {
+    const auto dir = test::fixture_dir("chatml-tiny");
+    Tokenizer tok = Tokenizer::load(dir);
+    auto tmpl = load_chat_template(dir, tok);
+    std::ifstream in(dir / "reference.json");
+    return ChatModel{Model::load(dir, LoadOptions::threads(2)), std::move(tok), *tmpl, json::parse(in)};
+  }();
+  return m;
+}
+server::ServerOptions chat_options() {
   server::ServerOptions o = default_options();
-  o.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}";
-  ServerFixture f(o);
-  auto c = f.client();
-  auto res =
-      c.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}]})", "application/json");
-  ASSERT_TRUE(res);
-  EXPECT_EQ(res->status, 400) << res->body;
-  const json j = json::parse(res->body);
-  EXPECT_EQ(j["error"]["code"], "chat_template_unsupported") << res->body;
-  EXPECT_NE(j["error"]["message"].get<std::string>().find("chat templates are not supported"),
-            std::string::npos)
-      << res->body;
+  o.model_id = "chatml-tiny";
+  o.chat_template = chat_model().tmpl;
+  return o;
+}
+
+// Greedy chat completions give the tokens transformers' generate() gives for the prompt its
+// apply_chat_template makes; streamed, the same text and logprobs, after a first chunk with the role.
+TEST(Server, ChatCompletionsGiveTransformersTokensStreamedOrNot) {
+  ChatModel& m = chat_model();
+  ServerFixture f(m.model, m.tok, chat_options());
+  const int64_t max_new = m.ref["max_new_tokens"].get<int64_t>();
+  for (const json& c : m.ref["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    std::vector<int32_t> want = c["generated"].get<std::vector<int32_t>>();
+    std::string finish = "length";
+    if (!want.empty() && want.back() == m.model->config().eos_token_id) {
+      want.pop_back();  // transformers keeps the EOS; the API's text ends before it
+      finish = "stop";
+    }
+    const std::string want_bytes = m.tok.decode(want);
+    // This random model emits byte tokens that are no UTF-8: the API's text has U+FFFD for each.
+    const std::string want_text = utf8_sanitize(want_bytes);
+    json body = {{"model", "chatml-tiny"}, {"messages", c["messages"]}, {"max_tokens", max_new},
+                 {"temperature", 0},       {"logprobs", true},          {"top_logprobs", 3}};
+    const json r = post_json(f, "/v1/chat/completions", body);
+    EXPECT_EQ(r["object"], "chat.completion");
+    EXPECT_EQ(r["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+    const json& ch = r["choices"][0];
+    EXPECT_EQ(ch["message"]["role"], "assistant");
+    EXPECT_EQ(ch["message"]["content"], want_text);
+    EXPECT_EQ(ch["finish_reason"], finish);
+    EXPECT_EQ(r["usage"]["prompt_tokens"], c["ids"].size());
+    EXPECT_EQ(r["usage"]["completion_tokens"], want.size() + (finish == "stop" ? 1 : 0));
+    const json& lp = ch["logprobs"]["content"];
+    ASSERT_EQ(lp.size(), want.size() + (finish == "stop" ? 1 : 0));
+    std::string bytes;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(lp[i]["top_logprobs"].size(), 3u);
+      // Greedy: the chosen token is the likeliest.
+      EXPECT_NEAR(lp[i]["top_logprobs"][0]["logprob"].get<double>(), lp[i]["logprob"].get<double>(), 1e-9);
+      for (const json& b : lp[i]["bytes"]) bytes += char(b.get<int>());
+    }
+    EXPECT_EQ(bytes, want_bytes);
+
+    body["stream"] = true;
+    body["stream_options"] = {{"include_usage", true}};
+    auto cl = f.client();
+    auto res = cl.Post("/v1/chat/completions", body.dump(), "application/json");
+    ASSERT_TRUE(res);
+    bool done = false;
+    const auto events = sse_events(res->body, &done);
+    EXPECT_TRUE(done);
+    ASSERT_GE(events.size(), 3u);
+    EXPECT_EQ(events[0]["object"], "chat.completion.chunk");
+    EXPECT_EQ(events[0]["choices"][0]["delta"], (json{{"role", "assistant"}, {"content", ""}}));
+    std::string text;
+    json content = json::array();
+    std::string reason;
+    for (size_t i = 1; i < events.size(); ++i) {
+      if (events[i]["choices"].empty()) {
+        EXPECT_EQ(events[i]["usage"], r["usage"]);  // the last, with include_usage
+        continue;
+      }
+      const json& d = events[i]["choices"][0];
+      if (!d["finish_reason"].is_null()) {
+        reason = d["finish_reason"];
+        EXPECT_TRUE(d["delta"].empty());
+        continue;
+      }
+      text += d["delta"]["content"].get<std::string>();
+      for (const json& e : d["logprobs"]["content"]) content.push_back(e);
+    }
+    EXPECT_EQ(text, want_text);
+    EXPECT_EQ(reason, finish);
+    EXPECT_EQ(content, lp);
+  }
+}
+
+// n > 1 with a seed: choice j samples with seed + j, as /v1/completions does for the same prompt ids.
+TEST(Server, ChatChoicesEqualCompletionsOfTheRenderedPrompt) {
+  ChatModel& m = chat_model();
+  ServerFixture f(m.model, m.tok, chat_options());
+  const json& c = m.ref["cases"][2];
+  const json chat = post_json(f, "/v1/chat/completions",
+                              {{"messages", c["messages"]}, {"max_tokens", 10}, {"seed", 5}, {"n", 3}});
+  const json text =
+      post_json(f, "/v1/completions", {{"prompt", c["ids"]}, {"max_tokens", 10}, {"seed", 5}, {"n", 3}});
+  ASSERT_EQ(chat["choices"].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(chat["choices"][i]["message"]["content"], text["choices"][i]["text"]);
+    EXPECT_EQ(chat["choices"][i]["index"], i);
+  }
+}
+
+// Bad chat requests: each a 400 naming the field, in the OpenAI error shape.
+TEST(Server, BadChatRequestsAre400WithTheField) {
+  ChatModel& m = chat_model();
+  server::ServerOptions o = chat_options();
+  ServerFixture f(m.model, m.tok, o);
+  const json user = {{"role", "user"}, {"content", "hi"}};
+  struct Case {
+    json body;
+    std::string param, says;
+  };
+  const std::vector<Case> cases = {
+      {json::object(), "messages", "required"},
+      {{{"messages", "hi"}}, "messages", "expected an array"},
+      {{{"messages", json::array()}}, "messages", "must not be empty"},
+      {{{"messages", {json{{"content", "x"}}}}}, "messages[0].role", "required"},
+      {{{"messages", {json{{"role", "wizard"}, {"content", "x"}}}}}, "messages[0].role", "must be one of"},
+      {{{"messages", {json{{"role", "user"}, {"content", 5}}}}}, "messages[0].content", "expected a string"},
+      {{{"messages", {json{{"role", "user"}}}}}, "messages[0].content", "required"},
+      {{{"messages", {json{{"role", "user"}, {"content", {json{{"type", "image_url"}}}}}}}},
+       "messages[0].content[0]",
+       "only text content"},
+      {{{"messages", {user}}, {"top_logprobs", 2}}, "top_logprobs", "logprobs must be true"},
+      {{{"messages", {user}}, {"logprobs", true}, {"top_logprobs", 21}},
+       "top_logprobs",
+       "must be in [0, 20]"},
+      {{{"messages", {user}}, {"tools", {json{{"type", "function"}}}}}, "tools", "not supported"},
+      {{{"messages", {user}}, {"response_format", {{"type", "json_object"}}}}, "response_format", "only"},
+      {{{"messages", {user}}, {"chat_template_kwargs", 3}}, "chat_template_kwargs", "expected an object"},
+      {{{"messages", {user}}, {"chat_template_kwargs", {{"messages", 1}}}},
+       "chat_template_kwargs",
+       "must not set"},
+      {{{"messages", {user}}, {"max_completion_tokens", -1}}, "max_completion_tokens", "must be in"},
+      {{{"messages", {user}}, {"functions", json::array()}}, "functions", "Unrecognized request argument"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.body.dump());
+    const json r = post_json(f, "/v1/chat/completions", c.body, 400);
+    EXPECT_EQ(r["error"]["param"], c.param);
+    EXPECT_NE(r["error"]["message"].get<std::string>().find(c.says), std::string::npos) << r.dump();
+  }
+  // A conversation longer than the context (chatml-tiny: 128 positions).
+  const json longer =
+      post_json(f, "/v1/chat/completions",
+                {{"messages", {json{{"role", "user"}, {"content", std::string(600, 'a')}}}}}, 400);
+  EXPECT_EQ(longer["error"]["code"], "context_length_exceeded");
+  EXPECT_EQ(longer["error"]["param"], "messages");
+}
+
+// A template's raise_exception is a 400 with its message (code chat_template_error); a model without a
+// template says so (code model_not_chat).
+TEST(Server, ChatTemplateRefusalsAndModelsWithoutTemplatesAre400) {
+  ChatModel& m = chat_model();
+  server::ServerOptions o = chat_options();
+  o.chat_template = ChatTemplate(
+      "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('System role not supported') }}"
+      "{% endif %}{{ m.content }}{% endfor %}",
+      {});
+  {
+    ServerFixture f(m.model, m.tok, o);
+    const json r =
+        post_json(f, "/v1/chat/completions",
+                  {{"messages",
+                    {json{{"role", "system"}, {"content", "x"}}, json{{"role", "user"}, {"content", "y"}}}}},
+                  400);
+    EXPECT_EQ(r["error"]["code"], "chat_template_error");
+    EXPECT_NE(r["error"]["message"].get<std::string>().find("System role not supported"), std::string::npos);
+    // The same template takes a conversation without a system message.
+    post_json(f, "/v1/chat/completions",
+              {{"messages", {json{{"role", "user"}, {"content", "y"}}}}, {"max_tokens", 2}});
+  }
+  o.chat_template.reset();
+  ServerFixture f(m.model, m.tok, o);
+  const json r =
+      post_json(f, "/v1/chat/completions", {{"messages", {json{{"role", "user"}, {"content", "y"}}}}}, 400);
+  EXPECT_EQ(r["error"]["code"], "model_not_chat");
 }
 
 // A client that disconnects mid-stream cancels its generation: the slot is free again at once. A random

@@ -3,8 +3,8 @@
 //
 // Rendered as transformers' apply_chat_template renders them (its jinja2 environment: trim_blocks,
 // lstrip_blocks, no trailing newline kept; the variables messages, add_generation_prompt, tools and
-// documents (null unless given), the tokenizer's special tokens (bos_token, eos_token, ...), and the functions
-// raise_exception and strftime_now), on minja, Google's C++ Jinja engine for chat templates (MIT;
+// documents (null unless given), the tokenizer's special tokens (bos_token, eos_token, ...), and the
+// functions raise_exception and strftime_now), on minja, Google's C++ Jinja engine for chat templates (MIT;
 // scripts/fetch_minja.sh). Checked against transformers on real models' templates:
 // tests/fixtures/chat/templates.json, made by tools/make_chat_reference.py.
 //
@@ -29,7 +29,8 @@ class ChatTemplate {
  public:
   // Parses `source`. `special_tokens`: an object of strings (bos_token, eos_token, ...) the template sees.
   // `origin` names where the template came from in error messages.
-  ChatTemplate(const std::string& source, nlohmann::ordered_json special_tokens, const std::string& origin = "");
+  ChatTemplate(const std::string& source, nlohmann::ordered_json special_tokens,
+               const std::string& origin = "");
 
   // The prompt for `messages` (an array of message objects, as the OpenAI API's chat messages). `extra`: more
   // variables (an object; a request's chat_template_kwargs); they override the special tokens but not
@@ -54,6 +55,7 @@ class ChatTemplate {
 // - a GGUF file: tokenizer.chat_template; special tokens from tokenizer.ggml.{bos,eos,unknown,padding,
 //   seperator}_token_id through `tokenizer`.
 // Throws Error(Format) when the template is malformed (or not a string), naming the file.
-std::optional<ChatTemplate> load_chat_template(const std::filesystem::path& model, const Tokenizer& tokenizer);
+std::optional<ChatTemplate> load_chat_template(const std::filesystem::path& model,
+                                               const Tokenizer& tokenizer);
 
 }  // namespace minigpt

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "minigpt/chat_template.h"
 #include "minigpt/generate.h"
 #include "minigpt/model.h"
 #include "minigpt/tokenizer.h"
@@ -59,6 +60,8 @@ struct CompletionRequest {
   bool echo = false;                // the prompt before the completion (with its logprobs, if asked)
   std::optional<uint64_t> seed;     // choice j of each prompt samples with seed + j
   GenerateOptions gen;  // sampling (OpenAI's defaults: temperature 1, top_p 1, no top-k), stop, ignore_eos
+  bool chat = false;    // a /v1/chat/completions request (logprobs: top_logprobs, 0..20)
+  std::string rendered_prompt;  // chat: the template's output
 };
 
 // Parses and checks `body`; the prompts are tokenized with `tokenizer` (special tokens recognised, as
@@ -66,6 +69,14 @@ struct CompletionRequest {
 // Throws ApiError (400) naming the field.
 CompletionRequest parse_completion_request(std::string_view body, const Tokenizer& tokenizer,
                                            const Config& config, const RequestLimits& limits);
+
+// Parses and checks a /v1/chat/completions body (the OpenAI chat schema plus minigpt's sampling extensions,
+// chat_template_kwargs and add_generation_prompt), renders its messages with `chat_template` and tokenizes
+// the result as apply_chat_template(tokenize=True) does (no special tokens added; those in the text
+// recognised). Throws ApiError (400): code model_not_chat when `chat_template` is null, chat_template_error
+// when the template refuses the conversation.
+CompletionRequest parse_chat_request(std::string_view body, const Tokenizer& tokenizer, const Config& config,
+                                     const RequestLimits& limits, const ChatTemplate* chat_template);
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -77,8 +88,8 @@ struct ServerOptions {
   size_t max_body = 1 << 20;  // request bytes; more: 413
   std::string api_key;        // non-empty: every endpoint but /health needs "Authorization: Bearer KEY"
   std::string model_id;       // what /v1/models and responses call the model
-  std::optional<std::string> chat_template;  // the tokenizer config's, if any
-  int http_threads = 0;                      // 0: n_parallel + max_queue + 8
+  std::optional<ChatTemplate> chat_template;  // the model's (load_chat_template()), if any
+  int http_threads = 0;                       // 0: n_parallel + max_queue + 8
 };
 
 class Server {

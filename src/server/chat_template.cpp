@@ -2,9 +2,8 @@
 // apply_chat_template gives a template, and one-line errors.
 #include "minigpt/chat_template.h"
 
-#include <minja/minja.hpp>
-
 #include <fstream>
+#include <minja/minja.hpp>
 #include <sstream>
 
 #include "minigpt/error.h"
@@ -99,7 +98,8 @@ void check_depth(const std::string& s, const std::string& origin) {
 
 std::string token_string(const ojson& v) {
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string())
+    return v["content"].get<std::string>();
   return "";
 }
 
@@ -167,14 +167,14 @@ std::string ChatTemplate::render(const ojson& messages, bool add_generation_prom
   }
   try {
     auto ctx = minja::Context::make(minja::Value(vars));
-    ctx->set("strftime_now", minja::Value::callable([when](const std::shared_ptr<minja::Context>&,
-                                                           minja::ArgumentsValue& args) {
-               args.expectArgs("strftime_now", {1, 1}, {0, 0});
-               const std::string format = args.args[0].get<std::string>();
-               std::ostringstream ss;
-               ss << std::put_time(&when, format.c_str());
-               return minja::Value(ss.str());
-             }));
+    ctx->set("strftime_now", minja::Value::callable(
+                                 [when](const std::shared_ptr<minja::Context>&, minja::ArgumentsValue& args) {
+                                   args.expectArgs("strftime_now", {1, 1}, {0, 0});
+                                   const std::string format = args.args[0].get<std::string>();
+                                   std::ostringstream ss;
+                                   ss << std::put_time(&when, format.c_str());
+                                   return minja::Value(ss.str());
+                                 }));
     return impl_->root->render(ctx);
   } catch (const std::exception& e) {
     throw Error(ErrorKind::Argument, "chat template: " + one_line(e.what()));
@@ -214,7 +214,8 @@ std::optional<ChatTemplate> load_chat_template(const fs::path& model, const Toke
           return ChatTemplate(e["template"].get<std::string>(), tokens, origin);
         }
       }
-      throw Error(ErrorKind::Format, origin + ": chat_template is a list without a template named \"default\"");
+      throw Error(ErrorKind::Format,
+                  origin + ": chat_template is a list without a template named \"default\"");
     }
     throw Error(ErrorKind::Format, origin + ": chat_template must be a string or a list of named templates");
   }

@@ -5,12 +5,14 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "minigpt/chat_template.h"
 #include "minigpt/error.h"
 #include "minigpt/server.h"
 
 namespace minigpt::server {
 
 using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
 
 ApiError::ApiError(int status, const std::string& message, std::string param, std::string type,
                    std::string code)
@@ -129,17 +131,159 @@ std::vector<int32_t> text_prompt(const std::string& text, const std::string& par
 
 }  // namespace
 
-CompletionRequest parse_completion_request(std::string_view body, const Tokenizer& tok, const Config& c,
-                                           const RequestLimits& limits) {
+namespace {
+
+json parse_body(std::string_view body) {
   json j;
   try {
     j = json::parse(body.begin(), body.end());
-  } catch (const json::exception& e) {  // a syntax error, or a number out of range
+  } catch (const json::exception& e) {  // a syntax error, invalid UTF-8, or a number out of range
     // nlohmann's message names the byte where parsing stopped.
     throw ApiError(400, std::string("the body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw ApiError(400, std::string("the body must be a JSON object, got ") + type_name(j));
+  return j;
+}
 
+void check_known(const json& j, const std::set<std::string>& known) {
+  for (const auto& [key, value] : j.items()) {
+    if (!known.count(key)) {
+      // The OpenAI API's own wording.
+      throw ApiError(400, "Unrecognized request argument supplied: " + key, key);
+    }
+  }
+}
+
+bool has(const json& j, const char* k) { return j.contains(k) && !j[k].is_null(); }
+
+// The fields /v1/completions and /v1/chat/completions share: model, n, max_tokens (`max_tokens_name`),
+// stream, stream_options, seed, stop, sampling, penalties, logit_bias, user, ignore_eos.
+void parse_common(const json& j, CompletionRequest& r, const Config& c, const RequestLimits& limits,
+                  const char* max_tokens_name) {
+  r.gen.sampling.top_k = 0;  // OpenAI's API has no top-k: off unless asked for
+  if (has(j, "model")) {
+    if (!j["model"].is_string()) bad_type("model", j["model"], "a string");
+    r.model = j["model"].get<std::string>();
+  }
+  if (has(j, "n")) r.n = get_int(j["n"], "n", 1, limits.max_choices);
+  if (int64_t(r.prompts.size()) * r.n > limits.max_choices) {
+    bad("n", "prompts x n is " + std::to_string(int64_t(r.prompts.size()) * r.n) + ", more than the " +
+                 std::to_string(limits.max_choices) + " choices one request may ask for");
+  }
+  const int64_t n_ctx = limits.n_ctx > 0 ? limits.n_ctx : c.n_ctx;
+  if (has(j, max_tokens_name)) r.max_tokens = get_int(j[max_tokens_name], max_tokens_name, 0, n_ctx);
+  if (has(j, "stream")) r.stream = get_bool(j["stream"], "stream");
+  if (has(j, "stream_options")) {
+    const json& so = j["stream_options"];
+    if (!so.is_object()) bad_type("stream_options", so, "an object");
+    if (!r.stream) bad("stream_options", "only allowed when stream is true");
+    for (const auto& [key, value] : so.items()) {
+      if (key != "include_usage") bad("stream_options", "unknown option " + key);
+      if (!value.is_null()) r.include_usage = get_bool(value, "stream_options.include_usage");
+    }
+  }
+  if (has(j, "seed")) {
+    const json& s = j["seed"];
+    if (!is_int(s)) bad_type("seed", s, "an integer");
+    // Negative seeds are the same 64 bits read as unsigned.
+    r.seed = s.is_number_unsigned() ? s.get<uint64_t>() : uint64_t(s.get<int64_t>());
+  }
+  if (has(j, "stop")) {
+    const json& s = j["stop"];
+    std::vector<std::string> stops;
+    if (s.is_string()) {
+      stops.push_back(s.get<std::string>());
+    } else if (s.is_array()) {
+      if (int64_t(s.size()) > limits.max_stop) {
+        bad("stop",
+            "at most " + std::to_string(limits.max_stop) + " stop strings, got " + std::to_string(s.size()));
+      }
+      for (size_t i = 0; i < s.size(); ++i) {
+        if (!s[i].is_string()) bad_type("stop[" + std::to_string(i) + "]", s[i], "a string");
+        stops.push_back(s[i].get<std::string>());
+      }
+    } else {
+      bad_type("stop", s, "a string or an array of strings");
+    }
+    for (const auto& x : stops) {
+      if (x.empty()) bad("stop", "a stop string must not be empty");
+    }
+    r.gen.stop = std::move(stops);
+  }
+  SamplingParams& sp = r.gen.sampling;
+  if (has(j, "temperature")) {
+    const double t = get_number(j["temperature"], "temperature");
+    if (t < 0 || t > 2) bad("temperature", "must be in [0, 2], got " + short_dump(j["temperature"]));
+    sp.temperature = float(t);
+  }
+  if (has(j, "top_p")) {
+    const double t = get_number(j["top_p"], "top_p");
+    if (!(t > 0 && t <= 1)) bad("top_p", "must be in (0, 1], got " + short_dump(j["top_p"]));
+    sp.top_p = float(t);
+  }
+  if (has(j, "top_k")) sp.top_k = get_int(j["top_k"], "top_k", 0, c.n_vocab);
+  if (has(j, "min_p")) {
+    const double t = get_number(j["min_p"], "min_p");
+    if (!(t >= 0 && t <= 1)) bad("min_p", "must be in [0, 1], got " + short_dump(j["min_p"]));
+    sp.min_p = float(t);
+  }
+  if (has(j, "repetition_penalty")) {
+    const double t = get_number(j["repetition_penalty"], "repetition_penalty");
+    if (!(t > 0 && t <= 100)) {
+      bad("repetition_penalty", "must be in (0, 100], got " + short_dump(j["repetition_penalty"]));
+    }
+    sp.repetition_penalty = float(t);
+  }
+  for (const char* pen : {"presence_penalty", "frequency_penalty"}) {
+    if (!has(j, pen)) continue;
+    const double t = get_number(j[pen], pen);
+    if (t < -2 || t > 2) bad(pen, "must be in [-2, 2], got " + short_dump(j[pen]));
+    if (t != 0) {
+      throw ApiError(
+          400, std::string(pen) + ": not supported (only 0); repetition_penalty is minigpt's penalty", pen);
+    }
+  }
+  if (has(j, "logit_bias")) {
+    const json& b = j["logit_bias"];
+    if (!b.is_object()) bad_type("logit_bias", b, "an object");
+    if (!b.empty()) throw ApiError(400, "logit_bias: not supported", "logit_bias");
+  }
+  if (has(j, "user") && !j["user"].is_string()) bad_type("user", j["user"], "a string");
+  if (has(j, "ignore_eos")) r.gen.ignore_eos = get_bool(j["ignore_eos"], "ignore_eos");
+}
+
+// The checks after every field is read: sampling, and each prompt within the context.
+void finish_request(CompletionRequest& r, const Config& c, const RequestLimits& limits) {
+  try {
+    r.gen.sampling.validate();
+  } catch (const Error& e) {
+    throw ApiError(400, e.what());
+  }
+  const int64_t n_ctx = limits.n_ctx > 0 ? limits.n_ctx : c.n_ctx;
+  // Each prompt must fit the context with room for at least the first generated token (its logits come
+  // from the prompt's last position) - the OpenAI API's check, in its words.
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    const int64_t len = int64_t(r.prompts[i].size());
+    if (len > n_ctx) {
+      throw ApiError(400,
+                     "This model's maximum context length is " + std::to_string(n_ctx) +
+                         " tokens, however you requested " + std::to_string(len + r.max_tokens) +
+                         " tokens (" + std::to_string(len) + " in your prompt; " +
+                         std::to_string(r.max_tokens) +
+                         " for the completion). Please reduce your prompt; or completion length.",
+                     r.chat ? "messages" : "prompt", "", "context_length_exceeded");
+    }
+  }
+  r.gen.max_new_tokens = std::max<int64_t>(r.max_tokens, 1);
+  r.gen.logprobs = r.logprobs.has_value();
+  r.gen.top_logprobs = r.logprobs.value_or(0);
+}
+
+}  // namespace
+
+CompletionRequest parse_completion_request(std::string_view body, const Tokenizer& tok, const Config& c,
+                                           const RequestLimits& limits) {
+  const json j = parse_body(body);
   static const std::set<std::string> known = {"model",
                                               "prompt",
                                               "max_tokens",
@@ -162,23 +306,11 @@ CompletionRequest parse_completion_request(std::string_view body, const Tokenize
                                               "min_p",
                                               "repetition_penalty",
                                               "ignore_eos"};
-  for (const auto& [key, value] : j.items()) {
-    if (!known.count(key)) {
-      // The OpenAI API's own wording.
-      throw ApiError(400, "Unrecognized request argument supplied: " + key, key);
-    }
-  }
-  auto has = [&](const char* k) { return j.contains(k) && !j[k].is_null(); };
+  check_known(j, known);
 
   CompletionRequest r;
-  r.gen.sampling.top_k = 0;  // OpenAI's API has no top-k: off unless asked for
-  if (has("model")) {
-    if (!j["model"].is_string()) bad_type("model", j["model"], "a string");
-    r.model = j["model"].get<std::string>();
-  }
-
   // prompt: a string, an array of strings, an array of token ids, or an array of arrays of token ids.
-  if (!has("prompt")) throw ApiError(400, "prompt: required (a string, strings, or token ids)", "prompt");
+  if (!has(j, "prompt")) throw ApiError(400, "prompt: required (a string, strings, or token ids)", "prompt");
   const json& p = j["prompt"];
   if (p.is_string()) {
     r.prompts.push_back(text_prompt(p.get<std::string>(), "prompt", tok));
@@ -207,123 +339,173 @@ CompletionRequest parse_completion_request(std::string_view body, const Tokenize
     bad_type("prompt", p, "a string, an array of strings or an array of token ids");
   }
 
-  if (has("n")) r.n = get_int(j["n"], "n", 1, limits.max_choices);
-  if (int64_t(r.prompts.size()) * r.n > limits.max_choices) {
-    bad("n", "prompts x n is " + std::to_string(int64_t(r.prompts.size()) * r.n) + ", more than the " +
-                 std::to_string(limits.max_choices) + " choices one request may ask for");
-  }
-  if (has("best_of") && get_int(j["best_of"], "best_of", 1, limits.max_choices) != r.n) {
+  parse_common(j, r, c, limits, "max_tokens");
+  if (has(j, "best_of") && get_int(j["best_of"], "best_of", 1, limits.max_choices) != r.n) {
     throw ApiError(400, "best_of: not supported (it must equal n)", "best_of");
   }
-  const int64_t n_ctx = limits.n_ctx > 0 ? limits.n_ctx : c.n_ctx;
-  if (has("max_tokens")) r.max_tokens = get_int(j["max_tokens"], "max_tokens", 0, n_ctx);
-  if (has("stream")) r.stream = get_bool(j["stream"], "stream");
-  if (has("stream_options")) {
-    const json& so = j["stream_options"];
-    if (!so.is_object()) bad_type("stream_options", so, "an object");
-    if (!r.stream) bad("stream_options", "only allowed when stream is true");
-    for (const auto& [key, value] : so.items()) {
-      if (key != "include_usage") bad("stream_options", "unknown option " + key);
-      if (!value.is_null()) r.include_usage = get_bool(value, "stream_options.include_usage");
-    }
-  }
-  if (has("logprobs")) r.logprobs = get_int(j["logprobs"], "logprobs", 0, limits.max_top_logprobs);
-  if (has("echo")) r.echo = get_bool(j["echo"], "echo");
-  if (has("seed")) {
-    const json& s = j["seed"];
-    if (!is_int(s)) bad_type("seed", s, "an integer");
-    // Negative seeds are the same 64 bits read as unsigned.
-    r.seed = s.is_number_unsigned() ? s.get<uint64_t>() : uint64_t(s.get<int64_t>());
-  }
-  if (has("stop")) {
-    const json& s = j["stop"];
-    std::vector<std::string> stops;
-    if (s.is_string()) {
-      stops.push_back(s.get<std::string>());
-    } else if (s.is_array()) {
-      if (int64_t(s.size()) > limits.max_stop) {
-        bad("stop",
-            "at most " + std::to_string(limits.max_stop) + " stop strings, got " + std::to_string(s.size()));
-      }
-      for (size_t i = 0; i < s.size(); ++i) {
-        if (!s[i].is_string()) bad_type("stop[" + std::to_string(i) + "]", s[i], "a string");
-        stops.push_back(s[i].get<std::string>());
-      }
-    } else {
-      bad_type("stop", s, "a string or an array of strings");
-    }
-    for (const auto& x : stops) {
-      if (x.empty()) bad("stop", "a stop string must not be empty");
-    }
-    r.gen.stop = std::move(stops);
-  }
-  SamplingParams& sp = r.gen.sampling;
-  if (has("temperature")) {
-    const double t = get_number(j["temperature"], "temperature");
-    if (t < 0 || t > 2) bad("temperature", "must be in [0, 2], got " + short_dump(j["temperature"]));
-    sp.temperature = float(t);
-  }
-  if (has("top_p")) {
-    const double t = get_number(j["top_p"], "top_p");
-    if (!(t > 0 && t <= 1)) bad("top_p", "must be in (0, 1], got " + short_dump(j["top_p"]));
-    sp.top_p = float(t);
-  }
-  if (has("top_k")) sp.top_k = get_int(j["top_k"], "top_k", 0, c.n_vocab);
-  if (has("min_p")) {
-    const double t = get_number(j["min_p"], "min_p");
-    if (!(t >= 0 && t <= 1)) bad("min_p", "must be in [0, 1], got " + short_dump(j["min_p"]));
-    sp.min_p = float(t);
-  }
-  if (has("repetition_penalty")) {
-    const double t = get_number(j["repetition_penalty"], "repetition_penalty");
-    if (!(t > 0 && t <= 100)) {
-      bad("repetition_penalty", "must be in (0, 100], got " + short_dump(j["repetition_penalty"]));
-    }
-    sp.repetition_penalty = float(t);
-  }
-  for (const char* pen : {"presence_penalty", "frequency_penalty"}) {
-    if (!has(pen)) continue;
-    const double t = get_number(j[pen], pen);
-    if (t < -2 || t > 2) bad(pen, "must be in [-2, 2], got " + short_dump(j[pen]));
-    if (t != 0) {
-      throw ApiError(
-          400, std::string(pen) + ": not supported (only 0); repetition_penalty is minigpt's penalty", pen);
-    }
-  }
-  if (has("logit_bias")) {
-    const json& b = j["logit_bias"];
-    if (!b.is_object()) bad_type("logit_bias", b, "an object");
-    if (!b.empty()) throw ApiError(400, "logit_bias: not supported", "logit_bias");
-  }
-  if (has("suffix")) {
+  if (has(j, "logprobs")) r.logprobs = get_int(j["logprobs"], "logprobs", 0, limits.max_top_logprobs);
+  if (has(j, "echo")) r.echo = get_bool(j["echo"], "echo");
+  if (has(j, "suffix")) {
     if (!j["suffix"].is_string()) bad_type("suffix", j["suffix"], "a string");
     if (!j["suffix"].get<std::string>().empty()) throw ApiError(400, "suffix: not supported", "suffix");
   }
-  if (has("user") && !j["user"].is_string()) bad_type("user", j["user"], "a string");
-  if (has("ignore_eos")) r.gen.ignore_eos = get_bool(j["ignore_eos"], "ignore_eos");
-  try {
-    sp.validate();
-  } catch (const Error& e) {
-    throw ApiError(400, e.what());
+  finish_request(r, c, limits);
+  return r;
+}
+
+CompletionRequest parse_chat_request(std::string_view body, const Tokenizer& tok, const Config& c,
+                                     const RequestLimits& limits, const ChatTemplate* tmpl) {
+  const json j = parse_body(body);
+  static const std::set<std::string> known = {"model",
+                                              "messages",
+                                              "max_tokens",
+                                              "max_completion_tokens",
+                                              "temperature",
+                                              "top_p",
+                                              "n",
+                                              "stream",
+                                              "stream_options",
+                                              "logprobs",
+                                              "top_logprobs",
+                                              "stop",
+                                              "seed",
+                                              "presence_penalty",
+                                              "frequency_penalty",
+                                              "logit_bias",
+                                              "user",
+                                              "response_format",
+                                              "tools",
+                                              "tool_choice",
+                                              "parallel_tool_calls",
+                                              "store",
+                                              "metadata",
+                                              "top_k",
+                                              "min_p",
+                                              "repetition_penalty",
+                                              "ignore_eos",
+                                              "chat_template_kwargs",
+                                              "add_generation_prompt"};
+  check_known(j, known);
+  if (tmpl == nullptr) {
+    throw ApiError(400,
+                   "this model has no chat template (no chat_template.jinja, no chat_template in its "
+                   "tokenizer_config.json or GGUF metadata): use /v1/completions",
+                   "messages", "", "model_not_chat");
   }
 
-  // Each prompt must fit the context with room for at least the first generated token (its logits come
-  // from the prompt's last position) - the OpenAI API's check, in its words.
-  for (size_t i = 0; i < r.prompts.size(); ++i) {
-    const int64_t len = int64_t(r.prompts[i].size());
-    if (len > n_ctx) {
-      throw ApiError(400,
-                     "This model's maximum context length is " + std::to_string(n_ctx) +
-                         " tokens, however you requested " + std::to_string(len + r.max_tokens) +
-                         " tokens (" + std::to_string(len) + " in your prompt; " +
-                         std::to_string(r.max_tokens) +
-                         " for the completion). Please reduce your prompt; or completion length.",
-                     "prompt", "", "context_length_exceeded");
+  CompletionRequest r;
+  r.chat = true;
+  // The conversation as sent, keys in their order (a template may iterate over a message's fields).
+  const ojson oj = ojson::parse(body.begin(), body.end());
+  if (!has(j, "messages")) throw ApiError(400, "messages: required (an array of messages)", "messages");
+  if (!j["messages"].is_array()) bad_type("messages", j["messages"], "an array");
+  if (j["messages"].empty()) bad("messages", "must not be empty");
+  if (int64_t(j["messages"].size()) > 4096) bad("messages", "more than 4096 messages");
+  ojson messages = ojson::array();
+  for (size_t i = 0; i < oj["messages"].size(); ++i) {
+    const std::string name = "messages[" + std::to_string(i) + "]";
+    ojson m = oj["messages"][i];
+    if (!m.is_object()) bad_type(name, j["messages"][i], "an object");
+    if (!m.contains("role") || !m["role"].is_string()) bad(name + ".role", "required, a string");
+    const std::string role = m["role"].get<std::string>();
+    static const std::set<std::string> roles = {"system",    "developer", "user",
+                                                "assistant", "tool",      "function"};
+    if (!roles.count(role)) {
+      bad(name + ".role",
+          "must be one of system, developer, user, assistant, tool, function; got " + short_dump(json(role)));
+    }
+    if (m.contains("content")) {
+      ojson& content = m["content"];
+      if (content.is_array()) {
+        // Content parts: the text ones joined (as vLLM does for templates that take a string); minigpt has
+        // no image or audio input.
+        std::string text;
+        for (size_t k = 0; k < content.size(); ++k) {
+          const std::string pname = name + ".content[" + std::to_string(k) + "]";
+          const ojson& part = content[k];
+          if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+            bad(pname, "expected an object with a \"type\"");
+          }
+          if (part["type"] != "text") {
+            bad(pname, "only text content is supported, got type " +
+                           short_dump(json(part["type"].get<std::string>())));
+          }
+          if (!part.contains("text") || !part["text"].is_string()) bad(pname + ".text", "required, a string");
+          if (k > 0) text += "\n";
+          text += part["text"].get<std::string>();
+        }
+        content = text;
+      } else if (content.is_null()) {
+        if (role != "assistant") bad(name + ".content", "only an assistant message may have null content");
+      } else if (!content.is_string()) {
+        bad_type(name + ".content", j["messages"][i]["content"], "a string or an array of content parts");
+      }
+    } else if (role != "assistant") {
+      bad(name + ".content", "required");
+    }
+    messages.push_back(std::move(m));
+  }
+  ojson kwargs = ojson::object();
+  if (has(j, "chat_template_kwargs")) {
+    if (!oj["chat_template_kwargs"].is_object()) {
+      bad_type("chat_template_kwargs", j["chat_template_kwargs"], "an object");
+    }
+    kwargs = oj["chat_template_kwargs"];
+    for (const char* reserved : {"messages", "add_generation_prompt"}) {
+      if (kwargs.contains(reserved)) bad("chat_template_kwargs", std::string("must not set ") + reserved);
     }
   }
-  r.gen.max_new_tokens = std::max<int64_t>(r.max_tokens, 1);
-  r.gen.logprobs = r.logprobs.has_value();
-  r.gen.top_logprobs = r.logprobs.value_or(0);
+  bool add_generation_prompt = true;
+  if (has(j, "add_generation_prompt"))
+    add_generation_prompt = get_bool(j["add_generation_prompt"], "add_generation_prompt");
+  if (has(j, "tools")) {
+    if (!j["tools"].is_array()) bad_type("tools", j["tools"], "an array");
+    if (!j["tools"].empty())
+      throw ApiError(400, "tools: not supported (minigpt does not parse tool calls)", "tools");
+  }
+  if (has(j, "tool_choice") && !(j["tool_choice"].is_string() && j["tool_choice"] == "none")) {
+    throw ApiError(400, "tool_choice: not supported (only \"none\")", "tool_choice");
+  }
+  if (has(j, "parallel_tool_calls")) get_bool(j["parallel_tool_calls"], "parallel_tool_calls");
+  if (has(j, "store") && get_bool(j["store"], "store")) {
+    throw ApiError(400, "store: not supported (minigpt keeps no completions)", "store");
+  }
+  if (has(j, "metadata") && !j["metadata"].is_object()) bad_type("metadata", j["metadata"], "an object");
+  if (has(j, "response_format")) {
+    const json& f = j["response_format"];
+    if (!f.is_object() || !f.contains("type") || !f["type"].is_string()) {
+      bad("response_format", "expected an object with a \"type\"");
+    }
+    if (f["type"] != "text") {
+      throw ApiError(400, "response_format: only {\"type\": \"text\"} is supported", "response_format");
+    }
+  }
+
+  parse_common(j, r, c, limits, has(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens");
+  bool logprobs = false;
+  if (has(j, "logprobs")) logprobs = get_bool(j["logprobs"], "logprobs");
+  int64_t top = 0;
+  if (has(j, "top_logprobs")) {
+    top = get_int(j["top_logprobs"], "top_logprobs", 0, 20);
+    if (!logprobs) bad("top_logprobs", "logprobs must be true when top_logprobs is given");
+  }
+  if (logprobs) r.logprobs = top;
+
+  std::string prompt;
+  try {
+    prompt = tmpl->render(messages, add_generation_prompt, kwargs);
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), "messages", "", "chat_template_error");
+  }
+  try {
+    // As apply_chat_template(tokenize=True): no special tokens added (the template writes them), and the
+    // special tokens in the text recognised.
+    r.prompts.push_back(tok.encode(prompt, /*allow_special=*/true));
+  } catch (const Error& e) {
+    throw ApiError(400, std::string("messages: ") + e.what(), "messages");
+  }
+  r.rendered_prompt = std::move(prompt);
+  finish_request(r, c, limits);
   return r;
 }
 

@@ -54,9 +54,11 @@ struct Piece {
   std::string text;
   json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(),
        text_offset = json::array();
-  bool empty() const { return text.empty() && tokens.empty(); }
+  json content = json::array();  // chat: the logprobs' "content" entries
+  bool empty() const { return text.empty() && tokens.empty() && content.empty(); }
   void append(const Piece& p) {
     text += p.text;
+    for (const auto& x : p.content) content.push_back(x);
     for (const auto& x : p.tokens) tokens.push_back(x);
     for (const auto& x : p.token_logprobs) token_logprobs.push_back(x);
     for (const auto& x : p.top_logprobs) top_logprobs.push_back(x);
@@ -115,8 +117,17 @@ struct Server::Impl {
     return rng();
   }
 
+  // A chat logprobs entry: the token's text, its logprob, its bytes, and the alternatives alike.
+  json chat_logprob(int32_t id, double logprob) const {
+    json bytes = json::array();
+    if (id >= 0 && id < tok.n_vocab()) {
+      for (unsigned char ch : tok.token_bytes(id)) bytes.push_back(int(ch));
+    }
+    return {{"token", token_text(id)}, {"logprob", logprob}, {"bytes", bytes}};
+  }
+
   void setup_routes();
-  void completions(const httplib::Request& req, httplib::Response& res);
+  void completions(httplib::Response& res, CompletionRequest cr);
   std::string metrics_text();
 };
 
@@ -147,9 +158,12 @@ EchoPrompt echo_prompt(const Tokenizer& tok, const std::vector<int32_t>& ids) {
 
 }  // namespace
 
-void Server::Impl::completions(const httplib::Request& req, httplib::Response& res) {
+// /v1/completions and /v1/chat/completions: the choices go to the scheduler; their events come back as the
+// legacy completion shape (text, logprobs with tokens / token_logprobs / top_logprobs / text_offset) or the
+// chat shape (message / delta, logprobs.content).
+void Server::Impl::completions(httplib::Response& res, CompletionRequest cr) {
   const Config& c = model->config();
-  CompletionRequest cr = parse_completion_request(req.body, tok, c, limits);
+  const bool chat = cr.chat;
   const uint64_t seed = cr.seed ? *cr.seed : random_seed();
   std::vector<ChoiceSpec> specs;
   std::vector<EchoPrompt> echoes;
@@ -159,7 +173,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     try {
       prepared = prepare_prompt(p, cr.gen, c, &tok, sched->n_ctx());
     } catch (const Error& e) {
-      throw ApiError(400, e.what(), "prompt");
+      throw ApiError(400, e.what(), chat ? "messages" : "prompt");
     }
     prompt_tokens += int64_t(prepared.size());
     if (cr.echo) echoes.push_back(echo_prompt(tok, prepared));
@@ -180,14 +194,16 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     throw ApiError(503, "the server is busy: every slot is taken and the queue is full; retry later");
   }
 
-  const std::string id = new_id("cmpl-");
+  const std::string id = new_id(chat ? "chatcmpl-" : "cmpl-");
+  const char* object = chat ? "chat.completion" : "text_completion";
+  const char* chunk_object = chat ? "chat.completion.chunk" : "text_completion";
   const int64_t created = int64_t(std::time(nullptr));
   const std::string model_id = o.model_id;
   const bool logprobs = cr.logprobs.has_value();
   const int64_t n = cr.n;
 
   // Turns one event into its choice's piece; `chars` counts each choice's code points so far.
-  auto piece_of = [this, logprobs, echoes, n](const Event& e, std::vector<int64_t>& chars) {
+  auto piece_of = [this, logprobs, echoes, n, chat](const Event& e, std::vector<int64_t>& chars) {
     Piece p;
     const size_t ci = size_t(e.choice);
     if (e.kind == Event::Kind::Prompt) {
@@ -205,7 +221,12 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
       }
     } else if (e.kind == Event::Kind::Token) {
       p.text = e.token.text;
-      if (logprobs) {
+      if (logprobs && chat) {
+        json entry = chat_logprob(e.token.id, e.token.logprob);
+        entry["top_logprobs"] = json::array();
+        for (const auto& [tid, lp] : e.token.top) entry["top_logprobs"].push_back(chat_logprob(tid, lp));
+        p.content.push_back(std::move(entry));
+      } else if (logprobs) {
         p.tokens.push_back(token_text(e.token.id));
         p.token_logprobs.push_back(e.token.logprob);
         p.top_logprobs.push_back(top_json(e.token.top));
@@ -241,13 +262,20 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     }
     json choices = json::array();
     for (size_t i = 0; i < n_choices; ++i) {
+      if (chat) {
+        choices.push_back({{"index", i},
+                           {"message", {{"role", "assistant"}, {"content", pieces[i].text}}},
+                           {"logprobs", logprobs ? json{{"content", pieces[i].content}} : json(nullptr)},
+                           {"finish_reason", reasons[i]}});
+        continue;
+      }
       choices.push_back({{"text", pieces[i].text},
                          {"index", i},
                          {"logprobs", logprobs ? pieces[i].logprobs_json() : json(nullptr)},
                          {"finish_reason", reasons[i]}});
     }
     json out = {{"id", id},
-                {"object", "text_completion"},
+                {"object", object},
                 {"created", created},
                 {"model", model_id},
                 {"choices", choices},
@@ -264,6 +292,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     size_t finished = 0;
     int64_t completion_tokens = 0;
     bool done = false;
+    bool started = false;  // chat: the role chunks went out
     Clock::time_point last_write = Clock::now();
   };
   auto st = std::make_shared<StreamState>();
@@ -275,13 +304,30 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
       [=](size_t, httplib::DataSink& sink) mutable {
         auto chunk = [&](const json& choices, const json& usage) {
           json j = {{"id", id},
-                    {"object", "text_completion"},
+                    {"object", chunk_object},
                     {"created", created},
                     {"model", model_id},
                     {"choices", choices}};
           if (include_usage) j["usage"] = usage;
           return "data: " + dump(j) + "\n\n";
         };
+        if (chat && !st->started) {
+          // As the OpenAI API streams a chat: first each choice's role, with empty content.
+          st->started = true;
+          std::string first;
+          for (size_t i = 0; i < n_choices; ++i) {
+            first += chunk(json::array({{{"index", i},
+                                         {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                         {"logprobs", nullptr},
+                                         {"finish_reason", nullptr}}}),
+                           nullptr);
+          }
+          st->last_write = Clock::now();
+          if (!sink.write(first.data(), first.size())) {
+            task->cancel();
+            return false;
+          }
+        }
         std::vector<Event> evs;
         if (!task->wait(evs, std::chrono::milliseconds(250))) {
           // Nothing yet (queued, or a long prompt): an SSE comment now and then finds a client that left.
@@ -305,22 +351,31 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
           }
           json ch = {{"index", e.choice}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
           if (e.kind == Event::Kind::Finished) {
-            ch["text"] = "";
+            if (chat) {
+              ch["delta"] = json::object();
+            } else {
+              ch["text"] = "";
+            }
             ch["finish_reason"] = finish_reason(e.reason);
             st->completion_tokens += e.generated;
             ++st->finished;
           } else {
             const Piece p = piece_of(e, st->chars);
             if (p.empty()) continue;  // a token inside a character: it goes out with the next one
-            ch["text"] = p.text;
-            if (logprobs) ch["logprobs"] = p.logprobs_json();
+            if (chat) {
+              ch["delta"] = {{"content", p.text}};
+              if (logprobs) ch["logprobs"] = {{"content", p.content}};
+            } else {
+              ch["text"] = p.text;
+              if (logprobs) ch["logprobs"] = p.logprobs_json();
+            }
           }
           out += chunk(json::array({ch}), nullptr);
         }
         if (!st->done && st->finished == n_choices) {
           if (include_usage) {
             json j = {{"id", id},
-                      {"object", "text_completion"},
+                      {"object", chunk_object},
                       {"created", created},
                       {"model", model_id},
                       {"choices", json::array()},
@@ -462,21 +517,13 @@ void Server::Impl::setup_routes() {
     ++requests[{path, res.status}];
   });
 
-  svr.Post("/v1/completions",
-           guarded([this](const httplib::Request& req, httplib::Response& res) { completions(req, res); }));
-  svr.Post(
-      "/v1/chat/completions", guarded([this, parse_object](const httplib::Request& req, httplib::Response&) {
-        parse_object(req.body);
-        if (!o.chat_template) {
-          throw ApiError(400,
-                         "this model has no chat template (no chat_template in its tokenizer_config.json or "
-                         "GGUF metadata): use /v1/completions",
-                         "messages", "", "model_not_chat");
-        }
-        throw ApiError(400,
-                       "chat templates are not supported by this version of minigpt: use /v1/completions",
-                       "messages", "", "chat_template_unsupported");
-      }));
+  svr.Post("/v1/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
+             completions(res, parse_completion_request(req.body, tok, model->config(), limits));
+           }));
+  svr.Post("/v1/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
+             completions(res, parse_chat_request(req.body, tok, model->config(), limits,
+                                                 o.chat_template ? &*o.chat_template : nullptr));
+           }));
   svr.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
             const Config& c = model->config();
             json m = {{"id", o.model_id},

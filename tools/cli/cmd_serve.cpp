@@ -4,14 +4,12 @@
 
 #include <atomic>
 #include <cstdio>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "command.h"
 #include "common.h"
+#include "minigpt/chat_template.h"
 #include "minigpt/error.h"
-#include "minigpt/gguf.h"
 #include "minigpt/server.h"
 
 namespace minigpt::cli {
@@ -28,22 +26,6 @@ struct ServeCliOptions {
   std::optional<int64_t> ctx_size;
   std::string alias;
 };
-
-// The chat template of tokenizer_config.json (a model directory) or tokenizer.chat_template (GGUF).
-std::optional<std::string> chat_template(const fs::path& model) {
-  std::error_code ec;
-  if (fs::is_directory(model, ec)) {
-    std::ifstream in(model / "tokenizer_config.json");
-    if (!in) return std::nullopt;
-    const auto j = nlohmann::json::parse(in, nullptr, false);
-    if (j.is_object() && j.contains("chat_template") && !j["chat_template"].is_null()) {
-      return j["chat_template"].dump();
-    }
-    return std::nullopt;
-  }
-  if (model.extension() == ".gguf") return GgufFile::open(model)->get_string("tokenizer.chat_template");
-  return std::nullopt;
-}
 
 int run_serve(ServeCliOptions& o) {
   // SIGINT and SIGTERM only count (the handler may run on any thread, OpenBLAS's included); a watcher
@@ -68,7 +50,7 @@ int run_serve(ServeCliOptions& o) {
   so.n_ctx = context_size(o.ctx_size, model->config().n_ctx);
   so.model_id = !o.alias.empty() ? o.alias : fs::path(dir).lexically_normal().filename().string();
   if (so.model_id.empty()) so.model_id = fs::path(dir).lexically_normal().parent_path().filename().string();
-  so.chat_template = chat_template(dir);
+  so.chat_template = load_chat_template(dir, tok);
   server::Server srv(model, std::move(tok), so);
   const int port = srv.bind();
 
