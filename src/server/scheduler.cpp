@@ -37,6 +37,7 @@ struct Scheduler::Slot {
   std::vector<std::vector<std::pair<int32_t, double>>> prompt_top;
   Clock::time_point last_token;
   bool any_token = false;
+  size_t text_posted = 0;  // bytes of text the Token events carried
 };
 
 namespace {
@@ -108,12 +109,17 @@ void Scheduler::loop() {
 
 void Scheduler::finish_slot(Slot& s, StopReason reason) {
   int64_t generated = 0;
+  GeneratedToken tail{};
   if (s.gen) {
     s.gen->finish(reason);  // releases what was held back (Token events) unless it had ended
     reason = s.gen->result().reason;
     generated = int64_t(s.gen->result().tokens.size());
+    // The decoder's last bytes, flushed at the end (U+FFFD for a character the tokens left unfinished), were
+    // in no token's text.
+    const std::string& text = s.gen->result().text;
+    if (text.size() > s.text_posted) tail.text = text.substr(s.text_posted);
   }
-  s.task->post({Event::Kind::Finished, s.choice, {}, {}, {}, reason, {}, generated});
+  s.task->post({Event::Kind::Finished, s.choice, std::move(tail), {}, {}, reason, {}, generated});
   session_.reset(s.seq);
   s.task.reset();
   s.gen.reset();
@@ -148,6 +154,7 @@ void Scheduler::step() {
       s.prompt_lp.clear();
       s.prompt_top.clear();
       s.any_token = false;
+      s.text_posted = 0;
       ++active_;
       Slot* slot = &s;
       GenerateCallbacks cb;
@@ -164,6 +171,7 @@ void Scheduler::step() {
         ++stats_.generated_tokens;
         slot->any_token = true;
         slot->last_token = now;
+        slot->text_posted += t.text.size();
         slot->task->post({Event::Kind::Token, slot->choice, t, {}, {}, StopReason::Length, {}});
       };
       s.gen = std::make_unique<Generator>(c, tokenizer_, s.spec->options, s.spec->prompt, std::move(cb));

@@ -27,7 +27,7 @@ struct Event {
   enum class Kind {
     Prompt,    // the prompt was evaluated: its tokens' logprobs (echo + logprobs) in prompt_logprobs
     Token,     // a generated token, released (its text shown, nothing past a stop string)
-    Finished,  // the choice ended: reason
+    Finished,  // the choice ended: reason; token.text: text no Token carried (the decoder's flushed end)
     Failed,    // the step failed (error): the whole request fails
   };
   Kind kind;

@@ -252,6 +252,7 @@ void Server::Impl::completions(httplib::Response& res, CompletionRequest cr) {
           throw ApiError(500, "generation failed: " + e.error);
         }
         if (e.kind == Event::Kind::Finished) {
+          pieces[size_t(e.choice)].text += e.token.text;
           reasons[size_t(e.choice)] = finish_reason(e.reason);
           completion_tokens += e.generated;
           ++finished;
@@ -351,10 +352,11 @@ void Server::Impl::completions(httplib::Response& res, CompletionRequest cr) {
           }
           json ch = {{"index", e.choice}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
           if (e.kind == Event::Kind::Finished) {
+            // The text no token carried goes with the last chunk.
             if (chat) {
-              ch["delta"] = json::object();
+              ch["delta"] = e.token.text.empty() ? json::object() : json{{"content", e.token.text}};
             } else {
-              ch["text"] = "";
+              ch["text"] = e.token.text;
             }
             ch["finish_reason"] = finish_reason(e.reason);
             st->completion_tokens += e.generated;

@@ -23,9 +23,12 @@ MODEL = os.path.join(ROOT, "models", "shakespeare-char")
 TOL = 1e-6
 
 
+CHAT_MODEL = os.path.join(ROOT, "tests", "fixtures", "models", "chatml-tiny")
+
+
 class Server:
-    def __init__(self, *extra):
-        self.proc = subprocess.Popen([CLI, "serve", "-m", MODEL, "--port", "0", "-np", "4", "-t", "2", *extra],
+    def __init__(self, *extra, model=MODEL):
+        self.proc = subprocess.Popen([CLI, "serve", "-m", model, "--port", "0", "-np", "4", "-t", "2", *extra],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      text=True)
         line = self.proc.stderr.readline()
@@ -42,9 +45,9 @@ class Server:
         return rc
 
 
-def generate_json(prompt, seed, max_tokens, temperature, top_logprobs=0, extra=()):
+def generate_json(prompt, seed, max_tokens, temperature, top_logprobs=0, extra=(), model=MODEL):
     """`minigpt generate --json`: per-token lines, then the summary."""
-    args = [CLI, "generate", "-m", MODEL, "-p", prompt, "--seed", str(seed), "-n", str(max_tokens),
+    args = [CLI, "generate", "-m", model, "-p", prompt, "--seed", str(seed), "-n", str(max_tokens),
             "--temperature", str(temperature), "--top-k", "0", "--json", "-t", "2", *extra]
     if top_logprobs:
         args += ["--top-logprobs", str(top_logprobs)]
@@ -167,6 +170,90 @@ class OpenAIClient(unittest.TestCase):
         with self.assertRaises(openai.BadRequestError) as e:
             self.client.chat.completions.create(model=self.model, messages=[{"role": "user", "content": "hi"}])
         self.assertIn("no chat template", str(e.exception))
+
+
+class Chat(unittest.TestCase):
+    """/v1/chat/completions on chatml-tiny (a random GPT-2 with Qwen2.5's ChatML template): the server renders
+    the messages with the model's template; its text and logprobs must equal `minigpt generate --json` on the
+    prompt transformers' apply_chat_template renders (tests/fixtures/models/chatml-tiny/reference.json)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(model=CHAT_MODEL)
+        cls.client = openai.OpenAI(base_url=cls.server.base_url, api_key="none", max_retries=0, timeout=120)
+        with open(os.path.join(CHAT_MODEL, "reference.json"), encoding="utf-8") as f:
+            cls.ref = json.load(f)
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0
+
+    def generate(self, case, seed, max_tokens, temperature, top_logprobs=0):
+        return generate_json(case["prompt"], seed, max_tokens, temperature, top_logprobs, extra=("--special",),
+                             model=CHAT_MODEL)
+
+    def test_chat_equals_generate_json_on_transformers_prompt(self):
+        for case, seed, temperature in zip(self.ref["cases"], [1, 2, 3, 4], [0.0, 0.7, 1.0, 1.2]):
+            tokens, summary = self.generate(case, seed, 16, temperature, top_logprobs=2)
+            r = self.client.chat.completions.create(model="chatml-tiny", messages=case["messages"], max_tokens=16,
+                                                    seed=seed, temperature=temperature, logprobs=True,
+                                                    top_logprobs=2, extra_body={"top_k": 0})
+            c = r.choices[0]
+            self.assertEqual(c.message.role, "assistant")
+            self.assertEqual(c.message.content, summary["text"], case["name"])
+            self.assertEqual(r.usage.prompt_tokens, len(case["ids"]))
+            self.assertEqual(r.usage.prompt_tokens, summary["prompt_tokens"])
+            self.assertEqual(r.usage.completion_tokens, summary["generated_tokens"])
+            self.assertEqual(len(c.logprobs.content), len(tokens))
+            for got, want in zip(c.logprobs.content, tokens):
+                self.assertAlmostEqual(got.logprob, want["logprob"], delta=TOL)
+                self.assertEqual(len(got.top_logprobs), 2)
+
+    def test_chat_streaming_equals_generate_json(self):
+        case = self.ref["cases"][1]
+        tokens, summary = self.generate(case, 9, 20, 1.0)
+        stream = self.client.chat.completions.create(model="chatml-tiny", messages=case["messages"], max_tokens=20,
+                                                     seed=9, temperature=1.0, stream=True, logprobs=True,
+                                                     stream_options={"include_usage": True},
+                                                     extra_body={"top_k": 0})
+        text, lps, roles, finish, usage = "", [], [], None, None
+        for chunk in stream:
+            self.assertEqual(chunk.object, "chat.completion.chunk")
+            if chunk.usage is not None:
+                usage = chunk.usage
+            for c in chunk.choices:
+                if c.delta.role:
+                    roles.append(c.delta.role)
+                text += c.delta.content or ""
+                if c.logprobs is not None and c.logprobs.content:
+                    lps += [x.logprob for x in c.logprobs.content]
+                if c.finish_reason is not None:
+                    finish = c.finish_reason
+        self.assertEqual(roles, ["assistant"])
+        self.assertEqual(text, summary["text"])
+        self.assertEqual(len(lps), len(tokens))
+        for got, want in zip(lps, tokens):
+            self.assertAlmostEqual(got, want["logprob"], delta=TOL)
+        self.assertEqual(finish, "stop" if summary["stop_reason"] == "eos" else "length")
+        self.assertEqual(usage.completion_tokens, summary["generated_tokens"])
+
+    def test_chat_n_choices_are_seed_plus_j(self):
+        case = self.ref["cases"][0]
+        r = self.client.chat.completions.create(model="chatml-tiny", messages=case["messages"], n=2, max_tokens=12,
+                                                seed=50, temperature=1.0, extra_body={"top_k": 0})
+        for j, c in enumerate(r.choices):
+            _, summary = self.generate(case, 50 + j, 12, 1.0)
+            self.assertEqual(c.message.content, summary["text"], "choice %d" % j)
+
+    def test_chat_errors(self):
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.client.chat.completions.create(model="chatml-tiny", messages=[])
+        self.assertIn("messages: must not be empty", str(e.exception))
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.client.chat.completions.create(
+                model="chatml-tiny", messages=[{"role": "user", "content": [{"type": "image_url",
+                                                                              "image_url": {"url": "x"}}]}])
+        self.assertIn("only text content", str(e.exception))
 
 
 class ApiKey(unittest.TestCase):
