@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
 
 #include "minigpt/chat_template.h"
 #include "minigpt/error.h"
 #include "minigpt/generate.h"
+#include "minigpt/gguf.h"
+#include "minigpt/gguf_convert.h"
 #include "minigpt/model.h"
 #include "minigpt/session.h"
 #include "minigpt/tokenizer.h"
@@ -200,6 +203,46 @@ TEST(ChatTemplate, LoadsFromJinjaFileConfigStringOrNamedList) {
         << e.what();
   }
   std::filesystem::remove_all(dir);
+}
+
+// `minigpt convert` of chatml-tiny (its template in chat_template.jinja, as transformers 5 saves it) writes
+// tokenizer.chat_template as llama.cpp's converter does; the GGUF's template, with bos/eos from the token
+// ids, renders the same prompt as the directory's, and the model from the GGUF gives the same greedy tokens.
+TEST(ChatTemplate, AConvertedGgufCarriesTheTemplate) {
+  const auto dir = test::fixture_dir("chatml-tiny");
+  const auto out =
+      std::filesystem::temp_directory_path() / ("minigpt_chat_" + std::to_string(::getpid()) + ".gguf");
+  GgufWriteOptions o;
+  o.converter = true;
+  o.preset = GgufPreset::F32;
+  write_gguf(dir, out, o);
+  std::string jinja;
+  {
+    std::ifstream in(dir / "chat_template.jinja");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    jinja = ss.str();
+  }
+  EXPECT_EQ(GgufFile::open(out)->get_string("tokenizer.chat_template"), jinja);
+  const Tokenizer tok = Tokenizer::load(out);
+  const auto tmpl = load_chat_template(out, tok);
+  ASSERT_TRUE(tmpl.has_value());
+  EXPECT_EQ(tmpl->special_tokens().value("eos_token", ""), "<|im_end|>");
+  EXPECT_EQ(tmpl->special_tokens().value("bos_token", ""), "<|endoftext|>");
+  const ojson ref = read_fixture(dir / "reference.json");
+  const auto& c = ref["cases"][1];
+  EXPECT_EQ(tmpl->render(c["messages"], true), c["prompt"].get<std::string>());
+  const auto ids = tok.encode(c["prompt"].get<std::string>(), true);
+  EXPECT_EQ(ids, c["ids"].get<std::vector<int32_t>>());
+  auto model = Model::load(out);
+  GenerateOptions g;
+  g.max_new_tokens = ref["max_new_tokens"].get<int64_t>();
+  g.sampling.temperature = 0;
+  Session s(model);
+  GenerateResult r = generate(s, &tok, ids, g);
+  if (r.reason == StopReason::Eos) r.tokens.push_back(model->config().eos_token_id);
+  EXPECT_EQ(r.tokens, c["generated"].get<std::vector<int32_t>>());
+  std::filesystem::remove(out);
 }
 
 }  // namespace

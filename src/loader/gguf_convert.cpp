@@ -625,8 +625,40 @@ void add_tokenizer(const fs::path& dir, const json& config, int64_t n_vocab, Sou
     if (typ == "bos" || typ == "eos" || typ == "sep")
       kv.emplace_back("tokenizer.ggml.add_" + typ + "_token", gguf_bool(value));
   }
-  if (tc.is_object() && tc.contains("chat_template") && tc["chat_template"].is_string()) {
-    kv.emplace_back("tokenizer.chat_template", gguf_string(tc["chat_template"].get<std::string>()));
+  // gguf-py's SpecialVocab: tokenizer_config.json's chat_template, else chat_template.jinja (what
+  // transformers
+  // >= 4.43 saves), else chat_template.json's; a list of {name, template} gives the one named "default" as
+  // tokenizer.chat_template and the others as tokenizer.chat_template.NAME (GGUFWriter.add_chat_template).
+  json tmpl;
+  if (tc.is_object() && tc.contains("chat_template")) {
+    tmpl = tc["chat_template"];
+  } else if (std::error_code ec; fs::is_regular_file(dir / "chat_template.jinja", ec)) {
+    tmpl = read_regular_file(dir / "chat_template.jinja", kMaxConfigBytes, "chat template");
+  } else if (fs::is_regular_file(dir / "chat_template.json", ec)) {
+    const json j = read_json_file(dir / "chat_template.json", kMaxConfigBytes, "chat template");
+    if (j.is_object() && j.contains("chat_template")) tmpl = j["chat_template"];
+  }
+  if (tmpl.is_string()) {
+    kv.emplace_back("tokenizer.chat_template", gguf_string(tmpl.get<std::string>()));
+  } else if (tmpl.is_array()) {
+    std::vector<std::string> names;
+    std::optional<std::string> def;
+    for (const json& e : tmpl) {
+      if (!e.is_object() || !e.contains("template") || !e["template"].is_string()) continue;
+      std::string name = e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "";
+      for (char& ch : name) {
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      }
+      if (name.empty()) continue;
+      if (name == "default") {
+        def = e["template"].get<std::string>();
+      } else {
+        kv.emplace_back("tokenizer.chat_template." + name, gguf_string(e["template"].get<std::string>()));
+        names.push_back(name);
+      }
+    }
+    if (!names.empty()) kv.emplace_back("tokenizer.chat_templates", gguf_string_array(std::move(names)));
+    if (def) kv.emplace_back("tokenizer.chat_template", gguf_string(*def));
   }
 }
 
