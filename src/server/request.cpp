@@ -145,9 +145,29 @@ json parse_body(std::string_view body) {
   return j;
 }
 
-void check_known(const json& j, const std::set<std::string>& known) {
+// The fields both endpoints take (parse_common reads them, logprobs aside), and `own` ones.
+const std::set<std::string> kCommonFields = {"model",
+                                             "max_tokens",
+                                             "temperature",
+                                             "top_p",
+                                             "n",
+                                             "stream",
+                                             "stream_options",
+                                             "logprobs",
+                                             "stop",
+                                             "seed",
+                                             "presence_penalty",
+                                             "frequency_penalty",
+                                             "logit_bias",
+                                             "user",
+                                             "top_k",
+                                             "min_p",
+                                             "repetition_penalty",
+                                             "ignore_eos"};
+
+void check_known(const json& j, const std::set<std::string>& own) {
   for (const auto& [key, value] : j.items()) {
-    if (!known.count(key)) {
+    if (!kCommonFields.count(key) && !own.count(key)) {
       // The OpenAI API's own wording.
       throw ApiError(400, "Unrecognized request argument supplied: " + key, key);
     }
@@ -284,28 +304,7 @@ void finish_request(CompletionRequest& r, const Config& c, const RequestLimits& 
 CompletionRequest parse_completion_request(std::string_view body, const Tokenizer& tok, const Config& c,
                                            const RequestLimits& limits) {
   const json j = parse_body(body);
-  static const std::set<std::string> known = {"model",
-                                              "prompt",
-                                              "max_tokens",
-                                              "temperature",
-                                              "top_p",
-                                              "n",
-                                              "stream",
-                                              "stream_options",
-                                              "logprobs",
-                                              "echo",
-                                              "stop",
-                                              "seed",
-                                              "presence_penalty",
-                                              "frequency_penalty",
-                                              "best_of",
-                                              "logit_bias",
-                                              "user",
-                                              "suffix",
-                                              "top_k",
-                                              "min_p",
-                                              "repetition_penalty",
-                                              "ignore_eos"};
+  static const std::set<std::string> known = {"prompt", "echo", "best_of", "suffix"};
   check_known(j, known);
 
   CompletionRequest r;
@@ -356,35 +355,10 @@ CompletionRequest parse_completion_request(std::string_view body, const Tokenize
 CompletionRequest parse_chat_request(std::string_view body, const Tokenizer& tok, const Config& c,
                                      const RequestLimits& limits, const ChatTemplate* tmpl) {
   const json j = parse_body(body);
-  static const std::set<std::string> known = {"model",
-                                              "messages",
-                                              "max_tokens",
-                                              "max_completion_tokens",
-                                              "temperature",
-                                              "top_p",
-                                              "n",
-                                              "stream",
-                                              "stream_options",
-                                              "logprobs",
-                                              "top_logprobs",
-                                              "stop",
-                                              "seed",
-                                              "presence_penalty",
-                                              "frequency_penalty",
-                                              "logit_bias",
-                                              "user",
-                                              "response_format",
-                                              "tools",
-                                              "tool_choice",
-                                              "parallel_tool_calls",
-                                              "store",
-                                              "metadata",
-                                              "top_k",
-                                              "min_p",
-                                              "repetition_penalty",
-                                              "ignore_eos",
-                                              "chat_template_kwargs",
-                                              "add_generation_prompt"};
+  static const std::set<std::string> known = {
+      "messages", "max_completion_tokens", "top_logprobs",         "response_format",
+      "tools",    "tool_choice",           "parallel_tool_calls",  "store",
+      "metadata", "chat_template_kwargs",  "add_generation_prompt"};
   check_known(j, known);
   if (tmpl == nullptr) {
     throw ApiError(400,

@@ -1,7 +1,8 @@
-// libFuzzer target: `minigpt serve`'s /v1/chat/completions body parser (parse_chat_request), with chatml-tiny's
-// tokenizer and chat template (Qwen2.5's ChatML, tests/fixtures/models/chatml-tiny): messages, content parts
-// and chat_template_kwargs from the client go through the template. Every input is either a checked request
-// or an ApiError with a 4xx status; a parsed request has one prompt that fits the context and the vocabulary.
+// libFuzzer target: `minigpt serve`'s /v1/chat/completions body parser (parse_chat_request), with
+// chatml-tiny's tokenizer and chat template (Qwen2.5's ChatML, tests/fixtures/models/chatml-tiny): messages,
+// content parts and chat_template_kwargs from the client go through the template. Every input is either a
+// checked request or an ApiError with a 4xx status; a parsed request has one prompt that fits the context and
+// the vocabulary.
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>

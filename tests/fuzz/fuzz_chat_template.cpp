@@ -1,9 +1,9 @@
-// libFuzzer target: chat templates as a model file carries them (minigpt/chat_template.h: tokenizer_config.json,
-// chat_template.jinja, GGUF tokenizer.chat_template), parsed and rendered over a short conversation. The input
-// is the template's source. Every input either renders or is an Error (Format when it does not parse, Argument
-// when it cannot render); never a crash. A template is a program: one that loops a billion times or builds a
-// gigabyte string is the model file's choice, as in transformers; the campaign reports those as timeouts or
-// out-of-memory, which scripts/fuzz.sh sorts out.
+// libFuzzer target: chat templates as a model file carries them (minigpt/chat_template.h:
+// tokenizer_config.json, chat_template.jinja, GGUF tokenizer.chat_template), parsed and rendered over a short
+// conversation. The input is the template's source. Every input either renders or is an Error (Format when it
+// does not parse, Argument when it cannot render); never a crash. A template is a program: one that loops a
+// billion times or builds a gigabyte string is the model file's choice, as in transformers; the campaign
+// reports those as timeouts or out-of-memory, which scripts/fuzz.sh sorts out.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
