@@ -108,4 +108,6 @@ for name, rs in rows.items():
     for r in rs:
         if r["requests_failed"]:
             print(f"{name}: {r['requests_failed']} failed requests: {r['errors']}")
+            for x in r.get("error_examples", []):
+                print(f"  {x}")
 EOF

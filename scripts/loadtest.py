@@ -75,6 +75,10 @@ async def client_loop(cid, client, model, args, prompts, deadline, budget, stats
             continue
         except Exception as e:  # connection errors, timeouts, protocol errors
             stats["errors"][type(e).__name__] += 1
+            if len(stats["examples"]) < 5:  # what the first failures said, and when
+                cause = e.__cause__ or e.__context__
+                stats["examples"].append(f"{time.monotonic() - (deadline - args.duration):.1f} s: {type(e).__name__}: {e}"
+                                         + (f" ({type(cause).__name__}: {cause})" if cause else ""))
             continue
         stats["ok"] += 1
         stats["tokens"] += tokens
@@ -99,7 +103,7 @@ async def main_async(args):
         model = (await client.models.list()).data[0].id
     except Exception as e:
         sys.exit(f"loadtest: error: {args.url}: cannot list the models: {e}")
-    stats = {"ok": 0, "tokens": 0, "ttft": [], "itl": [], "errors": Counter(), "end": 0.0}
+    stats = {"ok": 0, "tokens": 0, "ttft": [], "itl": [], "errors": Counter(), "end": 0.0, "examples": []}
     budget = {"left": args.max_requests}
     start = time.monotonic()
     deadline = start + args.duration
@@ -111,7 +115,7 @@ async def main_async(args):
     out = {
         "url": args.url, "model": model, "clients": args.clients, "max_tokens": args.max_tokens,
         "wall_s": round(wall, 2), "requests_ok": stats["ok"], "requests_failed": n_err,
-        "errors": dict(stats["errors"]), "completion_tokens": stats["tokens"],
+        "errors": dict(stats["errors"]), "error_examples": stats["examples"], "completion_tokens": stats["tokens"],
         "tok_s": round(stats["tokens"] / wall, 2) if wall > 0 else 0.0,
         "req_s": round(stats["ok"] / wall, 3) if wall > 0 else 0.0,
         "ttft_p50_ms": round(percentile(stats["ttft"], 50) * 1e3, 1),
