@@ -627,7 +627,11 @@ Server::Server(std::shared_ptr<const Model> model, Tokenizer tokenizer, ServerOp
                                            : int(std::min<int64_t>(d.o.n_parallel + d.o.max_queue + 8, 512));
   d.svr.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   d.svr.set_payload_max_length(d.o.max_body);
-  d.svr.set_keep_alive_timeout(5);
+  // Idle keep-alive connections close after 10 s: longer than clients keep them (the openai client's httpx
+  // pool expires them after 5 s), so a client never reuses one the server is closing at that moment (with
+  // both at 5 s, scripts/loadtest.py saw "Server disconnected without sending a response" now and then, on
+  // llama-server too).
+  d.svr.set_keep_alive_timeout(10);
   d.setup_routes();
 }
 
