@@ -186,12 +186,16 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   const double mx = scores_[best];
   double total = 0.0;
   constexpr float kOut = -std::numeric_limits<float>::infinity();
-  for (float v : scores_) total += v == kOut ? 0.0 : std::exp(double(v) - mx);
+  weights_.resize(scores_.size());
+  for (size_t i = 0; i < scores_.size(); ++i) {
+    weights_[i] = scores_[i] == kOut ? 0.0 : std::exp(double(scores_[i]) - mx);
+    total += weights_[i];
+  }
   const double u = next_uniform() * total;
   double acc = 0.0;
   for (size_t i = 0; i < scores_.size(); ++i) {
     if (scores_[i] == kOut) continue;
-    acc += std::exp(double(scores_[i]) - mx);
+    acc += weights_[i];
     if (u < acc) return int32_t(i);
   }
   return int32_t(best);  // u landed in the rounding slack at the very top

@@ -57,6 +57,7 @@ class Sampler {
   bool greedy_ = false;            // this step's choice is the argmax
   std::vector<float> scores_;      // [V]
   std::vector<float> scratch_;     // [V] for the top-k threshold
+  std::vector<double> weights_;    // [V] the draw's exp(score - max), computed once for the sum and the walk
   std::vector<float> cand_score_;  // the tokens top-k kept, in id order
   std::vector<int32_t> cand_id_;
   std::vector<float> gathered_;  // the repetition penalty's gathered scores
