@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -889,6 +890,50 @@ TEST(Server, ADisconnectedStreamFreesItsSlot) {
   // and the server goes on
   const json ok = post_json(f, "/v1/completions", {{"prompt", "A"}, {"max_tokens", 2}});
   EXPECT_EQ(ok["choices"][0]["finish_reason"], "length");
+}
+
+// A burst of clients connecting at once, more than httplib's own backlog of 5: with the server bound and
+// nobody accepting yet (run() not called: the worst case of an accept loop starved while both cores
+// decode), every handshake completes, kept by the kernel until the server takes it. With a backlog of 5 the
+// sixth and later connects would wait on SYN retransmits (load-test clients saw ReadErrors at 1 s).
+TEST(Server, ABurstOfConnectionsIsHeldForAccept) {
+  server::ServerOptions o = default_options();
+  o.port = 0;
+  server::Server srv(shipped_model().model, shipped_model().tok, o);
+  const int port = srv.bind();
+  constexpr int kClients = 64;
+  std::vector<int> fds;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (int i = 0; i < kClients; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    ASSERT_GE(fd, 0);
+    fds.push_back(fd);
+    const int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    ASSERT_TRUE(rc == 0 || errno == EINPROGRESS) << std::strerror(errno);
+  }
+  // Each connect completes (the socket turns writable with no error) or the wait gives up after 5 s.
+  int connected = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (int fd : fds) {
+    while (true) {
+      pollfd p{fd, POLLOUT, 0};
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (::poll(&p, 1, int(std::max<int64_t>(0, left.count()))) == 1) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        connected += err == 0;
+        break;
+      }
+      if (left.count() <= 0) break;
+    }
+  }
+  for (int fd : fds) ::close(fd);
+  EXPECT_EQ(connected, kClients) << "connections completed while the server was not accepting";
 }
 
 // 10,000 random and malformed requests: every one answered (never a 5xx), and /health still answers.

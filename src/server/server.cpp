@@ -4,6 +4,7 @@
 #include "minigpt/server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <cerrno>
 #include <csignal>
@@ -20,6 +21,10 @@ namespace minigpt::server {
 using json = nlohmann::json;
 
 namespace {
+
+// Connections the kernel completes before the server accepts them (more than the HTTP threads: a burst
+// of clients, each kept until a thread is free or the queue's 503).
+constexpr int kListenBacklog = 1024;
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
@@ -82,6 +87,7 @@ struct Server::Impl {
   httplib::Server svr;
   RequestLimits limits;
   int port = -1;
+  int listen_fd = -1;   // the listening socket, as httplib made it (set_socket_options)
   int64_t started = 0;  // unix time
   std::atomic<bool> draining{false}, stopping{false}, run_called{false}, run_done{false};
   std::thread stopper;
@@ -632,6 +638,11 @@ Server::Server(std::shared_ptr<const Model> model, Tokenizer tokenizer, ServerOp
   // both at 5 s, scripts/loadtest.py saw "Server disconnected without sending a response" now and then, on
   // llama-server too).
   d.svr.set_keep_alive_timeout(10);
+  // The listening socket, kept to widen its backlog in bind() (httplib's own options, SO_REUSEADDR, too).
+  d.svr.set_socket_options([&d](socket_t sock) {
+    httplib::default_socket_options(sock);
+    d.listen_fd = int(sock);
+  });
   d.setup_routes();
 }
 
@@ -655,6 +666,14 @@ int Server::bind() {
     const int err = errno;
     throw Error(ErrorKind::Io, "cannot listen on " + d.o.host + ":" + std::to_string(d.o.port) +
                                    (err ? std::string(": ") + std::strerror(err) : std::string()));
+  }
+  // httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed in Debian's compiled library):
+  // when more clients connect at once than the accept loop takes in (32 load-test clients while both cores
+  // decode), the kernel drops the handshakes past it and clients saw "ReadError" at 1 s. listen() again on
+  // the listening socket only sets its backlog; the kernel caps it at net.core.somaxconn.
+  if (d.listen_fd >= 0 && ::listen(d.listen_fd, kListenBacklog) != 0) {
+    throw Error(ErrorKind::Io,
+                "cannot listen on " + d.o.host + ":" + std::to_string(d.port) + ": " + std::strerror(errno));
   }
   return d.port;
 }
