@@ -104,6 +104,12 @@ for name, rs in rows.items():
           f"| {med(rs, 'itl_p50_ms'):.1f} / {med(rs, 'itl_p99_ms'):.1f} | {sum(r['requests_failed'] for r in rs)} |")
 m, l, s = (med(rows[k], "tok_s") for k in rows)
 print(f"\nminigpt / llama-server aggregate: {m / l:.2f}x; minigpt -np {np_} over a single stream: {m / s:.2f}x")
+if len(rows["minigpt serve"]) > 1:  # each round's own figures (the machine's speed moves between rounds)
+    print("\n| round | minigpt tok/s | llama-server tok/s | single stream tok/s | minigpt / single | minigpt / llama-server |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for i, (a, b, c) in enumerate(zip(*(rows[k] for k in rows)), 1):
+        print(f"| {i} | {a['tok_s']:.1f} | {b['tok_s']:.1f} | {c['tok_s']:.1f} | {a['tok_s'] / c['tok_s']:.2f}x "
+              f"| {a['tok_s'] / b['tok_s']:.2f}x |")
 for name, rs in rows.items():
     for r in rs:
         if r["requests_failed"]:
