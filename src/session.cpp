@@ -57,6 +57,16 @@ void Session::reset(int64_t seq) {
   n_past_[size_t(seq)] = 0;
 }
 
+void Session::keep(int64_t seq, int64_t n) {
+  check_seq(seq);
+  if (n < 0 || n > n_past_[size_t(seq)]) {
+    throw Error(ErrorKind::Argument, "keep: " + std::to_string(n) + " positions of sequence " +
+                                         std::to_string(seq) + ", which holds " +
+                                         std::to_string(n_past_[size_t(seq)]));
+  }
+  n_past_[size_t(seq)] = n;
+}
+
 int64_t Session::n_past(int64_t seq) const {
   check_seq(seq);
   return n_past_[size_t(seq)];

@@ -169,6 +169,30 @@ TEST(Batch, BadBatchesAreRefusedAndChangeNothing) {
   EXPECT_EQ(s.n_past(1), 0);
 }
 
+// keep(seq, n): the sequence goes on from its first n positions as if only they had been evaluated (the
+// server's prompt cache); n beyond what it holds is refused and changes nothing.
+TEST(Batch, KeepingAPrefixGoesOnFromIt) {
+  const Config c = small_config();
+  const auto model = Model::random(c, LoadOptions::threads(2));
+  const int64_t V = c.n_vocab;
+  SessionOptions so;
+  so.n_ctx = 32;
+  Session s(model, so), fresh(model, so);
+  const auto all = ids(12, 4, V);
+  const std::span<const int32_t> head(all.data(), 5), tail(all.data() + 5, 4);
+  s.eval(all);
+  s.keep(0, 5);
+  EXPECT_EQ(s.n_past(0), 5);
+  const auto rows = s.eval_all(tail);
+  const std::vector<float> got(rows.begin(), rows.end());
+  fresh.eval(head);
+  expect_rows_close(got, fresh.eval_all(tail), "after keep(5)");
+  expect_error([&] { s.keep(0, 10); }, ErrorKind::Argument, {"keep: 10 positions", "holds 9"});
+  expect_error([&] { s.keep(0, -1); }, ErrorKind::Argument, {"keep: -1"});
+  expect_error([&] { s.keep(1, 0); }, ErrorKind::Argument, {"sequence 1"});
+  EXPECT_EQ(s.n_past(0), 9);
+}
+
 // The KV cache is the backend's: sized from the context asked for, per sequence.
 TEST(Batch, TheCacheHoldsWhatTheSessionAsksFor) {
   const Config c = test::tiny_config();

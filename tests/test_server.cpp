@@ -66,6 +66,8 @@ TEST(ServerRequest, DefaultsAreOpenAIs) {
   EXPECT_EQ(ids.gen.stop, std::vector<std::string>{"\n"});
   EXPECT_EQ(ids.gen.top_logprobs, 3);
   EXPECT_TRUE(ids.echo);
+  EXPECT_TRUE(r.cache_prompt);  // llama-server's default
+  EXPECT_FALSE(parse(R"({"prompt":"a","cache_prompt":false})").cache_prompt);
 }
 
 TEST(ServerRequest, BadBodiesAre400NamingTheField) {
@@ -96,6 +98,7 @@ TEST(ServerRequest, BadBodiesAre400NamingTheField) {
       {R"({"prompt":"a","logprobs":true})", "logprobs: expected an integer, got boolean"},
       {R"({"prompt":"a","echo":1})", "echo: expected a boolean"},
       {R"({"prompt":"a","stream":"yes"})", "stream: expected a boolean"},
+      {R"({"prompt":"a","cache_prompt":"yes"})", "cache_prompt: expected a boolean"},
       {R"({"prompt":"a","stream_options":{"include_usage":true}})", "only allowed when stream is true"},
       {R"({"prompt":"a","stream":true,"stream_options":{"x":1}})", "unknown option x"},
       {R"({"prompt":"a","stop":""})", "stop: a stop string must not be empty"},
@@ -433,6 +436,77 @@ TEST(Server, ChunkedPrefillGivesWhatOnePieceGives) {
   EXPECT_EQ(other.get()["usage"]["completion_tokens"], 60);
 }
 
+// cache_prompt (on unless asked otherwise): a prompt starts from the longest prefix of it that a free slot
+// holds, reported as usage.prompt_tokens_details.cached_tokens; a slot is taken from the least recently used
+// when none holds any of the prompt (so another conversation's cache lives on); the text and logprobs are
+// those of the same request with the cache off; echo + logprobs evaluates every prompt token.
+TEST(Server, PromptCacheStartsFromTheLongestCachedPrefix) {
+  server::ServerOptions o = default_options();
+  o.n_parallel = 2;
+  ServerFixture f(o);
+  Shipped& s = shipped_model();
+  const std::string p1 = "ROMEO:\nIs the day so young?\nBENVOLIO:\nBut new struck nine.\n";
+  const std::string p2 = "JULIET:\nO Romeo, Romeo! wherefore art thou Romeo?\n";
+  const int64_t n1 = int64_t(s.tok.encode(p1).size()), n2 = int64_t(s.tok.encode(p2).size());
+  auto complete = [&](const std::string& prompt, bool cache) {
+    return post_json(f, "/v1/completions",
+                     {{"prompt", prompt},
+                      {"max_tokens", 12},
+                      {"temperature", 0.8},
+                      {"seed", 3},
+                      {"logprobs", 1},
+                      {"cache_prompt", cache}});
+  };
+  auto cached = [](const json& r) {
+    return r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+  };
+  auto same = [](const json& a, const json& b, const std::string& what) {
+    EXPECT_EQ(a["choices"][0]["text"], b["choices"][0]["text"]) << what;
+    const json& la = a["choices"][0]["logprobs"]["token_logprobs"];
+    const json& lb = b["choices"][0]["logprobs"]["token_logprobs"];
+    ASSERT_EQ(la.size(), lb.size()) << what;
+    for (size_t i = 0; i < la.size(); ++i) {
+      // 1e-4: the cached keys and values came from another step (other rows beside them), F32 sums grouped
+      // differently; the bound is the chunked-prefill test's.
+      EXPECT_NEAR(la[i].get<double>(), lb[i].get<double>(), 1e-4) << what << " token " << i;
+    }
+  };
+  const json a1 = complete(p1, true);
+  EXPECT_EQ(cached(a1), 0);
+  const json a2 = complete(p2, true);  // takes the other slot: slot 0 keeps p1
+  EXPECT_EQ(cached(a2), 0);
+  const json b1 = complete(p1, true);
+  EXPECT_EQ(cached(b1), n1 - 1);  // the last prompt token is evaluated again: its logits pick the first token
+  same(a1, b1, "p1 again");
+  const json b2 = complete(p2, true);
+  EXPECT_EQ(cached(b2), n2 - 1);
+  same(a2, b2, "p2 again");
+  // Streamed, with usage (p2 is still in its slot).
+  auto res = f.client().Post(
+      "/v1/completions",
+      json{{"prompt", p2}, {"max_tokens", 3}, {"stream", true}, {"stream_options", {{"include_usage", true}}}}
+          .dump(),
+      "application/json");
+  ASSERT_TRUE(res);
+  const auto evs = sse_events(res->body);
+  ASSERT_FALSE(evs.empty());
+  EXPECT_EQ(evs.back()["usage"]["prompt_tokens_details"]["cached_tokens"], n2 - 1);
+
+  // A conversation going on: the prompt is the last one, its completion and more; the completion's tokens
+  // were evaluated too (all but the last sampled).
+  const std::string p3 = p1 + b1["choices"][0]["text"].get<std::string>() + "\nROMEO:\n";
+  const json c3 = complete(p3, true);
+  EXPECT_EQ(cached(c3), n1 + 11);
+  const json d3 = complete(p3, false);
+  EXPECT_EQ(cached(d3), 0);
+  same(c3, d3, "a conversation going on");
+  // echo + logprobs needs the logits of every prompt token: nothing is taken from the cache.
+  const json e =
+      post_json(f, "/v1/completions", {{"prompt", p1}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 0}});
+  EXPECT_EQ(cached(e), 0);
+  EXPECT_EQ(metric(f, "minigpt_prompt_tokens_cached_total"), cached(b1) + cached(b2) + cached(c3) + (n2 - 1));
+}
+
 // A stop string that spans tokens: never in the text, streamed or not, and the stream never shows a piece
 // of it.
 TEST(Server, StopStringsSpanningTokensNeverLeak) {
@@ -698,8 +772,12 @@ TEST(Server, ChatCompletionsGiveTransformersTokensStreamedOrNot) {
     const std::string want_bytes = m.tok.decode(want);
     // This random model emits byte tokens that are no UTF-8: the API's text has U+FFFD for each.
     const std::string want_text = utf8_sanitize(want_bytes);
+    // cache_prompt off: the streamed request repeats this one, and its logprobs must equal these exactly
+    // (from a cache, the last prompt token is evaluated alone, its logits equal to ~1e-6: see
+    // PromptCache...).
     json body = {{"model", "chatml-tiny"}, {"messages", c["messages"]}, {"max_tokens", max_new},
-                 {"temperature", 0},       {"logprobs", true},          {"top_logprobs", 3}};
+                 {"temperature", 0},       {"logprobs", true},          {"top_logprobs", 3},
+                 {"cache_prompt", false}};
     const json r = post_json(f, "/v1/chat/completions", body);
     EXPECT_EQ(r["object"], "chat.completion");
     EXPECT_EQ(r["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);

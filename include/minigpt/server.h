@@ -62,6 +62,9 @@ struct CompletionRequest {
   GenerateOptions gen;  // sampling (OpenAI's defaults: temperature 1, top_p 1, no top-k), stop, ignore_eos
   bool chat = false;    // a /v1/chat/completions request (logprobs: top_logprobs, 0..20)
   std::string rendered_prompt;  // chat: the template's output
+  // llama-server's cache_prompt: a prompt may start from what a free slot's cache holds of it (the keys and
+  // values an earlier request left). Off: every prompt token is evaluated.
+  bool cache_prompt = true;
 };
 
 // Parses and checks `body`; the prompts are tokenized with `tokenizer` (special tokens recognised, as

@@ -58,6 +58,9 @@ class Session {
   // Forgets every sequence, or one (keeps the memory).
   void reset();
   void reset(int64_t seq);
+  // Keeps the first n positions of sequence `seq` and forgets the rest (0 <= n <= n_past(seq), else
+  // Error(Argument)): a prompt that begins with the n tokens the sequence holds goes on from there.
+  void keep(int64_t seq, int64_t n);
 
   int64_t n_past(int64_t seq = 0) const;
   int64_t n_ctx() const { return n_ctx_; }

@@ -163,7 +163,8 @@ const std::set<std::string> kCommonFields = {"model",
                                              "top_k",
                                              "min_p",
                                              "repetition_penalty",
-                                             "ignore_eos"};
+                                             "ignore_eos",
+                                             "cache_prompt"};
 
 void check_known(const json& j, const std::set<std::string>& own) {
   for (const auto& [key, value] : j.items()) {
@@ -177,7 +178,7 @@ void check_known(const json& j, const std::set<std::string>& own) {
 bool has(const json& j, const char* k) { return j.contains(k) && !j[k].is_null(); }
 
 // The fields /v1/completions and /v1/chat/completions share: model, n, max_tokens (`max_tokens_name`),
-// stream, stream_options, seed, stop, sampling, penalties, logit_bias, user, ignore_eos.
+// stream, stream_options, seed, stop, sampling, penalties, logit_bias, user, ignore_eos, cache_prompt.
 void parse_common(const json& j, CompletionRequest& r, const Config& c, const RequestLimits& limits,
                   const char* max_tokens_name) {
   r.gen.sampling.top_k = 0;  // OpenAI's API has no top-k: off unless asked for
@@ -270,6 +271,7 @@ void parse_common(const json& j, CompletionRequest& r, const Config& c, const Re
   }
   if (has(j, "user") && !j["user"].is_string()) bad_type("user", j["user"], "a string");
   if (has(j, "ignore_eos")) r.gen.ignore_eos = get_bool(j["ignore_eos"], "ignore_eos");
+  if (has(j, "cache_prompt")) r.cache_prompt = get_bool(j["cache_prompt"], "cache_prompt");
 }
 
 // The checks after every field is read: sampling, and each prompt within the context.

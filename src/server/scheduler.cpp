@@ -38,6 +38,11 @@ struct Scheduler::Slot {
   Clock::time_point last_token;
   bool any_token = false;
   size_t text_posted = 0;  // bytes of text the Token events carried
+  // The tokens whose keys and values the sequence holds (its n_past of them), kept after the slot is freed
+  // for a later prompt that begins with them.
+  std::vector<int32_t> kv;
+  uint64_t last_used = 0;
+  int64_t cached = 0;  // of this choice's prompt, the tokens kv held when it was admitted
 };
 
 namespace {
@@ -120,13 +125,35 @@ void Scheduler::finish_slot(Slot& s, StopReason reason) {
     if (text.size() > s.text_posted) tail.text = text.substr(s.text_posted);
   }
   s.task->post({Event::Kind::Finished, s.choice, std::move(tail), {}, {}, reason, {}, generated});
-  session_.reset(s.seq);
+  // The sequence's keys and values stay (s.kv says for which tokens) until the slot is taken again.
   s.task.reset();
   s.gen.reset();
   s.spec = nullptr;
   std::lock_guard<std::mutex> l(m_);
   --active_;
   stats_.busy = active_;
+}
+
+Scheduler::Slot* Scheduler::pick_slot(const ChoiceSpec& spec, int64_t& reuse) {
+  Slot* best = nullptr;
+  size_t best_common = 0;
+  const bool may_reuse = spec.cache_prompt && !spec.prompt_logprobs;
+  for (auto& sp : slots_) {
+    Slot& s = *sp;
+    if (s.task) continue;
+    size_t common = 0;
+    if (may_reuse) {
+      const size_t m = std::min(s.kv.size(), spec.prompt.size());
+      while (common < m && s.kv[common] == spec.prompt[common]) ++common;
+    }
+    if (best == nullptr || common > best_common || (common == best_common && s.last_used < best->last_used)) {
+      best = &s;
+      best_common = common;
+    }
+  }
+  // At least the prompt's last token is evaluated: its logits give the first generated token.
+  reuse = int64_t(std::min(best_common, spec.prompt.empty() ? 0 : spec.prompt.size() - 1));
+  return best;
 }
 
 void Scheduler::step() {
@@ -142,15 +169,22 @@ void Scheduler::step() {
       queue_.pop_front();
       q.task->post({Event::Kind::Finished, q.choice, {}, {}, {}, StopReason::Cancelled, {}});
     }
-    for (auto& sp : slots_) {
-      Slot& s = *sp;
-      if (s.task || queue_.empty()) continue;
+    while (!queue_.empty()) {
       if (queue_.front().task->cancelled()) break;  // dropped at the next step
+      int64_t reuse = 0;
+      Slot* picked = pick_slot(queue_.front().task->choices()[size_t(queue_.front().choice)], reuse);
+      if (picked == nullptr) break;
+      Slot& s = *picked;
       s.task = queue_.front().task;
       s.choice = queue_.front().choice;
       queue_.pop_front();
       s.spec = &s.task->choices()[size_t(s.choice)];
-      s.prefilled = 0;
+      session_.keep(s.seq, reuse);
+      s.kv.resize(size_t(reuse));
+      s.last_used = ++clock_;
+      s.cached = reuse;
+      stats_.prompt_tokens_cached += reuse;
+      s.prefilled = size_t(reuse);
       s.prompt_lp.clear();
       s.prompt_top.clear();
       s.any_token = false;
@@ -219,8 +253,14 @@ void Scheduler::step() {
       s->task->post({Event::Kind::Failed, s->choice, {}, {}, {}, StopReason::Cancelled, e.what()});
       s->gen.reset();
       finish_slot(*s, StopReason::Cancelled);
+      session_.reset(s->seq);
+      s->kv.clear();
     }
     return;
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    std::vector<int32_t>& kv = owners[i]->kv;
+    kv.insert(kv.end(), entries[i].tokens.begin(), entries[i].tokens.end());
   }
 
   size_t row = 0;
@@ -250,6 +290,7 @@ void Scheduler::step() {
         if (s.prefilled < prompt.size()) continue;
         Event pe{Event::Kind::Prompt,     s.choice,           {}, std::move(s.prompt_lp),
                  std::move(s.prompt_top), StopReason::Length, {}};
+        pe.cached = s.cached;
         s.task->post(std::move(pe));
         if (s.spec->max_tokens == 0) {
           s.gen.reset();

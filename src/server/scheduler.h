@@ -39,6 +39,7 @@ struct Event {
   StopReason reason = StopReason::Length;  // Finished
   std::string error;                       // Failed
   int64_t generated = 0;                   // Finished: the choice's generated tokens
+  int64_t cached = 0;  // Prompt: its first tokens whose keys and values an earlier request left in the slot
 };
 
 // One choice to generate: a prompt (prepared: never empty, fits the context) and its options.
@@ -47,6 +48,9 @@ struct ChoiceSpec {
   GenerateOptions options;  // max_new_tokens >= 1 always
   int64_t max_tokens = 16;  // 0: evaluate the prompt only
   bool prompt_logprobs = false;
+  // Start from the longest prefix of the prompt that a free slot's cache holds (llama-server's
+  // cache_prompt). Never with prompt_logprobs: those need the logits of every prompt token.
+  bool cache_prompt = true;
 };
 
 // A request: its choices, and the events the scheduler posts for it. Shared by the HTTP thread that waits
@@ -93,6 +97,7 @@ struct Histogram {
 // Counters and latency histograms the scheduler keeps for /metrics.
 struct SchedulerStats {
   std::atomic<int64_t> prompt_tokens{0}, generated_tokens{0}, steps{0};
+  std::atomic<int64_t> prompt_tokens_cached{0};  // prompt tokens not evaluated: a slot's cache held them
   std::atomic<int64_t> queued{0}, busy{0};
   std::mutex m;  // guards the histograms
   // Time to first token, from the request's arrival; the gaps between one choice's tokens.
@@ -126,6 +131,9 @@ class Scheduler {
 
  private:
   struct Slot;
+  // The free slot for a choice: the one whose cache shares the longest prefix with its prompt (when it may
+  // use it), else the least recently used; null when every slot is busy. `reuse`: the positions to keep.
+  Slot* pick_slot(const ChoiceSpec& spec, int64_t& reuse);
   void loop();
   void step();
   void finish_slot(Slot& s, StopReason reason);
@@ -145,6 +153,7 @@ class Scheduler {
   std::deque<Queued> queue_;
   bool stopping_ = false, cancel_all_ = false;
   int64_t active_ = 0;
+  uint64_t clock_ = 0;  // counts admissions: a slot's last_used
   SchedulerStats stats_;
   std::thread thread_;
 };

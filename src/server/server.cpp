@@ -139,6 +139,15 @@ struct Server::Impl {
 
 namespace {
 
+// The usage object; cached: prompt tokens a slot's cache held (the first choice of each prompt), as the
+// OpenAI API's prompt_tokens_details.cached_tokens.
+json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+}
+
 // The prompt as echo shows it: the stream decoder's pieces, each token's text and offset.
 struct EchoPrompt {
   std::string text;
@@ -190,6 +199,7 @@ void Server::Impl::completions(httplib::Response& res, CompletionRequest cr) {
       s.options.sampling.seed = seed + uint64_t(j);
       s.max_tokens = cr.max_tokens;
       s.prompt_logprobs = cr.echo && cr.logprobs.has_value();
+      s.cache_prompt = cr.cache_prompt;
       specs.push_back(std::move(s));
     }
   }
@@ -247,7 +257,7 @@ void Server::Impl::completions(httplib::Response& res, CompletionRequest cr) {
     std::vector<Piece> pieces(n_choices);
     std::vector<int64_t> chars(n_choices, 0);
     std::vector<std::string> reasons(n_choices);
-    int64_t completion_tokens = 0;
+    int64_t completion_tokens = 0, cached = 0;
     size_t finished = 0;
     while (finished < n_choices) {
       std::vector<Event> evs;
@@ -264,6 +274,7 @@ void Server::Impl::completions(httplib::Response& res, CompletionRequest cr) {
           ++finished;
           continue;
         }
+        if (e.kind == Event::Kind::Prompt && e.choice % n == 0) cached += e.cached;
         pieces[size_t(e.choice)].append(piece_of(e, chars));
       }
     }
@@ -281,15 +292,9 @@ void Server::Impl::completions(httplib::Response& res, CompletionRequest cr) {
                          {"logprobs", logprobs ? pieces[i].logprobs_json() : json(nullptr)},
                          {"finish_reason", reasons[i]}});
     }
-    json out = {{"id", id},
-                {"object", object},
-                {"created", created},
-                {"model", model_id},
-                {"choices", choices},
-                {"usage",
-                 {{"prompt_tokens", prompt_tokens},
-                  {"completion_tokens", completion_tokens},
-                  {"total_tokens", prompt_tokens + completion_tokens}}}};
+    json out = {{"id", id},           {"object", object},
+                {"created", created}, {"model", model_id},
+                {"choices", choices}, {"usage", usage_json(prompt_tokens, completion_tokens, cached)}};
     res.set_content(dump(out), "application/json");
     return;
   }
@@ -298,6 +303,7 @@ void Server::Impl::completions(httplib::Response& res, CompletionRequest cr) {
     std::vector<int64_t> chars;
     size_t finished = 0;
     int64_t completion_tokens = 0;
+    int64_t cached = 0;  // prompt tokens a slot's cache held (the first choice of each prompt)
     bool done = false;
     bool started = false;  // chat: the role chunks went out
     Clock::time_point last_write = Clock::now();
@@ -368,6 +374,7 @@ void Server::Impl::completions(httplib::Response& res, CompletionRequest cr) {
             st->completion_tokens += e.generated;
             ++st->finished;
           } else {
+            if (e.kind == Event::Kind::Prompt && e.choice % n == 0) st->cached += e.cached;
             const Piece p = piece_of(e, st->chars);
             if (p.empty()) continue;  // a token inside a character: it goes out with the next one
             if (chat) {
@@ -387,10 +394,7 @@ void Server::Impl::completions(httplib::Response& res, CompletionRequest cr) {
                       {"created", created},
                       {"model", model_id},
                       {"choices", json::array()},
-                      {"usage",
-                       {{"prompt_tokens", prompt_tokens},
-                        {"completion_tokens", st->completion_tokens},
-                        {"total_tokens", prompt_tokens + st->completion_tokens}}}};
+                      {"usage", usage_json(prompt_tokens, st->completion_tokens, st->cached)}};
             out += "data: " + dump(j) + "\n\n";
           }
           st->done = true;
@@ -430,6 +434,9 @@ std::string Server::Impl::metrics_text() {
   line("# HELP minigpt_prompt_tokens_total Prompt tokens evaluated.");
   line("# TYPE minigpt_prompt_tokens_total counter");
   line("minigpt_prompt_tokens_total " + std::to_string(s.prompt_tokens.load()));
+  line("# HELP minigpt_prompt_tokens_cached_total Prompt tokens not evaluated: a slot's cache held them.");
+  line("# TYPE minigpt_prompt_tokens_cached_total counter");
+  line("minigpt_prompt_tokens_cached_total " + std::to_string(s.prompt_tokens_cached.load()));
   line("# HELP minigpt_generated_tokens_total Tokens generated.");
   line("# TYPE minigpt_generated_tokens_total counter");
   line("minigpt_generated_tokens_total " + std::to_string(s.generated_tokens.load()));

@@ -18,9 +18,13 @@ import openai
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLI = os.environ.get("MINIGPT_CLI", os.path.join(ROOT, "build", "minigpt"))
 MODEL = os.path.join(ROOT, "models", "shakespeare-char")
-# The same F32 computation in the server (a request alone in its step) and in `generate`: the logprobs agree
-# to the last printed digit; 1e-6 leaves room for the decimal round trip of JSON only.
+# The same F32 computation in the server (a request alone in its step, its whole prompt evaluated: the tests
+# that compare at TOL send cache_prompt false) and in `generate`: the logprobs agree to the last printed digit;
+# 1e-6 leaves room for the decimal round trip of JSON only.
 TOL = 1e-6
+# With the prompt cache, the prompt's last token is evaluated alone and the rest comes from an earlier step:
+# F32 sums grouped differently (measured ~2e-6).
+CACHED_TOL = 1e-4
 
 
 CHAT_MODEL = os.path.join(ROOT, "tests", "fixtures", "models", "chatml-tiny")
@@ -78,7 +82,7 @@ class OpenAIClient(unittest.TestCase):
         for prompt, seed, temperature in [("ROMEO:", 7, 0.0), ("JULIET:\nO", 42, 0.8), ("First Citizen:", 3, 1.3)]:
             tokens, summary = generate_json(prompt, seed, 40, temperature, top_logprobs=3)
             r = self.complete(prompt=prompt, max_tokens=40, seed=seed, temperature=temperature, logprobs=3,
-                              extra_body={"top_k": 0})
+                              extra_body={"top_k": 0, "cache_prompt": False})
             c = r.choices[0]
             self.assertEqual(c.text, summary["text"], prompt)
             self.assertEqual(len(c.logprobs.token_logprobs), len(tokens))
@@ -93,7 +97,8 @@ class OpenAIClient(unittest.TestCase):
     def test_streaming_equals_generate_json(self):
         tokens, summary = generate_json("KING:", 11, 32, 1.0)
         stream = self.complete(prompt="KING:", max_tokens=32, seed=11, temperature=1.0, stream=True, logprobs=0,
-                               stream_options={"include_usage": True}, extra_body={"top_k": 0})
+                               stream_options={"include_usage": True},
+                               extra_body={"top_k": 0, "cache_prompt": False})
         text, lps, finish, usage = "", [], None, None
         for chunk in stream:
             if chunk.usage is not None:
@@ -111,6 +116,21 @@ class OpenAIClient(unittest.TestCase):
         self.assertEqual(finish, "length")
         self.assertIsNotNone(usage, "stream_options.include_usage gave no usage chunk")
         self.assertEqual(usage.completion_tokens, 32)
+
+    def test_prompt_cache_is_reported_and_agrees(self):
+        prompt = "BRUTUS:\nThe games are done and Caesar is returning."
+        tokens, summary = generate_json(prompt, 5, 24, 0.9)
+        runs = [self.complete(prompt=prompt, max_tokens=24, seed=5, temperature=0.9, logprobs=0,
+                              extra_body={"top_k": 0}) for _ in range(2)]
+        # The second finds the first's slot holding the prompt: all but its last token come from the cache.
+        self.assertEqual(runs[1].usage.prompt_tokens_details.cached_tokens, summary["prompt_tokens"] - 1)
+        for r in runs:
+            c = r.choices[0]
+            self.assertEqual(c.text, summary["text"])
+            for got, want in zip(c.logprobs.token_logprobs, tokens):
+                self.assertAlmostEqual(got, want["logprob"], delta=CACHED_TOL)
+        off = self.complete(prompt=prompt, max_tokens=1, extra_body={"cache_prompt": False})
+        self.assertEqual(off.usage.prompt_tokens_details.cached_tokens, 0)
 
     def test_n_choices_are_seed_plus_j(self):
         r = self.complete(prompt="HAMLET:", n=3, max_tokens=20, seed=100, temperature=1.0, extra_body={"top_k": 0})
@@ -197,7 +217,7 @@ class Chat(unittest.TestCase):
             tokens, summary = self.generate(case, seed, 16, temperature, top_logprobs=2)
             r = self.client.chat.completions.create(model="chatml-tiny", messages=case["messages"], max_tokens=16,
                                                     seed=seed, temperature=temperature, logprobs=True,
-                                                    top_logprobs=2, extra_body={"top_k": 0})
+                                                    top_logprobs=2, extra_body={"top_k": 0, "cache_prompt": False})
             c = r.choices[0]
             self.assertEqual(c.message.role, "assistant")
             self.assertEqual(c.message.content, summary["text"], case["name"])
@@ -215,7 +235,7 @@ class Chat(unittest.TestCase):
         stream = self.client.chat.completions.create(model="chatml-tiny", messages=case["messages"], max_tokens=20,
                                                      seed=9, temperature=1.0, stream=True, logprobs=True,
                                                      stream_options={"include_usage": True},
-                                                     extra_body={"top_k": 0})
+                                                     extra_body={"top_k": 0, "cache_prompt": False})
         text, lps, roles, finish, usage = "", [], [], None, None
         for chunk in stream:
             self.assertEqual(chunk.object, "chat.completion.chunk")
