@@ -3,8 +3,10 @@
 # from January to October 2025) into third_party/minja/ (ignored by git), from the one place our package
 # sources have it: the llama.cpp source vendored in the llama_cpp_python 0.3.16 sdist on PyPI (its newest
 # with minja; later ones carry llama.cpp's own engine, which is not a separate library). Debian packages no
-# C++ Jinja engine. The two headers are checked against their SHA-256 before use.
-# Usage: scripts/fetch_minja.sh      (does nothing when the headers are already there)
+# C++ Jinja engine. The two headers are checked against their SHA-256 before use. minja.hpp then gets one
+# patch of ours, scripts/minja_macro_depth.patch: a bound on nested macro calls (a template's macro that
+# recursed without end overflowed the stack and killed the server), and is checked again.
+# Usage: scripts/fetch_minja.sh      (does nothing when the patched headers are already there)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VERSION=0.3.16
@@ -13,12 +15,27 @@ declare -A SHA=(
   [minja.hpp]=abb5e1378834908ec8ae3035fae0a82b7b36e214f5808c7df50ccf0048acbcd1
   [chat-template.hpp]=e1a86f8f1cce246670ae02c126bd407d2cc0a30655ca1e65b0d52c6bd1b0eca6
 )
+PATCHED_MINJA=4b299e9d5dcaafa031034afa4057c4ed77d7ddd08d9759be21b9a2313d05248d
+sha() { sha256sum "$1" 2>/dev/null | cut -d' ' -f1; }
 ok() {
-  for f in "${!SHA[@]}"; do
-    [ "$(sha256sum "$DEST/include/minja/$f" 2>/dev/null | cut -d' ' -f1)" = "${SHA[$f]}" ] || return 1
-  done
+  [ "$(sha "$DEST/include/minja/minja.hpp")" = "$PATCHED_MINJA" ] &&
+    [ "$(sha "$DEST/include/minja/chat-template.hpp")" = "${SHA[chat-template.hpp]}" ]
+}
+# minja.hpp as downloaded + the patch -> checked
+apply_patch() {
+  git apply --unsafe-paths --directory="$DEST/include/minja" -p1 scripts/minja_macro_depth.patch
+  if ! ok; then
+    echo "fetch_minja: error: minja.hpp after scripts/minja_macro_depth.patch is not what it should be" >&2
+    exit 1
+  fi
 }
 ok && exit 0
+if [ "$(sha "$DEST/include/minja/minja.hpp")" = "${SHA[minja.hpp]}" ] &&
+  [ "$(sha "$DEST/include/minja/chat-template.hpp")" = "${SHA[chat-template.hpp]}" ]; then
+  apply_patch  # fetched before the patch existed
+  echo "fetch_minja: patched $DEST/include/minja/minja.hpp"
+  exit 0
+fi
 echo "fetch_minja: downloading the llama_cpp_python $VERSION sdist from PyPI (50 MB) for minja"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -41,6 +58,7 @@ for f in "${!SHA[@]}"; do
 done
 rm -rf "$DEST" && mkdir -p "$DEST/include/minja"
 cp "$tmp/$src/vendor/minja/minja.hpp" "$tmp/$src/vendor/minja/chat-template.hpp" "$DEST/include/minja/"
+apply_patch
 # minja's own copyright line is in each header (Google LLC, MIT); llama.cpp's LICENSE is the MIT text it ships under.
 cp "$tmp/$src/LICENSE" "$DEST/LICENSE"
 echo "fetch_minja: minja headers in $DEST/include/minja"

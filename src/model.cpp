@@ -18,6 +18,7 @@
 #include "minigpt/gguf.h"
 #include "minigpt/gguf_convert.h"
 #include "minigpt/io.h"
+#include "minigpt/json_parse.h"
 #include "minigpt/llmc.h"
 #include "minigpt/quant.h"
 #include "minigpt/random_weights.h"
@@ -53,7 +54,7 @@ std::vector<std::shared_ptr<SafeTensorsFile>> open_weight_files(const fs::path& 
   const std::string text = read_regular_file(index, kMaxConfigBytes, "shard index");
   json j;
   try {
-    j = json::parse(text);
+    j = parse_json_bounded(true, text);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     throw Error(ErrorKind::Format, index.string() + ": not valid JSON: " + e.what());
   }

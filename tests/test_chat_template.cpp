@@ -143,6 +143,31 @@ TEST(ChatTemplate, MalformedTemplatesAreOneLineFormatErrors) {
             "1");
 }
 
+// A macro that calls itself without end (directly or through another) overflowed the stack and killed the
+// server at the first chat request; minja (with our patch, scripts/minja_macro_depth.patch) now stops at 128
+// nested calls: an Argument error (a 400), naming the macro. Recursion that ends, as gpt-oss's
+// render_typescript_type does over a JSON schema, renders.
+TEST(ChatTemplate, EndlessMacroRecursionIsAnErrorNotACrash) {
+  for (const std::string& src :
+       {std::string("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
+        std::string(
+            "{% macro a() %}{{ b() }}{% endmacro %}{% macro b() %}{{ a() }}{% endmacro %}{{ a() }}")}) {
+    ChatTemplate t(src, {});
+    try {
+      t.render(ojson::array({{{"role", "user"}, {"content", "hi"}}}), true);
+      FAIL() << "rendered: " << src;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Argument);
+      EXPECT_NE(std::string(e.what()).find("calls nested deeper than 128"), std::string::npos) << e.what();
+    }
+  }
+  ChatTemplate ends(
+      "{% macro f(n) %}{{ n }},{% if n > 0 %}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(100) }}", {});
+  std::string want;
+  for (int i = 100; i >= 0; --i) want += std::to_string(i) + ",";
+  EXPECT_EQ(ends.render(ojson::array(), false), want);
+}
+
 // chatml-tiny: its chat_template.jinja and tokenizer_config.json's tokens; the rendered prompt, its ids and
 // the greedy continuation equal transformers' (apply_chat_template(tokenize=True),
 // generate(do_sample=False)).

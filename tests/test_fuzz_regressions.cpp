@@ -56,6 +56,28 @@ TEST(FuzzRegressions, SafetensorsNumberOverflowInHeader) {
       ErrorKind::Format, {"x.safetensors", "not valid JSON"});
 }
 
+// JSON nested 100,000 deep (copying or printing such a value recursed once per level and overflowed the
+// stack): refused while parsing, in every JSON a model directory holds and in a safetensors header.
+TEST(FuzzRegressions, DeeplyNestedJsonIsRefused) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string bounded = std::string(200, '[') + std::string(200, ']');
+  expect_error([&] { parse_config(R"({"model_type":"gpt2","x":)" + deep + "}", "config.json"); },
+               ErrorKind::Config, {"config.json", "not valid JSON", "nesting deeper than 256 levels"});
+  // 200 levels parse (the config is refused for what it lacks, not for its nesting)
+  expect_error([&] { parse_config(R"({"model_type":"gpt2","x":)" + bounded + "}", "config.json"); },
+               ErrorKind::Config, {"config.json", "n_layer"});
+  expect_error([&] { parse_and_touch(image(R"({"__metadata__":)" + deep + "}", 4)); }, ErrorKind::Format,
+               {"x.safetensors", "nesting deeper than 256 levels"});
+  expect_error([&] { Tokenizer::from_tokenizer_json(R"({"model":)" + deep + "}"); }, ErrorKind::Format,
+               {"tokenizer.json", "nesting deeper than 256 levels"});
+  test::TempDir tmp;
+  write_random_model(tmp.path(), test::tiny_config());
+  test::write_file(tmp / "model.safetensors.index.json", R"({"weight_map":)" + deep + "}");
+  std::filesystem::remove(tmp / "model.safetensors");
+  expect_error([&] { Model::load(tmp.path(), LoadOptions::threads(1)); }, ErrorKind::Format,
+               {"model.safetensors.index.json", "nesting deeper than 256 levels"});
+}
+
 TEST(FuzzRegressions, IndexJsonNumberOverflow) {
   test::TempDir tmp;
   write_random_model(tmp.path(), test::tiny_config());

@@ -653,6 +653,20 @@ TEST(Server, BadRequestsGetTheirStatus) {
   expect(c.Post("/v1/chat/completions", "{", "application/json"), 400, "not valid JSON");
   expect(c.Post("/tokenize", R"({"content":5})", "application/json"), 400, "content");
   expect(c.Post("/detokenize", R"({"tokens":[1,-5]})", "application/json"), 400, "tokens[1]");
+  // 100,000 nested brackets (200 KB): copying such a value recursed once per level and overflowed the
+  // stack (the server died); refused at parse time on every route that reads a body.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const char* route : {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"}) {
+    expect(c.Post(route, R"({"prompt":)" + deep + "}", "application/json"), 400,
+           "nesting deeper than 256 levels");
+  }
+  expect(c.Post("/v1/chat/completions",
+                R"({"messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":{"x":)" + deep + "}}",
+                "application/json"),
+         400, "nesting deeper than 256 levels");
+  auto alive = c.Get("/health");
+  ASSERT_TRUE(alive);
+  EXPECT_EQ(alive->status, 200);
   const std::string big(2 << 20, ' ');
   expect(c.Post("/v1/completions", big, "application/json"), 413, "larger than 1048576 bytes");
   // tokenize and detokenize round trip

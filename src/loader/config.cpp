@@ -8,6 +8,7 @@
 #include "arch/config_json.h"
 #include "minigpt/error.h"
 #include "minigpt/io.h"
+#include "minigpt/json_parse.h"
 
 namespace minigpt {
 namespace {
@@ -75,7 +76,7 @@ void Config::validate(const std::string& source) const {
 Config parse_config(const std::string& text, const std::string& source) {
   json j;
   try {
-    j = json::parse(text);
+    j = parse_json_bounded(true, text);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     config_fail(source, std::string("not valid JSON: ") + e.what());
   }

@@ -18,6 +18,7 @@
 #include "minigpt/error.h"
 #include "minigpt/gguf_writer.h"
 #include "minigpt/io.h"
+#include "minigpt/json_parse.h"
 #include "minigpt/quant.h"
 #include "minigpt/quantize.h"
 #include "minigpt/safetensors.h"
@@ -377,7 +378,7 @@ std::string size_label(int64_t n) {
 json read_json_file(const fs::path& p, size_t cap, const std::string& what) {
   const std::string text = read_regular_file(p, cap, what);
   try {
-    return json::parse(text);
+    return parse_json_bounded(true, text);
   } catch (const json::exception& e) {
     throw Error(ErrorKind::Format, p.string() + ": not valid JSON: " + e.what());
   }

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "minigpt/error.h"
+#include "minigpt/json_parse.h"
 
 namespace minigpt {
 
@@ -188,7 +189,7 @@ void SafeTensorsFile::parse(const char* header, uint64_t header_len, uint64_t si
 
   json h;
   try {
-    h = json::parse(header, header + header_len);
+    h = parse_json_bounded(true, header, header + header_len);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     fail(src, std::string("header is not valid JSON: ") + e.what());
   }

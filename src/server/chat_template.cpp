@@ -4,10 +4,14 @@
 
 #include <fstream>
 #include <minja/minja.hpp>
+#ifndef MINIGPT_MINJA_MAX_MACRO_DEPTH
+#error "third_party/minja lacks minigpt's patch (scripts/minja_macro_depth.patch): run scripts/fetch_minja.sh"
+#endif
 #include <sstream>
 
 #include "minigpt/error.h"
 #include "minigpt/gguf.h"
+#include "minigpt/json_parse.h"
 #include "minigpt/tokenizer.h"
 
 namespace minigpt {
@@ -106,7 +110,12 @@ std::string token_string(const ojson& v) {
 ojson read_json(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   if (!in) return ojson();
-  auto j = ojson::parse(in, nullptr, false);
+  ojson j;
+  try {
+    j = parse_json_bounded<ojson>(false, in);
+  } catch (const JsonTooDeep& e) {
+    throw Error(ErrorKind::Format, p.string() + ": not valid JSON: " + e.what());
+  }
   if (j.is_discarded()) throw Error(ErrorKind::Format, p.string() + ": not valid JSON");
   return j;
 }

@@ -7,6 +7,7 @@
 
 #include "minigpt/chat_template.h"
 #include "minigpt/error.h"
+#include "minigpt/json_parse.h"
 #include "minigpt/server.h"
 
 namespace minigpt::server {
@@ -136,7 +137,7 @@ namespace {
 json parse_body(std::string_view body) {
   json j;
   try {
-    j = json::parse(body.begin(), body.end());
+    j = parse_json_bounded(true, body.begin(), body.end());
   } catch (const json::exception& e) {  // a syntax error, invalid UTF-8, or a number out of range
     // nlohmann's message names the byte where parsing stopped.
     throw ApiError(400, std::string("the body is not valid JSON: ") + e.what());
@@ -372,7 +373,7 @@ CompletionRequest parse_chat_request(std::string_view body, const Tokenizer& tok
   CompletionRequest r;
   r.chat = true;
   // The conversation as sent, keys in their order (a template may iterate over a message's fields).
-  const ojson oj = ojson::parse(body.begin(), body.end());
+  const ojson oj = parse_json_bounded<ojson>(true, body.begin(), body.end());
   if (!has(j, "messages")) throw ApiError(400, "messages: required (an array of messages)", "messages");
   if (!j["messages"].is_array()) bad_type("messages", j["messages"], "an array");
   if (j["messages"].empty()) bad("messages", "must not be empty");

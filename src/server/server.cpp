@@ -14,6 +14,7 @@
 #include <random>
 
 #include "minigpt/error.h"
+#include "minigpt/json_parse.h"
 #include "scheduler.h"
 
 namespace minigpt::server {
@@ -489,7 +490,7 @@ void Server::Impl::setup_routes() {
   auto parse_object = [](const std::string& body) {
     json j;
     try {
-      j = json::parse(body);
+      j = parse_json_bounded(true, body);
     } catch (const json::exception& e) {  // a syntax error, or a number out of range
       throw ApiError(400, std::string("the body is not valid JSON: ") + e.what());
     }

@@ -13,6 +13,7 @@
 #include "minigpt/error.h"
 #include "minigpt/gguf.h"
 #include "minigpt/io.h"
+#include "minigpt/json_parse.h"
 #include "minigpt/llmc.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/pretokenizer.h"
@@ -130,7 +131,7 @@ std::string read_file(const std::filesystem::path& path) {
 
 json parse_json(std::string_view text, const std::string& where) {
   try {
-    return json::parse(text);
+    return parse_json_bounded(true, text);
   } catch (const json::exception& e) {
     throw Error(ErrorKind::Format, where + ": not valid JSON: " + e.what());
   }
