@@ -507,6 +507,27 @@ TEST(Server, PromptCacheStartsFromTheLongestCachedPrefix) {
   EXPECT_EQ(metric(f, "minigpt_prompt_tokens_cached_total"), cached(b1) + cached(b2) + cached(c3) + (n2 - 1));
 }
 
+// A prompt that shares only a little with the most recent slot's cache goes to the least recently used slot,
+// so the recent conversation keeps its cache (llama-server's slot similarity: under half is not worth it).
+TEST(Server, PromptCacheKeepsARecentConversationForAFewSharedTokens) {
+  server::ServerOptions o = default_options();
+  o.n_parallel = 2;
+  ServerFixture f(o);
+  const std::string a = "First Citizen:\nBefore we proceed any further, hear me speak.\n";
+  const std::string b = "MENENIUS:\nWhy, masters, my good friends, mine honest neighbours,\n";
+  const std::string c = b.substr(0, 4) + " and then something else entirely, a long way from Rome.\n";
+  const int64_t nb = int64_t(shipped_model().tok.encode(b).size());
+  auto cached = [&](const std::string& prompt) {
+    const json r =
+        post_json(f, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0}});
+    return r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+  };
+  EXPECT_EQ(cached(a), 0);       // slot 0
+  EXPECT_EQ(cached(b), 0);       // slot 1, the least recently used
+  EXPECT_EQ(cached(c), 0);       // 4 tokens in common with b's slot: slot 0 (a's) is taken instead
+  EXPECT_EQ(cached(b), nb - 1);  // b's cache lived on
+}
+
 // A stop string that spans tokens: never in the text, streamed or not, and the stream never shows a piece
 // of it.
 TEST(Server, StopStringsSpanningTokensNeverLeak) {

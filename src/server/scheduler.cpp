@@ -135,8 +135,9 @@ void Scheduler::finish_slot(Slot& s, StopReason reason) {
 }
 
 Scheduler::Slot* Scheduler::pick_slot(const ChoiceSpec& spec, int64_t& reuse) {
-  Slot* best = nullptr;
-  size_t best_common = 0;
+  Slot* best = nullptr;  // the longest common prefix
+  Slot* lru = nullptr;   // the least recently used
+  size_t best_common = 0, lru_common = 0;
   const bool may_reuse = spec.cache_prompt && !spec.prompt_logprobs;
   for (auto& sp : slots_) {
     Slot& s = *sp;
@@ -150,6 +151,16 @@ Scheduler::Slot* Scheduler::pick_slot(const ChoiceSpec& spec, int64_t& reuse) {
       best = &s;
       best_common = common;
     }
+    if (lru == nullptr || s.last_used < lru->last_used) {
+      lru = &s;
+      lru_common = common;
+    }
+  }
+  // A slot that holds under half of the prompt is not worth another conversation's cache: the least recently
+  // used one is taken then (llama-server's slot similarity, 0.5 by default, decides the same way).
+  if (best != nullptr && 2 * best_common < spec.prompt.size()) {
+    best = lru;
+    best_common = lru_common;
   }
   // At least the prompt's last token is evaluated: its logits give the first generated token.
   reuse = int64_t(std::min(best_common, spec.prompt.empty() ? 0 : spec.prompt.size() - 1));

@@ -132,7 +132,8 @@ class Scheduler {
  private:
   struct Slot;
   // The free slot for a choice: the one whose cache shares the longest prefix with its prompt (when it may
-  // use it), else the least recently used; null when every slot is busy. `reuse`: the positions to keep.
+  // use it) if that is at least half the prompt, else the least recently used; null when every slot is busy.
+  // `reuse`: the positions to keep.
   Slot* pick_slot(const ChoiceSpec& spec, int64_t& reuse);
   void loop();
   void step();
