@@ -521,7 +521,9 @@ void Server::Impl::setup_routes() {
       send_error(res, ApiError(res.status, "bad request (HTTP " + std::to_string(res.status) + ")"));
     }
   });
-  svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+  // Counted before the response is written (httplib's post-routing handler; its logger runs after the write,
+  // so a client could read /metrics before its own request was counted).
+  svr.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     static const char* kKnown[] = {
         "/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics",
         "/tokenize",       "/detokenize"};
