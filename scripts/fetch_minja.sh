@@ -4,8 +4,9 @@
 # sources have it: the llama.cpp source vendored in the llama_cpp_python 0.3.16 sdist on PyPI (its newest
 # with minja; later ones carry llama.cpp's own engine, which is not a separate library). Debian packages no
 # C++ Jinja engine. The two headers are checked against their SHA-256 before use. minja.hpp then gets one
-# patch of ours, scripts/minja_macro_depth.patch: a bound on nested macro calls (a template's macro that
-# recursed without end overflowed the stack and killed the server), and is checked again.
+# patch of ours, scripts/minja_limits.patch: a bound on nested macro calls (a template's macro that
+# recursed without end overflowed the stack and killed the server) and on range() (a zero step looped
+# forever; range(10**9) took ~100 GB), and is checked again.
 # Usage: scripts/fetch_minja.sh      (does nothing when the patched headers are already there)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +16,7 @@ declare -A SHA=(
   [minja.hpp]=abb5e1378834908ec8ae3035fae0a82b7b36e214f5808c7df50ccf0048acbcd1
   [chat-template.hpp]=e1a86f8f1cce246670ae02c126bd407d2cc0a30655ca1e65b0d52c6bd1b0eca6
 )
-PATCHED_MINJA=4b299e9d5dcaafa031034afa4057c4ed77d7ddd08d9759be21b9a2313d05248d
+PATCHED_MINJA=25dfeb35494b99be2a0e24b78ecfda1e0e1a5566b9aa20159c5d1ba10072bd37
 sha() { sha256sum "$1" 2>/dev/null | cut -d' ' -f1; }
 ok() {
   [ "$(sha "$DEST/include/minja/minja.hpp")" = "$PATCHED_MINJA" ] &&
@@ -23,16 +24,16 @@ ok() {
 }
 # minja.hpp as downloaded + the patch -> checked
 apply_patch() {
-  git apply --unsafe-paths --directory="$DEST/include/minja" -p1 scripts/minja_macro_depth.patch
+  git apply --unsafe-paths --directory="$DEST/include/minja" -p1 scripts/minja_limits.patch
   if ! ok; then
-    echo "fetch_minja: error: minja.hpp after scripts/minja_macro_depth.patch is not what it should be" >&2
+    echo "fetch_minja: error: minja.hpp after scripts/minja_limits.patch is not what it should be" >&2
     exit 1
   fi
 }
 ok && exit 0
 if [ "$(sha "$DEST/include/minja/minja.hpp")" = "${SHA[minja.hpp]}" ] &&
   [ "$(sha "$DEST/include/minja/chat-template.hpp")" = "${SHA[chat-template.hpp]}" ]; then
-  apply_patch  # fetched before the patch existed
+  apply_patch  # fetched before the patch existed (headers with an older version of it are downloaded again)
   echo "fetch_minja: patched $DEST/include/minja/minja.hpp"
   exit 0
 fi

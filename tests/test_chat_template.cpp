@@ -144,7 +144,7 @@ TEST(ChatTemplate, MalformedTemplatesAreOneLineFormatErrors) {
 }
 
 // A macro that calls itself without end (directly or through another) overflowed the stack and killed the
-// server at the first chat request; minja (with our patch, scripts/minja_macro_depth.patch) now stops at 128
+// server at the first chat request; minja (with our patch, scripts/minja_limits.patch) now stops at 128
 // nested calls: an Argument error (a 400), naming the macro. Recursion that ends, as gpt-oss's
 // render_typescript_type does over a JSON schema, renders.
 TEST(ChatTemplate, EndlessMacroRecursionIsAnErrorNotACrash) {
@@ -166,6 +166,36 @@ TEST(ChatTemplate, EndlessMacroRecursionIsAnErrorNotACrash) {
   std::string want;
   for (int i = 100; i >= 0; --i) want += std::to_string(i) + ",";
   EXPECT_EQ(ends.render(ojson::array(), false), want);
+}
+
+// range() with a zero step looped forever (start > end) and range(10**9) built a list of a billion items;
+// the patch refuses both (an Argument error, a 400). Ranges as Python gives them still render, negative steps
+// and the int64 extremes included.
+TEST(ChatTemplate, RangeRefusesAZeroStepAndHugeLists) {
+  for (const std::string& src :
+       {std::string("{% for i in range(5, 0, 0) %}{% endfor %}"),
+        std::string("{{ range(1000000001) | length }}"),
+        std::string("{{ range(-9223372036854775807, 9223372036854775807) | length }}")}) {
+    try {
+      ChatTemplate(src, {}).render(ojson::array(), false);
+      FAIL() << "rendered: " << src;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Argument) << src;
+      const std::string what = e.what();
+      EXPECT_TRUE(what.find("must not be zero") != std::string::npos ||
+                  what.find("more than 1000000") != std::string::npos)
+          << what;
+    }
+  }
+  const std::vector<std::pair<std::string, std::string>> ok = {
+      {"{{ range(4) | join(',') }}", "0,1,2,3"},
+      {"{{ range(10, 0, -3) | join(',') }}", "10,7,4,1"},
+      {"{{ range(2, 9, 3) | join(',') }}", "2,5,8"},
+      {"{{ range(5, 5) | length }}", "0"},
+      {"{{ range(9223372036854775806, 9223372036854775807) | join(',') }}", "9223372036854775806"},
+      {"{{ range(1000000) | length }}", "1000000"}};
+  for (const auto& [src, want] : ok)
+    EXPECT_EQ(ChatTemplate(src, {}).render(ojson::array(), false), want) << src;
 }
 
 // chatml-tiny: its chat_template.jinja and tokenizer_config.json's tokens; the rendered prompt, its ids and

@@ -4,8 +4,8 @@
 
 #include <fstream>
 #include <minja/minja.hpp>
-#ifndef MINIGPT_MINJA_MAX_MACRO_DEPTH
-#error "third_party/minja lacks minigpt's patch (scripts/minja_macro_depth.patch): run scripts/fetch_minja.sh"
+#if !defined(MINIGPT_MINJA_MAX_MACRO_DEPTH) || !defined(MINIGPT_MINJA_MAX_RANGE)
+#error "third_party/minja lacks minigpt's patch (scripts/minja_limits.patch): run scripts/fetch_minja.sh"
 #endif
 #include <sstream>
 
