@@ -29,6 +29,20 @@ namespace {
 
 using test::randn;
 
+// The gap between the largest and the second largest of n values.
+double top_margin(const float* v, int64_t n) {
+  float a = -INFINITY, b = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) {
+    if (v[i] > a) {
+      b = a;
+      a = v[i];
+    } else if (v[i] > b) {
+      b = v[i];
+    }
+  }
+  return double(a) - double(b);
+}
+
 // F32 values as a 16-bit dtype stores them (F32: unchanged).
 float round_to(float x, DType t) {
   if (t == DType::F16) return f16_to_f32(f32_to_f16(x));
@@ -428,10 +442,16 @@ TEST(CudaModel, LogitsMatchTransformers) {
       std::printf("[ measured ] cuda %s, %s KV: max |logit - transformers| = %.3g\n", name.c_str(),
                   std::string(dtype_name(kv)).c_str(), d);
       EXPECT_LE(d, tol) << name;
+      // Every logit within d of the reference: the top choice cannot change where the reference's top two
+      // are more than 2d apart. Closer than that, either is right (tiny-bf16, position 18: 2.1e-5 apart).
+      int64_t checked = 0;
       for (int64_t t = 0; t < T; ++t) {
+        if (top_margin(ref.logits.data() + t * V, V) <= 2 * d) continue;
+        ++checked;
         EXPECT_EQ(argmax(got.data() + t * V, V), argmax(ref.logits.data() + t * V, V))
             << name << " position " << t;
       }
+      EXPECT_GE(checked, T - 2) << name << ": too many near-ties to say anything";
     }
   }
 }
@@ -500,26 +520,86 @@ TEST(CudaModel, Gpt2ShapeBf16MatchesTransformers) {
 }
 
 // Decode through the KV cache (GEMV, split attention, graphs) equals prefill (cuBLAS, tiled attention):
-// both read the same rounded K/V; only summation orders differ.
+// both read K/V from the cache; only summation orders differ, so with an F32 cache within 1e-4 (the CPU's
+// bound for F32 paths). With the default F16 cache the two paths' K/V, a few F32 ulps apart before rounding,
+// round to the same F16 value except where they straddle a rounding midpoint: there they land one F16 ulp
+// apart, at most twice the half ulp by which rounding moves any value. So the F16 bound is 1e-4 plus twice
+// what rounding the cache to F16 moves the logits (measured here: prefill with each cache dtype).
 TEST(CudaModel, TokenByTokenWithTheKvCacheEqualsPrefill) {
   SKIP_WITHOUT_CUDA();
-  auto be = cuda_backend();
+  auto be32 = cuda_backend(DType::F32), be16 = cuda_backend(DType::F16);
   for (const auto& name : kFixtures) {
     const Reference ref = load_reference(name);
-    auto model = load_on(name, be);
-    const int64_t V = model->config().n_vocab, T = int64_t(ref.tokens.size());
-    Session whole(model);
-    auto all_span = whole.eval_all(ref.tokens);
-    const std::vector<float> all(all_span.begin(), all_span.end());
-    Session s(model);
-    for (int64_t t = 0; t < T; ++t) {
-      auto row = s.eval(std::span<const int32_t>(&ref.tokens[size_t(t)], 1));
-      ASSERT_LE(max_abs_diff(row.data(), all.data() + t * V, size_t(V)), 1e-4) << name << " position " << t;
+    std::vector<float> prefill32;
+    for (auto be : {be32, be16}) {
+      const bool f16 = be == be16;
+      auto model = load_on(name, be);
+      const int64_t V = model->config().n_vocab, T = int64_t(ref.tokens.size());
+      Session whole(model);
+      auto all_span = whole.eval_all(ref.tokens);
+      const std::vector<float> all(all_span.begin(), all_span.end());
+      double bound = 1e-4;
+      if (!f16) {
+        prefill32 = all;
+      } else {
+        const double r = max_abs_diff(all.data(), prefill32.data(), all.size());
+        bound += 2 * r;
+        std::printf("[ measured ] cuda %s: the F16 cache moves prefill logits by %.3g; decode bound %.3g\n",
+                    name.c_str(), r, bound);
+      }
+      Session s(model);
+      double worst = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        auto row = s.eval(std::span<const int32_t>(&ref.tokens[size_t(t)], 1));
+        const double d = max_abs_diff(row.data(), all.data() + t * V, size_t(V));
+        worst = std::max(worst, d);
+        ASSERT_LE(d, bound) << name << (f16 ? " F16" : " F32") << " cache, position " << t;
+      }
+      std::printf("[ measured ] cuda %s, %s cache: max |decode - prefill| = %.3g\n", name.c_str(),
+                  f16 ? "F16" : "F32", worst);
+      // Chunks of 7 (prefill kernels at pos0 > 0) agree too.
+      Session chunked(model, SessionOptions{7});
+      auto c = chunked.eval_all(ref.tokens);
+      EXPECT_LE(max_abs_diff(c.data(), all.data(), all.size()), bound) << name;
     }
-    // Chunks of 7 (prefill kernels at pos0 > 0) agree too.
-    Session chunked(model, SessionOptions{7});
-    auto c = chunked.eval_all(ref.tokens);
-    EXPECT_LE(max_abs_diff(c.data(), all.data(), all.size()), 1e-4) << name;
+  }
+}
+
+// Keeping a prefix of a sequence (what the server's prompt cache does) and going on from it with recorded
+// decode steps gives exactly what a fresh session gets for the same tokens through the same kernels.
+TEST(CudaModel, KeepingAPrefixGoesOnFromIt) {
+  SKIP_WITHOUT_CUDA();
+  for (DType kv : {DType::F32, DType::F16}) {
+    auto model = load_on("tiny", cuda_backend(kv));
+    const Reference ref = load_reference("tiny");
+    const std::vector<int32_t>& tk = ref.tokens;
+    const int64_t V = model->config().n_vocab;
+    Session s(model), fresh(model);
+    auto one_by_one = [](Session& x, std::span<const int32_t> toks) {
+      std::vector<float> out;
+      for (const int32_t& id : toks) {
+        auto r = x.eval(std::span<const int32_t>(&id, 1));
+        out.insert(out.end(), r.begin(), r.end());
+      }
+      return out;
+    };
+    one_by_one(s, std::span<const int32_t>(tk.data(), 20));
+    s.keep(0, 6);
+    ASSERT_EQ(s.n_past(0), 6);
+    const auto got = one_by_one(s, std::span<const int32_t>(tk.data() + 30, 10));
+    one_by_one(fresh, std::span<const int32_t>(tk.data(), 6));
+    const auto want = one_by_one(fresh, std::span<const int32_t>(tk.data() + 30, 10));
+    ASSERT_EQ(got.size(), size_t(10 * V));
+    EXPECT_EQ(max_abs_diff(got.data(), want.data(), got.size()), 0.0) << dtype_name(kv);
+    // And a prefill run after a keep (the prompt-cache path: the uncached rest of a prompt in one step).
+    s.keep(0, 6);
+    const auto rows_span = s.eval_all(std::span<const int32_t>(tk.data() + 30, 10));
+    const std::vector<float> rows(rows_span.begin(), rows_span.end());
+    Session fresh2(model);
+    one_by_one(fresh2, std::span<const int32_t>(tk.data(), 6));
+    const auto want2 = fresh2.eval_all(std::span<const int32_t>(tk.data() + 30, 10));
+    ASSERT_EQ(rows.size(), want2.size());
+    EXPECT_EQ(max_abs_diff(rows.data(), want2.data(), rows.size()), 0.0) << dtype_name(kv);
   }
 }
 

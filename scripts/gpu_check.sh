@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The checks that need an NVIDIA GPU, as one script for the lent GPU machine (nvcc, CMake, ninja, Python with
+# torch; no package registry). Here, first: scripts/gpu_prepare.sh (fills the ignored .gpu/ and third_party/).
+# There, from the project root, with .gpu and third_party carried (.gpu/dep.tar.xz: the Debian packages, unpacked):
+#   bash scripts/gpu_check.sh [build] [test] [greedy] [bench] [sanitize]      (default: all of them)
+#   build   : minigpt, minigpt_tests and the CUDA module for sm_${ARCH:-90} against .gpu/dep.tar.xz (unpacked to /opt/dep)
+#   test    : every Cuda* test (minigpt_tests --gtest_filter='Cuda*'), with the [ measured ] lines
+#   greedy  : greedy text, CPU == CUDA, on the shipped model and on a random GPT-2 124M (stored F32)
+#   bench   : minigpt bench --backend cuda: --random gpt2 at F32/F16/BF16, and Q8_0/Q4_0/Q4_K_M GGUF files
+#             that minigpt quantize made from the same random 124M
+#   sanitize: compute-sanitizer memcheck over the CUDA tests, racecheck over the op tests
+# Logs under $OUT (or .gpu/out): log.txt plus one file per step, 8 files at most.
+O=${OUT:-.gpu/out}
+mkdir -p "$O"
+exec > >(tee "$O/log.txt") 2>&1
+steps=${*:-build test greedy bench sanitize}
+has() { [[ " $steps " == *" $1 "* ]]; }
+T0=$(date +%s)
+el() { echo "=== [$(($(date +%s) - T0))s] $*"; }
+R=$PWD G=$PWD/.gpu W=/tmp/gpu-work B=/tmp/gpu-build ARCH=${ARCH:-90}
+mkdir -p $W
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+nvcc --version | tail -1
+D=/opt/dep L=/opt/dep/usr/lib/x86_64-linux-gnu
+export LD_LIBRARY_PATH=$L:$L/openblas-pthread:${LD_LIBRARY_PATH:-}
+if has build; then
+  el "unpack the packages"
+  mkdir -p $D
+  tar -C $D -xJf "$G/dep.tar.xz"
+  ln -sf pkgconf $D/usr/bin/pkg-config
+  export PKG_CONFIG_SYSROOT_DIR=$D PKG_CONFIG_LIBDIR=$L/openblas-pthread/pkgconfig:$L/pkgconfig:$D/usr/share/pkgconfig
+  el "configure + build (CUDA sm_$ARCH)"
+  cmake -S "$R" -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DMINIGPT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=$ARCH \
+    -DCMAKE_PREFIX_PATH=$D/usr -DPKG_CONFIG_EXECUTABLE=$D/usr/bin/pkgconf > "$O/build.txt" 2>&1 ||
+    {
+      tail -30 "$O/build.txt"
+      exit 1
+    }
+  cmake --build $B -j"$(nproc)" --target minigpt minigpt_tests minigpt_cuda >> "$O/build.txt" 2>&1 ||
+    {
+      grep -m5 -A12 'error' "$O/build.txt"
+      exit 1
+    }
+  grep -c 'warning:' "$O/build.txt" | sed 's/^/build warnings: /'
+fi
+if has test; then
+  el "CUDA tests"
+  timeout 300 $B/minigpt_tests --gtest_filter='Cuda*' > "$O/cuda-tests.txt" 2>&1
+  echo "rc $?"
+  grep -E '^\[ measured \]|FAILED|Failure|^\[  PASSED|^\[  SKIPPED|error' "$O/cuda-tests.txt" | head -80
+fi
+if has greedy || has bench; then
+  [ -d $W/gpt2-rand ] || python3 "$G/make_weights.py" $W/gpt2-rand tests/fixtures/gpt2-tokenizer --seed 1234 > /dev/null
+fi
+if has greedy; then
+  el "greedy cpu == cuda"
+  for m in models/shakespeare-char $W/gpt2-rand; do
+    p="ROMEO:"
+    [ "$m" = models/shakespeare-char ] || p="The meaning of life is"
+    for be in cpu cuda; do
+      timeout 120 $B/minigpt generate -m $m -p "$p" --temperature 0 --max-new-tokens 100 --backend $be \
+        > $W/greedy-$be.txt 2> $W/greedy-$be.err || {
+        echo "$m $be failed:"
+        cat $W/greedy-$be.err
+      }
+    done
+    cmp -s $W/greedy-cpu.txt $W/greedy-cuda.txt && echo "greedy $m: identical ($(wc -c < $W/greedy-cpu.txt) bytes)" ||
+      {
+        echo "greedy $m: DIFFERENT"
+        head -c 400 $W/greedy-cpu.txt
+        echo
+        head -c 400 $W/greedy-cuda.txt
+        echo
+      }
+  done
+fi
+if has bench; then
+  el "bench"
+  timeout 200 $B/minigpt bench --random gpt2 --backend cuda --dtype f32,f16,bf16 -p 512 -n 128 -d 0,512 -r 5 |
+    tee "$O/bench.md"
+  for t in q8_0 q4_0 q4_k_m; do
+    $B/minigpt quantize $W/gpt2-rand $W/gpt2-$t.gguf --type $t > /dev/null || echo "quantize $t failed"
+    timeout 100 $B/minigpt bench -m $W/gpt2-$t.gguf --backend cuda -p 512 -n 128 -d 0,512 -r 5 2>&1
+  done | tee "$O/bench-quant.md"
+fi
+if has sanitize && command -v compute-sanitizer > /dev/null; then
+  el "compute-sanitizer memcheck"
+  timeout 240 compute-sanitizer --tool memcheck --print-limit 20 $B/minigpt_tests \
+    --gtest_filter='CudaOps.*:CudaBackend.*:CudaModel.QuantizedBlocks*:CudaModel.KeepingAPrefix*:CudaModel.GraphPath*:CudaModel.ThreeSequences*' \
+    > "$O/sanitizer.txt" 2>&1
+  echo "rc $?"
+  tail -4 "$O/sanitizer.txt"
+  el "compute-sanitizer racecheck"
+  timeout 120 compute-sanitizer --tool racecheck --print-limit 20 $B/minigpt_tests --gtest_filter='CudaOps.*' \
+    > "$O/racecheck.txt" 2>&1
+  echo "rc $?"
+  tail -4 "$O/racecheck.txt"
+fi
+el done
