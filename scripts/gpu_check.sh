@@ -80,18 +80,20 @@ if has bench; then
     tee "$O/bench.md"
   for t in q8_0 q4_0 q4_k_m; do
     $B/minigpt quantize $W/gpt2-rand $W/gpt2-$t.gguf --type $t > /dev/null || echo "quantize $t failed"
-    timeout 100 $B/minigpt bench -m $W/gpt2-$t.gguf --backend cuda -p 512 -n 128 -d 0,512 -r 5 2>&1
+    timeout 100 $B/minigpt bench -m $W/gpt2-$t.gguf --backend cuda -p 512 -n 128 -d 0,512 -r 3 2>&1
   done | tee "$O/bench-quant.md"
 fi
-if has sanitize && command -v compute-sanitizer > /dev/null; then
+# BUDGET (seconds, default 600): the sanitizer steps take what is left of it, so the script ends inside a device call.
+left() { echo $((${BUDGET:-600} - ($(date +%s) - T0) - ${1:-0})); }
+if has sanitize && command -v compute-sanitizer > /dev/null && [ "$(left 40)" -gt 30 ]; then
   el "compute-sanitizer memcheck"
-  timeout 240 compute-sanitizer --tool memcheck --print-limit 20 $B/minigpt_tests \
+  timeout "$(left 40)" compute-sanitizer --tool memcheck --print-limit 20 $B/minigpt_tests \
     --gtest_filter='CudaOps.*:CudaBackend.*:CudaModel.QuantizedBlocks*:CudaModel.KeepingAPrefix*:CudaModel.GraphPath*:CudaModel.ThreeSequences*' \
     > "$O/sanitizer.txt" 2>&1
   echo "rc $?"
   tail -4 "$O/sanitizer.txt"
   el "compute-sanitizer racecheck"
-  timeout 120 compute-sanitizer --tool racecheck --print-limit 20 $B/minigpt_tests --gtest_filter='CudaOps.*' \
+  timeout "$(left 5)" compute-sanitizer --tool racecheck --print-limit 20 $B/minigpt_tests --gtest_filter='CudaOps.*' \
     > "$O/racecheck.txt" 2>&1
   echo "rc $?"
   tail -4 "$O/racecheck.txt"
