@@ -45,7 +45,7 @@ if has build; then
 fi
 if has test; then
   el "CUDA tests"
-  timeout 300 $B/minigpt_tests --gtest_filter='Cuda*' > "$O/cuda-tests.txt" 2>&1
+  timeout 200 $B/minigpt_tests --gtest_filter='Cuda*' > "$O/cuda-tests.txt" 2>&1
   echo "rc $?"
   grep -E '^\[ measured \]|FAILED|Failure|^\[  PASSED|^\[  SKIPPED|error' "$O/cuda-tests.txt" | head -80
 fi
