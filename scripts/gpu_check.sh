@@ -30,7 +30,7 @@ if has build; then
   ln -sf pkgconf $D/usr/bin/pkg-config
   export PKG_CONFIG_SYSROOT_DIR=$D PKG_CONFIG_LIBDIR=$L/openblas-pthread/pkgconfig:$L/pkgconfig:$D/usr/share/pkgconfig
   el "configure + build (CUDA sm_$ARCH)"
-  cmake -S "$R" -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DMINIGPT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=$ARCH \
+  cmake -S "$R" -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DMINIGPT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=$ARCH -DCMAKE_CUDA_FLAGS=-lineinfo \
     -DCMAKE_PREFIX_PATH=$D/usr -DPKG_CONFIG_EXECUTABLE=$D/usr/bin/pkgconf > "$O/build.txt" 2>&1 ||
     {
       tail -30 "$O/build.txt"
@@ -76,7 +76,7 @@ if has greedy; then
 fi
 if has bench; then
   el "bench"
-  timeout 200 $B/minigpt bench --random gpt2 --backend cuda --dtype f32,f16,bf16 -p 512 -n 128 -d 0,512 -r 5 |
+  timeout 200 $B/minigpt bench --random gpt2 --backend cuda --dtype "${BENCH_DTYPES:-f32,f16,bf16}" -p 512 -n 128 -d 0,512 -r 5 |
     tee "$O/bench.md"
   for t in q8_0 q4_0 q4_k_m; do
     $B/minigpt quantize $W/gpt2-rand $W/gpt2-$t.gguf --type $t > /dev/null || echo "quantize $t failed"
@@ -93,9 +93,10 @@ if has sanitize && command -v compute-sanitizer > /dev/null && [ "$(left 40)" -g
   echo "rc $?"
   tail -4 "$O/sanitizer.txt"
   el "compute-sanitizer racecheck"
-  timeout "$(left 5)" compute-sanitizer --tool racecheck --print-limit 20 $B/minigpt_tests --gtest_filter='CudaOps.*' \
-    > "$O/racecheck.txt" 2>&1
+  timeout "$(left 5)" compute-sanitizer --tool racecheck --racecheck-report hazard --print-limit 10 $B/minigpt_tests \
+    --gtest_filter='CudaOps.*' > "$O/racecheck.txt" 2>&1
   echo "rc $?"
-  tail -4 "$O/racecheck.txt"
+  grep -m12 -A3 -E '^========= (Error|Warning)' "$O/racecheck.txt"
+  tail -2 "$O/racecheck.txt"
 fi
 el done

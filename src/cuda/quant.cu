@@ -104,26 +104,125 @@ __device__ inline void row_piece(const QuantFormat& f, const uint8_t* w, int64_t
 
 constexpr int kGemvThreads = 128;  // 4 warps = 4 output rows per block
 
-template <int kT>
+// Values per block and bytes per block of each type (check_layout holds the format to them).
+__host__ __device__ constexpr int block_values(QuantType t) {
+  return t == QuantType::Q4_K || t == QuantType::Q5_K || t == QuantType::Q6_K ? 256 : 32;
+}
+__host__ __device__ constexpr int block_bytes(QuantType t) {
+  switch (t) {
+    case QuantType::Q8_0:
+      return 34;
+    case QuantType::Q4_0:
+      return 18;
+    case QuantType::Q4_1:
+      return 20;
+    case QuantType::Q5_0:
+      return 22;
+    case QuantType::Q5_1:
+      return 24;
+    case QuantType::Q4_K:
+      return 144;
+    case QuantType::Q5_K:
+      return 176;
+    case QuantType::Q6_K:
+      return 210;
+  }
+  return 0;
+}
+
+// y[j] = value v0 + j (j < 8, v0 a multiple of 8) of piece p of the block at b: piece()'s formulas, for the
+// eight values one lane of the GEMV takes.
+template <QuantType Q>
+__device__ __forceinline__ void slice8(const uint8_t* b, int p, int v0, float* y) {
+  if constexpr (Q == QuantType::Q8_0) {
+    const float d = half_at(b);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) y[j] = d * float(int8_t(b[2 + v0 + j]));
+  } else if constexpr (Q == QuantType::Q4_0 || Q == QuantType::Q4_1) {
+    constexpr bool one = Q == QuantType::Q4_1;
+    const float d = half_at(b), m = one ? half_at(b + 2) : 0.0f;
+    const uint8_t* qs = b + (one ? 4 : 2) + v0 % 16;
+    const bool high = v0 >= 16;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int q = high ? qs[j] >> 4 : qs[j] & 0xF;
+      y[j] = one ? d * float(q) + m : d * float(q - 8);
+    }
+  } else if constexpr (Q == QuantType::Q5_0 || Q == QuantType::Q5_1) {
+    constexpr bool one = Q == QuantType::Q5_1;
+    const float d = half_at(b), m = one ? half_at(b + 2) : 0.0f;
+    const uint32_t qh = u32_at(b + (one ? 4 : 2));
+    const uint8_t* qs = b + (one ? 8 : 6) + v0 % 16;
+    const bool high = v0 >= 16;
+    constexpr int offset = one ? 0 : 16;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      // value v = v0 + j: nibble of byte v % 16 (low for v < 16), fifth bit qh bit v
+      const int q = (high ? qs[j] >> 4 : qs[j] & 0xF) | int(((qh >> (v0 + j)) & 1u) << 4);
+      y[j] = d * float(q - offset) + m;
+    }
+  } else if constexpr (Q == QuantType::Q4_K || Q == QuantType::Q5_K) {
+    constexpr bool five = Q == QuantType::Q5_K;
+    const float d = half_at(b), dmin = half_at(b + 2);
+    int sc, m;
+    scale_min_k4(p, b + 4, &sc, &m);
+    const float d1 = d * float(sc), m1 = dmin * float(m);
+    const uint8_t* q = b + (five ? 48 : 16) + 32 * (p / 2) + v0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      int v = p % 2 == 0 ? q[j] & 0xF : q[j] >> 4;
+      if (five) v |= ((b[16 + v0 + j] >> p) & 1) << 4;
+      y[j] = d1 * float(v) - m1;
+    }
+  } else {
+    static_assert(Q == QuantType::Q6_K);
+    const int h = p / 4, k = p % 4;
+    const uint8_t* ql = b + 64 * h + 32 * (k & 1) + v0;
+    const uint8_t* qh = b + 128 + 32 * h + v0;
+    // values v0 .. v0 + 7 share one of the 16-value scales
+    const float ds =
+        half_at(b + 208) * float(reinterpret_cast<const int8_t*>(b + 192)[(128 * h + 32 * k + v0) / 16]);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int v = ((k < 2 ? ql[j] & 0xF : ql[j] >> 4) | (((qh[j] >> (2 * k)) & 3) << 4)) - 32;
+      y[j] = ds * float(v);
+    }
+  }
+}
+
+// A warp per output row; four lanes per 32-value piece (eight values each), so a warp reads eight pieces of
+// the row per pass, each lane's bytes next to its neighbours'. x: 8 floats per lane per row t (float4 loads
+// where aligned).
+template <QuantType Q, int kT>
 __global__ void __launch_bounds__(kGemvThreads)
     gemv_quant_kernel(float* y, int64_t ldy, const float* __restrict__ x, int64_t ldx,
-                      const uint8_t* __restrict__ w, QuantFormat f, const float* __restrict__ bias, int64_t N,
-                      int64_t K, bool accumulate, bool has_act, Activation act) {
+                      const uint8_t* __restrict__ w, int64_t row_bytes, const float* __restrict__ bias,
+                      int64_t N, int64_t K, bool accumulate, bool has_act, Activation act, bool vec) {
+  constexpr int kPer = block_values(Q) / 32;  // pieces per block
+  constexpr int kBytes = block_bytes(Q);
   const int lane = threadIdx.x % 32;
   const int64_t n = int64_t(blockIdx.x) * (kGemvThreads / 32) + threadIdx.x / 32;
   if (n >= N) return;
+  const uint8_t* row = w + n * row_bytes;
+  const int v0 = 8 * (lane % 4);
   float acc[kT];
 #pragma unroll
   for (int t = 0; t < kT; ++t) acc[t] = 0.0f;
-  for (int64_t i = lane; i < K / 32; i += 32) {
-    float v[32];
-    row_piece(f, w, n, i, v);
+  for (int64_t i = lane / 4; i < K / 32; i += 8) {
+    float v[8];
+    slice8<Q>(row + (i / kPer) * kBytes, int(i % kPer), v0, v);
 #pragma unroll
     for (int t = 0; t < kT; ++t) {
-      const float* xt = x + t * ldx + 32 * i;
+      const float* xt = x + t * ldx + 32 * i + v0;
       float s = 0.0f;
+      if (vec) {
+        const float4 a = *reinterpret_cast<const float4*>(xt), c = *reinterpret_cast<const float4*>(xt + 4);
+        s = v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * c.x + v[5] * c.y + v[6] * c.z +
+            v[7] * c.w;
+      } else {
 #pragma unroll
-      for (int l = 0; l < 32; ++l) s += v[l] * xt[l];
+        for (int j = 0; j < 8; ++j) s += v[j] * xt[j];
+      }
       acc[t] += s;
     }
   }
@@ -171,22 +270,48 @@ void check_format(const QuantFormat& f, int64_t K, const char* what) {
 
 }  // namespace
 
+template <QuantType Q>
+void gemv_quant_typed(float* y, int64_t ldy, const float* x, int64_t ldx, const uint8_t* w, int64_t row_bytes,
+                      const float* bias, int64_t T, int64_t N, int64_t K, bool accumulate, bool has_act,
+                      Activation act, bool vec, cudaStream_t stream) {
+  using Kernel = void (*)(float*, int64_t, const float*, int64_t, const uint8_t*, int64_t, const float*,
+                          int64_t, int64_t, bool, bool, Activation, bool);
+  const Kernel kKernels[4] = {gemv_quant_kernel<Q, 1>, gemv_quant_kernel<Q, 2>, gemv_quant_kernel<Q, 3>,
+                              gemv_quant_kernel<Q, 4>};
+  kKernels[T - 1]<<<blocks_for(N, kGemvThreads / 32), kGemvThreads, 0, stream>>>(
+      y, ldy, x, ldx, w, row_bytes, bias, N, K, accumulate, has_act, act, vec);
+}
+
 void gemv_quant(float* y, int64_t ldy, const float* x, int64_t ldx, const void* w, const QuantFormat& f,
                 const float* bias, int64_t T, int64_t N, int64_t K, bool accumulate, const Activation* act,
                 cudaStream_t stream) {
   check_format(f, K, "cuda gemv_quant");
+  if (f.block != block_values(f.type) || f.block_bytes != block_bytes(f.type)) {
+    throw Error(ErrorKind::Argument, "cuda gemv_quant: the format's block is not its type's");
+  }
   const auto* wb = static_cast<const uint8_t*>(w);
   const bool has_act = act != nullptr;
   const Activation a = act ? *act : Activation::Relu;
   if (T < 1 || T > 4) {
     throw Error(ErrorKind::Argument, "cuda gemv_quant: " + std::to_string(T) + " rows (at most 4)");
   }
-  using Kernel = void (*)(float*, int64_t, const float*, int64_t, const uint8_t*, QuantFormat, const float*,
-                          int64_t, int64_t, bool, bool, Activation);
-  const Kernel kKernels[4] = {gemv_quant_kernel<1>, gemv_quant_kernel<2>, gemv_quant_kernel<3>,
-                              gemv_quant_kernel<4>};
-  kKernels[T - 1]<<<blocks_for(N, kGemvThreads / 32), kGemvThreads, 0, stream>>>(
-      y, ldy, x, ldx, wb, f, bias, N, K, accumulate, has_act, a);
+  const bool vec = ldx % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+#define MINIGPT_GEMV_QUANT(Q)                                                                              \
+  case QuantType::Q:                                                                                       \
+    gemv_quant_typed<QuantType::Q>(y, ldy, x, ldx, wb, f.row_bytes, bias, T, N, K, accumulate, has_act, a, \
+                                   vec, stream);                                                           \
+    break;
+  switch (f.type) {
+    MINIGPT_GEMV_QUANT(Q8_0)
+    MINIGPT_GEMV_QUANT(Q4_0)
+    MINIGPT_GEMV_QUANT(Q4_1)
+    MINIGPT_GEMV_QUANT(Q5_0)
+    MINIGPT_GEMV_QUANT(Q5_1)
+    MINIGPT_GEMV_QUANT(Q4_K)
+    MINIGPT_GEMV_QUANT(Q5_K)
+    MINIGPT_GEMV_QUANT(Q6_K)
+  }
+#undef MINIGPT_GEMV_QUANT
   CUDA_CHECK_LAUNCH();
 }
 

@@ -6,7 +6,6 @@
 #include <fstream>
 #include <list>
 #include <nlohmann/json.hpp>
-#include <queue>
 #include <sstream>
 #include <unordered_map>
 
@@ -305,7 +304,8 @@ void read_template(const json& pp, const std::string& where, RawTokenizer& raw) 
     const bool is_seq = piece.is_object() && piece.size() == 1 && piece.contains("Sequence");
     const bool is_special = piece.is_object() && piece.size() == 1 && piece.contains("SpecialToken");
     if (!is_seq && !is_special) throw bad(at + " is neither {\"SpecialToken\": ...} nor {\"Sequence\": ...}");
-    const json& body = piece.begin().value();
+    const auto only = piece.begin();  // the object's one member
+    const json& body = only.value();
     if (!body.is_object() || !body.contains("id") || !body["id"].is_string() || !body.contains("type_id") ||
         !body["type_id"].is_number_unsigned())
       throw bad(at + " lacks a string \"id\" or a non-negative integer \"type_id\"");
@@ -717,18 +717,22 @@ void Tokenizer::bpe_long(std::string_view piece, std::vector<int32_t>& out) cons
     prev[i] = i - 1;
     next[i] = i + 1 < n ? i + 1 : -1;
   }
-  std::vector<Cand> heap_store;
-  heap_store.reserve(n);
-  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap(std::greater<Cand>(),
-                                                                        std::move(heap_store));
+  // A min-heap (lowest rank, then leftmost, on top) kept in a vector with room for every first pair.
+  std::vector<Cand> heap;
+  heap.reserve(size_t(n));
+  const std::greater<Cand> later;
   auto push = [&](int32_t i) {
     if (i < 0 || next[i] < 0) return;
-    if (const Merge* m = find_merge(sym[i], sym[next[i]])) heap.push({m->rank, i, sym[i], sym[next[i]]});
+    if (const Merge* m = find_merge(sym[i], sym[next[i]])) {
+      heap.push_back({m->rank, i, sym[i], sym[next[i]]});
+      std::push_heap(heap.begin(), heap.end(), later);
+    }
   };
   for (int32_t i = 0; i + 1 < n; ++i) push(i);
   while (!heap.empty()) {
-    Cand c = heap.top();
-    heap.pop();
+    std::pop_heap(heap.begin(), heap.end(), later);
+    const Cand c = heap.back();
+    heap.pop_back();
     int32_t i = c.pos;
     if (sym[i] != c.left || next[i] < 0 || sym[next[i]] != c.right) continue;
     int32_t j = next[i];
