@@ -9,6 +9,9 @@
 #   bench   : minigpt bench --backend cuda: --random gpt2 at F32/F16/BF16, and Q8_0/Q4_0/Q4_K_M GGUF files
 #             that minigpt quantize made from the same random 124M
 #   sanitize: compute-sanitizer memcheck over the CUDA tests, racecheck over the op tests
+#   peer    : llama.cpp built with CUDA from .gpu/llama.tgz (scripts/gpu_prepare.sh peer) in the background from
+#             the start; the random 124M converted by its convert_hf_to_gguf.py (F16, BF16) and llama-quantize
+#             (Q8_0, Q4_0, Q4_K_M); llama-bench (-fa 0 and 1) and minigpt bench on each of those same files
 # Logs under $OUT (or .gpu/out): log.txt plus one file per step, 8 files at most.
 O=${OUT:-.gpu/out}
 mkdir -p "$O"
@@ -17,11 +20,26 @@ steps=${*:-build test greedy bench sanitize}
 has() { [[ " $steps " == *" $1 "* ]]; }
 T0=$(date +%s)
 el() { echo "=== [$(($(date +%s) - T0))s] $*"; }
+# BUDGET (seconds, default 600): the peer and sanitizer steps take what is left of it, so the script ends
+# inside a device call.
+left() { echo $((${BUDGET:-600} - ($(date +%s) - T0) - ${1:-0})); }
 R=$PWD G=$PWD/.gpu W=/tmp/gpu-work B=/tmp/gpu-build ARCH=${ARCH:-90}
 mkdir -p $W
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
 nvcc --version | tail -1
 D=/opt/dep L=/opt/dep/usr/lib/x86_64-linux-gnu
+J=$(nproc)
+if has peer; then
+  el "llama.cpp CUDA build (background)"
+  J=4
+  rm -rf $W/llama.cpp && tar -xzf "$G/llama.tgz" -C $W
+  (cmake -S $W/llama.cpp -B $W/lb -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=$ARCH \
+    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_COMMIT="$(cat "$G/llama.commit" 2> /dev/null || echo unknown)" \
+    > $W/llama-cmake.txt 2>&1 &&
+    nice cmake --build $W/lb -j12 --target llama-bench llama-quantize > $W/llama-build.txt 2>&1
+  echo "rc $?" > $W/llama.done) &
+fi
 export LD_LIBRARY_PATH=$L:$L/openblas-pthread:${LD_LIBRARY_PATH:-}
 if has build; then
   el "unpack the packages"
@@ -36,7 +54,7 @@ if has build; then
       tail -30 "$O/build.txt"
       exit 1
     }
-  cmake --build $B -j"$(nproc)" --target minigpt minigpt_tests minigpt_cuda >> "$O/build.txt" 2>&1 ||
+  cmake --build $B -j"$J" --target minigpt minigpt_tests minigpt_cuda >> "$O/build.txt" 2>&1 ||
     {
       grep -m5 -A12 'error' "$O/build.txt"
       exit 1
@@ -49,7 +67,7 @@ if has test; then
   echo "rc $?"
   grep -E '^\[ measured \]|FAILED|Failure|^\[  PASSED|^\[  SKIPPED|error' "$O/cuda-tests.txt" | head -80
 fi
-if has greedy || has bench; then
+if has greedy || has bench || has peer; then
   [ -d $W/gpt2-rand ] || python3 "$G/make_weights.py" $W/gpt2-rand tests/fixtures/gpt2-tokenizer --seed 1234 > /dev/null
 fi
 if has greedy; then
@@ -83,8 +101,6 @@ if has bench; then
     timeout 100 $B/minigpt bench -m $W/gpt2-$t.gguf --backend cuda -p 512 -n 128 -d 0,512 -r 3 2>&1
   done | tee "$O/bench-quant.md"
 fi
-# BUDGET (seconds, default 600): the sanitizer steps take what is left of it, so the script ends inside a device call.
-left() { echo $((${BUDGET:-600} - ($(date +%s) - T0) - ${1:-0})); }
 if has sanitize && command -v compute-sanitizer > /dev/null && [ "$(left 40)" -gt 30 ]; then
   el "compute-sanitizer memcheck"
   timeout "$(left 40)" compute-sanitizer --tool memcheck --print-limit 20 $B/minigpt_tests \
@@ -98,5 +114,32 @@ if has sanitize && command -v compute-sanitizer > /dev/null && [ "$(left 40)" -g
   echo "rc $?"
   grep -m12 -A3 -E '^========= (Error|Warning)' "$O/racecheck.txt"
   tail -2 "$O/racecheck.txt"
+fi
+if has peer; then
+  el "waiting for llama.cpp"
+  while [ ! -f $W/llama.done ] && [ "$(left 150)" -gt 0 ]; do sleep 2; done
+  if grep -q 'rc 0' $W/llama.done 2> /dev/null; then
+    el "same weights for both: llama.cpp's converter and llama-quantize"
+    export PYTHONPATH=$W/llama.cpp/gguf-py
+    for t in f16 bf16; do
+      python3 $W/llama.cpp/convert_hf_to_gguf.py $W/gpt2-rand --outtype $t --outfile $W/g-$t.gguf > $W/convert-$t.txt 2>&1 ||
+        {
+          tail -3 $W/convert-$t.txt
+          echo "(llama.cpp's converter failed: $t from minigpt quantize instead)"
+          $B/minigpt quantize $W/gpt2-rand $W/g-$t.gguf --type $t > /dev/null
+        }
+    done
+    for t in q8_0 q4_0 q4_k_m; do $W/lb/bin/llama-quantize $W/g-f16.gguf $W/g-$t.gguf $t > /dev/null 2>&1; done
+    el "llama-bench and minigpt bench, file by file"
+    for t in f16 bf16 q8_0 q4_0 q4_k_m; do
+      [ "$(left 30)" -gt 0 ] || break
+      timeout 60 $W/lb/bin/llama-bench -m $W/g-$t.gguf -ngl 99 -p 512 -n 128 -fa 0,1 -r 5 -o md 2> /dev/null
+      timeout 60 $W/lb/bin/llama-bench -m $W/g-$t.gguf -ngl 99 -p 0 -n 128 -d 512 -fa 0,1 -r 5 -o md 2> /dev/null
+      timeout 60 $B/minigpt bench -m $W/g-$t.gguf --backend cuda -p 512 -n 128 -d 0,512 -r 5 2>&1
+    done | tee "$O/peer.md"
+  else
+    echo "llama.cpp did not build in time: $(cat $W/llama.done 2> /dev/null || echo still building)"
+    tail -5 $W/llama-build.txt
+  fi
 fi
 el done

@@ -16,7 +16,11 @@ constexpr int kDecodeWarps = 4;
 size_t prefill_smem(int64_t D) {
   return size_t(kTile * (D + 1) + kTile * D + kPrefillWarps * D) * sizeof(float);
 }
-size_t decode_smem(int64_t D) { return size_t(D + kDecodeWarps * (D + 2)) * sizeof(float); }
+// q_s takes D rounded up to 4 floats: the compiler reads q_s in aligned float4s, past D to the next multiple
+// of 4 (values it then ignores), and those reads must not touch `red`, which other warps write meanwhile
+// (compute-sanitizer's racecheck flagged exactly that at D = 33).
+__host__ __device__ inline int64_t round4(int64_t D) { return (D + 3) / 4 * 4; }
+size_t decode_smem(int64_t D) { return size_t(round4(D) + kDecodeWarps * (D + 2)) * sizeof(float); }
 
 // One warp per query, a block per (8 queries, head). Each 32-key tile of K and V is loaded once into shared
 // memory (widened to F32; K rows padded to D + 1 floats so that lane j reading row j is conflict-free) and
@@ -102,8 +106,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
                             const KV* __restrict__ vc, int64_t ldc, StepValue pos0_v, int D, float scale,
                             int n_splits, int group) {
   extern __shared__ float smem[];
-  float* q_s = smem;     // [D], pre-scaled
-  float* red = q_s + D;  // [kDecodeWarps][D + 2]
+  float* q_s = smem;             // [D] (+ padding to a multiple of 4), pre-scaled
+  float* red = q_s + round4(D);  // [kDecodeWarps][D + 2]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int split = blockIdx.x, h = blockIdx.y;
   const int64_t n_keys = int64_t(pos0_v.get()) + 1;
