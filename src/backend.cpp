@@ -41,4 +41,10 @@ void check_step(const Step& step, const KvCacheSpec& cache) {
     fail("the runs cover " + std::to_string(next) + " of " + std::to_string(step.n_tokens) + " tokens");
 }
 
+void Backend::copy_kv(KvCache& cache, int64_t from, int64_t to, int64_t n) {
+  (void)cache, (void)from, (void)to, (void)n;
+  throw Error(ErrorKind::Unsupported,
+              name() + " backend: copying keys and values between sequences is not supported");
+}
+
 }  // namespace minigpt

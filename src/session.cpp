@@ -67,6 +67,24 @@ void Session::keep(int64_t seq, int64_t n) {
   n_past_[size_t(seq)] = n;
 }
 
+bool Session::can_copy() const { return model_->backend().copies_kv(); }
+
+void Session::copy_prefix(int64_t from, int64_t to, int64_t n) {
+  check_seq(from);
+  check_seq(to);
+  if (n < 0 || n > n_past_[size_t(from)]) {
+    throw Error(ErrorKind::Argument, "copy_prefix: " + std::to_string(n) + " positions of sequence " +
+                                         std::to_string(from) + ", which holds " +
+                                         std::to_string(n_past_[size_t(from)]));
+  }
+  if (from == to) {
+    n_past_[size_t(to)] = n;
+    return;
+  }
+  model_->backend().copy_kv(*cache_, from, to, n);
+  n_past_[size_t(to)] = n;
+}
+
 int64_t Session::n_past(int64_t seq) const {
   check_seq(seq);
   return n_past_[size_t(seq)];

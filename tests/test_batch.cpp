@@ -193,6 +193,40 @@ TEST(Batch, KeepingAPrefixGoesOnFromIt) {
   EXPECT_EQ(s.n_past(0), 9);
 }
 
+// A sequence that takes a copy of another's first positions goes on from them as if it had evaluated them
+// (what n > 1 choices of one prompt do); its own earlier positions are forgotten, the source is untouched.
+TEST(Batch, CopyingAPrefixGoesOnFromIt) {
+  const Config c = small_config();
+  const auto model = Model::random(c, LoadOptions::threads(2));
+  const int64_t V = c.n_vocab;
+  SessionOptions so;
+  so.n_ctx = 32;
+  so.n_seq = 3;
+  Session s(model, so), fresh(model, so);
+  ASSERT_TRUE(s.can_copy());
+  const auto all = ids(12, 5, V), other = ids(7, 6, V);
+  const std::span<const int32_t> head(all.data(), 6), tail(all.data() + 6, 4);
+  s.eval(all, 0);
+  s.eval(other, 2);  // something else in the destination first
+  s.copy_prefix(0, 2, 6);
+  EXPECT_EQ(s.n_past(2), 6);
+  EXPECT_EQ(s.n_past(0), 12);
+  const auto rows = s.eval_all(tail, 2);
+  const std::vector<float> got(rows.begin(), rows.end());
+  fresh.eval(head);
+  expect_rows_close(got, fresh.eval_all(tail), "after copy_prefix(0, 2, 6)");
+  // The source goes on unchanged.
+  const auto next = s.eval(std::span<const int32_t>(other.data(), 1), 0);
+  const std::vector<float> got0(next.begin(), next.end());
+  Session whole(model, so);
+  whole.eval(all);
+  expect_rows_close(got0, whole.eval(std::span<const int32_t>(other.data(), 1)), "the source after the copy");
+  expect_error([&] { s.copy_prefix(0, 1, 14); }, ErrorKind::Argument,
+               {"copy_prefix: 14 positions", "holds 13"});
+  expect_error([&] { s.copy_prefix(3, 1, 1); }, ErrorKind::Argument, {"sequence 3"});
+  expect_error([&] { s.copy_prefix(0, -1, 1); }, ErrorKind::Argument, {"sequence -1"});
+}
+
 // The KV cache is the backend's: sized from the context asked for, per sequence.
 TEST(Batch, TheCacheHoldsWhatTheSessionAsksFor) {
   const Config c = test::tiny_config();

@@ -365,6 +365,56 @@ TEST(Server, ChoicesAndTokenIdPrompts) {
   EXPECT_EQ(two["choices"][2]["text"], two["choices"][3]["text"]);
 }
 
+// n > 1 choices of one prompt evaluate it once: the other choices wait and take a copy of its keys and values
+// and its last logits, then each samples with its own seed, as n = 1 requests with those seeds do. Not with
+// echo + logprobs (every choice reports the prompt's logprobs, so each evaluates it).
+TEST(Server, ChoicesOfOnePromptEvaluateItOnce) {
+  ServerFixture f(default_options());  // its own metrics
+  Shipped& s = shipped_model();
+  const std::string p = "ROMEO:\nIs the day so young?\nBENVOLIO:\nBut new struck nine.\nROMEO:\nAy me!";
+  const int64_t n = int64_t(s.tok.encode(p).size());
+  const json got = post_json(f, "/v1/completions",
+                             {{"prompt", p},
+                              {"n", 3},
+                              {"max_tokens", 10},
+                              {"seed", 11},
+                              {"temperature", 0.9},
+                              {"logprobs", 1},
+                              {"cache_prompt", false}});
+  ASSERT_EQ(got["choices"].size(), 3u);
+  EXPECT_EQ(got["usage"]["prompt_tokens"], n);
+  EXPECT_EQ(metric(f, "minigpt_prompt_tokens_total"), n);
+  EXPECT_EQ(metric(f, "minigpt_prompt_tokens_shared_total"), 2 * n);
+  std::set<std::string> distinct;
+  for (int j = 0; j < 3; ++j) {
+    const json one = post_json(f, "/v1/completions",
+                               {{"prompt", p},
+                                {"max_tokens", 10},
+                                {"seed", 11 + j},
+                                {"temperature", 0.9},
+                                {"logprobs", 1},
+                                {"cache_prompt", false}});
+    EXPECT_EQ(got["choices"][j]["text"], one["choices"][0]["text"]) << "choice " << j;
+    const json& la = got["choices"][j]["logprobs"]["token_logprobs"];
+    const json& lb = one["choices"][0]["logprobs"]["token_logprobs"];
+    ASSERT_EQ(la.size(), lb.size()) << "choice " << j;
+    for (size_t i = 0; i < la.size(); ++i) {
+      // the chunked-prefill test's bound: the same sums, possibly grouped otherwise
+      EXPECT_NEAR(la[i].get<double>(), lb[i].get<double>(), 1e-4) << "choice " << j << " token " << i;
+    }
+    distinct.insert(got["choices"][j]["text"].get<std::string>());
+  }
+  EXPECT_GT(distinct.size(), 1u) << "three choices, one text: the seeds were not used";
+  EXPECT_EQ(metric(f, "minigpt_prompt_tokens_total"), 4 * n);  // each n = 1 request evaluated it
+  // echo + logprobs: each choice scores the prompt itself.
+  const json e = post_json(f, "/v1/completions",
+                           {{"prompt", p}, {"n", 2}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 0}});
+  ASSERT_EQ(e["choices"].size(), 2u);
+  EXPECT_EQ(e["choices"][0]["logprobs"]["token_logprobs"], e["choices"][1]["logprobs"]["token_logprobs"]);
+  EXPECT_EQ(metric(f, "minigpt_prompt_tokens_total"), 6 * n);
+  EXPECT_EQ(metric(f, "minigpt_prompt_tokens_shared_total"), 2 * n);
+}
+
 // echo + logprobs + max_tokens 0, as lm-evaluation-harness scores text: the prompt back, its first token's
 // logprob null, every other one log p(token | the tokens before it).
 TEST(Server, EchoLogprobsScoresThePrompt) {

@@ -167,6 +167,10 @@ class Backend {
   //   out, q: [T, H * D] (q may be strided); scores are scale * q.k; softmax over the causal window.
   virtual void attention(Tensor out, const Tensor& q, KvCache& cache, int64_t layer, const Step& step,
                          int64_t n_head, float scale) = 0;
+  // Copies the first n positions of sequence `from`'s keys and values, every layer, to sequence `to` of the
+  // same cache (several choices of one prompt evaluate it once). copies_kv(): whether the backend can.
+  virtual bool copies_kv() const { return false; }
+  virtual void copy_kv(KvCache& cache, int64_t from, int64_t to, int64_t n);
   // Waits for queued work (a no-op on synchronous backends).
   virtual void synchronize() {}
 

@@ -61,6 +61,11 @@ class Session {
   // Keeps the first n positions of sequence `seq` and forgets the rest (0 <= n <= n_past(seq), else
   // Error(Argument)): a prompt that begins with the n tokens the sequence holds goes on from there.
   void keep(int64_t seq, int64_t n);
+  // Sequence `to` takes the first n positions of sequence `from` (0 <= n <= n_past(from)) and forgets the
+  // rest of its own: what `from` evaluated is not evaluated again. Only where can_copy() (the backend copies
+  // keys and values between sequences), else Error(Unsupported).
+  bool can_copy() const;
+  void copy_prefix(int64_t from, int64_t to, int64_t n);
 
   int64_t n_past(int64_t seq = 0) const;
   int64_t n_ctx() const { return n_ctx_; }

@@ -523,6 +523,31 @@ class CpuBackend final : public Backend {
     }
   }
 
+  bool copies_kv() const override { return true; }
+  void copy_kv(KvCache& cache_base, int64_t from, int64_t to, int64_t n) override {
+    auto& cache = static_cast<CpuKvCache&>(cache_base);
+    const KvCacheSpec& sp = cache.spec();
+    if (from < 0 || from >= sp.n_seq || to < 0 || to >= sp.n_seq || n < 0 || n > sp.n_ctx) {
+      throw Error(ErrorKind::Argument, "cpu copy_kv: sequences " + std::to_string(from) + " -> " +
+                                           std::to_string(to) + ", " + std::to_string(n) +
+                                           " positions, of a cache of " + std::to_string(sp.n_seq) + " x " +
+                                           std::to_string(sp.n_ctx));
+    }
+    if (from == to || n == 0) return;
+    const int64_t Hkv = sp.n_kv_head, D = sp.head_dim, S = cache.padded_ctx();
+    for (int64_t layer = 0; layer < sp.n_layer; ++layer) {
+      // K [Hkv, D, S]: the first n of each of the Hkv * D rows; V [Hkv, S, D]: the first n rows of each head.
+      const float* ks = cache.k(layer, from);
+      float* kd = cache.k(layer, to);
+      for (int64_t r = 0; r < Hkv * D; ++r) std::memcpy(kd + r * S, ks + r * S, size_t(n) * sizeof(float));
+      const float* vs = cache.v(layer, from);
+      float* vd = cache.v(layer, to);
+      for (int64_t h = 0; h < Hkv; ++h) {
+        std::memcpy(vd + h * S * D, vs + h * S * D, size_t(n * D) * sizeof(float));
+      }
+    }
+  }
+
   void attention(Tensor out, const Tensor& q, KvCache& cache_base, int64_t layer, const Step& step,
                  int64_t n_head, float scale) override {
     auto& cache = static_cast<CpuKvCache&>(cache_base);

@@ -43,6 +43,9 @@ struct Scheduler::Slot {
   std::vector<int32_t> kv;
   uint64_t last_used = 0;
   int64_t cached = 0;  // of this choice's prompt, the tokens kv held when it was admitted
+  // Another choice of the same request with the same prompt, evaluating it: this one waits, then takes a
+  // copy of its keys and values and its last logits (n > 1 evaluates a prompt once). Null: on its own.
+  Slot* leader = nullptr;
 };
 
 namespace {
@@ -125,6 +128,10 @@ void Scheduler::finish_slot(Slot& s, StopReason reason) {
     if (text.size() > s.text_posted) tail.text = text.substr(s.text_posted);
   }
   s.task->post({Event::Kind::Finished, s.choice, std::move(tail), {}, {}, reason, {}, generated});
+  // Choices waiting for this one's prompt evaluate it themselves now.
+  for (auto& f : slots_) {
+    if (f->leader == &s) f->leader = nullptr;
+  }
   // The sequence's keys and values stay (s.kv says for which tokens) until the slot is taken again.
   s.task.reset();
   s.gen.reset();
@@ -190,6 +197,18 @@ void Scheduler::step() {
       s.choice = queue_.front().choice;
       queue_.pop_front();
       s.spec = &s.task->choices()[size_t(s.choice)];
+      s.leader = nullptr;
+      if (session_.can_copy() && !s.spec->prompt_logprobs) {
+        for (auto& op : slots_) {
+          Slot& o = *op;
+          if (&o != &s && o.task == s.task && o.leader == nullptr && !o.spec->prompt_logprobs &&
+              o.prefilled < o.spec->prompt.size() && o.spec->prompt == s.spec->prompt) {
+            s.leader = &o;
+            reuse = 0;
+            break;
+          }
+        }
+      }
       session_.keep(s.seq, reuse);
       s.kv.resize(size_t(reuse));
       s.last_used = ++clock_;
@@ -245,7 +264,7 @@ void Scheduler::step() {
   int64_t budget = o_.batch_size;
   for (auto& sp : slots_) {
     Slot& s = *sp;
-    if (!s.task || s.prefilled == s.spec->prompt.size() || budget == 0) continue;
+    if (!s.task || s.leader != nullptr || s.prefilled == s.spec->prompt.size() || budget == 0) continue;
     const int64_t take = std::min<int64_t>(budget, int64_t(s.spec->prompt.size() - s.prefilled));
     budget -= take;
     entries.push_back({s.seq, std::span<const int32_t>(s.spec->prompt).subspan(s.prefilled, size_t(take)),
@@ -274,6 +293,48 @@ void Scheduler::step() {
     kv.insert(kv.end(), entries[i].tokens.begin(), entries[i].tokens.end());
   }
 
+  // After its prompt: the Prompt event; false when that ends the choice (max_tokens 0).
+  auto prompt_done = [&](Slot& x) {
+    Event pe{Event::Kind::Prompt,     x.choice,           {}, std::move(x.prompt_lp),
+             std::move(x.prompt_top), StopReason::Length, {}};
+    pe.cached = x.cached;
+    x.task->post(std::move(pe));
+    if (x.spec->max_tokens > 0) return true;
+    x.gen.reset();
+    finish_slot(x, StopReason::Length);
+    return false;
+  };
+  // The choice's next token from the logits of its last one.
+  auto advance = [&](Slot& x, std::span<const float> last) {
+    if (!x.gen->push(last)) {
+      finish_slot(x, x.gen->result().reason);
+    } else if (session_.n_past(x.seq) == n_ctx_) {
+      finish_slot(x, StopReason::Context);
+    } else {
+      x.next = x.gen->next();
+    }
+  };
+  // The choices waiting for `leader`'s prompt, now evaluated: its keys and values and its last logits.
+  auto follow = [&](Slot& leader, std::span<const float> last) {
+    for (auto& fp : slots_) {
+      Slot& f = *fp;
+      if (f.leader != &leader) continue;
+      f.leader = nullptr;
+      try {
+        const int64_t n = int64_t(leader.spec->prompt.size());
+        session_.copy_prefix(leader.seq, f.seq, n);
+        f.kv = leader.kv;
+        f.prefilled = size_t(n);
+        stats_.prompt_tokens_shared += n;
+        if (prompt_done(f)) advance(f, last);
+      } catch (const std::exception& e) {
+        f.task->post({Event::Kind::Failed, f.choice, {}, {}, {}, StopReason::Cancelled, e.what()});
+        f.gen.reset();
+        finish_slot(f, StopReason::Cancelled);
+      }
+    }
+  };
+
   size_t row = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     Slot& s = *owners[i];
@@ -299,25 +360,10 @@ void Scheduler::step() {
         s.prefilled += size_t(take);
         stats_.prompt_tokens += take;
         if (s.prefilled < prompt.size()) continue;
-        Event pe{Event::Kind::Prompt,     s.choice,           {}, std::move(s.prompt_lp),
-                 std::move(s.prompt_top), StopReason::Length, {}};
-        pe.cached = s.cached;
-        s.task->post(std::move(pe));
-        if (s.spec->max_tokens == 0) {
-          s.gen.reset();
-          finish_slot(s, StopReason::Length);
-          continue;
-        }
+        follow(s, last);
+        if (!prompt_done(s)) continue;
       }
-      if (!s.gen->push(last)) {
-        finish_slot(s, s.gen->result().reason);
-        continue;
-      }
-      if (session_.n_past(s.seq) == n_ctx_) {
-        finish_slot(s, StopReason::Context);
-        continue;
-      }
-      s.next = s.gen->next();
+      advance(s, last);
     } catch (const std::exception& e) {
       s.task->post({Event::Kind::Failed, s.choice, {}, {}, {}, StopReason::Cancelled, e.what()});
       s.gen.reset();

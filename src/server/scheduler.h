@@ -98,6 +98,7 @@ struct Histogram {
 struct SchedulerStats {
   std::atomic<int64_t> prompt_tokens{0}, generated_tokens{0}, steps{0};
   std::atomic<int64_t> prompt_tokens_cached{0};  // prompt tokens not evaluated: a slot's cache held them
+  std::atomic<int64_t> prompt_tokens_shared{0};  // prompt tokens not evaluated: copied from another choice
   std::atomic<int64_t> queued{0}, busy{0};
   std::mutex m;  // guards the histograms
   // Time to first token, from the request's arrival; the gaps between one choice's tokens.

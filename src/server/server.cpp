@@ -438,6 +438,11 @@ std::string Server::Impl::metrics_text() {
   line("# HELP minigpt_prompt_tokens_cached_total Prompt tokens not evaluated: a slot's cache held them.");
   line("# TYPE minigpt_prompt_tokens_cached_total counter");
   line("minigpt_prompt_tokens_cached_total " + std::to_string(s.prompt_tokens_cached.load()));
+  line(
+      "# HELP minigpt_prompt_tokens_shared_total Prompt tokens not evaluated: another choice of the request "
+      "evaluated the same prompt (n > 1).");
+  line("# TYPE minigpt_prompt_tokens_shared_total counter");
+  line("minigpt_prompt_tokens_shared_total " + std::to_string(s.prompt_tokens_shared.load()));
   line("# HELP minigpt_generated_tokens_total Tokens generated.");
   line("# TYPE minigpt_generated_tokens_total counter");
   line("minigpt_generated_tokens_total " + std::to_string(s.generated_tokens.load()));
