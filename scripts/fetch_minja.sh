@@ -5,8 +5,9 @@
 # with minja; later ones carry llama.cpp's own engine, which is not a separate library). Debian packages no
 # C++ Jinja engine. The two headers are checked against their SHA-256 before use. minja.hpp then gets one
 # patch of ours, scripts/minja_limits.patch: a bound on nested macro calls (a template's macro that
-# recursed without end overflowed the stack and killed the server) and on range() (a zero step looped
-# forever; range(10**9) took ~100 GB), and is checked again.
+# recursed without end overflowed the stack and killed the server), on range() (a zero step looped
+# forever; range(10**9) took ~100 GB), on one render's loop iterations and macro calls, and on the strings,
+# lists and output it builds, and is checked again.
 # Usage: scripts/fetch_minja.sh      (does nothing when the patched headers are already there)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,7 @@ declare -A SHA=(
   [minja.hpp]=abb5e1378834908ec8ae3035fae0a82b7b36e214f5808c7df50ccf0048acbcd1
   [chat-template.hpp]=e1a86f8f1cce246670ae02c126bd407d2cc0a30655ca1e65b0d52c6bd1b0eca6
 )
-PATCHED_MINJA=25dfeb35494b99be2a0e24b78ecfda1e0e1a5566b9aa20159c5d1ba10072bd37
+PATCHED_MINJA=d8e73697229ad21e19b54d110dc5a90e5a04fe18835e259ccb3cc7f5241ea5ab
 sha() { sha256sum "$1" 2>/dev/null | cut -d' ' -f1; }
 ok() {
   [ "$(sha "$DEST/include/minja/minja.hpp")" = "$PATCHED_MINJA" ] &&

@@ -198,6 +198,40 @@ TEST(ChatTemplate, RangeRefusesAZeroStepAndHugeLists) {
     EXPECT_EQ(ChatTemplate(src, {}).render(ojson::array(), false), want) << src;
 }
 
+// The work and memory of one render are bounded (the patch): loops nested over ranges each within range()'s
+// bound, strings and lists doubled a few dozen times, a string repeated 10^8 times and output of 100 MB were
+// a hang or gigabytes; each is an Argument error (a 400) now, and the budget is per render.
+TEST(ChatTemplate, WorkAndSizeAreBounded) {
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"{% for i in range(450) %}{% for j in range(450) %}{% endfor %}{% endfor %}",
+       "more than 200000 loop iterations and macro calls"},
+      {"{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+       "a string of 33554432 bytes: more than 16777216"},
+      {"{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
+       "a string of 33554432 bytes: more than 16777216"},
+      {"{% set ns = namespace(l=[1]) %}{% for i in range(30) %}{% set ns.l = ns.l + ns.l %}{% endfor %}",
+       "a list of 1048576 items: more than 1000000"},
+      {"{{ 'abc' * 100000000 }}", "a string of 3 bytes repeated 100000000 times"},
+      {"{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", "the output of"},
+      {"{% macro f() %}{% endmacro %}{% for i in range(100001) %}{{ f() }}{% endfor %}",
+       "more than 200000 loop iterations and macro calls"},
+  };
+  for (const auto& [src, want] : refused) {
+    try {
+      ChatTemplate(src, {}).render(ojson::array(), false);
+      FAIL() << "rendered: " << src;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Argument) << src;
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << src << "\n" << e.what();
+    }
+  }
+  // Within the bounds: rendered, and twice in a row (the budget is each render's).
+  ChatTemplate big(
+      "{% for i in range(120000) %}{% endfor %}{{ ('ab' * 4000000) | length }}{{ '' * 1000000000000000000 }}",
+      {});
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(big.render(ojson::array(), false), "8000000");
+}
+
 // chatml-tiny: its chat_template.jinja and tokenizer_config.json's tokens; the rendered prompt, its ids and
 // the greedy continuation equal transformers' (apply_chat_template(tokenize=True),
 // generate(do_sample=False)).

@@ -4,7 +4,8 @@
 
 #include <fstream>
 #include <minja/minja.hpp>
-#if !defined(MINIGPT_MINJA_MAX_MACRO_DEPTH) || !defined(MINIGPT_MINJA_MAX_RANGE)
+#if !defined(MINIGPT_MINJA_MAX_MACRO_DEPTH) || !defined(MINIGPT_MINJA_MAX_RANGE) || \
+    !defined(MINIGPT_MINJA_MAX_STEPS)
 #error "third_party/minja lacks minigpt's patch (scripts/minja_limits.patch): run scripts/fetch_minja.sh"
 #endif
 #include <sstream>
@@ -184,6 +185,7 @@ std::string ChatTemplate::render(const ojson& messages, bool add_generation_prom
                                    ss << std::put_time(&when, format.c_str());
                                    return minja::Value(ss.str());
                                  }));
+    minja::minigpt_steps = 0;  // the patch's budget of loop iterations and macro calls, per render
     return impl_->root->render(ctx);
   } catch (const std::exception& e) {
     throw Error(ErrorKind::Argument, "chat template: " + one_line(e.what()));
