@@ -603,6 +603,48 @@ TEST(CudaModel, KeepingAPrefixGoesOnFromIt) {
   }
 }
 
+// A sequence that takes a copy of another's first positions (Session::copy_prefix: n > 1 choices of one
+// prompt in the server) goes on, through recorded decode steps, exactly as a session that evaluated those
+// positions itself with the same kernels. (Written without a GPU: this test is what checks it when one is
+// lent.)
+TEST(CudaModel, CopyingAPrefixGoesOnFromIt) {
+  SKIP_WITHOUT_CUDA();
+  for (DType kv : {DType::F32, DType::F16}) {
+    auto model = load_on("tiny", cuda_backend(kv));
+    const Reference ref = load_reference("tiny");
+    const std::vector<int32_t>& tk = ref.tokens;
+    const int64_t V = model->config().n_vocab;
+    auto one_by_one = [](Session& x, std::span<const int32_t> toks, int64_t seq) {
+      std::vector<float> out;
+      for (const int32_t& id : toks) {
+        auto r = x.eval(std::span<const int32_t>(&id, 1), seq);
+        out.insert(out.end(), r.begin(), r.end());
+      }
+      return out;
+    };
+    SessionOptions so;
+    so.n_seq = 2;
+    Session s(model, so), fresh(model);
+    ASSERT_TRUE(s.can_copy());
+    one_by_one(s, std::span<const int32_t>(tk.data(), 20), 0);
+    one_by_one(s, std::span<const int32_t>(tk.data() + 40, 3), 1);  // something of its own first
+    s.copy_prefix(0, 1, 6);
+    ASSERT_EQ(s.n_past(1), 6);
+    const auto got = one_by_one(s, std::span<const int32_t>(tk.data() + 30, 10), 1);
+    one_by_one(fresh, std::span<const int32_t>(tk.data(), 6), 0);
+    const auto want = one_by_one(fresh, std::span<const int32_t>(tk.data() + 30, 10), 0);
+    ASSERT_EQ(got.size(), size_t(10 * V));
+    EXPECT_EQ(max_abs_diff(got.data(), want.data(), got.size()), 0.0) << dtype_name(kv);
+    // The source goes on as before.
+    const auto next = one_by_one(s, std::span<const int32_t>(tk.data() + 20, 1), 0);
+    Session whole(model);
+    one_by_one(whole, std::span<const int32_t>(tk.data(), 20), 0);
+    const auto next_want = one_by_one(whole, std::span<const int32_t>(tk.data() + 20, 1), 0);
+    EXPECT_EQ(max_abs_diff(next.data(), next_want.data(), next.size()), 0.0) << dtype_name(kv);
+    test::expect_error([&] { s.copy_prefix(0, 1, 22); }, ErrorKind::Argument, {"copy_prefix: 22 positions"});
+  }
+}
+
 // The recorded decode step replays exactly what the op-by-op launch computes: same kernels, same grids,
 // values read from the same device buffer. Also: two sessions interleaved (one graph each), a session
 // destroyed and another made (possibly at the same address), a logits buffer regrown by eval_all.

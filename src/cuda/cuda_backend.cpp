@@ -412,6 +412,26 @@ class CudaBackend final : public Backend {
     }
   }
 
+  bool copies_kv() const override { return true; }
+  // The first n rows of every layer's K and V planes of sequence `from` onto those of `to`, on the stream, so
+  // ordered with the steps before and after (a recorded step of `to` reads its planes when replayed).
+  void copy_kv(KvCache& cache, int64_t from, int64_t to, int64_t n) override {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    const CudaKvCache& c = own_cache(cache, 0, "copy_kv");
+    const KvCacheSpec& sp = cache.spec();
+    need(from >= 0 && from < sp.n_seq && to >= 0 && to < sp.n_seq && n >= 0 && n <= sp.n_ctx,
+         "copy_kv: sequences " + std::to_string(from) + " -> " + std::to_string(to) + ", " +
+             std::to_string(n) + " positions, of a cache of " + std::to_string(sp.n_seq) + " x " +
+             std::to_string(sp.n_ctx));
+    if (from == to || n == 0) return;
+    bind();
+    const size_t bytes = size_t(n) * size_t(c.width()) * dtype_size(c.dtype());
+    for (int64_t layer = 0; layer < sp.n_layer; ++layer) {
+      CUDA_CHECK(cudaMemcpyAsync(c.k(layer, to), c.k(layer, from), bytes, cudaMemcpyDeviceToDevice, stream_));
+      CUDA_CHECK(cudaMemcpyAsync(c.v(layer, to), c.v(layer, from), bytes, cudaMemcpyDeviceToDevice, stream_));
+    }
+  }
+
   // Per run: one query (decode) -> flash-decoding over that sequence's cache, split by cache size; more
   // (prefill) -> the tiled kernel.
   void attention(Tensor out, const Tensor& q, KvCache& cache, int64_t layer, const Step& step, int64_t n_head,
