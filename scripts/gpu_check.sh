@@ -2,13 +2,15 @@
 # The checks that need an NVIDIA GPU, as one script for the lent GPU machine (nvcc, CMake, ninja, Python with
 # torch; no package registry). Here, first: scripts/gpu_prepare.sh (fills the ignored .gpu/ and third_party/).
 # There, from the project root, with .gpu and third_party carried (.gpu/dep.tar.xz: the Debian packages, unpacked):
-#   bash scripts/gpu_check.sh [build] [test] [greedy] [bench] [sanitize]      (default: all of them)
+#   bash scripts/gpu_check.sh [build] [test] [greedy] [bench] [serve] [sanitize] [peer]   (default: all but peer)
 #   build   : minigpt, minigpt_tests and the CUDA module for sm_${ARCH:-90} against .gpu/dep.tar.xz (unpacked to /opt/dep)
 #   test    : every Cuda* test (minigpt_tests --gtest_filter='Cuda*'), with the [ measured ] lines
 #   greedy  : greedy text, CPU == CUDA, on the shipped model and on a random GPT-2 124M (stored F32)
 #   bench   : minigpt bench --backend cuda: --random gpt2 at F32/F16/BF16, and Q8_0/Q4_0/Q4_K_M GGUF files
 #             that minigpt quantize made from the same random 124M
 #   sanitize: compute-sanitizer memcheck over the CUDA tests, racecheck over the op tests
+#   serve   : minigpt serve --backend cpu and --backend cuda on the shipped model, compared by
+#             tools/serve_check.py (greedy text, n > 1 choices sharing a prompt, the prompt cache)
 #   peer    : llama.cpp built with CUDA from .gpu/llama.tgz (scripts/gpu_prepare.sh peer) in the background from
 #             the start; the random 124M converted by its convert_hf_to_gguf.py (F16, BF16) and llama-quantize
 #             (Q8_0, Q4_0, Q4_K_M); llama-bench (-fa 0 and 1) and minigpt bench on each of those same files
@@ -16,7 +18,7 @@
 O=${OUT:-.gpu/out}
 mkdir -p "$O"
 exec > >(tee "$O/log.txt") 2>&1
-steps=${*:-build test greedy bench sanitize}
+steps=${*:-build test greedy bench serve sanitize}
 has() { [[ " $steps " == *" $1 "* ]]; }
 T0=$(date +%s)
 el() { echo "=== [$(($(date +%s) - T0))s] $*"; }
@@ -100,6 +102,21 @@ if has bench; then
     $B/minigpt quantize $W/gpt2-rand $W/gpt2-$t.gguf --type $t > /dev/null || echo "quantize $t failed"
     timeout 100 $B/minigpt bench -m $W/gpt2-$t.gguf --backend cuda -p 512 -n 128 -d 0,512 -r 3 2>&1
   done | tee "$O/bench-quant.md"
+fi
+if has serve; then
+  el "serve: cpu against cuda"
+  $B/minigpt serve -m models/shakespeare-char --backend cpu --parallel 4 --port 8401 > $W/serve-cpu.txt 2>&1 &
+  p1=$!
+  $B/minigpt serve -m models/shakespeare-char --backend cuda --parallel 4 --port 8402 > $W/serve-cuda.txt 2>&1 &
+  p2=$!
+  for i in $(seq 60); do
+    curl -sf localhost:8401/health > /dev/null && curl -sf localhost:8402/health > /dev/null && break
+    sleep 0.5
+  done
+  timeout 120 python3 tools/serve_check.py http://127.0.0.1:8401 http://127.0.0.1:8402
+  echo "rc $?"
+  kill $p1 $p2 2> /dev/null
+  tail -3 $W/serve-cuda.txt
 fi
 if has sanitize && command -v compute-sanitizer > /dev/null && [ "$(left 40)" -gt 30 ]; then
   el "compute-sanitizer memcheck"
