@@ -1,5 +1,7 @@
 // Inputs the fuzz targets (tests/fuzz/) found or that guard what they check: each must be refused with one
 // minigpt::Error naming the file and the field, never crash, read outside the input, or allocate from it.
+#include <algorithm>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "id_list.h"
@@ -145,6 +147,34 @@ TEST(FuzzRegressions, TokenizerInMemoryEqualsLoad) {
                {"merges.txt", "lacks the symbol of byte 0"});
   expect_error([&] { Tokenizer::from_tokenizer_json("{\"model\": 1e999}"); }, ErrorKind::Format,
                {"tokenizer.json", "not valid JSON"});
+}
+
+// fuzz_tokenizer_load: two added tokens with one id ("café" and "é!", 50262): "café" encoded to 50262, which
+// decoded to "é!". A Format error naming both now; the same token listed twice is still fine.
+TEST(FuzzRegressions, AddedTokensSharingAnIdAreRefused) {
+  auto with_added = [](std::vector<std::pair<std::string, int>> added) {
+    nlohmann::json j = nlohmann::json::parse(
+        test::read_file(test::source_dir() / "tests" / "fixtures" / "gpt2-tokenizer" / "tokenizer.json"));
+    for (const auto& [content, id] : added) {
+      j["added_tokens"].push_back({{"id", id},
+                                   {"content", content},
+                                   {"special", false},
+                                   {"normalized", false},
+                                   {"lstrip", false},
+                                   {"rstrip", false},
+                                   {"single_word", false}});
+    }
+    return j.dump();
+  };
+  expect_error(
+      [&] {
+        Tokenizer::from_tokenizer_json(with_added({{"café", 50262}, {"é!", 50262}}));
+      },
+      ErrorKind::Format, {"tokenizer.json", "added tokens \"café\" and \"é!\" have the same id 50262"});
+  const Tokenizer twice = Tokenizer::from_tokenizer_json(with_added({{"café", 50262}, {"café", 50262}}));
+  const auto ids = twice.encode("a café");
+  EXPECT_NE(std::find(ids.begin(), ids.end(), 50262), ids.end());
+  EXPECT_EQ(twice.decode(ids), "a café");
 }
 
 TEST(FuzzRegressions, IdList) {

@@ -548,7 +548,15 @@ Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
   }
   t.nfc_ = raw.nfc;
   if (t.nfc_) tokenizer_detail::nfc_check_available();
+  std::vector<const std::string*> added_text(size_t(t.n_vocab_), nullptr);
   for (const auto& a : raw.added) {
+    // Two added tokens with one id and different texts: either text would encode to the id and it would
+    // decode to one of them (tokenizers keeps the last, silently), so the other would not round-trip.
+    const std::string*& seen = added_text[size_t(a.id)];
+    if (seen != nullptr && *seen != a.content)
+      throw Error(ErrorKind::Format, where + ": added tokens " + json_quote(*seen) + " and " +
+                                         json_quote(a.content) + " have the same id " + std::to_string(a.id));
+    seen = &a.content;
     // An added token stands for its text as is, even where the vocabulary also has its id.
     t.has_id_[a.id] = true;
     t.id_symbols_[a.id] = a.content;
