@@ -85,13 +85,17 @@ def llama_rows(path):
         name = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
         res[name] = r["avg_ts"]
     return res
-print(f"| type | test | minigpt tok/s | llama.cpp tok/s | minigpt / llama.cpp |  ({threads} threads, median of rounds)")
-print("|---|---|---:|---:|---:|")
+def rounds(kind, t):  # in round order (sorted as numbers: round 10 after round 9)
+    paths = glob.glob(f"{out}/{kind}-{t}-*.json")
+    return sorted(paths, key=lambda p: int(p.rsplit("-", 1)[1].split(".")[0]))
+print(f"| type | test | minigpt tok/s | llama.cpp tok/s | minigpt / llama.cpp | each round: minigpt / llama.cpp |  ({threads} threads, median of rounds)")
+print("|---|---|---:|---:|---:|---|")
 for t in types:
-    m = [minigpt_rows(p) for p in sorted(glob.glob(f"{out}/minigpt-{t}-*.json"))]
-    l = [llama_rows(p) for p in sorted(glob.glob(f"{out}/llama-{t}-*.json"))]
+    m = [minigpt_rows(p) for p in rounds("minigpt", t)]
+    l = [llama_rows(p) for p in rounds("llama", t)]
     for test in ["pp512", "tg128"]:
         a = statistics.median(x[test] for x in m if test in x)
         b = statistics.median(x[test] for x in l if test in x)
-        print(f"| {t} | {test} | {a:.1f} | {b:.1f} | {a / b:.2f} |")
+        each = ", ".join(f"{x[test]:.0f}/{y[test]:.0f}" for x, y in zip(m, l) if test in x and test in y)
+        print(f"| {t} | {test} | {a:.1f} | {b:.1f} | {a / b:.2f} | {each} |")
 PY
