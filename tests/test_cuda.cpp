@@ -565,6 +565,17 @@ TEST(CudaModel, TokenByTokenWithTheKvCacheEqualsPrefill) {
   }
 }
 
+// The logits of each token of `toks` appended to sequence `seq` one at a time (decode steps, recorded as
+// graphs).
+std::vector<float> one_by_one(Session& x, std::span<const int32_t> toks, int64_t seq = 0) {
+  std::vector<float> out;
+  for (const int32_t& id : toks) {
+    auto r = x.eval(std::span<const int32_t>(&id, 1), seq);
+    out.insert(out.end(), r.begin(), r.end());
+  }
+  return out;
+}
+
 // Keeping a prefix of a sequence (what the server's prompt cache does) and going on from it with recorded
 // decode steps gives exactly what a fresh session gets for the same tokens through the same kernels.
 TEST(CudaModel, KeepingAPrefixGoesOnFromIt) {
@@ -575,14 +586,6 @@ TEST(CudaModel, KeepingAPrefixGoesOnFromIt) {
     const std::vector<int32_t>& tk = ref.tokens;
     const int64_t V = model->config().n_vocab;
     Session s(model), fresh(model);
-    auto one_by_one = [](Session& x, std::span<const int32_t> toks) {
-      std::vector<float> out;
-      for (const int32_t& id : toks) {
-        auto r = x.eval(std::span<const int32_t>(&id, 1));
-        out.insert(out.end(), r.begin(), r.end());
-      }
-      return out;
-    };
     one_by_one(s, std::span<const int32_t>(tk.data(), 20));
     s.keep(0, 6);
     ASSERT_EQ(s.n_past(0), 6);
@@ -614,14 +617,6 @@ TEST(CudaModel, CopyingAPrefixGoesOnFromIt) {
     const Reference ref = load_reference("tiny");
     const std::vector<int32_t>& tk = ref.tokens;
     const int64_t V = model->config().n_vocab;
-    auto one_by_one = [](Session& x, std::span<const int32_t> toks, int64_t seq) {
-      std::vector<float> out;
-      for (const int32_t& id : toks) {
-        auto r = x.eval(std::span<const int32_t>(&id, 1), seq);
-        out.insert(out.end(), r.begin(), r.end());
-      }
-      return out;
-    };
     SessionOptions so;
     so.n_seq = 2;
     Session s(model, so), fresh(model);
