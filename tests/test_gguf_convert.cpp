@@ -22,6 +22,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 fs::path quantize_dir() { return test::source_dir() / "tests" / "fixtures" / "quantize"; }
+fs::path gguf_dir() { return test::source_dir() / "tests" / "fixtures" / "gguf"; }
 fs::path converter_file() {
   return test::source_dir() / "tests" / "fixtures" / "gguf" / "gpt2-tiny-f32.gguf";
 }
@@ -204,7 +205,7 @@ TEST(GgufConvert, TensorTypesEqualLlamaQuantizes) {
     }
     throw std::runtime_error("unknown type " + name);
   };
-  int compared = 0;
+  int compared = 0, with_options = 0;
   for (const auto& [model, m] : ref["models"].items()) {
     std::vector<TensorSpec> specs;
     for (const json& t : m["tensors"])
@@ -214,7 +215,27 @@ TEST(GgufConvert, TensorTypesEqualLlamaQuantizes) {
       EXPECT_TRUE(llama_tensor_less(specs[i - 1].name, specs[i].name));
     for (const auto& [name, types] : m["presets"].items()) {
       SCOPED_TRACE(model + " " + name);
-      const auto got = choose_types(presets.at(name), specs, m["n_layer"].get<int64_t>());
+      // "PRESET" or "PRESET OPTION...", as on llama-quantize's command line
+      std::istringstream words(name);
+      std::string preset, word;
+      words >> preset;
+      TypeOverrides ov;
+      while (words >> word) {
+        if (word == "--pure") {
+          ov.pure = true;
+        } else if (word == "--leave-output-tensor") {
+          ov.leave_output_tensor = true;
+        } else {
+          std::string type;
+          ASSERT_TRUE(static_cast<bool>(words >> type)) << word;
+          const auto t = parse_ggml_type(type);
+          ASSERT_TRUE(t.has_value()) << type;
+          ASSERT_TRUE(word == "--output-tensor-type" || word == "--token-embedding-type") << word;
+          (word == "--output-tensor-type" ? ov.output_tensor_type : ov.token_embedding_type) = *t;
+          ++with_options;
+        }
+      }
+      const auto got = choose_types(presets.at(preset), specs, m["n_layer"].get<int64_t>(), ov);
       ASSERT_EQ(got.size(), types.size());
       int fallbacks = 0;
       for (size_t i = 0; i < got.size(); ++i) {
@@ -227,6 +248,7 @@ TEST(GgufConvert, TensorTypesEqualLlamaQuantizes) {
     }
   }
   EXPECT_GT(compared, 1000);
+  EXPECT_GT(with_options, 40);  // the fixture's option cases were read
 }
 
 // ---- convert -----------------------------------------------------------------------------------------
@@ -525,6 +547,17 @@ TEST(QuantizeCli, BadInputsAreOneLineAndLeaveNothing) {
       {{"quantize", q8, out, "--type", "q4_0"}, "--allow-requantize"},
       {{"convert", shipped(), out, "--outtype", "q8_0"}, "not one of f32, f16, bf16"},
       {{"convert", q8, out}, "Hugging Face model directory"},
+      {{"quantize", shipped(), out, "--type", "q8_0", "--output-tensor-type", "q9_0"},
+       "--output-tensor-type 'q9_0' is not a ggml type"},
+      {{"quantize", shipped(), out, "--type", "q8_0", "--token-embedding-type", "iq2_xs"},
+       "minigpt does not write IQ2_XS"},
+      {{"quantize", shipped(), out, "--type", "q8_0", "--output-tensor-type"}, "--output-tensor-type"},
+      {{"convert", shipped(), out, "--pure"}, "--pure"},
+      // a type named for the embeddings is taken as given (llama-quantize's rule): 8-wide rows hold no Q4_0
+      // block (llama-quantize goes on and corrupts its heap)
+      {{"quantize", (gguf_dir() / "gpt2-tiny-f32.gguf").string(), out, "--type", "q4_k_m",
+        "--token-embedding-type", "q4_0"},
+       "tensor 'token_embd.weight' has rows of 8 values, not a multiple of 32 (Q4_0's block)"},
   };
   for (const Case& c : cases) {
     const auto r = test::run_minigpt(c.args);

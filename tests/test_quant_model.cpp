@@ -225,16 +225,42 @@ TEST(QuantModelCli, ShippedModelQ8_0AgreesWithF32) {
   r = test::run_cli("perplexity -m " + shipped.string() + " -f " + val.string() + " --save-logits " +
                     ref.string() + " --no-progress -t 2");
   ASSERT_EQ(r.status, 0) << r.err;
-  r = test::run_cli("perplexity -m " + q8.string() + " -f " + val.string() + " --kl-divergence " +
-                    ref.string() + " --no-progress --json -t 2");
+  auto compare = [&](const std::filesystem::path& file, const char* what) {
+    r = test::run_cli("perplexity -m " + file.string() + " -f " + val.string() + " --kl-divergence " +
+                      ref.string() + " --no-progress --json -t 2");
+    EXPECT_EQ(r.status, 0) << r.err;
+    const json kl = json::parse(r.out)["kl_divergence"];
+    std::printf(
+        "[ measured ] shipped model, %s vs F32 over %lld tokens: same top token %.3f%%, mean KLD %.3g\n",
+        what, (long long)kl["tokens"].get<int64_t>(), 100 * kl["top1_agreement"].get<double>(),
+        kl["mean"].get<double>());
+    return std::pair{kl["top1_agreement"].get<double>(), kl["mean"].get<double>()};
+  };
+  const auto [top1, kld] = compare(q8, "Q8_0");
+  EXPECT_GE(top1, 0.985);
+  EXPECT_LT(kld, 1e-3);
+  // llama-quantize's --output-tensor-type f16: the tied head (token_embd) in F16, every other matrix Q8_0.
+  // The head's Q8_0 is most of the loss on this model (tools/quant_sensitivity.py: 99.06% top-1 over the
+  // whole validation text with only it quantized, 99.48% with all but it); the bound is the 99%.
+  const auto q8h = tmp.path() / "q8-f16-head.gguf";
+  r = test::run_cli("quantize " + shipped.string() + " " + q8h.string() +
+                    " --type q8_0 --output-tensor-type f16");
   ASSERT_EQ(r.status, 0) << r.err;
-  const json kl = json::parse(r.out)["kl_divergence"];
-  std::printf(
-      "[ measured ] shipped model, Q8_0 vs F32 over %lld tokens: same top token %.3f%%, mean KLD %.3g\n",
-      (long long)kl["tokens"].get<int64_t>(), 100 * kl["top1_agreement"].get<double>(),
-      kl["mean"].get<double>());
-  EXPECT_GE(kl["top1_agreement"].get<double>(), 0.985);
-  EXPECT_LT(kl["mean"].get<double>(), 1e-3);
+  const auto g = GgufFile::open(q8h);
+  int q8_matrices = 0;
+  for (const GgufTensor& t : g->tensors()) {
+    if (t.name == "token_embd.weight") {
+      EXPECT_EQ(t.type, GgmlType::F16);
+    }
+    if (t.ne.size() == 2 && t.name.starts_with("blk.")) {
+      EXPECT_EQ(t.type, GgmlType::Q8_0) << t.name;
+      ++q8_matrices;
+    }
+  }
+  EXPECT_EQ(q8_matrices, 16);
+  const auto [top1h, kldh] = compare(q8h, "Q8_0 with an F16 head");
+  EXPECT_GE(top1h, 0.99);
+  EXPECT_LT(kldh, kld / 2);
 }
 
 }  // namespace

@@ -16,9 +16,12 @@ Writes tests/fixtures/quantize/:
                      same transformers): the HF input of the `minigpt convert` test. The script converts it again
                      with llama.cpp's convert_hf_to_gguf.py and checks that every tensor equals the committed file's.
   llama-quantize-types.json
-                     for four GPT-2 shapes (the real 124M file, the 8-wide gpt2-tiny-f32.gguf, and zero-weight files
-                     of the shipped model's shape, 128 wide, and of gpt2-xl's width, 1600, with 6 layers), the type llama-quantize --dry-run chooses
-                     for every tensor under each preset minigpt offers, and how many tensors fell back.
+                     for five GPT-2 shapes (the real 124M file, the 8-wide gpt2-tiny-f32.gguf, and zero-weight files
+                     of the shipped model's shape, 128 wide, of gpt2-xl's width, 1600, with 6 layers, and a 256-wide
+                     one with an untied head, output.weight), the type llama-quantize --dry-run chooses for every
+                     tensor under each preset minigpt offers and under OPTION_CASES (a preset with
+                     --output-tensor-type, --token-embedding-type, --pure, --leave-output-tensor), and how many
+                     tensors fell back. (--types-only remakes only this file.)
 
 With --check-cli BUILD/minigpt [--check-hf DIR...] it only runs minigpt (not needed by the tests): `convert` and `quantize` outputs
 are read back with gguf.GGUFReader (every key and tensor), and every Q8_0 / Q4_0 tensor minigpt wrote is compared
@@ -52,6 +55,24 @@ N = 256  # values per row: one K super-block, eight 32-blocks
 
 # llama-quantize's type names, the presets minigpt offers
 PRESETS = ["Q4_0", "Q8_0", "Q4_K_S", "Q4_K_M", "Q5_K_M", "Q6_K", "F16", "BF16", "F32"]
+# llama-quantize's type-changing options, with a preset each (every model of make_type_choices is run with each;
+# the 8-wide gpt2-tiny cannot hold the Q4_0 named for its embeddings: --dry-run lists it all the same, a real run
+# corrupts llama-quantize's heap, and minigpt refuses it, tests/test_gguf_convert.cpp)
+OPTION_CASES = [
+    ("Q8_0", ["--output-tensor-type", "f16"]),
+    ("Q8_0", ["--token-embedding-type", "bf16"]),
+    ("Q4_K_M", ["--output-tensor-type", "q8_0"]),
+    ("Q4_K_M", ["--token-embedding-type", "q4_0", "--output-tensor-type", "q8_0"]),
+    ("Q4_K_M", ["--output-tensor-type", "q6_k"]),
+    ("Q4_K_M", ["--pure"]),
+    ("Q5_K_M", ["--pure", "--output-tensor-type", "q8_0"]),
+    ("Q6_K", ["--pure"]),
+    ("Q4_K_M", ["--leave-output-tensor"]),
+    ("Q4_0", ["--leave-output-tensor", "--output-tensor-type", "q5_1"]),
+    ("F16", ["--token-embedding-type", "q8_0"]),
+    ("F16", ["--output-tensor-type", "q8_0"]),
+    ("BF16", ["--pure", "--token-embedding-type", "f32"]),
+]
 
 
 def find_lib(build, name):
@@ -171,9 +192,9 @@ def make_tiny_hf(llama_cpp):
     print("wrote", out, "(the converter gives the committed gpt2-tiny-f32.gguf's tensors from it)")
 
 
-def zero_gpt2_gguf(path, n_layer, n_embd, n_ctx):
+def zero_gpt2_gguf(path, n_layer, n_embd, n_ctx, untied=False):
     """A GPT-2 GGUF of the given shape with zero weights (matrices F16, the rest F32) and GPT-2's tokenizer:
-    all llama-quantize --dry-run needs to choose types."""
+    all llama-quantize --dry-run needs to choose types. untied: with its own head, `output.weight`."""
     tiny = gguf.GGUFReader(os.path.join(ROOT, "tests", "fixtures", "gguf", "gpt2-tiny-f32.gguf"))
     w = gguf.GGUFWriter(path, "gpt2")
     w.add_block_count(n_layer)
@@ -211,17 +232,19 @@ def zero_gpt2_gguf(path, n_layer, n_embd, n_ctx):
             t(b + n, shape)
     t("output_norm.weight", (C,))
     t("output_norm.bias", (C,))
+    if untied:
+        t("output.weight", (V, C))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
 
 
-def dry_run(quantize_bin, lib_dir, path, preset):
+def dry_run(quantize_bin, lib_dir, path, preset, options=()):
     """llama-quantize --dry-run's choice for every tensor: [(name, type)] in its order, and its fallback count."""
     env = dict(os.environ, LD_LIBRARY_PATH=lib_dir)
     with tempfile.TemporaryDirectory() as tmp:
-        r = subprocess.run([quantize_bin, "--dry-run", path, os.path.join(tmp, "out.gguf"), preset, "1"],
+        r = subprocess.run([quantize_bin, "--dry-run", *options, path, os.path.join(tmp, "out.gguf"), preset, "1"],
                            env=env, capture_output=True, text=True)
     log = r.stdout + r.stderr
     if r.returncode != 0:
@@ -245,9 +268,11 @@ def make_type_choices(build, gpt2_f32):
     with tempfile.TemporaryDirectory() as tmp:
         models = [("gpt2-124m", gpt2_f32, 12),
                   ("gpt2-tiny", os.path.join(ROOT, "tests", "fixtures", "gguf", "gpt2-tiny-f32.gguf"), 2)]
-        for name, n_layer, n_embd, n_ctx in (("shipped-char-shape", 4, 128, 128), ("gpt2-xl-width", 6, 1600, 64)):
+        for name, n_layer, n_embd, n_ctx, untied in (("shipped-char-shape", 4, 128, 128, False),
+                                                     ("gpt2-xl-width", 6, 1600, 64, False),
+                                                     ("untied-head", 8, 256, 64, True)):
             p = os.path.join(tmp, name + ".gguf")
-            zero_gpt2_gguf(p, n_layer, n_embd, n_ctx)
+            zero_gpt2_gguf(p, n_layer, n_embd, n_ctx, untied)
             models.append((name, p, n_layer))
         for name, path, n_layer in models:
             r = gguf.GGUFReader(path)
@@ -261,6 +286,14 @@ def make_type_choices(build, gpt2_f32):
                 assert names == [t[0] for t in entry["tensors"]]
                 entry["presets"][preset] = [ty for _, ty in choice]
                 entry["fallbacks"][preset] = n_fallback
+            # llama-quantize's options that change the types, each with the preset it goes with: the key is
+            # "PRESET OPTION..." as on its command line
+            for preset, options in OPTION_CASES:
+                choice, n_fallback = dry_run(quantize_bin, lib_dir, path, preset, options)
+                assert [n for n, _ in choice] == [t[0] for t in entry["tensors"]]
+                key = " ".join([preset, *options])
+                entry["presets"][key] = [ty for _, ty in choice]
+                entry["fallbacks"][key] = n_fallback
             result["models"][name] = entry
             print(name, {p: sorted(set(v)) for p, v in entry["presets"].items()})
     with open(os.path.join(OUT, "llama-quantize-types.json"), "w") as f:
@@ -303,16 +336,18 @@ def main():
                     help="GPT-2 124M as convert_hf_to_gguf.py --outtype f32 writes it")
     ap.add_argument("--check-cli", metavar="MINIGPT", help="only check minigpt's convert/quantize outputs")
     ap.add_argument("--check-hf", nargs="*", default=[], help="more HF directories for --check-cli")
+    ap.add_argument("--types-only", action="store_true", help="only remake llama-quantize-types.json")
     args = ap.parse_args()
     os.makedirs(OUT, exist_ok=True)
-    if not args.check_cli and not (args.llama_cpp and args.llama_build):
-        ap.error("--llama-cpp and --llama-build are needed to make the fixtures")
+    if not args.check_cli and not (args.llama_build and (args.llama_cpp or args.types_only)):
+        ap.error("--llama-cpp and --llama-build are needed to make the fixtures (--llama-build for --types-only)")
     if args.check_cli:
         hf = [os.path.join(ROOT, "models", "shakespeare-char")] + args.check_hf
         check_cli(os.path.abspath(args.check_cli), hf)
         return
-    make_blocks(args.llama_build)
-    make_tiny_hf(args.llama_cpp)
+    if not args.types_only:
+        make_blocks(args.llama_build)
+        make_tiny_hf(args.llama_cpp)
     make_type_choices(args.llama_build, args.gpt2_f32)
 
 

@@ -53,16 +53,31 @@ struct TypeChoice {
 // llama.cpp's tensor order (llama_model_loader's weights_map): the tensors outside blocks by name, then
 // block by block in numeric order (blk.2 before blk.10), by name within a block.
 bool llama_tensor_less(const std::string& a, const std::string& b);
-// The type llama-quantize (no imatrix, no overrides) gives each tensor of a GPT-2 with n_layer blocks under
-// preset `p`; `tensors` must be in llama's order (the counters of "use more bits" layers run in it).
-// Tensors llama-quantize does not quantize keep their type.
-std::vector<TypeChoice> choose_types(GgufPreset p, const std::vector<TensorSpec>& tensors, int64_t n_layer);
+// llama-quantize's options that change its choice of types (as its --help names them).
+struct TypeOverrides {
+  std::optional<GgmlType> output_tensor_type;    // --output-tensor-type: output.weight (the tied token_embd
+                                                 // too, unless --pure or an unquantized preset)
+  std::optional<GgmlType> token_embedding_type;  // --token-embedding-type: token_embd.weight, as given
+  bool pure = false;                 // --pure: no mixtures, every quantized tensor at the preset's type
+  bool leave_output_tensor = false;  // --leave-output-tensor: output.weight keeps its type
+  bool any() const { return output_tensor_type || token_embedding_type || pure || leave_output_tensor; }
+};
+// A ggml type by its name in any case ("q8_0", "Q6_K", "bf16"); nullopt for a name ggml does not define.
+std::optional<GgmlType> parse_ggml_type(std::string_view name);
+// The type llama-quantize (no imatrix) gives each tensor of a GPT-2 with n_layer blocks under preset `p` and
+// the options `ov`, as its --dry-run lists them; `tensors` must be in llama's order (the counters of "use
+// more bits" layers run in it). Tensors llama-quantize does not quantize keep their type. A type named by
+// --token-embedding-type or --output-tensor-type (for output.weight) is taken as given, as llama-quantize
+// takes it: it may not fit the rows (write_gguf refuses that; llama-quantize crashes on it).
+std::vector<TypeChoice> choose_types(GgufPreset p, const std::vector<TensorSpec>& tensors, int64_t n_layer,
+                                     const TypeOverrides& ov = {});
 
 struct GgufWriteOptions {
   GgufPreset preset = GgufPreset::Auto;
   // convert: the converter's types (F32/F16/BF16/Auto only) and tensor order; otherwise llama-quantize's.
   bool converter = false;
   bool allow_requantize = false;  // llama-quantize's --allow-requantize
+  TypeOverrides overrides;        // quantize only (not with converter)
   int threads = 0;                // 0: all cores
   // One line per tensor and the notes (fallbacks), without a newline; nullptr: silent.
   std::function<void(const std::string&)> log;

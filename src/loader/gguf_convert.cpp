@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -104,11 +105,12 @@ bool is_attn_v(Category c) {
 }
 
 // tensor_allows_quantization, the parts that can apply to a GPT-2 file.
-bool allows_quantization(const TensorSpec& t) {
+bool allows_quantization(const TensorSpec& t, const TypeOverrides& ov) {
   if (t.ne.size() < 2) return false;
   const std::string& n = t.name;
   if (!ends_with(n, "weight")) return false;
   if (contains(n, "_norm.weight")) return false;
+  if (ov.leave_output_tensor && n == "output.weight") return false;
   if (contains(n, "ffn_gate_inp.weight")) return false;
   if (n == "position_embd.weight" || n == "token_types.weight") return false;
   if (contains(n, ".position_embd") || contains(n, "attn_rel_b.weight")) return false;
@@ -166,7 +168,22 @@ bool llama_tensor_less(const std::string& a, const std::string& b) {
   return a < b;
 }
 
-std::vector<TypeChoice> choose_types(GgufPreset p, const std::vector<TensorSpec>& tensors, int64_t n_layer) {
+std::optional<GgmlType> parse_ggml_type(std::string_view name) {
+  for (uint32_t i = 0; i < 64; ++i) {
+    const GgmlTypeInfo* info = ggml_type_info(i);
+    if (info == nullptr || std::strlen(info->name) != name.size()) continue;
+    bool same = true;
+    for (size_t k = 0; k < name.size() && same; ++k) {
+      same = std::tolower(static_cast<unsigned char>(name[k])) ==
+             std::tolower(static_cast<unsigned char>(info->name[k]));
+    }
+    if (same) return GgmlType(i);
+  }
+  return std::nullopt;
+}
+
+std::vector<TypeChoice> choose_types(GgufPreset p, const std::vector<TensorSpec>& tensors, int64_t n_layer,
+                                     const TypeOverrides& ov) {
   const GgufPresetInfo& info = preset_info(p);
   const GgmlType default_type = info.default_type;
   // init_quantize_state_counters
@@ -183,8 +200,18 @@ std::vector<TypeChoice> choose_types(GgufPreset p, const std::vector<TensorSpec>
   std::vector<TypeChoice> out;
   out.reserve(tensors.size());
   for (const TensorSpec& t : tensors) {
-    if (!allows_quantization(t)) {
+    if (!allows_quantization(t, ov)) {
       out.push_back({t.type, ""});
+      continue;
+    }
+    // llama_tensor_get_type: the types named on the command line first, taken as they are.
+    const Category c = category_of(t.name);
+    if (ov.token_embedding_type && c == Category::TokenEmbd) {
+      out.push_back({*ov.token_embedding_type, ""});
+      continue;
+    }
+    if (ov.output_tensor_type && c == Category::Output) {
+      out.push_back({*ov.output_tensor_type, ""});
       continue;
     }
     GgmlType type = default_type;
@@ -192,12 +219,15 @@ std::vector<TypeChoice> choose_types(GgufPreset p, const std::vector<TensorSpec>
       out.push_back({type, ""});
       continue;
     }
-    // llama_tensor_get_type_impl
-    const Category c = category_of(t.name);
-    if (c == Category::Output || (tied && c == Category::TokenEmbd)) {
-      // The head (or the embeddings it is tied to): Q8_0 when its rows do not fit the type's blocks,
-      // else Q6_K unless the preset is Q8_0.
-      if (t.ne[0] % block_size(type) != 0) {
+    // llama_tensor_get_type_impl, counters included
+    if (ov.pure) {
+      // --pure: no mixture, the preset's type (the fallback below still applies)
+    } else if (c == Category::Output || (tied && c == Category::TokenEmbd)) {
+      // The head (or the embeddings it is tied to): --output-tensor-type; else Q8_0 when its rows do not
+      // fit the type's blocks, else Q6_K unless the preset is Q8_0.
+      if (ov.output_tensor_type) {
+        type = *ov.output_tensor_type;
+      } else if (t.ne[0] % block_size(type) != 0) {
         type = GgmlType::Q8_0;
       } else if (type != GgmlType::Q8_0) {
         type = GgmlType::Q6_K;
@@ -944,6 +974,9 @@ GgufWriteSummary write_gguf(const fs::path& in, const fs::path& out, const GgufW
   GgufPreset preset = o.preset;
   if (preset == GgufPreset::Auto) preset = s.auto_type == GgmlType::BF16 ? GgufPreset::BF16 : GgufPreset::F16;
   const GgufPresetInfo& info = preset_info(preset);
+  if (o.converter && o.overrides.any()) {
+    throw Error(ErrorKind::Argument, "convert takes no type overrides (quantize does)");
+  }
   if (o.converter && is_quantized(info.default_type)) {
     throw Error(ErrorKind::Argument,
                 std::string("convert writes f32, f16 or bf16, not ") + info.name + " (use quantize)");
@@ -970,7 +1003,7 @@ GgufWriteSummary write_gguf(const fs::path& in, const fs::path& out, const GgufW
   } else {
     std::vector<TensorSpec> specs;
     for (size_t i : order) specs.push_back({s.tensors[i].name, s.tensors[i].ne, s.tensors[i].type});
-    choices = choose_types(preset, specs, s.n_layer);
+    choices = choose_types(preset, specs, s.n_layer, o.overrides);
   }
   GgufWriteSummary sum;
   sum.preset = preset;
@@ -991,6 +1024,14 @@ GgufWriteSummary write_gguf(const fs::path& in, const fs::path& out, const GgufW
     if (!can_quantize(to)) {
       throw Error(ErrorKind::Unsupported,
                   std::string("minigpt cannot write ") + type_name(to) + " (tensor '" + t.name + "')");
+    }
+    if (t.ne[0] % block_size(to) != 0) {
+      // Only a type named by --token-embedding-type / --output-tensor-type gets here (the preset's own
+      // choices fall back); llama-quantize goes on and corrupts its heap.
+      throw Error(ErrorKind::Argument, s.where + ": tensor '" + t.name + "' has rows of " +
+                                           std::to_string(t.ne[0]) + " values, not a multiple of " +
+                                           std::to_string(block_size(to)) + " (" + type_name(to) +
+                                           "'s block): it cannot be " + type_name(to));
     }
   }
 

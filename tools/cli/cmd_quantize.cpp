@@ -10,6 +10,7 @@
 #include "minigpt/error.h"
 #include "minigpt/gguf_convert.h"
 #include "minigpt/io.h"
+#include "minigpt/quantize.h"
 
 namespace minigpt::cli {
 namespace {
@@ -17,8 +18,23 @@ namespace {
 struct QuantizeOptions {
   std::string in, out, type;
   bool allow_requantize = false;
+  std::string output_tensor_type, token_embedding_type;
+  bool pure = false, leave_output_tensor = false;
   int threads = 0;
 };
+
+// A --output-tensor-type / --token-embedding-type value: a ggml type minigpt writes.
+GgmlType writable_type(const std::string& flag, const std::string& name) {
+  static const char kWritable[] = "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k";
+  const auto t = parse_ggml_type(name);
+  if (!t) throw Error(ErrorKind::Argument, flag + " '" + name + "' is not a ggml type (" + kWritable + ")");
+  if (!can_quantize(*t)) {
+    throw Error(ErrorKind::Unsupported, flag + " '" + name + "': minigpt does not write " +
+                                            std::string(ggml_type_info(uint32_t(*t))->name) + " (" +
+                                            kWritable + ")");
+  }
+  return *t;
+}
 
 void log_line(const std::string& s) {
   std::fprintf(stderr, "%s\n", s.c_str());
@@ -59,6 +75,14 @@ bool registered_quantize = register_command(
       app.add_flag(
           "--allow-requantize", o->allow_requantize,
           "Requantize tensors that are already quantized (dequantized first; precision is lost twice)");
+      app.add_option("--output-tensor-type", o->output_tensor_type,
+                     "ggml type for output.weight, and for a tied token_embd.weight (llama-quantize's flag)");
+      app.add_option("--token-embedding-type", o->token_embedding_type,
+                     "ggml type for token_embd.weight, tied or not (llama-quantize's flag)");
+      app.add_flag("--pure", o->pure,
+                   "No mixtures: every quantized tensor at the preset's type (llama-quantize's flag)");
+      app.add_flag("--leave-output-tensor", o->leave_output_tensor,
+                   "Keep output.weight's type (llama-quantize's flag; a tied head has no output.weight)");
       app.add_option("-t,--threads", o->threads, "Threads (default: all cores)")
           ->check(CLI::NonNegativeNumber);
       return [o]() {
@@ -70,6 +94,14 @@ bool registered_quantize = register_command(
         GgufWriteOptions w;
         w.preset = *preset;
         w.allow_requantize = o->allow_requantize;
+        if (!o->output_tensor_type.empty()) {
+          w.overrides.output_tensor_type = writable_type("--output-tensor-type", o->output_tensor_type);
+        }
+        if (!o->token_embedding_type.empty()) {
+          w.overrides.token_embedding_type = writable_type("--token-embedding-type", o->token_embedding_type);
+        }
+        w.overrides.pure = o->pure;
+        w.overrides.leave_output_tensor = o->leave_output_tensor;
         w.threads = o->threads;
         w.log = log_line;
         print_summary(write_gguf(o->in, o->out, w), o->out);
