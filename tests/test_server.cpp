@@ -1055,6 +1055,56 @@ TEST(Server, ADisconnectedStreamFreesItsSlot) {
   EXPECT_EQ(ok["choices"][0]["finish_reason"], "length");
 }
 
+// The same for a client that closes before a non-streamed answer (a timeout, Ctrl-C): the handler finds
+// its socket, sees the close within 250 ms and cancels, where the generation ran to max_tokens before.
+TEST(Server, AClientThatLeavesBeforeTheAnswerFreesItsSlot) {
+  server::ServerOptions o = default_options();
+  o.n_parallel = 1;
+  o.model_id = "random";
+  ServerFixture f(random_gpt2_vocab_model(4096), gpt2_tokenizer(), o);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(f.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string body = R"({"prompt":"ROMEO:","max_tokens":4000,"ignore_eos":true})";
+  const std::string req =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(::write(fd, req.data(), req.size()), ssize_t(req.size()));
+  // Wait until it generates, then leave.
+  const auto t0 = std::chrono::steady_clock::now();
+  while (metric(f, "minigpt_generated_tokens_total") == 0 &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GT(metric(f, "minigpt_generated_tokens_total"), 0);
+  ::close(fd);
+  auto idle = [&] {
+    auto r = f.client().Get("/metrics");
+    return r && r->body.find("\nminigpt_queue_depth 0\n") != std::string::npos &&
+           r->body.find("\nminigpt_slots_busy 0\n") != std::string::npos;
+  };
+  const auto t1 = std::chrono::steady_clock::now();
+  while (!idle() && std::chrono::steady_clock::now() - t1 < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(idle()) << "the slot was not freed";
+  const int64_t generated = metric(f, "minigpt_generated_tokens_total");
+  EXPECT_LT(generated, 2000) << "the generation ran on after the client left";
+  std::printf("[ measured ] tokens generated before the close was seen: %lld, slot free %.2f s after it\n",
+              (long long)generated,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
+  // A client that stays gets its whole answer (the check does not mistake a live connection for a closed
+  // one).
+  const json ok =
+      post_json(f, "/v1/completions", {{"prompt", "A"}, {"max_tokens", 40}, {"ignore_eos", true}});
+  EXPECT_EQ(ok["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(ok["usage"]["completion_tokens"], 40);
+}
+
 // A burst of clients connecting at once, more than httplib's own backlog of 5: with the server bound and
 // nobody accepting yet (run() not called: the worst case of an accept loop starved while both cores
 // decode), every handshake completes, kept by the kernel until the server takes it. With a backlog of 5 the

@@ -4,11 +4,13 @@
 #include "minigpt/server.h"
 
 #include <httplib.h>
+#include <netdb.h>
 #include <sys/socket.h>
 
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -134,7 +136,7 @@ struct Server::Impl {
   }
 
   void setup_routes();
-  void completions(httplib::Response& res, CompletionRequest cr);
+  void completions(const httplib::Request& req, httplib::Response& res, CompletionRequest cr);
   std::string metrics_text();
 };
 
@@ -172,12 +174,56 @@ EchoPrompt echo_prompt(const Tokenizer& tok, const std::vector<int32_t>& ids) {
   return e;
 }
 
+// The socket a request came on, found by its two addresses among this process's descriptors (httplib 0.11
+// gives a handler no socket; later versions have Request::is_connection_closed for this); -1 when none
+// matches. The descriptor stays open while the handler runs: httplib closes it after the response.
+std::string numeric_host(const sockaddr_storage& a, socklen_t len) {
+  char host[NI_MAXHOST];
+  if (::getnameinfo(reinterpret_cast<const sockaddr*>(&a), len, host, sizeof host, nullptr, 0,
+                    NI_NUMERICHOST) != 0) {
+    return "";
+  }
+  return host;
+}
+int port_of(const sockaddr_storage& a) {
+  if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
+  if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
+  return -1;
+}
+int connection_socket(const httplib::Request& req) {
+  if (req.local_port <= 0 || req.remote_port <= 0) return -1;  // not from a TCP connection (a test's Request)
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    const std::string name = e.path().filename().string();
+    char* end = nullptr;
+    const long fd = std::strtol(name.c_str(), &end, 10);
+    if (end == name.c_str() || *end != '\0' || fd < 0 || fd > INT32_MAX) continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t ll = sizeof local, pl = sizeof peer;
+    if (::getsockname(int(fd), reinterpret_cast<sockaddr*>(&local), &ll) != 0) continue;  // not a socket
+    if (port_of(local) != req.local_port) continue;
+    if (::getpeername(int(fd), reinterpret_cast<sockaddr*>(&peer), &pl) != 0) continue;  // the listener
+    if (port_of(peer) != req.remote_port || numeric_host(peer, pl) != req.remote_addr) continue;
+    return int(fd);
+  }
+  return -1;
+}
+// Whether the client closed (or reset) the connection: a peek that reads end-of-file or fails. Bytes waiting
+// (a next request on a kept-alive connection) mean it is still there.
+bool client_gone(int fd) {
+  if (fd < 0) return false;
+  char c;
+  const ssize_t n = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0) return true;
+  return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
 }  // namespace
 
 // /v1/completions and /v1/chat/completions: the choices go to the scheduler; their events come back as the
 // legacy completion shape (text, logprobs with tokens / token_logprobs / top_logprobs / text_offset) or the
 // chat shape (message / delta, logprobs.content).
-void Server::Impl::completions(httplib::Response& res, CompletionRequest cr) {
+void Server::Impl::completions(const httplib::Request& req, httplib::Response& res, CompletionRequest cr) {
   const Config& c = model->config();
   const bool chat = cr.chat;
   const uint64_t seed = cr.seed ? *cr.seed : random_seed();
@@ -260,9 +306,21 @@ void Server::Impl::completions(httplib::Response& res, CompletionRequest cr) {
     std::vector<std::string> reasons(n_choices);
     int64_t completion_tokens = 0, cached = 0;
     size_t finished = 0;
+    // A client that goes away before the answer (a timeout, Ctrl-C) cancels it, as a stream's does: its slot
+    // frees at the next step instead of running to max_tokens.
+    const int conn = connection_socket(req);
+    auto checked = Clock::now();
     while (finished < n_choices) {
       std::vector<Event> evs;
-      task->wait(evs, std::chrono::milliseconds(1000));
+      task->wait(evs, std::chrono::milliseconds(250));
+      if (Clock::now() - checked >= std::chrono::milliseconds(250)) {
+        checked = Clock::now();
+        if (client_gone(conn)) {
+          task->cancel();
+          res.status = 499;  // nginx's "client closed request": no one reads it; the log and metrics do
+          return;
+        }
+      }
       for (const Event& e : evs) {
         if (e.kind == Event::Kind::Failed) {
           task->cancel();
@@ -541,11 +599,12 @@ void Server::Impl::setup_routes() {
   });
 
   svr.Post("/v1/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
-             completions(res, parse_completion_request(req.body, tok, model->config(), limits));
+             completions(req, res, parse_completion_request(req.body, tok, model->config(), limits));
            }));
   svr.Post("/v1/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
-             completions(res, parse_chat_request(req.body, tok, model->config(), limits,
-                                                 o.chat_template ? &*o.chat_template : nullptr));
+             completions(req, res,
+                         parse_chat_request(req.body, tok, model->config(), limits,
+                                            o.chat_template ? &*o.chat_template : nullptr));
            }));
   svr.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
             const Config& c = model->config();
