@@ -1013,29 +1013,29 @@ TEST(Server, ChatTemplateRefusalsAndModelsWithoutTemplatesAre400) {
 // A client that disconnects mid-stream cancels its generation: the slot is free again at once. A random
 // model with a context of 4096: a generation that ran on would make 4000 tokens; a cancelled one stops
 // within a few writes of the close (~100 tokens of this model on a fast machine).
-TEST(Server, ADisconnectedStreamFreesItsSlot) {
-  server::ServerOptions o = default_options();
-  o.n_parallel = 1;
-  o.model_id = "random";
-  ServerFixture f(random_gpt2_vocab_model(4096), gpt2_tokenizer(), o);
-  const int port = f.port();
+// A /v1/completions request written on a raw socket (so that the test can close it): the socket, -1 on
+// failure.
+int post_raw(int port, const std::string& body) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
+  if (fd < 0) return -1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(uint16_t(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  const std::string body = R"({"prompt":"ROMEO:","max_tokens":4000,"ignore_eos":true,"stream":true})";
   const std::string req =
       "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
       std::to_string(body.size()) + "\r\n\r\n" + body;
-  ASSERT_EQ(::write(fd, req.data(), req.size()), ssize_t(req.size()));
-  char buf[512];
-  ASSERT_GT(::read(fd, buf, sizeof buf), 0);  // the stream has begun
-  ::close(fd);
-  // Done when, in one /metrics answer, nothing is queued and no slot is busy (the request may still have been
-  // queued when its response headers went out).
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::write(fd, req.data(), req.size()) != ssize_t(req.size())) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Whether, within 10 s, one /metrics answer shows nothing queued and no slot busy (a request may still be
+// queued when its response headers went out).
+bool becomes_idle(ServerFixture& f) {
   auto idle = [&] {
     auto r = f.client().Get("/metrics");
     return r && r->body.find("\nminigpt_queue_depth 0\n") != std::string::npos &&
@@ -1045,7 +1045,21 @@ TEST(Server, ADisconnectedStreamFreesItsSlot) {
   while (!idle() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  EXPECT_TRUE(idle()) << "the slot was not freed";
+  return idle();
+}
+
+TEST(Server, ADisconnectedStreamFreesItsSlot) {
+  server::ServerOptions o = default_options();
+  o.n_parallel = 1;
+  o.model_id = "random";
+  ServerFixture f(random_gpt2_vocab_model(4096), gpt2_tokenizer(), o);
+  const int fd =
+      post_raw(f.port(), R"({"prompt":"ROMEO:","max_tokens":4000,"ignore_eos":true,"stream":true})");
+  ASSERT_GE(fd, 0);
+  char buf[512];
+  ASSERT_GT(::read(fd, buf, sizeof buf), 0);  // the stream has begun
+  ::close(fd);
+  EXPECT_TRUE(becomes_idle(f)) << "the slot was not freed";
   const int64_t generated = metric(f, "minigpt_generated_tokens_total");
   EXPECT_GE(generated, 0);  // none, where the close came before the first token (the headers go first)
   EXPECT_LT(generated, 2000) << "the generation ran on after the client left";
@@ -1062,18 +1076,8 @@ TEST(Server, AClientThatLeavesBeforeTheAnswerFreesItsSlot) {
   o.n_parallel = 1;
   o.model_id = "random";
   ServerFixture f(random_gpt2_vocab_model(4096), gpt2_tokenizer(), o);
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = post_raw(f.port(), R"({"prompt":"ROMEO:","max_tokens":4000,"ignore_eos":true})");
   ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(uint16_t(f.port()));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  const std::string body = R"({"prompt":"ROMEO:","max_tokens":4000,"ignore_eos":true})";
-  const std::string req =
-      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
-      std::to_string(body.size()) + "\r\n\r\n" + body;
-  ASSERT_EQ(::write(fd, req.data(), req.size()), ssize_t(req.size()));
   // Wait until it generates, then leave.
   const auto t0 = std::chrono::steady_clock::now();
   while (metric(f, "minigpt_generated_tokens_total") == 0 &&
@@ -1082,16 +1086,8 @@ TEST(Server, AClientThatLeavesBeforeTheAnswerFreesItsSlot) {
   }
   ASSERT_GT(metric(f, "minigpt_generated_tokens_total"), 0);
   ::close(fd);
-  auto idle = [&] {
-    auto r = f.client().Get("/metrics");
-    return r && r->body.find("\nminigpt_queue_depth 0\n") != std::string::npos &&
-           r->body.find("\nminigpt_slots_busy 0\n") != std::string::npos;
-  };
   const auto t1 = std::chrono::steady_clock::now();
-  while (!idle() && std::chrono::steady_clock::now() - t1 < std::chrono::seconds(10)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_TRUE(idle()) << "the slot was not freed";
+  EXPECT_TRUE(becomes_idle(f)) << "the slot was not freed";
   const int64_t generated = metric(f, "minigpt_generated_tokens_total");
   EXPECT_LT(generated, 2000) << "the generation ran on after the client left";
   std::printf("[ measured ] tokens generated before the close was seen: %lld, slot free %.2f s after it\n",
