@@ -225,6 +225,17 @@ TEST(GgufConvert, TensorTypesEqualLlamaQuantizes) {
           ov.pure = true;
         } else if (word == "--leave-output-tensor") {
           ov.leave_output_tensor = true;
+        } else if (word == "--tensor-type") {
+          std::string arg;
+          ASSERT_TRUE(static_cast<bool>(words >> arg));
+          const size_t eq = arg.find('=');
+          ASSERT_NE(eq, std::string::npos) << arg;
+          std::string pattern = arg.substr(0, eq);
+          for (char& ch : pattern) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+          const auto t = parse_ggml_type(arg.substr(eq + 1));
+          ASSERT_TRUE(t.has_value()) << arg;
+          ov.tensor_types.emplace_back(pattern, *t);
+          ++with_options;
         } else {
           std::string type;
           ASSERT_TRUE(static_cast<bool>(words >> type)) << word;
@@ -553,6 +564,9 @@ TEST(QuantizeCli, BadInputsAreOneLineAndLeaveNothing) {
        "minigpt does not write IQ2_XS"},
       {{"quantize", shipped(), out, "--type", "q8_0", "--output-tensor-type"}, "--output-tensor-type"},
       {{"convert", shipped(), out, "--pure"}, "--pure"},
+      {{"quantize", shipped(), out, "--type", "q4_k_m", "--tensor-type", "attn_qkv"}, "is not NAME=TYPE"},
+      {{"quantize", shipped(), out, "--type", "q4_k_m", "--tensor-type", "x[=q8_0"},
+       "--tensor-type 'x[': not a regular expression"},
       // a type named for the embeddings is taken as given (llama-quantize's rule): 8-wide rows hold no Q4_0
       // block (llama-quantize goes on and corrupts its heap)
       {{"quantize", (gguf_dir() / "gpt2-tiny-f32.gguf").string(), out, "--type", "q4_k_m",

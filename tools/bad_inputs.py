@@ -381,6 +381,8 @@ def main():
     add("quantize", "--output-tensor-type q9_0 (no such ggml type)", qz(SHIPPED, OUTQ, "--type", "q8_0", "--output-tensor-type", "q9_0"))
     add("quantize", "--token-embedding-type iq2_xs (a type minigpt does not write)", qz(SHIPPED, OUTQ, "--type", "q8_0", "--token-embedding-type", "iq2_xs"))
     add("quantize", "--token-embedding-type q4_0 for 8-wide embeddings", qz(os.path.join(ROOT, "tests", "fixtures", "gguf", "gpt2-tiny-f32.gguf"), OUTQ, "--type", "q4_k_m", "--token-embedding-type", "q4_0"))
+    add("quantize", "--tensor-type without =TYPE", qz(SHIPPED, OUTQ, "--type", "q4_k_m", "--tensor-type", "attn_qkv"))
+    add("quantize", "--tensor-type with a broken regular expression", qz(SHIPPED, OUTQ, "--type", "q4_k_m", "--tensor-type", "x[=q8_0"))
     add("convert", "--outtype q8_0", ["convert", SHIPPED, OUTQ, "--outtype", "q8_0"])
     add("convert", "a GGUF file as input", ["convert", q8, OUTQ])
     add("convert", "relu activation (no GGUF key)", ["convert", os.path.join(ROOT, "tests", "fixtures", "models", "tiny-relu-legacy"), OUTQ])

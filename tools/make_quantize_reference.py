@@ -72,6 +72,12 @@ OPTION_CASES = [
     ("F16", ["--token-embedding-type", "q8_0"]),
     ("F16", ["--output-tensor-type", "q8_0"]),
     ("BF16", ["--pure", "--token-embedding-type", "f32"]),
+    ("Q4_K_M", ["--tensor-type", "attn_qkv=q8_0"]),
+    ("Q4_K_M", ["--tensor-type", "ffn=q5_k", "--tensor-type", "ffn_up=q8_0"]),
+    ("Q4_0", ["--tensor-type", r"blk\.1\.=q8_0", "--tensor-type", "token_embd=q4_0"]),
+    ("Q8_0", ["--tensor-type", "ATTN_OUTPUT=f16", "--pure"]),
+    ("Q5_K_M", ["--tensor-type", "^blk\\.[0-3]\\.ffn_down=q4_k", "--output-tensor-type", "q8_0"]),
+    ("F16", ["--tensor-type", "attn_qkv=q8_0"]),
 ]
 
 

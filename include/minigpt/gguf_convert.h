@@ -60,7 +60,12 @@ struct TypeOverrides {
   std::optional<GgmlType> token_embedding_type;  // --token-embedding-type: token_embd.weight, as given
   bool pure = false;                 // --pure: no mixtures, every quantized tensor at the preset's type
   bool leave_output_tensor = false;  // --leave-output-tensor: output.weight keeps its type
-  bool any() const { return output_tensor_type || token_embedding_type || pure || leave_output_tensor; }
+  // --tensor-type NAME=TYPE, in order: the first NAME (lower-cased, an ECMAScript regular expression) found
+  // in a tensor's name gives its type, under a quantized preset only, the fallbacks still applying
+  std::vector<std::pair<std::string, GgmlType>> tensor_types;
+  bool any() const {
+    return output_tensor_type || token_embedding_type || pure || leave_output_tensor || !tensor_types.empty();
+  }
 };
 // A ggml type by its name in any case ("q8_0", "Q6_K", "bf16"); nullopt for a name ggml does not define.
 std::optional<GgmlType> parse_ggml_type(std::string_view name);

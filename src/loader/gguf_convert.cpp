@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -197,6 +198,15 @@ std::vector<TypeChoice> choose_types(GgufPreset p, const std::vector<TensorSpec>
   const int n_ffn_down = int(n_layer);
   int i_attention_wv = 0, i_ffn_down = 0;
 
+  std::vector<std::pair<std::regex, GgmlType>> patterns;
+  for (const auto& [name, type] : ov.tensor_types) {
+    try {
+      patterns.emplace_back(std::regex(name), type);
+    } catch (const std::regex_error&) {
+      throw Error(ErrorKind::Argument, "--tensor-type '" + name + "': not a regular expression");
+    }
+  }
+
   std::vector<TypeChoice> out;
   out.reserve(tensors.size());
   for (const TensorSpec& t : tensors) {
@@ -219,9 +229,18 @@ std::vector<TypeChoice> choose_types(GgufPreset p, const std::vector<TensorSpec>
       out.push_back({type, ""});
       continue;
     }
+    // --tensor-type: the first pattern found in the name, instead of the preset's mixture
+    bool manual = false;
+    for (const auto& [re, pattern_type] : patterns) {
+      if (std::regex_search(t.name, re)) {
+        type = pattern_type;
+        manual = true;
+        break;
+      }
+    }
     // llama_tensor_get_type_impl, counters included
-    if (ov.pure) {
-      // --pure: no mixture, the preset's type (the fallback below still applies)
+    if (manual || ov.pure) {
+      // a --tensor-type, or --pure (no mixture: the preset's type); the fallback below still applies
     } else if (c == Category::Output || (tied && c == Category::TokenEmbd)) {
       // The head (or the embeddings it is tied to): --output-tensor-type; else Q8_0 when its rows do not
       // fit the type's blocks, else Q6_K unless the preset is Q8_0.

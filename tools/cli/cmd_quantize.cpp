@@ -1,9 +1,11 @@
 // minigpt quantize IN OUT.gguf --type T: a Hugging Face GPT-2 directory or a GGUF file to a GGUF file with
 // llama-quantize's tensor types for preset T; minigpt convert HF_DIR OUT.gguf: convert_hf_to_gguf.py's
 // output (f32, f16 or bf16). Both write through minigpt/gguf_convert.h.
+#include <cctype>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "command.h"
 #include "common.h"
@@ -19,6 +21,7 @@ struct QuantizeOptions {
   std::string in, out, type;
   bool allow_requantize = false;
   std::string output_tensor_type, token_embedding_type;
+  std::vector<std::string> tensor_types;
   bool pure = false, leave_output_tensor = false;
   int threads = 0;
 };
@@ -79,6 +82,9 @@ bool registered_quantize = register_command(
                      "ggml type for output.weight, and for a tied token_embd.weight (llama-quantize's flag)");
       app.add_option("--token-embedding-type", o->token_embedding_type,
                      "ggml type for token_embd.weight, tied or not (llama-quantize's flag)");
+      app.add_option("--tensor-type", o->tensor_types,
+                     "NAME=TYPE: tensors whose name contains NAME (a regular expression) get TYPE; the first "
+                     "match wins; may be repeated (llama-quantize's flag)");
       app.add_flag("--pure", o->pure,
                    "No mixtures: every quantized tensor at the preset's type (llama-quantize's flag)");
       app.add_flag("--leave-output-tensor", o->leave_output_tensor,
@@ -99,6 +105,17 @@ bool registered_quantize = register_command(
         }
         if (!o->token_embedding_type.empty()) {
           w.overrides.token_embedding_type = writable_type("--token-embedding-type", o->token_embedding_type);
+        }
+        for (const std::string& arg : o->tensor_types) {
+          const size_t eq = arg.find('=');
+          if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size()) {
+            throw Error(ErrorKind::Argument,
+                        "--tensor-type '" + arg + "' is not NAME=TYPE (e.g. attn_qkv=q8_0)");
+          }
+          std::string name = arg.substr(0, eq);
+          for (char& ch : name) ch = char(std::tolower(static_cast<unsigned char>(ch)));  // as llama-quantize
+          w.overrides.tensor_types.emplace_back(name,
+                                                writable_type("--tensor-type " + name, arg.substr(eq + 1)));
         }
         w.overrides.pure = o->pure;
         w.overrides.leave_output_tensor = o->leave_output_tensor;
