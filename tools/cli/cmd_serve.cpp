@@ -72,8 +72,10 @@ int run_serve(ServeCliOptions& o) {
       }
     }
   });
+  // An IPv6 address goes in brackets in a URL (RFC 3986): http://[::1]:8080
+  const std::string host = so.host.find(':') != std::string::npos ? "[" + so.host + "]" : so.host;
   std::fprintf(stderr, "minigpt: serving %s on http://%s:%d (%lld slots, context %lld)\n",
-               so.model_id.c_str(), so.host.c_str(), port, (long long)so.n_parallel, (long long)so.n_ctx);
+               so.model_id.c_str(), host.c_str(), port, (long long)so.n_parallel, (long long)so.n_ctx);
   srv.run();
   done = true;
   watcher.join();
