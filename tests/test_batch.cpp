@@ -36,6 +36,19 @@ Config small_config() {
   return c;
 }
 
+// small_config()'s random model on 2 threads, and its vocabulary size.
+std::pair<std::shared_ptr<const Model>, int64_t> small_model() {
+  const Config c = small_config();
+  return {Model::random(c, LoadOptions::threads(2)), c.n_vocab};
+}
+// Options for n_seq sequences of n_ctx positions.
+SessionOptions seq_options(int64_t n_seq, int64_t n_ctx) {
+  SessionOptions so;
+  so.n_seq = n_seq;
+  so.n_ctx = n_ctx;
+  return so;
+}
+
 std::vector<int32_t> ids(int64_t n, int64_t seed, int64_t vocab) {
   std::vector<int32_t> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[size_t(i)] = int32_t((seed * 31 + i * 17 + i * i) % vocab);
@@ -106,13 +119,8 @@ TEST(Batch, FourSequencesInOneStepMatchEachAloneF16) { check_batched_step(DType:
 // Entries asking for every row's logits (the server's prompt logprobs) get them, mixed with entries that
 // get only their last row, each as eval_all gives them alone.
 TEST(Batch, AllLogitsEntriesGetEveryRow) {
-  const Config c = small_config();
-  const auto model = Model::random(c, LoadOptions::threads(2));
-  const int64_t V = c.n_vocab;
-  SessionOptions so;
-  so.n_seq = 3;
-  so.n_ctx = 32;
-  Session batched(model, so);
+  const auto [model, V] = small_model();
+  Session batched(model, seq_options(3, 32));
   batched.eval(ids(4, 9, V), 2);
   const auto a = ids(5, 1, V), b = ids(1, 2, V), d = ids(3, 3, V);
   const std::vector<Session::SeqTokens> step = {{0, a, true}, {1, b, false}, {2, d, true}};
@@ -172,11 +180,8 @@ TEST(Batch, BadBatchesAreRefusedAndChangeNothing) {
 // keep(seq, n): the sequence goes on from its first n positions as if only they had been evaluated (the
 // server's prompt cache); n beyond what it holds is refused and changes nothing.
 TEST(Batch, KeepingAPrefixGoesOnFromIt) {
-  const Config c = small_config();
-  const auto model = Model::random(c, LoadOptions::threads(2));
-  const int64_t V = c.n_vocab;
-  SessionOptions so;
-  so.n_ctx = 32;
+  const auto [model, V] = small_model();
+  const SessionOptions so = seq_options(1, 32);
   Session s(model, so), fresh(model, so);
   const auto all = ids(12, 4, V);
   const std::span<const int32_t> head(all.data(), 5), tail(all.data() + 5, 4);
@@ -196,12 +201,8 @@ TEST(Batch, KeepingAPrefixGoesOnFromIt) {
 // A sequence that takes a copy of another's first positions goes on from them as if it had evaluated them
 // (what n > 1 choices of one prompt do); its own earlier positions are forgotten, the source is untouched.
 TEST(Batch, CopyingAPrefixGoesOnFromIt) {
-  const Config c = small_config();
-  const auto model = Model::random(c, LoadOptions::threads(2));
-  const int64_t V = c.n_vocab;
-  SessionOptions so;
-  so.n_ctx = 32;
-  so.n_seq = 3;
+  const auto [model, V] = small_model();
+  const SessionOptions so = seq_options(3, 32);
   Session s(model, so), fresh(model, so);
   ASSERT_TRUE(s.can_copy());
   const auto all = ids(12, 5, V), other = ids(7, 6, V);

@@ -576,15 +576,24 @@ std::vector<float> one_by_one(Session& x, std::span<const int32_t> toks, int64_t
   return out;
 }
 
+// The "tiny" fixture on the CUDA backend with a KV cache of dtype kv, its reference tokens and vocabulary.
+struct TinyOnCuda {
+  std::shared_ptr<const Model> model;
+  std::vector<int32_t> tokens;
+  int64_t n_vocab;
+};
+TinyOnCuda tiny_on_cuda(DType kv) {
+  auto model = load_on("tiny", cuda_backend(kv));
+  const int64_t V = model->config().n_vocab;
+  return {std::move(model), load_reference("tiny").tokens, V};
+}
+
 // Keeping a prefix of a sequence (what the server's prompt cache does) and going on from it with recorded
 // decode steps gives exactly what a fresh session gets for the same tokens through the same kernels.
 TEST(CudaModel, KeepingAPrefixGoesOnFromIt) {
   SKIP_WITHOUT_CUDA();
   for (DType kv : {DType::F32, DType::F16}) {
-    auto model = load_on("tiny", cuda_backend(kv));
-    const Reference ref = load_reference("tiny");
-    const std::vector<int32_t>& tk = ref.tokens;
-    const int64_t V = model->config().n_vocab;
+    const auto [model, tk, V] = tiny_on_cuda(kv);
     Session s(model), fresh(model);
     one_by_one(s, std::span<const int32_t>(tk.data(), 20));
     s.keep(0, 6);
@@ -613,10 +622,7 @@ TEST(CudaModel, KeepingAPrefixGoesOnFromIt) {
 TEST(CudaModel, CopyingAPrefixGoesOnFromIt) {
   SKIP_WITHOUT_CUDA();
   for (DType kv : {DType::F32, DType::F16}) {
-    auto model = load_on("tiny", cuda_backend(kv));
-    const Reference ref = load_reference("tiny");
-    const std::vector<int32_t>& tk = ref.tokens;
-    const int64_t V = model->config().n_vocab;
+    const auto [model, tk, V] = tiny_on_cuda(kv);
     SessionOptions so;
     so.n_seq = 2;
     Session s(model, so), fresh(model);
