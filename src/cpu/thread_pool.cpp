@@ -7,20 +7,47 @@ namespace {
 // Spin this many pauses (tens of microseconds) before sleeping: ops of one forward pass follow each
 // other closely, and waking a sleeping thread costs more than the op itself during decode.
 constexpr int kSpinPauses = 20000;
+
+// state_: the generation in the high 48 bits (never wraps in practice), the slots claimed in the low 16
+// (the backend allows at most 1024 threads).
+constexpr int kSlotBits = 16;
+uint64_t generation(uint64_t state) { return state >> kSlotBits; }
+int claimed(uint64_t state) { return int(state & ((uint64_t(1) << kSlotBits) - 1)); }
+uint64_t make_state(uint64_t gen, int claimed) { return gen << kSlotBits | uint64_t(claimed); }
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
-  for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
+ThreadPool::ThreadPool(int n_threads, bool start_workers)
+    : n_threads_(n_threads < 1      ? 1
+                 : n_threads > 1024 ? 1024
+                                    : n_threads) {
+  if (!start_workers) return;
+  for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this] { worker(); });
 }
 
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_.store(true);
-    generation_.fetch_add(1);
+    // A new generation with every slot taken: the workers wake, see stop_, and leave.
+    const uint64_t gen = generation(state_.load()) + 1;
+    state_.store(make_state(gen, n_threads_), std::memory_order_release);
   }
   wake_.notify_all();
   for (auto& t : threads_) t.join();
+}
+
+int ThreadPool::run_free_slots(uint64_t gen, uint64_t s, bool by_worker) {
+  int ran = 0;
+  while (generation(s) == gen && claimed(s) < n_threads_) {
+    if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+      continue;
+    // The job cannot end before this slot is counted done, so job_ stays valid while it runs.
+    (*job_)(claimed(s), n_threads_);
+    ++ran;
+    if (by_worker) done_by_workers_.fetch_add(1, std::memory_order_release);
+    s = state_.load(std::memory_order_acquire);
+  }
+  return ran;
 }
 
 void ThreadPool::run(const std::function<void(int, int)>& fn) {
@@ -29,16 +56,22 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
     return;
   }
   std::lock_guard<std::mutex> serial(dispatch_);
+  uint64_t gen;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     job_ = &fn;
-    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
+    done_by_workers_.store(0, std::memory_order_relaxed);
+    gen = generation(state_.load(std::memory_order_relaxed)) + 1;
+    state_.store(make_state(gen, 1), std::memory_order_release);  // slot 0 is this thread's
   }
   wake_.notify_all();
   fn(0, n_threads_);
+  // The slots no worker has claimed by now: run here rather than wait for a thread not running yet.
+  const int by_caller = 1 + run_free_slots(gen, state_.load(std::memory_order_acquire), false);
+  // The slots workers claimed are running on a CPU: wait for them.
+  const int by_workers = n_threads_ - by_caller;
   int spins = 0;
-  while (pending_.load(std::memory_order_acquire) != 0) {
+  while (done_by_workers_.load(std::memory_order_acquire) != by_workers) {
     if (++spins < kSpinPauses) {
       _mm_pause();
     } else {
@@ -47,23 +80,22 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
   }
 }
 
-void ThreadPool::worker(int index) {
+void ThreadPool::worker() {
   uint64_t seen = 0;
   for (;;) {
-    uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spins = 0; gen == seen && spins < kSpinPauses; ++spins) {
+    uint64_t s = state_.load(std::memory_order_acquire);
+    for (int spins = 0; generation(s) == seen && spins < kSpinPauses; ++spins) {
       _mm_pause();
-      gen = generation_.load(std::memory_order_acquire);
+      s = state_.load(std::memory_order_acquire);
     }
-    if (gen == seen) {
+    if (generation(s) == seen) {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
-      gen = generation_.load(std::memory_order_acquire);
+      wake_.wait(lock, [&] { return generation(state_.load(std::memory_order_acquire)) != seen; });
+      s = state_.load(std::memory_order_acquire);
     }
-    seen = gen;
+    seen = generation(s);
     if (stop_.load()) return;
-    (*job_)(index, n_threads_);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    run_free_slots(seen, s, true);
   }
 }
 

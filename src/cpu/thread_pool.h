@@ -14,15 +14,22 @@ namespace minigpt::cpu {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int n_threads);
+  // `start_workers` false is for tests only: a pool whose workers never get a CPU, as a vCPU the
+  // hypervisor has not scheduled yet looks to this process.
+  explicit ThreadPool(int n_threads, bool start_workers = true);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
 
-  // Calls fn(thread_index, n_threads) on every thread and returns when all have finished. Concurrent
-  // callers (sessions on different threads sharing one model) are served one after the other.
+  // Calls fn(slot, n_threads) once for every slot in [0, n_threads) and returns when all have finished.
+  // The caller runs slot 0; each worker that notices the job claims a free slot (an atomic compare-and-swap),
+  // and the caller, once done with its own, runs the slots nobody has claimed yet instead of waiting for a
+  // thread that the OS or the hypervisor has not run yet (on a 2-vCPU VM, an idle vCPU can take tens of
+  // milliseconds to come back). So fn must not depend on which thread runs a slot, nor on slots running at
+  // the same time. Concurrent callers (sessions on different threads sharing one model) are served one after
+  // the other.
   void run(const std::function<void(int, int)>& fn);
 
   // Calls fn(begin, end) for chunks of [0, n) of `chunk` items each (the last may be shorter), handed to
@@ -44,7 +51,7 @@ class ThreadPool {
     });
   }
 
-  // Splits [0, n) into one contiguous range per thread and calls fn(begin, end) for each non-empty one.
+  // Splits [0, n) into one contiguous range per slot and calls fn(begin, end) for each non-empty one.
   template <typename Fn>
   void parallel_for(int64_t n, Fn&& fn) {
     if (n <= 0) return;
@@ -61,15 +68,20 @@ class ThreadPool {
   }
 
  private:
-  void worker(int index);
+  void worker();
+  // Claims free slots of generation `gen`, starting from `s` (a value of state_), and runs them; returns how
+  // many. A worker counts each in done_by_workers_.
+  int run_free_slots(uint64_t gen, uint64_t s, bool by_worker);
 
   int n_threads_;
   std::vector<std::thread> threads_;
   std::mutex dispatch_;  // one run() at a time
   std::mutex mutex_;     // guards the sleep/wake hand-over
   std::condition_variable wake_;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  // The job's generation and how many of its slots have been claimed, in one word, so that a claim names the
+  // job it is for.
+  std::atomic<uint64_t> state_{0};
+  std::atomic<int> done_by_workers_{0};  // slots of the current job finished by workers
   std::atomic<bool> stop_{false};
   const std::function<void(int, int)>* job_ = nullptr;
 };

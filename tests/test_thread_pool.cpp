@@ -1,0 +1,131 @@
+// The CPU backend's thread pool: every slot of a job runs exactly once, run() returns only after all of
+// them, and the caller does not wait for a worker that never gets a CPU.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "cpu/thread_pool.h"
+
+namespace minigpt::cpu {
+namespace {
+
+// Runs `body` on its own thread and fails (ending the process: the thread cannot be joined) when it has
+// not returned after `seconds`, so that a pool that waits forever fails this test instead of hanging ctest.
+template <typename Body>
+void within(double seconds, const char* what, Body body) {
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    body();
+    done.store(true);
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!done.load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (!done.load()) {
+    std::fprintf(stderr, "FAILED: %s did not return within %.0f s\n", what, seconds);
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+  t.join();
+}
+
+TEST(ThreadPool, EverySlotRunsOnceAndRunReturnsAfterAll) {
+  for (int n : {1, 2, 3, 8}) {
+    ThreadPool pool(n);
+    ASSERT_EQ(pool.size(), n);
+    std::vector<std::atomic<int>> calls(static_cast<size_t>(n));
+    within(60, "run()", [&] {
+      for (int job = 0; job < 1000; ++job) {
+        for (auto& c : calls) c.store(0);
+        std::atomic<int> bad_nth{0};
+        pool.run([&](int slot, int nth) {
+          if (nth != n) bad_nth.fetch_add(1);
+          // Some slots take a while, so that a run() returning early would find their count still 0.
+          if ((slot + job) % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
+          calls[static_cast<size_t>(slot)].fetch_add(1);
+        });
+        ASSERT_EQ(bad_nth.load(), 0) << "n = " << n;
+        for (int s = 0; s < n; ++s) {
+          ASSERT_EQ(calls[static_cast<size_t>(s)].load(), 1)
+              << "n = " << n << ", job " << job << ", slot " << s;
+        }
+      }
+    });
+  }
+}
+
+TEST(ThreadPool, TheCallerRunsTheSlotsOfWorkersThatNeverStart) {
+  // A pool whose 3 workers never run (as a vCPU the hypervisor has not scheduled yet): run() must do every
+  // slot on the calling thread and return, where it used to wait for the workers.
+  ThreadPool pool(4, /*start_workers=*/false);
+  within(20, "run() without running workers", [&] {
+    const std::thread::id caller = std::this_thread::get_id();
+    for (int job = 0; job < 100; ++job) {
+      std::vector<int> calls(4, 0);
+      std::set<std::thread::id> ran_on;
+      pool.run([&](int slot, int) {
+        ++calls[static_cast<size_t>(slot)];
+        ran_on.insert(std::this_thread::get_id());
+      });
+      EXPECT_EQ(calls, std::vector<int>(4, 1));
+      EXPECT_EQ(ran_on, std::set<std::thread::id>{caller});
+    }
+    int64_t sum = 0;
+    pool.parallel_chunks(1000, 7, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) sum += i;
+    });
+    EXPECT_EQ(sum, 999 * 1000 / 2);
+  });
+}
+
+TEST(ThreadPool, ChunksAndRangesCoverEveryItemOnce) {
+  ThreadPool pool(3);
+  within(60, "parallel_chunks / parallel_for", [&] {
+    for (int64_t n : {1, 2, 5, 64, 1000, 4097}) {
+      std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+      pool.parallel_chunks(n, 16, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) seen[static_cast<size_t>(i)].fetch_add(1);
+      });
+      pool.parallel_for(n, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) seen[static_cast<size_t>(i)].fetch_add(1);
+      });
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(seen[static_cast<size_t>(i)].load(), 2) << "n " << n << " i " << i;
+    }
+  });
+}
+
+TEST(ThreadPool, ConcurrentCallersAreServedOneAfterTheOther) {
+  ThreadPool pool(2);
+  std::atomic<int> inside{0}, overlap{0}, total{0};
+  within(60, "concurrent run()", [&] {
+    std::vector<std::thread> callers;
+    for (int c = 0; c < 3; ++c) {
+      callers.emplace_back([&] {
+        for (int job = 0; job < 500; ++job) {
+          std::atomic<int> started{0}, finished{0};
+          pool.run([&](int, int nth) {
+            // The job's first slot to start enters, its last to finish leaves: another job inside meanwhile
+            // would be an overlap.
+            if (started.fetch_add(1) == 0 && inside.fetch_add(1) != 0) overlap.fetch_add(1);
+            total.fetch_add(1);
+            if (finished.fetch_add(1) == nth - 1) inside.fetch_sub(1);
+          });
+        }
+      });
+    }
+    for (auto& t : callers) t.join();
+  });
+  EXPECT_EQ(total.load(), 3 * 500 * 2);
+  EXPECT_EQ(overlap.load(), 0);
+}
+
+}  // namespace
+}  // namespace minigpt::cpu
