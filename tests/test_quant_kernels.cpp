@@ -185,17 +185,23 @@ TEST_P(QuantKernelsAtLevel, GemvEqualsTheDequantizedProduct) {
   }
 }
 
-// The int8 GEMM of prefill (where the level has it: VNNI): every kind, panels of 1..16 rows from any first
-// row, 1..11 tokens (a tile of 8 and the rest), K of one file block and several: y (+)= the double dot of
-// the dequantized weights with the activations as quantized per 32, within 1e-5 of sum |w x|.
+// The int8 GEMM of prefill (where the level has it: VNNI, AVX2): every kind it takes, panels of 1..16 rows
+// from any first row, 1..11 tokens (a tile of 8 and the rest), K of one file block and several: y (+)= the
+// double dot of the dequantized weights with the activations as quantized per 32, within 1e-5 of sum |w x|.
 TEST_P(QuantKernelsAtLevel, Int8GemmEqualsTheDequantizedProduct) {
-  if (k().qgemm == nullptr) {  // the levels without VNNI have none (prefill widens to F32 for sgemm there)
-    EXPECT_NE(GetParam(), "avx512bf16") << "the VNNI level must have the int8 GEMM";
+  if (GetParam() == "avx512bf16") {
+    EXPECT_EQ(k().qgemm_kinds, 0x1Fu) << "VNNI's int8 GEMM takes every kind";
+  } else if (GetParam() == "avx2") {
+    EXPECT_EQ(k().qgemm_kinds, 0x1Eu) << "AVX2's: all but Q8_0";
+  }
+  if (k().qgemm == nullptr) {  // generic and avx512 (no VNNI) have none: prefill widens to F32 for sgemm
+    EXPECT_EQ(k().qgemm_kinds, 0u);
     return;
   }
   std::mt19937 rng(13);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (const Kind& t : kKinds) {
+    if (((k().qgemm_kinds >> int(t.kind)) & 1u) == 0) continue;  // not taken at this level
     for (int64_t K : {t.block, 3 * t.block}) {
       const int64_t N = 21, nb = K / t.block;
       const std::vector<uint8_t> w = random_blocks(t, N, K, rng);

@@ -423,7 +423,7 @@ class CpuBackend final : public Backend {
         return false;
       }
       cpu::QKind kind;
-      if (cpu::qgemm_available() && quant_kind(lin.format.quant, &kind)) {
+      if (quant_kind(lin.format.quant, &kind) && cpu::qgemm_takes(kind)) {
         gemm_int8(out, in, lin, accumulate, act, kind);
         return true;
       }
@@ -699,10 +699,11 @@ class CpuBackend final : public Backend {
     });
   }
 
-  // out (+)= in W^T for a batch and weights of a kind with integer kernels where the CPU has VNNI: an int8
-  // GEMM (cpu::qgemm), 2.3x faster than widening to F32 for sgemm (bench pp512, Q4_0 and Q8_0, Zen 5, 2
-  // threads: see the closing note of the GGUF issue). Each thread repacks its own weight rows a 16-row panel
-  // at a time and runs every token against it; the activations are quantized once, by the calling thread.
+  // out (+)= in W^T for a batch and weights of a kind the level's int8 GEMM takes (cpu::qgemm_takes): with
+  // VNNI 2.3x faster than widening to F32 for sgemm (bench pp512, Q4_0 and Q8_0, Zen 5, 2 threads: see the
+  // closing note of the GGUF issue); with AVX2 alone ~1.3x (Q4_0, Q4_K_M, Zen 3). The activations are
+  // quantized once, split over the threads; then the weight rows go out in chunks of 16-row panels, each
+  // repacked by the thread that takes it and run against every token.
   void gemm_int8(Tensor out, const Tensor& in, const Linear& lin, bool accumulate, const Activation* act,
                  cpu::QKind kind) {
     const int64_t N = lin.n_out, K = lin.n_in, T = in.rows, nb = K / 32;
@@ -717,22 +718,16 @@ class CpuBackend final : public Backend {
     pool_.parallel_for(T, [&](int64_t t0, int64_t t1) {
       std::vector<int16_t> sums(size_t(K / 16));
       for (int64_t t = t0; t < t1; ++t) {
-        int8_t* q = reinterpret_cast<int8_t*>(xu + t * K);
-        cpu::quantize_acts(in.ptr<float>() + t * in.stride, K, q, xd + t * nb, sums.data(), 32);
-        for (int64_t b = 0; b < nb; ++b) {
-          int32_t sum = 0;
-          for (int64_t i = 32 * b; i < 32 * b + 32; ++i) {
-            sum += q[i];
-            xu[t * K + i] = uint8_t(q[i]) ^ 0x80u;  // q + 128
-          }
-          xo[t * nb + b] = xd[t * nb + b] * float(sum);
-        }
+        uint8_t* u = xu + t * K;
+        cpu::quantize_acts(in.ptr<float>() + t * in.stride, K, reinterpret_cast<int8_t*>(u), xd + t * nb,
+                           sums.data(), 32);
+        for (int64_t i = 0; i < K; ++i) u[i] ^= 0x80u;  // q + 128
+        for (int64_t b = 0; b < nb; ++b)
+          xo[t * nb + b] = xd[t * nb + b] * float(sums[2 * b] + sums[2 * b + 1]);
       }
     });
     const uint8_t* w = lin.w.ptr<uint8_t>();
-    pool_.run([&](int ith, int nth) {
-      const auto [n0, n1] = split(N, ith, nth, cpu::kQgemmRows);
-      if (n0 >= n1) return;
+    pool_.parallel_chunks(N, chunk(N, cpu::kQgemmRows), [&](int64_t n0, int64_t n1) {
       init_out(out, lin, accumulate, n0, n1);
       thread_local std::vector<uint8_t> panel;
       panel.resize(size_t(cpu::qgemm_panel_bytes(K)));

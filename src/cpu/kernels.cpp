@@ -233,6 +233,9 @@ void gemv_quant(QKind kind, float* y, int64_t ldy, const uint8_t* w, int64_t r0,
 }
 
 bool qgemm_available() { return kernels().qgemm != nullptr; }
+bool qgemm_takes(QKind kind) {
+  return kernels().qgemm != nullptr && ((kernels().qgemm_kinds >> int(kind)) & 1u);
+}
 void qgemm(QKind kind, float* y, int64_t ldy, const uint8_t* panel, const uint8_t* xu, int64_t ldxu,
            const float* xd, const float* xo, int64_t ldxd, int64_t nt, int64_t rows, int64_t k) {
   kernels().qgemm(kind, y, ldy, panel, xu, ldxu, xd, xo, ldxd, nt, rows, k);
@@ -265,7 +268,8 @@ void qgemm_pack(uint8_t* panel, QKind kind, const uint8_t* w, int64_t r0, int64_
                         : kind == QKind::Q5_K ? 176
                                               : 210;
   const int64_t nb = k / block;
-  std::memset(panel, 0, size_t(qgemm_panel_bytes(k)));
+  // Every byte a tile reads is written below for 16 rows; fewer leave rows of zeros.
+  if (rows < kQgemmRows) std::memset(panel, 0, size_t(qgemm_panel_bytes(k)));
   auto put = [](uint8_t* at, int64_t r, auto v) { std::memcpy(at + 4 * r, &v, 4); };
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t n = r0 + r;
@@ -317,10 +321,11 @@ void qgemm_pack(uint8_t* panel, QKind kind, const uint8_t* w, int64_t r0, int64_
           }
         }
         uint8_t* dst = panel + (j * (block / 32) + s) * kQgemmBlockBytes;
+        for (int g = 0; g < 8; ++g) std::memcpy(dst + 64 * g + 4 * r, v + 4 * g, 4);
         int32_t sum = 0, sum2 = 0;
-        for (int i = 0; i < 32; ++i) {
-          dst[(i / 4) * 64 + 4 * r + i % 4] = uint8_t(v[i]);
-          (i < 16 ? sum : sum2) += v[i];
+        for (int i = 0; i < 16; ++i) {
+          sum += v[i];
+          sum2 += v[i + 16];
         }
         if (kind == QKind::Q6_K) {
           put(dst + 512, r, dw);

@@ -116,9 +116,10 @@ void gemv_quant(QKind kind, float* y, int64_t ldy, const uint8_t* w, int64_t r0,
                 int64_t n, int64_t k, bool accumulate);
 
 // The prefill product of quantized weights as an int8 GEMM (VNNI's vpdpbusd: 16 rows x 4 bytes per
-// instruction), where the level has it (qgemm_available). The weights are repacked a panel of 16 rows at a
-// time (qgemm_pack), every kind into one form: per 32 columns, the rows' values as signed bytes in groups of
-// 4 columns (row r's at 4 r of each 64 bytes), with F32 scales such that
+// instruction; AVX2's vpmaddubsw + vpmaddwd, 8 rows x 4 bytes), where the level has it (qgemm_available). The
+// weights are repacked a panel of 16 rows at a time (qgemm_pack), every kind into one form: per 32 columns,
+// the rows' values as signed bytes in groups of 4 columns (row r's at 4 r of each 64 bytes), with F32 scales
+// such that
 //   w = dw q + ow       (Q8_0, Q4_0 with its -8 in q: ow = 0; Q4_K, Q5_K: dw = d sc_j, ow = -dmin m_j)
 //   w = dw_h q          (Q6_K: a scale per 16 columns h, q - 32 in q)
 // and -128 sum(q) for each (the activations are offset to unsigned bytes, xu = q + 128, as vpdpbusd
@@ -130,6 +131,9 @@ inline constexpr int64_t kQgemmRows = 16;
 inline constexpr int64_t kQgemmBlockBytes = 512 + 5 * 64;  // values, dw, corr, dw_2, corr_2, ow
 inline int64_t qgemm_panel_bytes(int64_t k) { return k / 32 * kQgemmBlockBytes; }
 bool qgemm_available();
+// Whether prefill runs weights of this kind through qgemm at this level (VNNI: every kind; AVX2: all but
+// Q8_0, where widening to F32 for sgemm measured faster).
+bool qgemm_takes(QKind kind);
 // panel = rows [r0, r0 + rows) (rows <= 16; the rest zero) of a QuantInterleave matrix of K = k.
 void qgemm_pack(uint8_t* panel, QKind kind, const uint8_t* w, int64_t r0, int64_t rows, int64_t k);
 // y[t][r] += sum_k W[r, k] x_t[k] for r < rows, t < nt: xu row t at xu + t * ldxu (k bytes), its scales
@@ -161,6 +165,8 @@ struct KernelTable {
   // null at the levels without it
   void (*qgemm)(QKind, float*, int64_t, const uint8_t*, const uint8_t*, int64_t, const float*, const float*,
                 int64_t, int64_t, int64_t, int64_t);
+  // The kinds qgemm takes (bit 1 << kind): those it beats widening to F32 for sgemm on.
+  unsigned qgemm_kinds;
 };
 
 // The level in use (chosen on first call: MINIGPT_CPU, else the best this CPU runs; throws Error
