@@ -2,6 +2,7 @@
 // larger than the last-level cache (so every byte comes from DRAM, as in a decode step), and for the
 // multi-row kernels (batched decode, nx rows of activations) the effective GFLOP/s as well.
 // Usage: bench_gemv [K] [N] [cache]   (default: GPT-2's c_fc, 768 x 3072; MINIGPT_CPU picks the level)
+// Where the level has prefill's int8 GEMM it is timed too (weights in cache, 512 tokens: GFLOP/s).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -93,6 +94,37 @@ int main(int argc, char** argv) {
       const double n = double(qmats * loops);
       std::printf("%-34s %7.1f GB/s  %7.1f GFLOP/s\n", name.c_str(), double(rb * N) * n / best / 1e9,
                   mac * double(nx) * n / best / 1e9);
+    }
+  }
+  // Prefill's int8 GEMM where the level has it: 256 weight rows (16 panels, each repacked as the backend
+  // does) against 512 tokens, the weights in cache: GFLOP/s of the multiply-adds, the repacking included.
+  if (cpu::qgemm_available()) {
+    const int64_t T = 512, R = 256;
+    std::vector<uint8_t> xu(size_t(T * K), 0x93);
+    std::vector<float> xdq(size_t(2 * T * (K / 32)), 0.01f);
+    for (const QuantCase& q :
+         {QuantCase{"Q8_0", cpu::QKind::Q8_0, 32, 34}, QuantCase{"Q4_0", cpu::QKind::Q4_0, 32, 18},
+          QuantCase{"Q4_K", cpu::QKind::Q4_K, 256, 144}, QuantCase{"Q5_K", cpu::QKind::Q5_K, 256, 176},
+          QuantCase{"Q6_K", cpu::QKind::Q6_K, 256, 210}}) {
+      if (K % q.block != 0 || !cpu::qgemm_takes(q.kind)) continue;
+      if (const char* only = std::getenv("BENCH_QUANT_ONLY");
+          only != nullptr && *only != '\0' && std::string(only) != "1" && std::string(only) != q.name)
+        continue;
+      std::vector<uint8_t> wq(size_t(R * (K / q.block) * q.bytes), 0x11);
+      std::vector<uint8_t> panel(size_t(cpu::qgemm_panel_bytes(K)));
+      std::vector<float> yq(size_t(T * R));
+      double best = 1e30;
+      for (int rep = 0; rep < 30; ++rep) {  // short runs: the best of many
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int64_t p = 0; p < R; p += cpu::kQgemmRows) {
+          cpu::qgemm_pack(panel.data(), q.kind, wq.data(), p, cpu::kQgemmRows, K);
+          cpu::qgemm(q.kind, yq.data() + p, R, panel.data(), xu.data(), K, xdq.data(),
+                     xdq.data() + T * (K / 32), K / 32, T, cpu::kQgemmRows, K);
+        }
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::printf("%-34s %7.1f GFLOP/s\n", (std::string(q.name) + " int8 GEMM, 512 tokens").c_str(),
+                  2.0 * double(K) * double(R) * double(T) / best / 1e9);
     }
   }
   if (std::getenv("BENCH_QUANT_ONLY") != nullptr) return 0;
