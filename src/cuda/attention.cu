@@ -20,7 +20,9 @@ size_t prefill_smem(int64_t D) {
 // of 4 (values it then ignores), and those reads must not touch `red`, which other warps write meanwhile
 // (compute-sanitizer's racecheck flagged exactly that at D = 33).
 __host__ __device__ inline int64_t round4(int64_t D) { return (D + 3) / 4 * 4; }
-size_t decode_smem(int64_t D) { return size_t(round4(D) + kDecodeWarps * (D + 2)) * sizeof(float); }
+size_t decode_smem(int64_t D) {
+  return size_t(round4(D) + kTile * (D + 1) + kTile * D + kDecodeWarps * (D + 2)) * sizeof(float);
+}
 
 // One warp per query, a block per (8 queries, head). Each 32-key tile of K and V is loaded once into shared
 // memory (widened to F32; K rows padded to D + 1 floats so that lane j reading row j is conflict-free) and
@@ -97,52 +99,66 @@ __global__ void __launch_bounds__(kPrefillWarps * 32)
   }
 }
 
-// A block per (split, head): its warps take 32-key tiles of the split's range in turn (K rows read straight
-// from the cache, lane j one key), then merge their (m, l, o) in shared memory and write the split's
-// partial result: [m, l, o[0 .. D)] with o not yet divided by l.
+// A block per (split, head). The split's keys go in 32-key tiles: all the block's threads load a tile of K
+// and V into shared memory (widened to F32, coalesced loads all in flight at once; K rows padded to D + 1
+// floats so that lane j reading row j is conflict-free), every warp scores the tile's keys (lane j key j: the
+// same scores and running max in each warp), and warp w folds in the values of keys w, w + 4, ... of the tile
+// for every head dim. The warps then merge their (m, l, o) in shared memory and write the split's partial
+// result: [m, l, o[0 .. D)] with o not yet divided by l.
+// (The first version had each warp read its own tiles straight from the cache, lane j walking key j's row: at
+// depth 512 the dependent loads of one warp were most of a layer's decode time.)
 template <typename KV>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     attention_decode_kernel(float* partial, const float* __restrict__ q, const KV* __restrict__ kc,
                             const KV* __restrict__ vc, int64_t ldc, StepValue pos0_v, int D, float scale,
                             int n_splits, int group) {
   extern __shared__ float smem[];
-  float* q_s = smem;             // [D] (+ padding to a multiple of 4), pre-scaled
-  float* red = q_s + round4(D);  // [kDecodeWarps][D + 2]
+  float* q_s = smem;                   // [D] (+ padding to a multiple of 4), pre-scaled
+  float* k_s = q_s + round4(D);        // [kTile][D + 1]
+  float* v_s = k_s + kTile * (D + 1);  // [kTile][D]
+  float* red = v_s + kTile * D;        // [kDecodeWarps][D + 2]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int split = blockIdx.x, h = blockIdx.y;
   const int64_t n_keys = int64_t(pos0_v.get()) + 1;
   const int64_t chunk = (n_keys + n_splits - 1) / n_splits;
   const int64_t begin = int64_t(split) * chunk;
   const int64_t end = min(n_keys, begin + chunk);
+  const KV* kh = kc + (h / group) * D;
+  const KV* vh = vc + (h / group) * D;
   for (int d = threadIdx.x; d < D; d += blockDim.x) q_s[d] = scale * q[h * D + d];
-  __syncthreads();
 
   float m = -INFINITY, l = 0.0f, o[kChunks];
 #pragma unroll
   for (int i = 0; i < kChunks; ++i) o[i] = 0.0f;
-  for (int64_t j0 = begin + int64_t(warp) * kTile; j0 < end; j0 += int64_t(kDecodeWarps) * kTile) {
-    const int64_t key = j0 + lane;
+  for (int64_t j0 = begin; j0 < end; j0 += kTile) {
+    const int n_valid = int(min(int64_t(kTile), end - j0));  // block-uniform
+    __syncthreads();  // the previous tile is consumed (and q_s written, on the first pass)
+    for (int idx = threadIdx.x; idx < n_valid * D; idx += kDecodeWarps * 32) {
+      const int r = idx / D, d = idx - r * D;
+      k_s[r * (D + 1) + d] = to_float(kh[(j0 + r) * ldc + d]);
+      v_s[r * D + d] = to_float(vh[(j0 + r) * ldc + d]);
+    }
+    __syncthreads();
     float s = -INFINITY;
-    if (key < end) {
-      const KV* kr = kc + key * ldc + (h / group) * D;
+    if (lane < n_valid) {
+      const float* kr = k_s + lane * (D + 1);
       float acc = 0.0f;
-      for (int d = 0; d < D; ++d) acc += q_s[d] * to_float(kr[d]);
+      for (int d = 0; d < D; ++d) acc += q_s[d] * kr[d];
       s = acc;
     }
-    const float m_new = fmaxf(m, warp_max(s));
-    const float corr = expf(m - m_new);
-    const float pj = expf(s - m_new);
-    l = l * corr + warp_sum(pj);
+    const float m_new = fmaxf(m, warp_max(s));  // finite: key j0 is valid
+    const float corr = expf(m - m_new);         // 0 on the first tile (m = -inf)
+    const float pj = expf(s - m_new);           // 0 past n_valid
+    // Each warp's l counts only the keys it folds in, so that the merge below adds every key once.
+    l = l * corr + warp_sum(lane % kDecodeWarps == warp ? pj : 0.0f);
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) o[i] *= corr;
-    const int n_valid = int(min(int64_t(kTile), end - j0));
-    for (int jj = 0; jj < n_valid; ++jj) {
+    for (int jj = warp; jj < n_valid; jj += kDecodeWarps) {
       const float pjj = __shfl_sync(0xffffffffu, pj, jj);
-      const KV* vr = vc + (j0 + jj) * ldc + (h / group) * D;
 #pragma unroll
       for (int i = 0; i < kChunks; ++i) {
         const int d = lane + 32 * i;
-        if (d < D) o[i] += pjj * to_float(vr[d]);
+        if (d < D) o[i] += pjj * v_s[jj * D + d];
       }
     }
     m = m_new;
@@ -158,7 +174,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     if (d < D) r[2 + d] = o[i];
   }
   __syncthreads();
-  // A warp that saw no key has m = -inf and contributes nothing (and must not: exp(-inf - -inf) is NaN).
+  // Every warp saw the same keys, so the same m: -inf only where the split has no key (n_keys below
+  // n_splits), and then it contributes nothing (and must not: exp(-inf - -inf) is NaN).
   float M = -INFINITY;
   for (int w = 0; w < kDecodeWarps; ++w) M = fmaxf(M, red[w * (D + 2)]);
   float* dst = partial + (int64_t(h) * n_splits + split) * (D + 2);
@@ -229,6 +246,8 @@ template <typename KV>
 void raise_smem_limit() {
   CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_kernel<KV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   int(prefill_smem(kMaxHeadDim))));
+  CUDA_CHECK(cudaFuncSetAttribute(attention_decode_kernel<KV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(decode_smem(kMaxHeadDim))));
 }
 
 }  // namespace
