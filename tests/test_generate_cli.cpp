@@ -85,6 +85,25 @@ TEST(GenerateCli, JsonLinesPerTokenThenASummary) {
   EXPECT_EQ(s["seed"], 3);
 }
 
+// One generated token has no decode step after it: the summary says so (null, "n/a") instead of a rate of 0,
+// and gives a rate again from two tokens on.
+TEST(GenerateCli, OneTokenHasNoDecodeRate) {
+  CliModel cm;
+  auto one = test::run_cli("generate " + cm.m() + "-p hello --max-new-tokens 1 --seed 3 --json");
+  ASSERT_EQ(one.status, 0) << one.err;
+  const json s1 = json::parse(one.out.substr(one.out.rfind('{', one.out.rfind("\"summary\"")))).at("summary");
+  EXPECT_EQ(s1["generated_tokens"], 1);
+  EXPECT_TRUE(s1["decode_tok_s"].is_null()) << one.out;
+  auto text = test::run_cli("generate " + cm.m() + "-p hello --max-new-tokens 1 --seed 3");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.err.find("generated 1 token, decode n/a |"), std::string::npos) << text.err;
+  auto two = test::run_cli("generate " + cm.m() + "-p hello --max-new-tokens 2 --seed 3 --json --ignore-eos");
+  ASSERT_EQ(two.status, 0) << two.err;
+  const json s2 = json::parse(two.out.substr(two.out.rfind('{', two.out.rfind("\"summary\"")))).at("summary");
+  ASSERT_EQ(s2["generated_tokens"], 2) << two.out;
+  EXPECT_GT(s2["decode_tok_s"].get<double>(), 0.0);
+}
+
 TEST(GenerateCli, EmptyPromptStartsFromBos) {
   CliModel cm;
   auto r = test::run_cli("generate " + cm.m() + "--max-new-tokens 4 --json");

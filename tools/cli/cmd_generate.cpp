@@ -222,15 +222,19 @@ int run_generate(GenerateCliOptions& o) {
   const GenerateResult r = generate(session, &tok, prompt, g, cb);
 
   const double prefill_tps = r.prefill_seconds > 0 ? double(r.prompt.size()) / r.prefill_seconds : 0.0;
-  // Decode rate: the tokens after the first one, over the time since the first was sampled.
+  // Decode rate: the tokens after the first one, over the time since the first was sampled. With one token
+  // or none there is no decode step to time: null in JSON, "n/a" in the text (not a rate of 0).
   const int64_t n_gen = int64_t(r.tokens.size());
-  const double decode_tps = r.decode_seconds > 0 && n_gen > 1 ? double(n_gen - 1) / r.decode_seconds : 0.0;
+  const bool timed = r.decode_seconds > 0 && n_gen > 1;
+  const double decode_tps = timed ? double(n_gen - 1) / r.decode_seconds : 0.0;
+  char decode_text[48] = "n/a";
+  if (timed) std::snprintf(decode_text, sizeof decode_text, "%.1f tok/s", decode_tps);
   if (o.json_out) {
     json summary = {{"prompt_tokens", r.prompt.size()},
                     {"prompt_tokens_dropped", r.prompt_dropped},
                     {"prefill_tok_s", prefill_tps},
                     {"generated_tokens", n_gen},
-                    {"decode_tok_s", decode_tps},
+                    {"decode_tok_s", timed ? json(decode_tps) : json(nullptr)},
                     {"ttft_ms", r.first_token_seconds * 1e3},
                     {"stop_reason", stop_reason_name(r.reason)},
                     {"slides", r.slides},
@@ -239,12 +243,12 @@ int run_generate(GenerateCliOptions& o) {
     write_stdout(to_json_line({{"summary", summary}}) + "\n");
   } else {
     write_stdout("\n");  // the text before the summary, also when both go to one terminal or file
-    std::fprintf(
-        stderr,
-        "minigpt: prompt %zu tokens, prefill %.1f tok/s | generated %lld tokens, decode %.1f tok/s | "
-        "time to first token %.1f ms | stop: %s | seed %llu\n",
-        r.prompt.size(), prefill_tps, (long long)n_gen, decode_tps, r.first_token_seconds * 1e3,
-        stop_reason_name(r.reason), (unsigned long long)g.sampling.seed);
+    std::fprintf(stderr,
+                 "minigpt: prompt %zu token%s, prefill %.1f tok/s | generated %lld token%s, decode %s | "
+                 "time to first token %.1f ms | stop: %s | seed %llu\n",
+                 r.prompt.size(), r.prompt.size() == 1 ? "" : "s", prefill_tps, (long long)n_gen,
+                 n_gen == 1 ? "" : "s", decode_text, r.first_token_seconds * 1e3, stop_reason_name(r.reason),
+                 (unsigned long long)g.sampling.seed);
   }
   return 0;
 }
