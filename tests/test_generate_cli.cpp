@@ -104,6 +104,15 @@ TEST(GenerateCli, OneTokenHasNoDecodeRate) {
   EXPECT_GT(s2["decode_tok_s"].get<double>(), 0.0);
 }
 
+// The help's usage lines name the program (the arguments reach CLI11 without argv[0]).
+TEST(GenerateCli, HelpNamesTheProgram) {
+  auto top = test::run_cli("--help"), sub = test::run_cli("generate --help");
+  ASSERT_EQ(top.status, 0) << top.err;
+  ASSERT_EQ(sub.status, 0) << sub.err;
+  EXPECT_NE(top.out.find("Usage: minigpt [OPTIONS] SUBCOMMAND"), std::string::npos) << top.out;
+  EXPECT_NE(sub.out.find("Usage: minigpt generate [OPTIONS]"), std::string::npos) << sub.out;
+}
+
 TEST(GenerateCli, EmptyPromptStartsFromBos) {
   CliModel cm;
   auto r = test::run_cli("generate " + cm.m() + "--max-new-tokens 4 --json");

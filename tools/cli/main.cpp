@@ -20,7 +20,7 @@ std::vector<Command>& command_registry() {
 
 int main(int argc, char** argv) {
   using namespace minigpt::cli;
-  CLI::App app{"minigpt: a small, fast GPT-2 inference engine"};
+  CLI::App app{"minigpt: a small, fast GPT-2 inference engine", "minigpt"};  // parse(args) never sees argv[0]
   app.require_subcommand(1);
   app.set_version_flag("--version", kVersion);
 
