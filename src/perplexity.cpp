@@ -30,6 +30,12 @@ std::vector<PerplexityWindow> perplexity_windows(int64_t n_tokens, int64_t n_ctx
   std::vector<PerplexityWindow> windows;
   if (o.recipe == PerplexityRecipe::Chunks) {
     if (o.max_chunks < 0) throw arg_error("--chunks must be positive, not " + std::to_string(o.max_chunks));
+    // Positions n_ctx / 2 .. n_ctx - 2 of a chunk score the next token: none at all below 3.
+    if (n_ctx < 3) {
+      throw arg_error(
+          "a chunk of " + std::to_string(n_ctx) +
+          " tokens scores none (its second half less the last token): use -c 3 or more, or --stride");
+    }
     int64_t n_chunks = n_tokens / n_ctx;
     if (n_chunks == 0) {
       throw arg_error("the text is " + std::to_string(n_tokens) + " tokens long, shorter than one chunk of " +

@@ -158,6 +158,8 @@ TEST(PerplexityCli, BadInputsGetOneLineAndANonZeroExit) {
            {"-f " + one.string() + " --stride 10", "1 token(s) long"},
            {"-f " + short_text.string(), "shorter than one chunk of 128"},
            {"-f " + short_text.string() + " -c 200", "outside [0, 128]"},
+           {"-f " + short_text.string() + " -c 2", "a chunk of 2 tokens scores none"},
+           {"-f " + short_text.string() + " -c 1", "at least 2 tokens"},
            {"-f " + short_text.string() + " --stride 0", "--stride must be at least 1"},
            {"-f " + short_text.string() + " --stride 129", "--stride must be in [1, 128]"},
            {"-f " + short_text.string() + " --stride 5 --chunks 2", "pick one"},
