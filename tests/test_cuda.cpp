@@ -245,7 +245,8 @@ TEST(CudaOps, LinearMatchesCpu) {
 }
 
 // store_kv then attention, for every cache dtype, prefill (T > 1) and decode (T = 1, split over the cache)
-// shapes, odd head dims up to the maximum (decode at 256 needs more than the default 48 KB of shared memory).
+// shapes (a 4096-row cache: splits of more than one 32-key tile), odd head dims up to the maximum (decode at
+// 256 needs more than the default 48 KB of shared memory).
 // The CPU reference holds the same rounded values (the inputs are rounded to the GPU cache's dtype first), so
 // only summation order differs: |diff| <= 2e-5 (outputs are averages of N(0,1) values).
 TEST(CudaOps, StoreKvAndAttentionMatchCpu) {
@@ -259,7 +260,7 @@ TEST(CudaOps, StoreKvAndAttentionMatchCpu) {
       {1, 700, 4, 33, 1024},    {19, 40, 2, 160, 64},  {9, 3, 1, 256, 12},        {1, 1500, 2, 64, 2048},
       {1, 2, 2, 64, 2048},      {1, 63, 12, 64, 1024}, {33, 0, 12, 64, 1024},     {1, 700, 12, 64, 1024, 1},
       {33, 5, 12, 64, 1024, 1}, {5, 3, 4, 16, 8, 2},   {1, 2047, 6, 64, 2048, 3}, {1, 300, 2, 256, 512},
-      {1, 90, 2, 160, 128, 1}};
+      {1, 90, 2, 160, 128, 1},  {1, 3000, 2, 64, 4096}};
   for (DType kv : {DType::F32, DType::F16, DType::BF16}) {
     auto gpu = cuda_backend(kv);
     for (const Case& c : cases) {
