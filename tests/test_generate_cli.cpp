@@ -113,6 +113,20 @@ TEST(GenerateCli, HelpNamesTheProgram) {
   EXPECT_NE(sub.out.find("Usage: minigpt generate [OPTIONS]"), std::string::npos) << sub.out;
 }
 
+// A command line that does not parse exits 2, whatever CLI11's reason; a refused value exits 1.
+TEST(GenerateCli, ExitStatusSaysWhatKindOfMistake) {
+  CliModel cm;
+  for (const std::string& args :
+       std::vector<std::string>{"nosuchcommand", "generate --bogus", "generate -n", "generate -n abc",
+                                "attention -p hi", "generate " + cm.m() + "-p hi extra"}) {
+    const auto r = test::run_cli(args);
+    EXPECT_EQ(r.status, 2) << args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+  }
+  const auto r = test::run_cli("generate " + cm.m() + "-p hi -n -5");
+  EXPECT_EQ(r.status, 1) << r.err;
+}
+
 TEST(GenerateCli, EmptyPromptStartsFromBos) {
   CliModel cm;
   auto r = test::run_cli("generate " + cm.m() + "--max-new-tokens 4 --json");

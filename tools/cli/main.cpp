@@ -75,9 +75,10 @@ int main(int argc, char** argv) {
     }
     return rc;
   } catch (const CLI::ParseError& e) {
-    // One line on stderr, non-zero exit; CLI11's own wording names the flag.
+    // One line on stderr, exit 2 as for an unknown command (CLI11's own codes, 101-115, say nothing a
+    // script could use); CLI11's own wording names the flag.
     std::fprintf(stderr, "minigpt: error: %s (see minigpt --help)\n", e.what());
-    return e.get_exit_code() == 0 ? 2 : e.get_exit_code();
+    return 2;
   }
 
   try {
