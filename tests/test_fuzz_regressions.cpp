@@ -180,8 +180,24 @@ TEST(FuzzRegressions, AddedTokensSharingAnIdAreRefused) {
 TEST(FuzzRegressions, IdList) {
   EXPECT_EQ(cli::parse_ids(" 15496\t995\n0 2147483647 "), (std::vector<int32_t>{15496, 995, 0, 2147483647}));
   EXPECT_TRUE(cli::parse_ids("").empty());
-  for (const char* bad : {"2147483648", "-1", "12a", "99999999999", "1e3", "+5", "\xff"})
+  for (const char* bad : {"2147483648", "-1", "12a", "99999999999", "1e3", "+5", "\xff", "[[1]]", "1;2"})
     expect_error([&] { cli::parse_ids(bad); }, ErrorKind::Argument, {"--decode", "is not a token id"});
+  // transformers' spelling: commas, optionally the whole list in brackets.
+  const std::vector<int32_t> three{15496, 11, 995};
+  for (const char* good : {"[15496, 11, 995]", "15496,11,995", " [ 15496 ,11,\n995 ] ", "15496 11, 995"})
+    EXPECT_EQ(cli::parse_ids(good), three) << good;
+  EXPECT_TRUE(cli::parse_ids(" [ ] ").empty());
+  struct Bad {
+    const char* text;
+    const char* says;
+  };
+  for (const Bad& b : std::vector<Bad>{{"1,,2", "',' with no id before it at byte offset 2"},
+                                       {"1, 2,", "',' with no id after it at byte offset 4"},
+                                       {",1", "',' before the first id at byte offset 0"},
+                                       {"[1, 2", "'[' without its closing ']' at byte offset 0"},
+                                       {" 1, 2]", "']' without an opening '[' at byte offset 5"},
+                                       {"[", "'[' without its closing ']'"}})
+    expect_error([&] { cli::parse_ids(b.text); }, ErrorKind::Argument, {"--decode", b.says});
 }
 
 }  // namespace

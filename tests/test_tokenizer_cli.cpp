@@ -74,6 +74,9 @@ TEST(TokenizeCli, DecodesIds) {
   EXPECT_EQ(r.out, "Hello world");
   r = run_cli(kModel + " --decode", false, "printf '  15496\\t 995\\n50256 '");
   EXPECT_EQ(r.out, "Hello world<|endoftext|>");
+  r = run_cli(kModel + " --decode '[15496, 995]'");  // as transformers prints a list of ids
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, "Hello world");
 }
 
 TEST(TokenizeCli, RejectsBadIdsWithOneLine) {
@@ -81,7 +84,9 @@ TEST(TokenizeCli, RejectsBadIdsWithOneLine) {
        std::vector<std::pair<std::string, std::string>>{{"'15496 12x'", "\"12x\" (id #2"},
                                                         {"-- '3 -1'", "\"-1\" (id #2"},
                                                         {"'99999999999'", "\"99999999999\""},
-                                                        {"'1 2 50257'", "50257 at position 2"}}) {
+                                                        {"'1 2 50257'", "50257 at position 2"},
+                                                        {"'[15496, 995'", "without its closing"},
+                                                        {"'15496,,995'", "no id before it"}}) {
     CliResult r = run_cli(kModel + " --decode " + arg, true);
     EXPECT_EQ(r.code, 1) << arg;
     EXPECT_NE(r.out.find("minigpt: error: "), std::string::npos) << r.out;

@@ -43,8 +43,10 @@ bool registered = register_command(
       auto* text_opt = app.add_option("text", o->text, "The text (or, with --decode, the ids)");
       app.add_option("--file", o->file, "Read the text (or ids) from this file")->excludes(text_opt);
       app.add_flag("--json", o->json, "Print {\"ids\": [...], \"tokens\": [...]}");
-      app.add_flag("--decode", o->decode,
-                   "Read ids, print the text they stand for (raw bytes, no newline added)");
+      app.add_flag(
+          "--decode", o->decode,
+          "Read ids (\"15496 11 995\", or as transformers prints them, \"[15496, 11, 995]\"), print the "
+          "text they stand for (raw bytes, no newline added)");
       app.add_flag("--special", o->special, "Recognise special tokens such as <|endoftext|> in the text");
       app.add_flag(
           "--no-add-special", o->no_add_special,
