@@ -3,6 +3,7 @@
 
 #include "minigpt/generate.h"
 #include "minigpt/random_weights.h"
+#include "minigpt/sysinfo.h"
 #include "test_util.h"
 
 namespace minigpt {
@@ -59,6 +60,25 @@ TEST(GenerateCli, SeedReproducesAcrossRunsAndThreadCounts) {
   ASSERT_EQ(a.status, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
   EXPECT_NE(a.out, c.out);
+}
+
+// More threads than CPUs is allowed (llama.cpp allows it too) but slower: one warning line on stderr, and the
+// same text, since no result depends on the thread count. The pool behind it wakes one worker per CPU
+// instead of every thread (ThreadPool.MoreThreadsThanCpusStillRunEverySlotOnce).
+TEST(GenerateCli, MoreThreadsThanCpusWarnsAndGivesTheSameText) {
+  CliModel cm;
+  const int cpus = cpu_count();
+  const std::string args = "generate " + cm.m() + "-p abc --max-new-tokens 20 --seed 7 --no-echo ";
+  auto fit = test::run_cli(args + "-t " + std::to_string(cpus));
+  auto over = test::run_cli(args + "-t " + std::to_string(cpus + 3));
+  ASSERT_EQ(fit.status, 0) << fit.err;
+  ASSERT_EQ(over.status, 0) << over.err;
+  EXPECT_EQ(over.out, fit.out);
+  EXPECT_EQ(fit.err.find("warning"), std::string::npos) << fit.err;
+  const std::string want = "minigpt: warning: -t " + std::to_string(cpus + 3) + " is more threads than the " +
+                           std::to_string(cpus) + " CPU";
+  EXPECT_EQ(over.err.rfind(want, 0), 0u) << over.err;
+  EXPECT_NE(over.err.find("slower than -t " + std::to_string(cpus) + "\n"), std::string::npos) << over.err;
 }
 
 TEST(GenerateCli, JsonLinesPerTokenThenASummary) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cpu/thread_pool.h"
+#include "minigpt/sysinfo.h"
 
 namespace minigpt::cpu {
 namespace {
@@ -59,6 +60,33 @@ TEST(ThreadPool, EverySlotRunsOnceAndRunReturnsAfterAll) {
       }
     });
   }
+}
+
+TEST(ThreadPool, MoreThreadsThanCpusStillRunEverySlotOnce) {
+  // More threads than CPUs: run() wakes only one worker per other CPU (each claims slots until none is left)
+  // and nobody spins; every slot must still run exactly once, whichever thread takes it.
+  const int n = 4 * cpu_count() + 1;
+  ThreadPool pool(n);
+  std::vector<std::atomic<int>> calls(static_cast<size_t>(n));
+  within(60, "run() with more threads than CPUs", [&] {
+    for (int job = 0; job < 300; ++job) {
+      for (auto& c : calls) c.store(0);
+      pool.run([&](int slot, int) {
+        if ((slot + job) % 5 == 0) std::this_thread::sleep_for(std::chrono::microseconds(10));
+        calls[static_cast<size_t>(slot)].fetch_add(1);
+      });
+      for (int s = 0; s < n; ++s)
+        ASSERT_EQ(calls[static_cast<size_t>(s)].load(), 1)
+            << "n = " << n << ", job " << job << ", slot " << s;
+    }
+    std::atomic<int64_t> sum{0};
+    pool.parallel_chunks(100000, 100, [&](int64_t b, int64_t e) {
+      int64_t part = 0;
+      for (int64_t i = b; i < e; ++i) part += i;
+      sum.fetch_add(part);
+    });
+    EXPECT_EQ(sum.load(), int64_t(99999) * 100000 / 2);
+  });
 }
 
 TEST(ThreadPool, TheCallerRunsTheSlotsOfWorkersThatNeverStart) {

@@ -7,6 +7,8 @@
 namespace minigpt {
 
 std::string cpu_model_name();  // from /proc/cpuinfo; "unknown" elsewhere
+// The CPUs this process may run on: its affinity mask (taskset, a container's cpuset), which can be fewer
+// than the machine has; at least 1. The default thread count.
 int cpu_count();
 
 // STREAM-like read bandwidth in GB/s (1e9 bytes/s): `n_threads` threads sum disjoint parts of a buffer of

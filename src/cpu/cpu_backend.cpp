@@ -18,6 +18,7 @@
 #include "minigpt/cpu.h"
 #include "minigpt/error.h"
 #include "minigpt/quant.h"
+#include "minigpt/sysinfo.h"
 
 namespace minigpt {
 namespace {
@@ -777,7 +778,7 @@ std::shared_ptr<Backend> make_cpu_backend(int n_threads) {
     throw Error(ErrorKind::Argument,
                 "thread count " + std::to_string(n_threads) + " is out of range [0, 1024]");
   }
-  if (n_threads == 0) n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  if (n_threads == 0) n_threads = cpu_count();
   return std::make_shared<CpuBackend>(n_threads);
 }
 

@@ -1,5 +1,6 @@
 #include "minigpt/sysinfo.h"
 
+#include <sched.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -28,7 +29,12 @@ std::string cpu_model_name() {
   return "unknown";
 }
 
-int cpu_count() { return int(std::max(1u, std::thread::hardware_concurrency())); }
+int cpu_count() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 namespace {
 #if defined(__x86_64__) || defined(__i386__)

@@ -74,6 +74,11 @@ class ThreadPool {
   int run_free_slots(uint64_t gen, uint64_t s, bool by_worker);
 
   int n_threads_;
+  // How many pauses a waiting thread spins before it sleeps (or, the caller, yields): kSpinPauses when every
+  // thread can have a CPU of its own, 0 when there are more threads than CPUs this process may run on (a
+  // spinning thread would then hold a CPU that a thread with work is waiting for).
+  int spin_pauses_;
+  int n_wake_;  // workers run() wakes: all, or one per other CPU when there are more threads than CPUs
   std::vector<std::thread> threads_;
   std::mutex dispatch_;  // one run() at a time
   std::mutex mutex_;     // guards the sleep/wake hand-over

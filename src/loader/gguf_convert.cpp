@@ -24,6 +24,7 @@
 #include "minigpt/quant.h"
 #include "minigpt/quantize.h"
 #include "minigpt/safetensors.h"
+#include "minigpt/sysinfo.h"
 #include "minigpt/tensor.h"
 #include "minigpt/tokenizer.h"
 
@@ -1073,7 +1074,7 @@ GgufWriteSummary write_gguf(const fs::path& in, const fs::path& out, const GgufW
   set_kv(kv, "general.file_type", gguf_u32(info.file_type));
   for (auto& [key, v] : kv) w.set(key, std::move(v));
 
-  const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = o.threads > 0 ? o.threads : cpu_count();
   const size_t n = order.size();
   for (size_t k = 0; k < n; ++k) {
     const SourceTensor* t = &s.tensors[order[k]];

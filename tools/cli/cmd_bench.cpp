@@ -9,6 +9,7 @@
 #include <set>
 
 #include "command.h"
+#include "common.h"
 #include "minigpt/cuda.h"
 #include "minigpt/error.h"
 #include "minigpt/model.h"
@@ -145,6 +146,8 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
   for (int t : threads)
     if (t < 1 || t > 1024)
       throw Error(ErrorKind::Argument, "-t: thread count " + std::to_string(t) + " must be in [1, 1024]");
+  if (!on_gpu)
+    for (int t : threads) warn_threads(t);
   std::vector<std::string> dtypes = o.dtypes.empty() ? std::vector<std::string>{"stored"} : o.dtypes;
   for (const auto& d : dtypes) parse_dtype(d);
   if (o.output != "md" && o.output != "json")

@@ -224,7 +224,8 @@ void print_system(const CpuInfo& cpu, const std::vector<BackendStatus>& bs) {
   std::printf("minigpt:      %s\n", kVersion);
   std::printf("build:        %s\n",
               kCudaBuilt ? "with the CUDA backend module (libminigpt-cuda.so)" : "without CUDA");
-  std::printf("cpu:          %s, %d threads\n", cpu.model.c_str(), cpu.cores);
+  std::printf("cpu:          %s, %d CPU%s this process may run on\n", cpu.model.c_str(), cpu.cores,
+              cpu.cores == 1 ? "" : "s");
   std::printf("cpu features: %s\n", cpu.features.empty() ? "(none the kernels use)" : cpu.features.c_str());
   std::printf("kernels:      %s (this binary has and this CPU runs: %s)\n", cpu.kernel_level.c_str(),
               join(cpu.levels).c_str());

@@ -10,6 +10,7 @@
 #include "minigpt/error.h"
 #include "minigpt/llmc.h"
 #include "minigpt/registry.h"
+#include "minigpt/sysinfo.h"
 
 namespace minigpt::cli {
 
@@ -61,7 +62,17 @@ std::filesystem::path resolve_model_dir(const ModelOptions& o) {
   throw Error(ErrorKind::Io, "no -m given and the shipped model models/shakespeare-char was not found");
 }
 
+void warn_threads(int threads) {
+  const int cpus = cpu_count();
+  if (threads <= cpus) return;
+  std::fprintf(stderr,
+               "minigpt: warning: -t %d is more threads than the %d CPU%s this process may run on; they will "
+               "take turns, which is slower than -t %d\n",
+               threads, cpus, cpus == 1 ? "" : "s", cpus);
+}
+
 LoadOptions load_options(const ModelOptions& o) {
+  if (o.backend == "cpu") warn_threads(o.threads);
   LoadOptions lo;
   lo.n_threads = o.threads;
   if (o.dtype == "f32") lo.weight_dtype = DType::F32;

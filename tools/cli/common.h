@@ -34,7 +34,12 @@ CLI::Validator backend_validator();
 void add_model_options(CLI::App& app, ModelOptions& o, bool model_required);
 // The model directory: -m, or models/shakespeare-char (here, beside the executable, or in the source tree).
 std::filesystem::path resolve_model_dir(const ModelOptions& o);
+// The options' backend and load settings; warns (warn_threads) when -t asks the CPU for more threads than
+// it has CPUs.
 LoadOptions load_options(const ModelOptions& o);
+// One line on stderr when `threads` CPU threads are more than the CPUs this process may run on (cpu_count):
+// a legal request, but the threads take turns on the CPUs, each op waiting for the last of them.
+void warn_threads(int threads);
 // Adds --tokenizer DIR, for the commands that encode text.
 void add_tokenizer_option(CLI::App& app, std::string& tokenizer);
 // The tokenizer of --tokenizer DIR when given, else the model's own (`model`: a directory or a GGUF file).
