@@ -17,8 +17,8 @@ constexpr int64_t kMaxVocab = int64_t(1) << 24;
 constexpr int64_t kMaxTokens = int64_t(1) << 31;
 
 template <typename T>
-void put(std::ofstream& out, T v) {
-  out.write(reinterpret_cast<const char*>(&v), sizeof v);
+void put(AtomicFile& out, T v) {
+  out.write(&v, sizeof v);
 }
 
 Error format_error(const std::string& what, const std::string& msg) {
@@ -57,9 +57,7 @@ void make_logits_record(std::span<const float> logits, int64_t top_k, int32_t ta
 
 LogitsWriter::LogitsWriter(const std::filesystem::path& path, const LogitsHeader& h,
                            std::span<const int32_t> tokens)
-    : path_(path), tmp_(path.string() + ".tmp"), top_k_(h.top_k), n_scored_(h.n_scored) {
-  out_.open(tmp_, std::ios::binary | std::ios::trunc);
-  if (!out_) throw Error(ErrorKind::Io, tmp_.string() + ": cannot write: " + std::strerror(errno));
+    : out_(path, path.string()), top_k_(h.top_k), n_scored_(h.n_scored) {
   out_.write(kMagic, sizeof kMagic);
   put<uint32_t>(out_, uint32_t(h.top_k));
   put<uint32_t>(out_, h.options.recipe == PerplexityRecipe::Chunks ? 0u : 1u);
@@ -67,23 +65,15 @@ LogitsWriter::LogitsWriter(const std::filesystem::path& path, const LogitsHeader
        {h.n_vocab, h.options.n_ctx, h.options.stride, h.options.max_chunks, int64_t(tokens.size()),
         h.n_scored, h.options.bos ? int64_t(*h.options.bos) : int64_t(-1)})
     put<int64_t>(out_, v);
-  out_.write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * sizeof(int32_t)));
+  out_.write(tokens.data(), tokens.size() * sizeof(int32_t));
 }
 
-LogitsWriter::~LogitsWriter() {
-  if (!committed_) {
-    out_.close();
-    std::error_code ec;
-    std::filesystem::remove(tmp_, ec);
-  }
-}
+LogitsWriter::~LogitsWriter() = default;
 
 void LogitsWriter::write(const LogitsRecord& rec) {
   if (int64_t(rec.ids.size()) != top_k_) throw Error(ErrorKind::Argument, "logits record of the wrong size");
-  out_.write(reinterpret_cast<const char*>(rec.ids.data()),
-             std::streamsize(rec.ids.size() * sizeof(int32_t)));
-  out_.write(reinterpret_cast<const char*>(rec.logp.data()),
-             std::streamsize(rec.logp.size() * sizeof(float)));
+  out_.write(rec.ids.data(), rec.ids.size() * sizeof(int32_t));
+  out_.write(rec.logp.data(), rec.logp.size() * sizeof(float));
   put<float>(out_, rec.log_rest);
   put<float>(out_, rec.logp_target);
   ++written_;
@@ -91,17 +81,10 @@ void LogitsWriter::write(const LogitsRecord& rec) {
 
 void LogitsWriter::commit() {
   if (written_ != n_scored_) {
-    throw Error(ErrorKind::Argument, tmp_.string() + ": " + std::to_string(written_) + " records written, " +
-                                         std::to_string(n_scored_) + " announced");
+    throw Error(ErrorKind::Argument, out_.target().string() + ": " + std::to_string(written_) +
+                                         " records written, " + std::to_string(n_scored_) + " announced");
   }
-  out_.flush();
-  out_.close();
-  if (!out_) throw Error(ErrorKind::Io, tmp_.string() + ": write failed (disk full?)");
-  std::error_code ec;
-  std::filesystem::rename(tmp_, path_, ec);
-  if (ec)
-    throw Error(ErrorKind::Io, path_.string() + ": cannot rename " + tmp_.string() + ": " + ec.message());
-  committed_ = true;
+  out_.commit();
 }
 
 LogitsReader::LogitsReader(std::istream& in, uint64_t size, const std::string& what) : in_(in), what_(what) {

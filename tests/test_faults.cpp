@@ -1,10 +1,12 @@
 // The library's side of the faults outside testing found (issue: "nothing lost, nothing silent"): files that
 // change under a running model, non-finite weights and logits, values a compute dtype cannot hold, tensors
 // that do not belong to the model, tiny temperatures, and seeds whose random streams overlapped.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "minigpt/io.h"
 #include "minigpt/model.h"
@@ -234,6 +236,89 @@ TEST(Faults, OnlyRegularFilesWithinTheirCapAreRead) {
                {"zero.json", "character device"});
   expect_error([&] { read_regular_file(tmp / "missing", 100, "config"); }, ErrorKind::Io,
                {"missing", "cannot open"});
+}
+
+// The files minigpt writes (GGUF, safetensors, --save-logits, attention maps) go through AtomicFile: whole or
+// not at all, and never over something that is not a regular file. The rename it ends with used to replace a
+// device or a FIFO given as the output (`quantize M /dev/full` left a regular file at /dev/full) and a
+// symbolic link itself instead of the file it leads to.
+TEST(Faults, AtomicFileWritesWholeFilesAndOnlyOverRegularOnes) {
+  namespace fs = std::filesystem;
+  TempDir tmp;
+  auto files = [&] {
+    std::set<std::string> names;
+    for (const auto& e : fs::directory_iterator(tmp.path())) names.insert(e.path().filename().string());
+    return names;
+  };
+  // A new file: all the bytes (more than the 1 MiB buffer, in pieces), nothing else left in the folder.
+  std::string big(size_t(3) << 20, 'x');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = char('a' + i % 26);
+  {
+    AtomicFile f(tmp / "new.bin", "new.bin");
+    f.write(big.data(), 10);
+    f.write(big.data() + 10, big.size() - 10);
+    EXPECT_EQ(f.size(), big.size());
+    EXPECT_FALSE(fs::exists(tmp / "new.bin"));  // nothing at the destination until commit()
+    f.commit();
+  }
+  EXPECT_EQ(test::read_file(tmp / "new.bin"), big);
+  EXPECT_EQ(files(), std::set<std::string>{"new.bin"});
+  // Not committed: the old content stays, the temporary goes.
+  {
+    AtomicFile f(tmp / "new.bin", "new.bin");
+    f.write("short", 5);
+  }
+  EXPECT_EQ(test::read_file(tmp / "new.bin"), big);
+  EXPECT_EQ(files(), std::set<std::string>{"new.bin"});
+  // A replaced file keeps its mode.
+  ASSERT_EQ(::chmod((tmp / "new.bin").c_str(), 0640), 0);
+  {
+    AtomicFile f(tmp / "new.bin", "new.bin");
+    f.write("abc", 3);
+    f.commit();
+  }
+  struct stat st;
+  ASSERT_EQ(::stat((tmp / "new.bin").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  EXPECT_EQ(test::read_file(tmp / "new.bin"), "abc");
+  // A symbolic link (relative, in a chain) is followed: the file it leads to is written, the links stay.
+  fs::create_symlink("new.bin", tmp / "link1");
+  fs::create_symlink(tmp / "link1", tmp / "link2");
+  {
+    AtomicFile f(tmp / "link2", "link2");
+    EXPECT_EQ(f.target(), tmp / "new.bin");
+    f.write("via link", 8);
+    f.commit();
+  }
+  EXPECT_TRUE(fs::is_symlink(tmp / "link1"));
+  EXPECT_TRUE(fs::is_symlink(tmp / "link2"));
+  EXPECT_EQ(test::read_file(tmp / "new.bin"), "via link");
+  // A dangling link makes the file it names.
+  fs::create_symlink("later.bin", tmp / "dangling");
+  {
+    AtomicFile f(tmp / "dangling", "dangling");
+    f.write("made", 4);
+    f.commit();
+  }
+  EXPECT_TRUE(fs::is_symlink(tmp / "dangling"));
+  EXPECT_EQ(test::read_file(tmp / "later.bin"), "made");
+  // Refused before anything is written: a FIFO, a link to one, a directory, a device.
+  ASSERT_EQ(::mkfifo((tmp / "fifo").c_str(), 0600), 0);
+  fs::create_symlink("fifo", tmp / "to-fifo");
+  fs::create_directory(tmp / "dir");
+  const auto before = files();
+  expect_error([&] { AtomicFile f(tmp / "fifo", "out.gguf"); }, ErrorKind::Io, {"out.gguf", "is a FIFO"});
+  expect_error([&] { AtomicFile f(tmp / "to-fifo", "x"); }, ErrorKind::Io, {"is a FIFO"});
+  expect_error([&] { AtomicFile f(tmp / "dir", "x"); }, ErrorKind::Io, {"is a directory"});
+  // /dev/null is only looked at: AtomicFile throws before it makes a temporary, so even a broken check could
+  // not replace the device here.
+  expect_error([&] { AtomicFile f("/dev/null", "/dev/null"); }, ErrorKind::Io,
+               {"/dev/null", "is a character device"});
+  EXPECT_EQ(files(), before);
+  EXPECT_EQ(fs::status(tmp / "fifo").type(), fs::file_type::fifo);
+  // A folder that does not exist: one line, nothing made.
+  expect_error([&] { AtomicFile f(tmp / "no" / "x.bin", "x.bin"); }, ErrorKind::Io,
+               {"x.bin", "cannot create a file there"});
 }
 
 }  // namespace

@@ -154,6 +154,48 @@ TEST(FaultsCli, FifosDevicesAndDirectoriesAreRefusedNotReadForever) {
   }
 }
 
+// Every command that writes a file (quantize, convert, perplexity --save-logits, attention -o) refuses an
+// output that is not a regular file, where the rename that puts the finished file in place used to replace
+// it: `quantize M /dev/full` left a regular file at /dev/full. Tried on FIFOs in a temporary folder (a
+// regression then replaces only those), directly and through a symbolic link; a link to a regular file is
+// followed, the link kept.
+TEST(FaultsCli, OutputsThatAreNotRegularFilesAreRefusedNotReplaced) {
+  namespace fs = std::filesystem;
+  TempDir tmp;
+  const std::string m = kShipped.string();
+  const std::string text = (tmp / "text.txt").string();
+  test::write_file(text, test::read_file(kShipped / "README.md"));
+  for (const std::string name : {"out.gguf", "logits.bin", "map.png"}) {
+    ASSERT_EQ(::mkfifo((tmp / name).c_str(), 0600), 0);
+    fs::create_symlink(name, tmp / ("link-" + name));
+  }
+  for (const std::string prefix : {"", "link-"}) {
+    const std::string gguf = (tmp / (prefix + "out.gguf")).string();
+    const std::string logits = (tmp / (prefix + "logits.bin")).string();
+    const std::string png = (tmp / (prefix + "map.png")).string();
+    for (const std::string& args :
+         {"quantize " + m + " " + gguf + " --type q8_0", "convert " + m + " " + gguf,
+          "perplexity -m " + m + " -f " + text + " --chunks 2 --save-logits " + logits,
+          "attention -m " + m + " -p hi --layer 0 --head 0 -o " + png}) {
+      const auto r = run_cli(args);
+      EXPECT_EQ(r.status, 1) << args << ": " << r.err;
+      EXPECT_EQ(count_lines(r.err), 1u) << args << ": " << r.err;
+      EXPECT_NE(r.err.find("is a FIFO, not a regular file"), std::string::npos) << args << ": " << r.err;
+    }
+  }
+  for (const std::string name : {"out.gguf", "logits.bin", "map.png"}) {
+    EXPECT_EQ(fs::status(tmp / name).type(), fs::file_type::fifo) << name;
+    EXPECT_TRUE(fs::is_symlink(tmp / ("link-" + name))) << name;
+  }
+  // A link to a regular file: the file is written, the link stays.
+  fs::create_symlink("real.gguf", tmp / "to-real.gguf");
+  const auto r = run_cli("quantize " + m + " " + (tmp / "to-real.gguf").string() + " --type q8_0");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::is_symlink(tmp / "to-real.gguf"));
+  EXPECT_GT(fs::file_size(tmp / "real.gguf"), 0u);
+  EXPECT_EQ(test::read_file(tmp / "real.gguf").substr(0, 4), "GGUF");
+}
+
 TEST(FaultsCli, StdinBeyondItsCapIsRefused) {
   // /dev/zero on stdin: read up to the 256 MiB cap, then refused (before: read until memory ran out).
   const std::string cmd =

@@ -85,7 +85,8 @@ TEST(KlDivergenceCli, SelfIsZeroAndLowPrecisionIsClose) {
   auto r = test::run_cli("perplexity -t 1 -c 64 -f " + text + " --save-logits " + ref);
   ASSERT_EQ(r.status, 0) << r.err;
   ASSERT_TRUE(std::filesystem::exists(ref));
-  EXPECT_FALSE(std::filesystem::exists(ref + ".tmp"));
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path()))  // no temporary left
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
   r = test::run_cli("perplexity -t 1 --json --kl-divergence " + ref);
   ASSERT_EQ(r.status, 0) << r.err;
   json j = json::parse(r.out)["kl_divergence"];
@@ -156,11 +157,33 @@ TEST(KlDivergenceCli, AFailedSaveLeavesNothing) {
                          (tmp / "ref.bin").string());
   EXPECT_NE(r.status, 0);
   EXPECT_FALSE(std::filesystem::exists(tmp / "ref.bin"));
-  EXPECT_FALSE(std::filesystem::exists(tmp / "ref.bin.tmp"));
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path()))  // no temporary left
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
   r = test::run_cli("perplexity -t 1 -c 64 -f " + ref_path_text(tmp) + " --save-logits " +
                     (tmp / "no" / "such" / "ref.bin").string());
   EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.err.find("cannot write"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cannot create a file there"), std::string::npos) << r.err;
+}
+
+// --save-logits naming a file the run reads (the text, a file of the model) is refused before anything is
+// written: the reference would have replaced it, and the run would have reported success.
+TEST(KlDivergenceCli, ASaveOverAnInputIsRefused) {
+  test::TempDir tmp;
+  const std::string text = ref_path_text(tmp);
+  const std::string before = test::read_file(text);
+  const auto model = tmp / "model";
+  std::filesystem::copy(test::source_dir() / "models" / "shakespeare-char", model);
+  const std::string config = test::read_file(model / "config.json");
+  std::filesystem::create_symlink(text, tmp / "link.txt");
+  for (const std::string& out : {text, (tmp / "link.txt").string(), (model / "config.json").string()}) {
+    const auto r =
+        test::run_cli("perplexity -t 1 -c 64 -m " + model.string() + " -f " + text + " --save-logits " + out);
+    EXPECT_EQ(r.status, 1) << out << ": " << r.err;
+    EXPECT_NE(r.err.find("which this run reads"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(test::read_file(text), before);
+  EXPECT_EQ(test::read_file(model / "config.json"), config);
+  EXPECT_TRUE(std::filesystem::is_symlink(tmp / "link.txt"));
 }
 
 }  // namespace

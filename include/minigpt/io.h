@@ -3,6 +3,8 @@
 // a directory would read as empty. Each refusal is one line naming the file and what is wrong.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -29,6 +31,44 @@ std::string read_fd_capped(int fd, size_t max_bytes, const std::string& source);
 // retried on EINTR). Throws Error(Io) naming `source` when a read fails or the file ends first (it shrank
 // after it was checked).
 void pread_exact(int fd, void* dst, uint64_t n, uint64_t offset, const std::string& source);
+
+// A file written whole or not at all. The bytes go to a temporary file beside the destination (mkstemp: a
+// name nobody has, so nothing of the user's is touched while writing) that commit() renames over it;
+// destroyed uncommitted (an error, an exception), it removes the temporary and leaves the destination as it
+// was. The destination must be a regular file or not exist yet: a device (/dev/null, /dev/full), a FIFO, a
+// socket or a directory is refused before anything is written, since the rename would replace it. A
+// symbolic link is followed (as open() would): the file it leads to is replaced and the link stays. The new
+// file gets the mode of the file it replaces, or what open(O_CREAT, 0666) would give it.
+class AtomicFile {
+ public:
+  // `what` begins each error message ("-o map.png", "out.gguf").
+  AtomicFile(const std::filesystem::path& path, std::string what);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  // Appends n bytes (buffered). Error(Io) "WHAT: writing failed: ..." (a full disk, a quota).
+  void write(const void* data, size_t n);
+  uint64_t size() const { return size_; }
+  // Flushes, syncs and renames the file into place. Error(Io) when any of it fails (the temporary is
+  // removed).
+  void commit();
+  // Where the file goes: the destination, or the file its symbolic link leads to.
+  const std::filesystem::path& target() const { return target_; }
+
+ private:
+  void flush();
+  [[noreturn]] void fail(const std::string& doing, int err);
+
+  std::filesystem::path target_;
+  std::string what_;
+  std::string tmp_;
+  int fd_ = -1;
+  mode_t mode_ = 0;
+  std::string buf_;
+  uint64_t size_ = 0;
+  bool committed_ = false;
+};
 
 // "16 MiB", "1.5 GiB": for messages.
 std::string format_bytes(size_t bytes);

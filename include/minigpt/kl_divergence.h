@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "minigpt/io.h"
 #include "minigpt/perplexity.h"
 
 namespace minigpt {
@@ -42,7 +43,8 @@ struct LogitsRecord {
 // Fills `rec` from a row of logits: the top k by logit (ties: lower id first).
 void make_logits_record(std::span<const float> logits, int64_t top_k, int32_t target, LogitsRecord& rec);
 
-// Writes to PATH.tmp and renames to PATH on commit(); a writer destroyed uncommitted removes its file.
+// Writes through an AtomicFile (minigpt/io.h): a temporary renamed to PATH on commit(); a writer destroyed
+// uncommitted removes it and leaves PATH as it was.
 class LogitsWriter {
  public:
   LogitsWriter(const std::filesystem::path& path, const LogitsHeader& header,
@@ -52,10 +54,8 @@ class LogitsWriter {
   void commit();
 
  private:
-  std::filesystem::path path_, tmp_;
-  std::ofstream out_;
+  AtomicFile out_;
   int64_t top_k_, n_scored_, written_ = 0;
-  bool committed_ = false;
 };
 
 // Reads the header and tokens at once (every count and size checked against the stream's length), then

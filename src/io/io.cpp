@@ -115,4 +115,103 @@ std::string read_fd_capped(int fd, size_t max_bytes, const std::string& source) 
   return out;
 }
 
+namespace {
+constexpr size_t kAtomicBuffer = size_t(1) << 20;
+
+// `path`, or the file its chain of symbolic links leads to (a relative link is read from the link's folder).
+std::filesystem::path follow_links(std::filesystem::path path, const std::string& what) {
+  namespace fs = std::filesystem;
+  for (int hops = 0;; ++hops) {
+    std::error_code ec;
+    const fs::file_status st = fs::symlink_status(path, ec);
+    if (ec || st.type() != fs::file_type::symlink) return path;
+    if (hops == 40) throw Error(ErrorKind::Io, what + ": too many levels of symbolic links");
+    fs::path to = fs::read_symlink(path, ec);
+    if (ec) throw Error(ErrorKind::Io, what + ": cannot read the symbolic link: " + ec.message());
+    path = to.is_absolute() ? to : path.parent_path() / to;
+  }
+}
+}  // namespace
+
+AtomicFile::AtomicFile(const std::filesystem::path& path, std::string what)
+    : target_(follow_links(path, what)), what_(std::move(what)) {
+  struct stat st;
+  if (::stat(target_.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode)) {
+      throw Error(ErrorKind::Io,
+                  what_ + ": is " + file_kind(st.st_mode) +
+                      ", not a regular file (minigpt writes a new file and renames it over the "
+                      "old one, which would replace it: give a file name)");
+    }
+    mode_ = st.st_mode & 0777;
+  } else {
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    mode_ = 0666 & ~mask;
+  }
+  const std::filesystem::path dir = target_.parent_path().empty() ? "." : target_.parent_path();
+  std::string name = target_.filename().string();  // hidden: ".NAME.tmp.XXXXXX"
+  name.insert(name.begin(), '.');
+  name += ".tmp.XXXXXX";
+  tmp_ = (dir / name).string();
+  fd_ = ::mkstemp(tmp_.data());
+  if (fd_ < 0) {
+    const int err = errno;
+    tmp_.clear();
+    throw Error(ErrorKind::Io, what_ + ": cannot create a file there: " + std::strerror(err));
+  }
+}
+
+AtomicFile::~AtomicFile() {
+  if (committed_) return;
+  if (fd_ >= 0) ::close(fd_);
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+void AtomicFile::fail(const std::string& doing, int err) {
+  throw Error(ErrorKind::Io, what_ + ": " + doing + ": " + std::strerror(err));
+}
+
+void AtomicFile::flush() {
+  size_t done = 0;
+  while (done < buf_.size()) {
+    const ssize_t n = ::write(fd_, buf_.data() + done, buf_.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("writing failed", n < 0 ? errno : EIO);
+    done += size_t(n);
+  }
+  buf_.clear();
+}
+
+void AtomicFile::write(const void* data, size_t n) {
+  if (fd_ < 0) throw Error(ErrorKind::Io, what_ + ": written after commit");
+  const char* p = static_cast<const char*>(data);
+  size_ += n;
+  while (n > 0) {
+    const size_t take = std::min(n, kAtomicBuffer - buf_.size());
+    buf_.append(p, take);
+    p += take;
+    n -= take;
+    if (buf_.size() == kAtomicBuffer) flush();
+  }
+}
+
+void AtomicFile::commit() {
+  if (fd_ < 0) throw Error(ErrorKind::Io, what_ + ": committed twice");
+  flush();
+  if (::fchmod(fd_, mode_) != 0) fail("writing failed", errno);
+  if (::fsync(fd_) != 0) fail("writing failed", errno);
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) fail("writing failed", errno);
+  // Checked again: the destination may have become something else while the file was written.
+  struct stat st;
+  if (::stat(target_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    throw Error(ErrorKind::Io, what_ + ": became " + file_kind(st.st_mode) + " while the file was written");
+  }
+  if (std::rename(tmp_.c_str(), target_.c_str()) != 0)
+    fail("cannot rename the finished file into place", errno);
+  committed_ = true;
+}
+
 }  // namespace minigpt

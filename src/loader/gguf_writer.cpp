@@ -1,16 +1,11 @@
 #include "minigpt/gguf_writer.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <limits>
 #include <memory>
 
 #include "minigpt/error.h"
+#include "minigpt/io.h"
 #include "minigpt/quantize.h"
 
 namespace minigpt {
@@ -106,18 +101,6 @@ void put_value(std::string& out, const GgufValue& v) {
 }
 
 uint64_t pad_to(uint64_t n, uint64_t align) { return (n + align - 1) / align * align; }
-
-// Writes all of `n` bytes, or returns errno.
-int write_all(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t got = ::write(fd, p, std::min<size_t>(n, size_t(1) << 30));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return got < 0 ? errno : EIO;
-    p += got, n -= size_t(got);
-  }
-  return 0;
-}
 
 }  // namespace
 
@@ -259,54 +242,20 @@ std::string GgufWriter::header() const {
 uint64_t GgufWriter::write(const std::filesystem::path& path) const {
   const std::string head = header();
   const uint64_t align = alignment();
-  const std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
-  std::string tmp = (dir / (path.filename().string() + ".tmp.XXXXXX")).string();
-  const int fd = ::mkstemp(tmp.data());
-  if (fd < 0)
-    throw Error(ErrorKind::Io, path.string() + ": cannot create a file there: " + std::strerror(errno));
-  // Any failure from here on removes the temporary (and only it).
-  struct Cleanup {
-    int fd;
-    std::string tmp;
-    bool done = false;
-    ~Cleanup() {
-      if (done) return;
-      if (fd >= 0) ::close(fd);
-      ::unlink(tmp.c_str());
-    }
-  } cleanup{fd, tmp};
-  auto io_fail = [&](int err) {
-    throw Error(ErrorKind::Io, path.string() + ": writing failed: " + std::strerror(err));
-  };
-  if (int err = write_all(fd, head.data(), head.size())) io_fail(err);
-  uint64_t size = head.size();
+  AtomicFile out(path, path.string());
+  out.write(head.data(), head.size());
   std::vector<uint8_t> buf;
   const std::vector<uint8_t> zeros(size_t(align), 0);
   for (const Tensor& t : tensors_) {
     buf.assign(size_t(t.nbytes), 0);
     t.fill(buf.data());
-    if (int err = write_all(fd, buf.data(), buf.size())) io_fail(err);
-    const uint64_t padded = pad_to(t.nbytes, align);
-    if (int err = write_all(fd, zeros.data(), size_t(padded - t.nbytes))) io_fail(err);
-    size += padded;
+    out.write(buf.data(), buf.size());
+    out.write(zeros.data(), size_t(pad_to(t.nbytes, align) - t.nbytes));
   }
   buf.clear();
   buf.shrink_to_fit();
-  // mkstemp makes the file 0600; the output gets what open(O_CREAT, 0666) would give it.
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  if (::fchmod(fd, 0666 & ~mask) != 0) io_fail(errno);
-  if (::fsync(fd) != 0) io_fail(errno);
-  const int fd_copy = cleanup.fd;
-  cleanup.fd = -1;
-  if (::close(fd_copy) != 0) io_fail(errno);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    throw Error(ErrorKind::Io,
-                path.string() + ": cannot rename the finished file into place: " + std::strerror(err));
-  }
-  cleanup.done = true;
-  return size;
+  out.commit();
+  return out.size();
 }
 
 }  // namespace minigpt

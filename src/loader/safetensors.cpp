@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "minigpt/error.h"
+#include "minigpt/io.h"
 #include "minigpt/json_parse.h"
 
 namespace minigpt {
@@ -308,30 +308,13 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Safe
   std::string header = h.dump();
   header.append((8 - header.size() % 8) % 8, ' ');
 
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(ErrorKind::Io, tmp.string() + ": cannot create");
-    uint8_t len[8];
-    for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
-    out.write(reinterpret_cast<const char*>(len), 8);
-    out.write(header.data(), std::streamsize(header.size()));
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      out.write(static_cast<const char*>(tensors[i].data), std::streamsize(sizes[i]));
-    }
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw Error(ErrorKind::Io, tmp.string() + ": write failed");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw Error(ErrorKind::Io, path.string() + ": cannot rename the temporary file into place");
-  }
+  AtomicFile out(path, path.string());
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
+  out.write(len, 8);
+  out.write(header.data(), header.size());
+  for (size_t i = 0; i < tensors.size(); ++i) out.write(tensors[i].data, size_t(sizes[i]));
+  out.commit();
 }
 
 }  // namespace minigpt

@@ -1,12 +1,7 @@
 // minigpt attention: the attention probabilities of every layer and head for a prompt, as JSON, a PNG or
 // SVG heatmap, or an HTML page (tools/cli/attention_render.cpp), by the output file's extension.
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <charconv>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <optional>
 
@@ -41,38 +36,6 @@ OutKind out_kind(const std::string& path) {
   if (ext == ".html" || ext == ".htm") return OutKind::Html;
   throw Error(ErrorKind::Argument, "-o " + path + ": unknown output type '" + ext +
                                        "' (the extension picks it: .json, .png, .svg or .html)");
-}
-
-// `bytes` to `path` through a temporary file in the same directory, renamed over it once complete: a
-// failure leaves no file, and never half of one.
-void write_file_atomic(const std::string& path, const std::string& bytes) {
-  const std::filesystem::path p(path);
-  const std::filesystem::path dir = p.parent_path().empty() ? "." : p.parent_path();
-  std::string tmp = (dir / ("." + p.filename().string() + ".XXXXXX")).string();
-  const int fd = ::mkstemp(tmp.data());
-  if (fd < 0)
-    throw Error(ErrorKind::Io, "-o " + path + ": cannot create a file there: " + std::strerror(errno));
-  size_t done = 0;
-  int err = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      err = n < 0 ? errno : EIO;
-      break;
-    }
-    done += size_t(n);
-  }
-  // mkstemp makes the file 0600; a file the user asks for gets what open(O_CREAT, 0666) would give it.
-  const mode_t umask = ::umask(0);
-  ::umask(umask);
-  if (err == 0 && ::fchmod(fd, 0666 & ~umask) != 0) err = errno;
-  if (::close(fd) != 0 && err == 0) err = errno;
-  if (err == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
-  if (err != 0) {
-    ::unlink(tmp.c_str());
-    throw Error(ErrorKind::Io, "-o " + path + ": writing failed: " + std::strerror(err));
-  }
 }
 
 HeadChoice parse_head(const std::string& s, int64_t n_head) {
@@ -150,7 +113,9 @@ int run_attention(const AttentionCliOptions& o) {
     } release;  // once the surfaces are gone, also when drawing throws
     bytes = attention_image(doc, *o.layer, heads, kind == OutKind::Png ? ImageFormat::Png : ImageFormat::Svg);
   }
-  write_file_atomic(o.out, bytes);
+  AtomicFile out(o.out, "-o " + o.out);  // whole or not at all; never over a device or a FIFO
+  out.write(bytes.data(), bytes.size());
+  out.commit();
   std::fprintf(stderr, "minigpt: attention of %zu tokens, %lld layers x %lld heads -> %s\n", ids.size(),
                (long long)c.n_layer, (long long)c.n_head, o.out.c_str());
   return 0;
