@@ -196,6 +196,27 @@ TEST(FaultsCli, OutputsThatAreNotRegularFilesAreRefusedNotReplaced) {
   EXPECT_EQ(test::read_file(tmp / "real.gguf").substr(0, 4), "GGUF");
 }
 
+// A --tokenizer with more tokens than the model's vocabulary: every command that encodes text says so in one
+// line before encoding (perplexity and attention used to fail later, on the first id past the vocabulary,
+// with "eval: token id 5962 at index 0 is outside the vocabulary").
+TEST(FaultsCli, ATokenizerLargerThanTheModelIsRefusedByEveryCommand) {
+  TempDir tmp;
+  const std::string gpt2 = (test::source_dir() / "tests" / "fixtures" / "gpt2-tokenizer").string();
+  const std::string text = (tmp / "text.txt").string();
+  test::write_file(text, test::read_file(kShipped / "README.md"));
+  const std::string m = "-m " + kShipped.string() + " --tokenizer " + gpt2 + " ";
+  for (const std::string& args : {"generate " + m + "-p Hello -n 2", "perplexity " + m + "-f " + text,
+                                  "attention " + m + "-p Hello -o " + (tmp / "a.json").string()}) {
+    const auto r = run_cli(args);
+    EXPECT_EQ(r.status, 1) << args << ": " << r.err;
+    EXPECT_EQ(count_lines(r.err), 1u) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(gpt2 + ": the tokenizer has 50257 tokens, more than the model's vocabulary of 256"),
+              std::string::npos)
+        << args << ": " << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(tmp / "a.json"));
+}
+
 TEST(FaultsCli, StdinBeyondItsCapIsRefused) {
   // /dev/zero on stdin: read up to the 256 MiB cap, then refused (before: read until memory ran out).
   const std::string cmd =

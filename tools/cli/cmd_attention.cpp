@@ -79,7 +79,7 @@ int run_attention(const AttentionCliOptions& o) {
                                          std::to_string(c.n_layer) + " layers)");
   }
   const HeadChoice heads = parse_head(o.head, c.n_head);
-  const Tokenizer tok = load_tokenizer(o.model.tokenizer, dir);
+  const Tokenizer tok = load_tokenizer(o.model.tokenizer, dir, c.n_vocab);
   std::vector<int32_t> ids;
   try {
     ids = tok.encode_with_specials(o.prompt, o.special);

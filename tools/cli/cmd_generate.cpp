@@ -161,13 +161,7 @@ int run_generate(GenerateCliOptions& o) {
   const auto dir = resolve_model_dir(o.model);
   check_tokenizer_source(o.model.tokenizer, dir);
   auto model = Model::load(dir, load_options(o.model));
-  const Tokenizer tok = load_tokenizer(o.model.tokenizer, dir);
-  if (tok.n_vocab() > model->config().n_vocab) {
-    throw Error(ErrorKind::Config, (o.model.tokenizer.empty() ? dir.string() : o.model.tokenizer) +
-                                       ": the tokenizer has " + std::to_string(tok.n_vocab()) +
-                                       " tokens, more than the model's vocabulary of " +
-                                       std::to_string(model->config().n_vocab) + " (vocab_size)");
-  }
+  const Tokenizer tok = load_tokenizer(o.model.tokenizer, dir, model->config().n_vocab);
   const std::string prompt_text = o.interactive ? (o.prompt_given    ? o.prompt
                                                    : !o.file.empty() ? read_prompt(o)
                                                                      : "")

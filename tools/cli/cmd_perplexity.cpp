@@ -124,7 +124,7 @@ int run_perplexity(const PerplexityCliOptions& o) {
   auto model = Model::load(dir, load_options(o.model));
   // Only a text needs the tokenizer (a --kl-divergence run takes the reference's tokens).
   std::optional<Tokenizer> tok;
-  if (!o.file.empty()) tok.emplace(load_tokenizer(o.model.tokenizer, dir));
+  if (!o.file.empty()) tok.emplace(load_tokenizer(o.model.tokenizer, dir, model->config().n_vocab));
 
   const int64_t model_ctx = model->config().n_ctx;
   int64_t n_ctx = context_size(o.ctx_size, model_ctx);

@@ -40,12 +40,7 @@ int run_serve(ServeCliOptions& o) {
   const auto dir = resolve_model_dir(o.model);
   check_tokenizer_source(o.model.tokenizer, dir);
   auto model = Model::load(dir, load_options(o.model));
-  Tokenizer tok = load_tokenizer(o.model.tokenizer, dir);
-  if (tok.n_vocab() > model->config().n_vocab) {
-    throw Error(ErrorKind::Config, "the tokenizer has " + std::to_string(tok.n_vocab()) +
-                                       " tokens, more than the model's vocabulary of " +
-                                       std::to_string(model->config().n_vocab));
-  }
+  Tokenizer tok = load_tokenizer(o.model.tokenizer, dir, model->config().n_vocab);
   server::ServerOptions so = o.server;
   so.n_ctx = context_size(o.ctx_size, model->config().n_ctx);
   so.model_id = !o.alias.empty() ? o.alias : fs::path(dir).lexically_normal().filename().string();

@@ -98,6 +98,17 @@ Tokenizer load_tokenizer(const std::string& tokenizer, const std::filesystem::pa
   return Tokenizer::load(tokenizer.empty() ? model : std::filesystem::path(tokenizer));
 }
 
+Tokenizer load_tokenizer(const std::string& tokenizer, const std::filesystem::path& model, int64_t n_vocab) {
+  Tokenizer tok = load_tokenizer(tokenizer, model);
+  if (tok.n_vocab() > n_vocab) {
+    throw Error(ErrorKind::Config, (tokenizer.empty() ? model.string() : tokenizer) + ": the tokenizer has " +
+                                       std::to_string(tok.n_vocab()) +
+                                       " tokens, more than the model's vocabulary of " +
+                                       std::to_string(n_vocab) + " (vocab_size)");
+  }
+  return tok;
+}
+
 void check_tokenizer_source(const std::string& tokenizer, const std::filesystem::path& model) {
   if (tokenizer.empty() && is_llmc_file(model)) throw llmc_no_tokenizer_error(model);
 }

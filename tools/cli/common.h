@@ -44,6 +44,9 @@ void warn_threads(int threads);
 void add_tokenizer_option(CLI::App& app, std::string& tokenizer);
 // The tokenizer of --tokenizer DIR when given, else the model's own (`model`: a directory or a GGUF file).
 Tokenizer load_tokenizer(const std::string& tokenizer, const std::filesystem::path& model);
+// The same for a loaded model of `n_vocab` tokens: a tokenizer with more tokens than that (a --tokenizer that
+// is not the model's) is an Error(Config) naming it, before any text is encoded into ids the model lacks.
+Tokenizer load_tokenizer(const std::string& tokenizer, const std::filesystem::path& model, int64_t n_vocab);
 // Refuses an llm.c checkpoint without --tokenizer before its weights are loaded (load_tokenizer would,
 // after).
 void check_tokenizer_source(const std::string& tokenizer, const std::filesystem::path& model);
