@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
+#include <cstring>
 #include <limits>
 #include <set>
 
@@ -319,6 +321,52 @@ TEST(Faults, AtomicFileWritesWholeFilesAndOnlyOverRegularOnes) {
   // A folder that does not exist: one line, nothing made.
   expect_error([&] { AtomicFile f(tmp / "no" / "x.bin", "x.bin"); }, ErrorKind::Io,
                {"x.bin", "cannot create a file there"});
+}
+
+// A signal that ends the process while an AtomicFile is being written removes its temporary first, and the
+// process still ends by that signal (before: Ctrl-C in a long quantize or perplexity --save-logits left a
+// hidden '.NAME.tmp.XXXXXX', as large as the output got, beside it). A handler the program set itself (as
+// generate and serve do for Ctrl-C) is kept: the program ends its work and the destructor removes the
+// temporary. Each case runs in a forked child (gtest's death test).
+volatile std::sig_atomic_t g_seen_signal = 0;
+extern "C" void note_signal(int sig) { g_seen_signal = sig; }
+
+TEST(FaultsDeathTest, ASignalThatEndsTheProcessRemovesTheTemporary) {
+  namespace fs = std::filesystem;
+  GTEST_FLAG_SET(death_test_style, "fast");  // forked: the child writes into this test's folder
+  TempDir tmp;
+  test::write_file(tmp / "out.bin", "old");
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) {
+    EXPECT_EXIT(
+        {
+          std::signal(sig, SIG_DFL);
+          AtomicFile f(tmp / "out.bin", "out.bin");
+          f.write("new content", 11);
+          std::raise(sig);
+          std::_Exit(0);  // not reached: the signal ends the child
+        },
+        testing::KilledBySignal(sig), "")
+        << strsignal(sig);
+    std::set<std::string> left;
+    for (const auto& e : fs::directory_iterator(tmp.path())) left.insert(e.path().filename().string());
+    EXPECT_EQ(left, std::set<std::string>{"out.bin"}) << strsignal(sig);
+    EXPECT_EQ(test::read_file(tmp / "out.bin"), "old") << strsignal(sig);
+  }
+  EXPECT_EXIT(
+      {
+        std::signal(SIGINT, note_signal);
+        {
+          AtomicFile f(tmp / "out.bin", "out.bin");
+          f.write("new content", 11);
+          std::raise(SIGINT);
+          if (g_seen_signal != SIGINT) std::_Exit(1);
+        }  // not committed: the destructor removes the temporary
+        std::_Exit(fs::exists(tmp / "out.bin") &&
+                           std::distance(fs::directory_iterator(tmp.path()), fs::directory_iterator()) == 1
+                       ? 3
+                       : 2);
+      },
+      testing::ExitedWithCode(3), "");
 }
 
 }  // namespace

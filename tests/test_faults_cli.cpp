@@ -2,10 +2,12 @@
 // not, nothing printed past a stop, no hang or unbounded memory on a FIFO or a device, no crash when the
 // model file changes under a run, bounded memory for a huge context and for loading.
 #include <fcntl.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <nlohmann/json.hpp>
 
 #include "minigpt/random_weights.h"
@@ -194,6 +196,47 @@ TEST(FaultsCli, OutputsThatAreNotRegularFilesAreRefusedNotReplaced) {
   EXPECT_TRUE(fs::is_symlink(tmp / "to-real.gguf"));
   EXPECT_GT(fs::file_size(tmp / "real.gguf"), 0u);
   EXPECT_EQ(test::read_file(tmp / "real.gguf").substr(0, 4), "GGUF");
+}
+
+// Ended by a signal while it writes its output, a command leaves no temporary behind. Here quantize's stderr
+// is a pipe nobody reads, so its first progress line, written once the output's temporary exists, ends it by
+// SIGPIPE (as `minigpt quantize ... 2>&1 | head -1` would; Ctrl-C and SIGTERM take the same way out, see
+// FaultsDeathTest). Before: a hidden '.out.gguf.tmp.XXXXXX' stayed in the folder.
+TEST(FaultsCli, ASignalWhileWritingLeavesNoTemporary) {
+  namespace fs = std::filesystem;
+  TempDir tmp;
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  ::close(p[0]);  // no reader, ever: the first write to the pipe raises SIGPIPE
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, p[1], 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t dfl;  // SIGPIPE at its default, whatever this process did with it (the server tests ignore it)
+  sigemptyset(&dfl);
+  sigaddset(&dfl, SIGPIPE);
+  posix_spawnattr_setsigdefault(&attr, &dfl);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+  const std::string out = (tmp / "out.gguf").string();
+  std::vector<std::string> args = {MINIGPT_CLI_PATH, "quantize", kShipped.string(), out, "--type", "q8_0"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, argv[0], &fa, &attr, argv.data(), environ), 0);
+  ::close(p[1]);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "exit status " << WEXITSTATUS(status);
+  EXPECT_EQ(WTERMSIG(status), SIGPIPE);
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(tmp.path())) left.push_back(e.path().filename().string());
+  EXPECT_TRUE(left.empty()) << left.size() << " file(s) left, e.g. " << left[0];
 }
 
 // A --tokenizer with more tokens than the model's vocabulary: every command that encodes text says so in one

@@ -38,7 +38,9 @@ void pread_exact(int fd, void* dst, uint64_t n, uint64_t offset, const std::stri
 // was. The destination must be a regular file or not exist yet: a device (/dev/null, /dev/full), a FIFO, a
 // socket or a directory is refused before anything is written, since the rename would replace it. A
 // symbolic link is followed (as open() would): the file it leads to is replaced and the link stays. The new
-// file gets the mode of the file it replaces, or what open(O_CREAT, 0666) would give it.
+// file gets the mode of the file it replaces, or what open(O_CREAT, 0666) would give it. A signal that ends
+// the process while the file is written (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGXFSZ, where the
+// program has not set its own handler) removes the temporary first.
 class AtomicFile {
  public:
   // `what` begins each error message ("-o map.png", "out.gguf").
@@ -68,6 +70,7 @@ class AtomicFile {
   std::string buf_;
   uint64_t size_ = 0;
   bool committed_ = false;
+  int slot_ = -1;  // in the table a fatal signal's handler removes temporaries from
 };
 
 // "16 MiB", "1.5 GiB": for messages.

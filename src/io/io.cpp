@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 
@@ -118,6 +120,68 @@ std::string read_fd_capped(int fd, size_t max_bytes, const std::string& source) 
 namespace {
 constexpr size_t kAtomicBuffer = size_t(1) << 20;
 
+// The temporaries of the AtomicFiles being written, for a signal that ends the process (Ctrl-C in a long
+// quantize or perplexity --save-logits, a closed pipe, SIGTERM): its handler removes them, then lets the
+// signal end the process as it would have. Only what a handler may do: lock-free atomics, unlink, sigaction.
+// A slot is 0 free, 1 being filled, 2 a path to remove.
+constexpr int kTempSlots = 32;
+struct TempSlot {
+  std::atomic<int> state{0};
+  char path[4096];
+};
+TempSlot g_temps[kTempSlots];
+constexpr int kFatalSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGXFSZ};
+
+extern "C" void remove_temporaries_and_reraise(int sig) {
+  const int saved = errno;
+  for (TempSlot& t : g_temps) {
+    if (t.state.load() == 2) ::unlink(t.path);
+  }
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  errno = saved;
+  ::raise(sig);  // delivered when the handler returns (the signal is blocked while it runs): the default end
+}
+
+// Installs the handler for each fatal signal whose action is still the default, once per process; a
+// signal the program handles itself (generate's and serve's Ctrl-C) or ignores keeps its handler, and the
+// AtomicFile's destructor removes the temporary on that way out.
+void install_cleanup_handlers() {
+  static std::atomic<bool> done{false};
+  if (done.exchange(true)) return;
+  for (int sig : kFatalSignals) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
+      continue;
+    struct sigaction sa {};
+    sa.sa_handler = remove_temporaries_and_reraise;
+    sigemptyset(&sa.sa_mask);
+    for (int other : kFatalSignals) sigaddset(&sa.sa_mask, other);  // one handler at a time
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
+// The slot now holding `path`, or -1 (all taken, or a path too long: then it is only removed by the
+// destructor).
+int register_temporary(const std::string& path) {
+  if (path.size() >= sizeof(TempSlot::path)) return -1;
+  install_cleanup_handlers();
+  for (int i = 0; i < kTempSlots; ++i) {
+    int expected = 0;
+    if (!g_temps[i].state.compare_exchange_strong(expected, 1)) continue;
+    std::memcpy(g_temps[i].path, path.c_str(), path.size() + 1);
+    g_temps[i].state.store(2);
+    return i;
+  }
+  return -1;
+}
+
+void unregister_temporary(int slot) {
+  if (slot >= 0) g_temps[slot].state.store(0);
+}
+
 // `path`, or the file its chain of symbolic links leads to (a relative link is read from the link's folder).
 std::filesystem::path follow_links(std::filesystem::path path, const std::string& what) {
   namespace fs = std::filesystem;
@@ -160,12 +224,14 @@ AtomicFile::AtomicFile(const std::filesystem::path& path, std::string what)
     tmp_.clear();
     throw Error(ErrorKind::Io, what_ + ": cannot create a file there: " + std::strerror(err));
   }
+  slot_ = register_temporary(tmp_);
 }
 
 AtomicFile::~AtomicFile() {
   if (committed_) return;
   if (fd_ >= 0) ::close(fd_);
   if (!tmp_.empty()) ::unlink(tmp_.c_str());
+  unregister_temporary(slot_);
 }
 
 void AtomicFile::fail(const std::string& doing, int err) {
@@ -212,6 +278,7 @@ void AtomicFile::commit() {
   if (std::rename(tmp_.c_str(), target_.c_str()) != 0)
     fail("cannot rename the finished file into place", errno);
   committed_ = true;
+  unregister_temporary(slot_);  // after the rename: a signal in between finds no temporary to remove
 }
 
 }  // namespace minigpt
