@@ -1145,6 +1145,33 @@ TEST(Server, ABurstOfConnectionsIsHeldForAccept) {
   EXPECT_EQ(connected, kClients) << "connections completed while the server was not accepting";
 }
 
+// A port another server listens on is refused in one line, as llama-server does (before: httplib's
+// SO_REUSEPORT let a second server bind it silently, and the kernel shared the connections between the two).
+// A server restarted on the port of one that has stopped, its connection just closed, binds it
+// (SO_REUSEADDR).
+TEST(Server, APortInUseIsRefusedAndAStoppedServersPortIsReused) {
+  int port = 0;
+  {
+    ServerFixture first(default_options());
+    port = first.port();
+    auto res = first.client().Get("/health");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+    server::ServerOptions o = default_options();
+    o.port = port;
+    server::Server second(shipped_model().model, shipped_model().tok, o);
+    test::expect_error([&] { second.bind(); }, ErrorKind::Io,
+                       {"cannot listen on " + o.host + ":" + std::to_string(port), "Address already in use"});
+    res = first.client().Get("/health");  // the first one still answers
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+  }
+  server::ServerOptions o = default_options();
+  o.port = port;
+  server::Server again(shipped_model().model, shipped_model().tok, o);
+  EXPECT_EQ(again.bind(), port);
+}
+
 // 10,000 random and malformed requests: every one answered (never a 5xx), and /health still answers.
 TEST(Server, TenThousandMalformedRequestsLeaveItUp) {
   auto& f = shared_server();

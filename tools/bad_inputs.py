@@ -228,6 +228,8 @@ def main():
     vj = json.dumps(V)
     cases = []  # (group, description, args, stdin)
 
+    servers = []
+
     def add(group, desc, args, stdin=b"", stdout=None):
         cases.append((group, desc, args, stdin, stdout))
 
@@ -404,6 +406,20 @@ def main():
     add("convert", "a GGUF file as input", ["convert", q8, OUTQ])
     add("convert", "relu activation (no GGUF key)", ["convert", os.path.join(ROOT, "tests", "fixtures", "models", "tiny-relu-legacy"), OUTQ])
 
+    # serve: a port another minigpt serve listens on (a server started here, stopped after the table)
+    probe = __import__("socket").socket()
+    probe.bind(("127.0.0.1", 0))
+    busy = probe.getsockname()[1]
+    probe.close()
+    first = subprocess.Popen([EXE, "serve", "-m", SHIPPED, "--port", str(busy)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    first.stderr.readline()  # "minigpt: serving ... on http://127.0.0.1:PORT": listening
+    servers.append(first)
+    sv = lambda *a: ["serve", "-m", SHIPPED] + list(a)
+    add("serve", "--port that another minigpt serve listens on", sv("--port", str(busy)))
+    add("serve", "--port 70000", sv("--port", "70000"))
+    add("serve", "--host that does not resolve", sv("--host", "no-such-host.invalid", "--port", str(busy)))
+    add("serve", "--parallel 0", sv("--parallel", "0"))
+
     # GGUF files (-m FILE.gguf): the mixed-type fixture with one field broken in place
     gg = lambda path: ["generate", "-m", path, "-p", "x", "-n", "2"]
     mix = open(GGUF_MIX, "rb").read()
@@ -475,10 +491,14 @@ def main():
         rc, out, err = run(args, stdin, stdout)
         lines = err.splitlines()
         msg = " / ".join(lines).replace(T, "$TMP").replace(ROOT + "/", "").replace("|", "\\|")
+        msg = msg.replace(":%d" % busy, ":$PORT")
         msg = msg.replace(os.path.realpath(GPT2TOK), "gpt2").replace(GPT2TOK.replace(ROOT + "/", ""), "gpt2")
         ok = rc != 0 and len(lines) == 1 and not os.path.exists(os.path.join(T, "out.gguf"))
         bad += not ok
         print("| %s | %s | %d | %d | %d | %s`%s` |" % (group, desc, rc, len(lines), len(out), "" if ok else "**NOT ONE LINE / ZERO EXIT** ", msg))
+    for srv in servers:
+        srv.terminate()
+        srv.wait()
     shutil.rmtree(T, ignore_errors=True)
     print("\n%d cases, %d not one line with a non-zero exit" % (len(cases), bad), file=sys.stderr)
     return 1 if bad else 0

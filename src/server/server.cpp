@@ -712,9 +712,14 @@ Server::Server(std::shared_ptr<const Model> model, Tokenizer tokenizer, ServerOp
   // both at 5 s, scripts/loadtest.py saw "Server disconnected without sending a response" now and then, on
   // llama-server too).
   d.svr.set_keep_alive_timeout(10);
-  // The listening socket, kept to widen its backlog in bind() (httplib's own options, SO_REUSEADDR, too).
+  // The listening socket, kept to widen its backlog in bind(). SO_REUSEADDR only, so that a restarted server
+  // binds while the old one's connections linger in TIME_WAIT. Not httplib's default_socket_options: it sets
+  // SO_REUSEPORT, with which a second `minigpt serve` on a port in use started without a word and the kernel
+  // shared the connections between the two servers (maybe two different models); now it is "Address
+  // already in use", as llama-server says.
   d.svr.set_socket_options([&d](socket_t sock) {
-    httplib::default_socket_options(sock);
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     d.listen_fd = int(sock);
   });
   d.setup_routes();
@@ -738,8 +743,17 @@ int Server::bind() {
   }
   if (d.port <= 0) {
     const int err = errno;
-    throw Error(ErrorKind::Io, "cannot listen on " + d.o.host + ":" + std::to_string(d.o.port) +
-                                   (err ? std::string(": ") + std::strerror(err) : std::string()));
+    std::string why = err ? std::string(": ") + std::strerror(err) : std::string();
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (const int gai = ::getaddrinfo(d.o.host.c_str(), nullptr, &hints, &found); gai != 0) {
+      why = ": the host does not resolve (" + std::string(::gai_strerror(gai)) + ")";
+    } else {
+      ::freeaddrinfo(found);
+    }
+    throw Error(ErrorKind::Io, "cannot listen on " + d.o.host + ":" + std::to_string(d.o.port) + why);
   }
   // httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed in Debian's compiled library):
   // when more clients connect at once than the accept loop takes in (32 load-test clients while both cores
