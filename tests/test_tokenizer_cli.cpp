@@ -104,6 +104,20 @@ TEST(TokenizeCli, InvalidUtf8AndMissingModelFail) {
   EXPECT_NE(r.out.find("/nonexistent/dir"), std::string::npos) << r.out;
 }
 
+// --tokenizer alone names the tokenizer (it used to need -m as well: "--model is required"); with neither,
+// one line.
+TEST(TokenizeCli, TokenizerAloneIsEnough) {
+  CliResult r = run_cli("--tokenizer '" + kGpt2Dir.string() + "' 'Hello world'");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, "15496 995\n");
+  r = run_cli("--tokenizer '" + kGpt2Dir.string() + "' --decode '15496 995'");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, "Hello world");
+  r = run_cli("hi", true);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out, "minigpt: error: tokenize: give -m MODEL or --tokenizer DIR (the tokenizer to use)\n");
+}
+
 TEST(TokenizeCli, ByteLevelModelDirectory) {
   CliResult r = run_cli("-m '" + (kFixtures / "bytelevel").string() + "' 'hi!'");
   EXPECT_EQ(r.code, 0);

@@ -305,7 +305,7 @@ def main():
     add("tokenizer", "--decode 99999 (not in vocab)", tk(GPT2TOK, "--decode", "99999"))
     add("tokenizer", "--file does not exist", tk(GPT2TOK, "--file", os.path.join(T, "nope.txt")))
     add("tokenizer", "text and --file both", tk(GPT2TOK, "hi", "--file", os.path.join(T, "nope.txt")))
-    add("tokenizer", "-m missing", ["tokenize", "hi"])
+    add("tokenizer", "neither -m nor --tokenizer", ["tokenize", "hi"])
     add("tokenizer", "vocab.json -> /dev/zero", tk(replaced("zero-vocab", "vocab.json", "zero", base=SHIPPED_NOJSON), "hi"))
     add("tokenizer", "tokenizer.json is a FIFO", tk(replaced("fifo-tok", "tokenizer.json", "fifo", base=SHIPPED), "hi"))
     add("tokenizer", "--file /dev/zero", tk(GPT2TOK, "--file", "/dev/zero"))

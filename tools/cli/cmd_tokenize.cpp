@@ -37,8 +37,8 @@ bool registered = register_command(
     "tokenize", "Text to GPT-2 token ids (stdin when neither TEXT nor --file), or ids to text with --decode",
     [](CLI::App& app) -> std::function<int()> {
       auto o = std::make_shared<TokenizeOptions>();
-      app.add_option("-m,--model", o->model_dir, "Model (or tokenizer-only) directory, or GGUF file")
-          ->required();
+      app.add_option("-m,--model", o->model_dir,
+                     "Model (or tokenizer-only) directory, or GGUF file (or give --tokenizer alone)");
       add_tokenizer_option(app, o->tokenizer);
       auto* text_opt = app.add_option("text", o->text, "The text (or, with --decode, the ids)");
       app.add_option("--file", o->file, "Read the text (or ids) from this file")->excludes(text_opt);
@@ -53,6 +53,10 @@ bool registered = register_command(
           "Leave out the special tokens that tokenizer.json's post_processor puts around the text (e.g. a "
           "BOS), as tokenizers' add_special_tokens=False");
       return [o, text_opt]() {
+        if (o->model_dir.empty() && o->tokenizer.empty()) {
+          throw Error(ErrorKind::Argument,
+                      "tokenize: give -m MODEL or --tokenizer DIR (the tokenizer to use)");
+        }
         Tokenizer tok = load_tokenizer(o->tokenizer, o->model_dir);
         std::string input = read_input(*o, text_opt->count() > 0);
         if (o->decode) {
