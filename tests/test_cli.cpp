@@ -66,5 +66,40 @@ TEST(Cli, UsageErrors) {
   EXPECT_NE(r.err.find("no-such-command"), std::string::npos) << r.err;
 }
 
+// Integer options are decimal numbers within 64 bits. CLI11 read "010" as octal 8 and "0x10" as 16, and a
+// number past the range as the type's largest value, silently ("--seed 99999999999999999999" ran with seed
+// 18446744073709551615).
+TEST(Cli, IntegerOptionsAreDecimalAndInRange) {
+  const std::string m = "-m " + (test::source_dir() / "models" / "shakespeare-char").string();
+  const auto ten = test::run_cli("generate " + m + " -p hi --temperature 0 -n 10");
+  ASSERT_EQ(ten.status, 0) << ten.err;
+  for (const std::string n : {"010", "+10", "' 10 '"}) {
+    const auto r = test::run_cli("generate " + m + " -p hi --temperature 0 -n " + n);
+    EXPECT_EQ(r.status, 0) << n << ": " << r.err;
+    EXPECT_EQ(r.out, ten.out) << n;
+    EXPECT_NE(r.err.find("generated 10 tokens"), std::string::npos) << n << ": " << r.err;
+  }
+  const auto max = test::run_cli("generate " + m + " -p hi -n 2 --seed 18446744073709551615");
+  EXPECT_EQ(max.status, 0) << max.err;
+  EXPECT_NE(max.err.find("seed 18446744073709551615"), std::string::npos) << max.err;
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"generate " + m + " -p hi -n 2 --seed 18446744073709551616",
+       "--seed: 18446744073709551616 is out of range (at most 18446744073709551615)"},
+      {"generate " + m + " -p hi -n 2 --seed 0x10", "--seed: '0x10' is not a decimal integer"},
+      {"generate " + m + " -p hi -n 2 --seed -1", "--seed: must be >= 0, got -1"},
+      {"generate " + m + " -p hi -n 99999999999999999999",
+       "--max-new-tokens: 99999999999999999999 is out of range (a 64-bit signed integer)"},
+      {"generate " + m + " -p hi -n 2 -t 1e0", "--threads: '1e0' is not a decimal integer"},
+      {"bench " + m + " -p 9223372036854775808",
+       "--n-prompt: 9223372036854775808 is out of range (a 64-bit signed integer)"},
+      {"perplexity " + m + " -f README.md --chunks 0b1", "--chunks: '0b1' is not a decimal integer"},
+  };
+  for (const auto& [args, says] : bad) {
+    const auto r = test::run_cli(args);
+    EXPECT_EQ(r.status, 2) << args << ": " << r.err;
+    EXPECT_EQ(r.err, "minigpt: error: " + says + " (see minigpt --help)\n") << args;
+  }
+}
+
 }  // namespace
 }  // namespace minigpt

@@ -268,14 +268,9 @@ const bool registered =
                      "Drop tokens below min_p x the top probability (default 0 = off)");
       app.add_option("--repetition-penalty", o->gen.sampling.repetition_penalty,
                      "CTRL repetition penalty (default 1.0 = off)");
-      // CLI11 would otherwise read "-1" as 2^64 - 1.
+      // "-1" (which CLI11 would read as 2^64 - 1) is refused by main.cpp's check of every integer option.
       app.add_option_function<uint64_t>(
-             "--seed", [o](const uint64_t& s) { o->seed = s; }, "Random seed (default: random)")
-          ->check(CLI::Validator(
-              [](std::string& s) {
-                return !s.empty() && s[0] == '-' ? "must be >= 0, got " + s : std::string();
-              },
-              "UINT64"));
+          "--seed", [o](const uint64_t& s) { o->seed = s; }, "Random seed (default: random)");
       app.add_option("--stop", o->gen.stop, "Stop before this string (repeatable)")->allow_extra_args(false);
       app.add_flag("--ignore-eos", o->gen.ignore_eos, "Keep generating past the end-of-text token");
       app.add_option("--context-overflow", o->overflow, "error | truncate | slide (default error)")

@@ -18,6 +18,39 @@ std::vector<Command>& command_registry() {
 }
 }  // namespace minigpt::cli
 
+namespace {
+// CLI11 2.1 reads an integer with strtoll(s, nullptr, 0): "-n 010" was 8 (octal), "--seed 0x10" 16, and a
+// number past the type's range became its largest value without a word ("--seed 99999999999999999999"
+// ran with 18446744073709551615). Every integer option takes a decimal number instead (leading zeros,
+// a '+' and surrounding spaces allowed, as llama.cpp's std::stoi and Python's int() read it), within 64
+// bits; CLI11 then checks the option's own type and range. Runs before the option's other validators.
+CLI::Validator decimal_integer(bool is_signed) {
+  return CLI::Validator(
+      [is_signed](std::string& s) -> std::string {
+        const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+        const std::string given = s;
+        std::string t = b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+        const bool negative = !t.empty() && t[0] == '-';
+        if (!t.empty() && (t[0] == '-' || t[0] == '+')) t.erase(0, 1);
+        if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos)
+          return "'" + given + "' is not a decimal integer";
+        t.erase(0, std::min(t.find_first_not_of('0'), t.size() - 1));  // "007" -> "7", "000" -> "0"
+        if (negative && !is_signed && t != "0") return "must be >= 0, got " + given;
+        // 2^63 - 1 (or 2^63 negated) and 2^64 - 1: compared as digit strings of equal length.
+        const std::string max = !is_signed ? "18446744073709551615"
+                                : negative ? "9223372036854775808"
+                                           : "9223372036854775807";
+        if (t.size() > max.size() || (t.size() == max.size() && t > max)) {
+          return given + " is out of range (" +
+                 (is_signed ? std::string("a 64-bit signed integer") : std::string("at most ") + max) + ")";
+        }
+        s = (negative && t != "0" ? "-" : "") + t;
+        return std::string();
+      },
+      "");
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace minigpt::cli;
   CLI::App app{"minigpt: a small, fast GPT-2 inference engine", "minigpt"};  // parse(args) never sees argv[0]
@@ -30,6 +63,11 @@ int main(int argc, char** argv) {
   for (auto& c : commands) {
     CLI::App* sub = app.add_subcommand(c.name, c.description);
     runners[sub] = c.setup(*sub);
+    for (CLI::Option* opt : sub->get_options()) {
+      const std::string type = opt->get_type_name();
+      if (type.starts_with("INT")) opt->transform(decimal_integer(true), "decimal");
+      if (type.starts_with("UINT")) opt->transform(decimal_integer(false), "decimal");
+    }
   }
 
   // CLI11 would only say "A subcommand is required" for a misspelt command; name it instead.
