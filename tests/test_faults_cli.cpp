@@ -10,6 +10,7 @@
 #include <csignal>
 #include <nlohmann/json.hpp>
 
+#include "minigpt/cpu.h"
 #include "minigpt/random_weights.h"
 #include "test_util.h"
 
@@ -237,6 +238,43 @@ TEST(FaultsCli, ASignalWhileWritingLeavesNoTemporary) {
   std::vector<std::string> left;
   for (const auto& e : fs::directory_iterator(tmp.path())) left.push_back(e.path().filename().string());
   EXPECT_TRUE(left.empty()) << left.size() << " file(s) left, e.g. " << left[0];
+}
+
+// A MINIGPT_CPU that names no kernel level this CPU runs is one line and exit 1 from every command that
+// computes, before any work. The level used to be chosen by whichever thread first ran a kernel: a pool
+// worker's throw ended the process in std::terminate (exit 134, "terminate called after throwing"), and a
+// server started, then died on its first request.
+std::string cpu_info_levels() {
+  std::string s;
+  for (const auto& l : cpu_info().levels) s += (s.empty() ? "" : ", ") + l;
+  return s;
+}
+
+TEST(FaultsCli, ABadKernelLevelIsOneLineBeforeAnyWork) {
+  TempDir tmp;
+  const std::string m = kShipped.string();
+  const std::string text = (tmp / "text.txt").string();
+  test::write_file(text, test::read_file(kShipped / "README.md"));
+  const std::vector<std::string> commands = {
+      "generate -m " + m + " -p hi -n 3", "bench -m " + m + " -p 16 -n 4 -r 1",
+      "perplexity -m " + m + " -f " + text + " --chunks 1",
+      "attention -m " + m + " -p hi -o " + tmp.path().string() + "/a.json", "serve -m " + m + " --port 0"};
+  for (const std::string& args : commands) {
+    for (int i = 0; i < 4; ++i) {  // which thread ran a kernel first was a race
+      const std::string cmd = "MINIGPT_CPU=bogus timeout 30 " + std::string(MINIGPT_CLI_PATH) + " " + args +
+                              " </dev/null >/dev/null 2>" + (tmp / "err").string();
+      const int rc = std::system(cmd.c_str());
+      const std::string err = test::read_file(tmp / "err");
+      ASSERT_TRUE(WIFEXITED(rc)) << args;
+      EXPECT_EQ(WEXITSTATUS(rc), 1) << args << ": " << err;
+      EXPECT_EQ(
+          err,
+          "minigpt: error: MINIGPT_CPU=bogus: unknown kernel level (generic, avx2, avx512 or avx512bf16; "
+          "this CPU supports: " +
+              cpu_info_levels() + ")\n")
+          << args;
+    }
+  }
 }
 
 // A --tokenizer with more tokens than the model's vocabulary: every command that encodes text says so in one

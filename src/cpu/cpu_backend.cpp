@@ -779,6 +779,10 @@ std::shared_ptr<Backend> make_cpu_backend(int n_threads) {
                 "thread count " + std::to_string(n_threads) + " is out of range [0, 1024]");
   }
   if (n_threads == 0) n_threads = cpu_count();
+  // The kernel level (MINIGPT_CPU's, or the best this CPU runs) chosen here, on the caller's thread: a bad
+  // MINIGPT_CPU is then an Error at load. Chosen first by a pool worker in the first product, it ended the
+  // process in std::terminate (a server on its first request).
+  cpu::kernels();
   return std::make_shared<CpuBackend>(n_threads);
 }
 
