@@ -46,7 +46,7 @@ int ThreadPool::run_free_slots(uint64_t gen, uint64_t s, bool by_worker) {
     if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire))
       continue;
     // The job cannot end before this slot is counted done, so job_ stays valid while it runs.
-    (*job_)(claimed(s), n_threads_);
+    run_slot(*job_, claimed(s));
     ++ran;
     if (by_worker) done_by_workers_.fetch_add(1, std::memory_order_release);
     s = state_.load(std::memory_order_acquire);
@@ -76,7 +76,7 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
   } else {
     for (int i = 0; i < n_wake_; ++i) wake_.notify_one();
   }
-  fn(0, n_threads_);
+  run_slot(fn, 0);
   // The slots no worker has claimed by now: run here rather than wait for a thread not running yet.
   const int by_caller = 1 + run_free_slots(gen, state_.load(std::memory_order_acquire), false);
   // The slots workers claimed are running on a CPU: wait for them.
@@ -88,6 +88,25 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
     } else {
       std::this_thread::yield();
     }
+  }
+  if (failed_.load(std::memory_order_acquire)) {
+    std::exception_ptr e;
+    {
+      std::lock_guard<std::mutex> lock(error_mutex_);
+      std::swap(e, error_);
+    }
+    failed_.store(false, std::memory_order_relaxed);
+    std::rethrow_exception(e);
+  }
+}
+
+void ThreadPool::run_slot(const std::function<void(int, int)>& fn, int slot) {
+  try {
+    fn(slot, n_threads_);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    if (!error_) error_ = std::current_exception();
+    failed_.store(true, std::memory_order_release);
   }
 }
 

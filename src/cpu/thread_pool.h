@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -29,7 +30,9 @@ class ThreadPool {
   // thread that the OS or the hypervisor has not run yet (on a 2-vCPU VM, an idle vCPU can take tens of
   // milliseconds to come back). So fn must not depend on which thread runs a slot, nor on slots running at
   // the same time. Concurrent callers (sessions on different threads sharing one model) are served one after
-  // the other.
+  // the other. An exception thrown by fn in any slot (a failed allocation in a worker, say) is rethrown here
+  // once every slot has finished, the first one if several threw (on a worker it used to end the process in
+  // std::terminate).
   void run(const std::function<void(int, int)>& fn);
 
   // Calls fn(begin, end) for chunks of [0, n) of `chunk` items each (the last may be shorter), handed to
@@ -72,6 +75,8 @@ class ThreadPool {
   // Claims free slots of generation `gen`, starting from `s` (a value of state_), and runs them; returns how
   // many. A worker counts each in done_by_workers_.
   int run_free_slots(uint64_t gen, uint64_t s, bool by_worker);
+  // fn(slot, n_threads_), an exception kept for run() to rethrow.
+  void run_slot(const std::function<void(int, int)>& fn, int slot);
 
   int n_threads_;
   // How many pauses a waiting thread spins before it sleeps (or, the caller, yields): kSpinPauses when every
@@ -89,6 +94,9 @@ class ThreadPool {
   std::atomic<int> done_by_workers_{0};  // slots of the current job finished by workers
   std::atomic<bool> stop_{false};
   const std::function<void(int, int)>* job_ = nullptr;
+  std::atomic<bool> failed_{false};  // a slot of the current job threw
+  std::mutex error_mutex_;
+  std::exception_ptr error_;  // the first exception of the current job
 };
 
 }  // namespace minigpt::cpu
