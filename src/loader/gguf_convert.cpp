@@ -961,14 +961,23 @@ void quantize_rows(GgmlType type, const float* src, uint8_t* dst, int64_t rows, 
     return;
   }
   std::vector<std::thread> pool;
+  std::vector<std::exception_ptr> errors(
+      static_cast<size_t>(n_threads));  // rethrown here: on a thread, std::terminate
   for (int64_t t = 0; t < n_threads; ++t) {
     const int64_t r0 = rows * t / n_threads, r1 = rows * (t + 1) / n_threads;
     if (r1 > r0) {
-      pool.emplace_back(
-          [=] { quantize(type, src + r0 * cols, dst + uint64_t(r0) * row_bytes, (r1 - r0) * cols); });
+      pool.emplace_back([=, &errors] {
+        try {
+          quantize(type, src + r0 * cols, dst + uint64_t(r0) * row_bytes, (r1 - r0) * cols);
+        } catch (...) {
+          errors[size_t(t)] = std::current_exception();
+        }
+      });
     }
   }
   for (auto& th : pool) th.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 }  // namespace
