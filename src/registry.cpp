@@ -18,7 +18,15 @@ BackendInfo cpu_backend_info() {
   b.name = "cpu";
   b.description = "CPU (OpenBLAS + own kernels)";
   b.available = [](std::string*) { return true; };
-  b.create = [](const BackendOptions& o) { return make_cpu_backend(o.n_threads); };
+  b.create = [](const BackendOptions& o) {
+    // One device, 0: "--device 1" without "--backend cuda" ran on the CPU without a word.
+    if (o.device != 0) {
+      throw Error(ErrorKind::Argument,
+                  "--device " + std::to_string(o.device) +
+                      ": the cpu backend has one device, 0 (a GPU needs --backend cuda)");
+    }
+    return make_cpu_backend(o.n_threads);
+  };
   b.devices = [] {
     const CpuInfo c = cpu_info();
     return std::vector<std::string>{"0: " + c.model + ", " + std::to_string(c.cores) + " threads, kernels " +

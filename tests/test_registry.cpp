@@ -65,6 +65,20 @@ TEST(Registry, MakesTheCpuBackend) {
   EXPECT_EQ(b->n_threads(), 1);
 }
 
+// The CPU backend has one device: another index is refused (it used to run on the CPU without a word, a
+// user meaning --backend cuda --device 1 none the wiser).
+TEST(Registry, TheCpuBackendHasOneDevice) {
+  BackendOptions o;
+  o.n_threads = 1;
+  o.device = 1;
+  test::expect_error([&] { make_backend("cpu", o); }, ErrorKind::Argument,
+                     {"--device 1: the cpu backend has one device, 0 (a GPU needs --backend cuda)"});
+  const auto r = test::run_cli("generate --device 2 -p x --max-new-tokens 1");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_EQ(r.err,
+            "minigpt: error: --device 2: the cpu backend has one device, 0 (a GPU needs --backend cuda)\n");
+}
+
 TEST(Registry, UnknownNameIsAnArgumentErrorNamingTheKnownOnes) {
   test::expect_error([] { make_backend("tpu"); }, ErrorKind::Argument,
                      {"unknown backend 'tpu' (this build has: " + known_names() + ")", "cpu", "cuda"});

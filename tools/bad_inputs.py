@@ -323,6 +323,7 @@ def main():
     add("generate", "--max-new-tokens abc", g("--max-new-tokens", "abc"))
     add("generate", "--seed -1", g("--seed", "-1"))
     add("generate", "--seed 2^64", g("--seed", "18446744073709551616"))
+    add("generate", "--device 1 (the cpu backend)", g("--device", "1"))
     add("generate", "--seed 0x10 (not decimal)", g("--seed", "0x10"))
     add("generate", "--max-new-tokens 2^63", g("--max-new-tokens", "9223372036854775808"))
     add("generate", "--context-overflow wrap", g("--context-overflow", "wrap"))
