@@ -277,6 +277,28 @@ TEST(FaultsCli, ABadKernelLevelIsOneLineBeforeAnyWork) {
   }
 }
 
+// An empty --api-key ("--api-key $KEY" with KEY unset) served every endpoint without a key, silently; one
+// with a space or a control character could never be matched by a client's header. Both are refused before
+// the server starts (each run is under `timeout`, so a server that starts fails this test, exit 124).
+TEST(FaultsCli, AnApiKeyNoClientCouldSendIsRefused) {
+  TempDir tmp;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"''", "--api-key: the key is empty (leave --api-key out to serve without a key)"},
+      {"'two words'",
+       "--api-key: the key holds a space or a control character, which an Authorization header "
+       "cannot carry"}};
+  for (const auto& [key, says] : cases) {
+    const std::string cmd = "timeout 20 " + std::string(MINIGPT_CLI_PATH) + " serve -m " + kShipped.string() +
+                            " --port 0 --api-key " + key + " </dev/null >/dev/null 2>" +
+                            (tmp / "err").string();
+    const int rc = std::system(cmd.c_str());
+    const std::string err = test::read_file(tmp / "err");
+    ASSERT_TRUE(WIFEXITED(rc)) << key;
+    EXPECT_EQ(WEXITSTATUS(rc), 2) << key << ": " << err;
+    EXPECT_EQ(err, "minigpt: error: " + says + " (see minigpt --help)\n") << key;
+  }
+}
+
 // A --tokenizer with more tokens than the model's vocabulary: every command that encodes text says so in one
 // line before encoding (perplexity and attention used to fail later, on the first id past the vocabulary,
 // with "eval: token id 5962 at index 0 is outside the vocabulary").

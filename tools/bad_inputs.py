@@ -423,6 +423,7 @@ def main():
     add("serve", "--port 70000", sv("--port", "70000"))
     add("serve", "--host that does not resolve", sv("--host", "no-such-host.invalid", "--port", str(busy)))
     add("serve", "--parallel 0", sv("--parallel", "0"))
+    add("serve", "--api-key '' (an unset variable)", sv("--port", "0", "--api-key", ""))
 
     # GGUF files (-m FILE.gguf): the mixed-type fixture with one field broken in place
     gg = lambda path: ["generate", "-m", path, "-p", "x", "-n", "2"]

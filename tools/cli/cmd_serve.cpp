@@ -103,8 +103,22 @@ const bool registered =
           ->check(CLI::Range(1, 100000));
       app.add_option("--max-body", o->server.max_body, "Largest request body in bytes (default 1 MiB)")
           ->check(CLI::Range(size_t(64), size_t(1) << 30));
+      // An empty key ("--api-key $KEY" with KEY unset) would have served without any key, without a word; a
+      // space or a control character cannot be sent in an Authorization header (clients trim it away).
       app.add_option("--api-key", o->server.api_key,
-                     "Require \"Authorization: Bearer KEY\" on every endpoint but /health");
+                     "Require \"Authorization: Bearer KEY\" on every endpoint but /health")
+          ->check(CLI::Validator(
+              [](std::string& k) -> std::string {
+                if (k.empty()) return "the key is empty (leave --api-key out to serve without a key)";
+                for (unsigned char c : k) {
+                  if (c <= 0x20 || c == 0x7f) {
+                    return "the key holds a space or a control character, which an Authorization header "
+                           "cannot carry";
+                  }
+                }
+                return std::string();
+              },
+              ""));
       app.add_option("--alias", o->alias,
                      "The model's name in the API (default: the model's file or folder name)");
       return [o] { return run_serve(*o); };
