@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -205,6 +206,122 @@ TEST(Interactive, RefusesJsonAndReadsLinesFromAPipe) {
   ASSERT_EQ(one.status, 0) << one.err;
   std::string want = one.out;  // the text and a newline
   EXPECT_EQ(p.out, "> " + want + "> \n") << p.out;
+}
+
+// The context in interactive mode, through a pipe (plain lines), with --context-overflow as for a prompt.
+// Each turn's text is what generate() gives with the same options on the whole conversation up to it.
+class InteractiveContext : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = Model::load(shipped(), LoadOptions::threads(1));
+    tok_.emplace(Tokenizer::load(shipped()));
+  }
+  std::vector<int32_t> ids(const std::string& text) const { return tok_->encode(text); }
+  GenerateResult reference(const std::vector<int32_t>& conversation, int64_t n_ctx, int64_t n,
+                           ContextOverflow overflow) const {
+    SessionOptions so;
+    so.n_ctx = n_ctx;
+    Session s(model_, so);
+    GenerateOptions g;
+    g.sampling.temperature = 0;
+    g.max_new_tokens = n;
+    g.overflow = overflow;
+    return generate(s, &*tok_, conversation, g);
+  }
+  static std::string shown(const std::string& text) { return text + (text.ends_with("\n") ? "" : "\n"); }
+  // A line longer than the shipped model's 128 positions (one token per byte).
+  const std::string long_line_ = [] {
+    std::string l;
+    while (l.size() < 200) l += "To be, or not to be, that is the question: ";
+    return l;
+  }();
+  std::shared_ptr<const Model> model_;
+  std::optional<Tokenizer> tok_;
+};
+
+TEST_F(InteractiveContext, ByDefaultALineWithoutRoomIsRefusedAndTheConversationGoesOn) {
+  // Before: the session ended ("the context of 128 tokens is full") at a line longer than the context,
+  // although the conversation was empty.
+  const auto r = test::run_cli("generate -i -m " + shipped().string() + " --temperature 0 -n 20 -t 1",
+                               long_line_ + "\nROMEO:\n");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const size_t n_line = ids(long_line_ + "\n").size();
+  EXPECT_EQ(r.err,
+            "minigpt: that line is " + std::to_string(n_line) +
+                " tokens, and the context of 128 tokens has room for a line of 127 now: it was not added "
+                "(-c enlarges the context; --context-overflow truncate or slide drops the oldest tokens)\n");
+  // The refused line left nothing behind: the next turn is generate() on that line alone.
+  const GenerateResult want = reference(ids("ROMEO:\n"), 128, 20, ContextOverflow::Error);
+  EXPECT_EQ(r.out, "> > " + shown(want.text) + "> \n");
+
+  // A conversation that has filled the context ends the session, with status 0 and a note.
+  const auto f = test::run_cli("generate -i -m " + shipped().string() + " --temperature 0 -n 30 -c 48 -t 1",
+                               "ROMEO:\nJULIET:\nKING:\n");
+  ASSERT_EQ(f.status, 0) << f.err;
+  EXPECT_NE(f.err.find("the context of 48 tokens is full; ending the session"), std::string::npos) << f.err;
+  const GenerateResult first = reference(ids("ROMEO:\n"), 48, 30, ContextOverflow::Error);
+  std::vector<int32_t> conv = ids("ROMEO:\n");
+  conv.insert(conv.end(), first.tokens.begin(), first.tokens.end());
+  const auto line2 = ids("JULIET:\n");
+  conv.insert(conv.end(), line2.begin(), line2.end());
+  const GenerateResult second = reference(conv, 48, 30, ContextOverflow::Error);
+  EXPECT_EQ(second.reason, StopReason::Context);
+  EXPECT_EQ(f.out, "> " + shown(first.text) + "> " + shown(second.text)) << "KING: was never read";
+
+  // A first prompt (-p) without room is refused before anything is written, as generate's prompt is.
+  const auto p = test::run_cli("generate -i -m " + shipped().string() + " -n 5 -t 1 -p '" + long_line_ + "'");
+  EXPECT_EQ(p.status, 1);
+  EXPECT_TRUE(p.out.empty()) << p.out;
+  EXPECT_NE(p.err.find("has room for 127 and a reply"), std::string::npos) << p.err;
+}
+
+TEST_F(InteractiveContext, TruncateKeepsTheLastTokensOfTheConversation) {
+  // Before: --context-overflow was accepted with -i and ignored.
+  const int64_t n = 10;
+  const auto r = test::run_cli(
+      "generate -i -m " + shipped().string() + " --temperature 0 -n 10 -t 1 --context-overflow truncate",
+      long_line_ + "\nROMEO:\n");
+  ASSERT_EQ(r.status, 0) << r.err;
+  // Turn 1: the line alone is longer than the context; its last 128 - 10 tokens are kept.
+  std::vector<int32_t> conv = ids(long_line_ + "\n");
+  const GenerateResult one = reference(conv, 128, n, ContextOverflow::Truncate);
+  EXPECT_EQ(one.prompt_dropped, int64_t(conv.size()) - 118);
+  conv.insert(conv.end(), one.tokens.begin(), one.tokens.end());
+  // Turn 2: the window and the new line no longer fit: the conversation's last 118 tokens, from position 0.
+  const auto line2 = ids("ROMEO:\n");
+  conv.insert(conv.end(), line2.begin(), line2.end());
+  const GenerateResult two = reference(conv, 128, n, ContextOverflow::Truncate);
+  ASSERT_GT(two.prompt_dropped, 0);
+  EXPECT_EQ(r.out, "> " + shown(one.text) + "> " + shown(two.text) + "> \n");
+  const int64_t dropped2 = int64_t(one.prompt.size() + one.tokens.size() + line2.size()) - 118;
+  EXPECT_EQ(r.err, "minigpt: dropped the oldest " + std::to_string(one.prompt_dropped) +
+                       " tokens of the conversation to fit the context of 128 tokens (--context-overflow "
+                       "truncate)\nminigpt: dropped the oldest " +
+                       std::to_string(dropped2) +
+                       " tokens of the conversation to fit the context of 128 tokens (--context-overflow "
+                       "truncate)\n");
+}
+
+TEST_F(InteractiveContext, SlideGoesOnPastTheContextAsGenerateDoes) {
+  const auto r = test::run_cli(
+      "generate -i -m " + shipped().string() + " --temperature 0 -n 100 -c 32 -t 1 --context-overflow slide",
+      "ROMEO:\n");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const GenerateResult want = reference(ids("ROMEO:\n"), 32, 100, ContextOverflow::Slide);
+  ASSERT_GE(want.slides, 3);
+  ASSERT_EQ(want.tokens.size(), 100u);
+  EXPECT_EQ(r.out, "> " + shown(want.text) + "> \n");
+  EXPECT_TRUE(r.err.empty()) << r.err;
+
+  // Without slide, a generation that fills the context ends the turn (truncate) or the session (error).
+  const auto t = test::run_cli("generate -i -m " + shipped().string() +
+                                   " --temperature 0 -n 100 -c 32 -t 1 --context-overflow truncate",
+                               "ROMEO:\n");
+  ASSERT_EQ(t.status, 0) << t.err;
+  const GenerateResult cut = reference(ids("ROMEO:\n"), 32, 100, ContextOverflow::Truncate);
+  EXPECT_EQ(cut.reason, StopReason::Context);
+  EXPECT_EQ(t.out, "> " + shown(cut.text) + "> \n");
+  EXPECT_NE(t.err.find("the context of 32 tokens is full: the turn ends here"), std::string::npos) << t.err;
 }
 
 }  // namespace

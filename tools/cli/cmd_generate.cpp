@@ -43,13 +43,26 @@ std::atomic<int> g_interrupts{0};
 // to the sequence, evaluating only the new tokens, and generates until a stop string (--stop,
 // -r/--reverse-prompt), EOS or --max-new-tokens; Ctrl-C ends the turn, not the program; EOF (Ctrl-D) ends it.
 // Line editing and history: libedit's readline() on a terminal, plain lines otherwise.
+//
+// The context, with --context-overflow as for a prompt:
+// - error (the default) drops nothing: a line the context has no room for is refused (the conversation goes
+//   on), and when the conversation itself has filled the context the session ends;
+// - truncate: a line that does not fit keeps the last tokens of the conversation (leaving room for -n tokens,
+//   at least half the context of it, as a truncated prompt), evaluated again from position 0 (GPT-2's
+//   positions are learned: cached keys cannot be shifted); a generation that fills the context ends the turn;
+// - slide: as truncate, and a generation that fills the context goes on from the last half of the window, as
+//   `generate --context-overflow slide` does.
+// So a turn is what `generate` with the same options gives on the whole conversation up to there (checked by
+// tests/test_interactive.cpp), where the window starts where it last had to move.
 int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, const Tokenizer& tok,
-                    GenerateOptions g, int64_t n_ctx, const std::string& first_prompt) {
+                    GenerateOptions g, int64_t n_ctx, const std::string& first_prompt,
+                    const std::vector<int32_t>& first_ids) {
   const Config& c = model->config();
   SessionOptions so;
   so.n_ctx = n_ctx;
   Session session(model, so);
   std::vector<int32_t> history;  // every token of the conversation, evaluated or not
+  size_t window = 0;             // history[window] is at position 0 of the session
   std::vector<int32_t> pending;  // tokens sampled but not evaluated yet (the last of a turn)
   bool at_line_start = true;
   auto show = [&](std::string_view t) {
@@ -57,6 +70,10 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
     write_stdout(t);
     at_line_start = t.back() == '\n';
   };
+  auto note = [&](const std::string& text) {
+    std::fprintf(stderr, "%sminigpt: %s\n", at_line_start ? "" : "\n", text.c_str());
+  };
+  const std::string ctx_text = "the context of " + std::to_string(n_ctx) + " tokens";
 
   struct sigaction sa {};
   sa.sa_handler = [](int) { g_interrupts.fetch_add(1); };
@@ -66,25 +83,49 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
   const bool tty = ::isatty(STDIN_FILENO);
   if (tty) rl_catch_signals = 0;  // Ctrl-C reaches our handler, not libedit's
 
-  // One turn: `ids` appended, then generation; false when the context is full.
+  enum class Turn { Done, Refused, End };
+  // One turn: `ids` appended, then generation.
   auto turn = [&](const std::vector<int32_t>& ids) {
     std::vector<int32_t> in = pending;
     in.insert(in.end(), ids.begin(), ids.end());
-    if (in.empty()) return true;
-    if (session.n_past() + int64_t(in.size()) >= n_ctx) {
-      std::fprintf(stderr,
-                   "%sminigpt: the context of %lld tokens is full; ending the session (-c to enlarge it)\n",
-                   at_line_start ? "" : "\n", (long long)n_ctx);
-      return false;
+    if (in.empty()) return Turn::Done;
+    const int64_t room = n_ctx - session.n_past();
+    if (g.overflow == ContextOverflow::Error) {
+      // Room for the line and for at least one token of the reply.
+      const int64_t line_room = room - 1 - int64_t(pending.size());
+      if (line_room < 1) {  // not even an empty line (its newline) fits
+        note(ctx_text +
+             " is full; ending the session (-c enlarges it; --context-overflow slide drops the "
+             "oldest tokens instead)");
+        return Turn::End;
+      }
+      if (int64_t(ids.size()) > line_room) {
+        note("that line is " + std::to_string(ids.size()) + " tokens, and " + ctx_text +
+             " has room for a line of " + std::to_string(line_room) + " now: it was not added (-c enlarges " +
+             "the context; --context-overflow truncate or slide drops the oldest tokens)");
+        return Turn::Refused;
+      }
     }
     pending.clear();
     history.insert(history.end(), ids.begin(), ids.end());
+    if (int64_t(in.size()) > room) {
+      // truncate / slide: the last tokens of the window, the line's included, from position 0.
+      const int64_t keep = std::max<int64_t>(1, n_ctx - std::min(g.max_new_tokens, n_ctx / 2));
+      const size_t from = history.size() - size_t(keep);
+      note("dropped the oldest " + std::to_string(from - window) + " tokens of the conversation to fit " +
+           ctx_text + " (--context-overflow " + o.overflow + ")");
+      window = from;
+      session.reset();
+      in.assign(history.begin() + ptrdiff_t(window), history.end());
+    }
     // A Ctrl-C since the line was read (during its evaluation, a long prompt's) ends the turn at its first
     // token: the counter is reset before the prompt is shown, not here.
     std::span<const float> logits = session.eval(in);
     GenerateCallbacks cb;
     cb.on_text = show;
-    Generator gen(c, &tok, g, history, cb);
+    // The sampler sees the window (for --repetition-penalty), as generate() sees its prompt.
+    const size_t base = window;
+    Generator gen(c, &tok, g, std::vector<int32_t>(history.begin() + ptrdiff_t(base), history.end()), cb);
     bool full = false;
     while (gen.push(logits)) {
       if (g_interrupts.load() > 0) {
@@ -92,9 +133,18 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
         break;
       }
       if (session.n_past() == n_ctx) {
-        gen.finish(StopReason::Context);
-        full = true;
-        break;
+        if (g.overflow != ContextOverflow::Slide) {
+          gen.finish(StopReason::Context);
+          full = true;
+          break;
+        }
+        // The last half of the window, the new token included, evaluated again from position 0.
+        const std::vector<int32_t>& h = gen.history();
+        const int64_t keep = std::max<int64_t>(1, n_ctx / 2);
+        session.reset();
+        window = base + h.size() - size_t(keep);
+        logits = session.eval(std::span<const int32_t>(h.data() + h.size() - size_t(keep), size_t(keep)));
+        continue;
       }
       const int32_t next = gen.next();
       logits = session.eval(std::span<const int32_t>(&next, 1));
@@ -102,21 +152,31 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
     // The tokens generated stay in the conversation (also those of a stop string, as llama.cpp keeps them);
     // the last one sampled is evaluated with the next turn's input.
     const std::vector<int32_t>& all = gen.history();
-    const size_t evaluated = size_t(session.n_past());
-    history.assign(all.begin(), all.end());
+    history.resize(base);
+    history.insert(history.end(), all.begin(), all.end());
+    const size_t evaluated = window + size_t(session.n_past());
     if (history.size() > evaluated) pending.assign(history.begin() + ptrdiff_t(evaluated), history.end());
     if (gen.result().reason == StopReason::Cancelled) show(at_line_start ? "" : "\n");
     if (full) {
-      std::fprintf(stderr, "%sminigpt: the context of %lld tokens is full; ending the session\n",
-                   at_line_start ? "" : "\n", (long long)n_ctx);
-      return false;
+      if (g.overflow == ContextOverflow::Error) {
+        note(ctx_text + " is full; ending the session (-c enlarges it; --context-overflow slide goes on)");
+        return Turn::End;
+      }
+      note(ctx_text + " is full: the turn ends here (the next line drops the oldest tokens)");
     }
-    return true;
+    return Turn::Done;
   };
 
   if (!first_prompt.empty()) {
+    // Refused before anything is shown, as generate's prompt is: the context must hold it and a reply.
+    if (g.overflow == ContextOverflow::Error && int64_t(first_ids.size()) >= n_ctx) {
+      throw Error(ErrorKind::Argument,
+                  "the prompt is " + std::to_string(first_ids.size()) + " tokens; " + ctx_text +
+                      " has room for " + std::to_string(n_ctx - 1) +
+                      " and a reply (--context-overflow truncate keeps its last tokens)");
+    }
     show(first_prompt);
-    if (!turn(tok.encode_with_specials(first_prompt, o.special))) return 0;
+    if (turn(first_ids) == Turn::End) return 0;
   }
   for (;;) {
     if (!at_line_start) show("\n");
@@ -141,7 +201,7 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
       std::fprintf(stderr, "minigpt: %s\n", e.what());  // invalid UTF-8: this line only
       continue;
     }
-    if (!turn(ids)) break;
+    if (turn(ids) == Turn::End) break;
   }
   if (!at_line_start) show("\n");
   return 0;
@@ -190,7 +250,7 @@ int run_generate(GenerateCliOptions& o) {
 
   // Everything that can be refused is refused before a byte is written.
   validate_options(g, model->config(), &tok);
-  if (o.interactive) return run_interactive(o, model, tok, g, n_ctx, prompt_text);
+  if (o.interactive) return run_interactive(o, model, tok, g, n_ctx, prompt_text, prompt);
   prepare_prompt(prompt, g, model->config(), &tok, n_ctx);
   if (n_ctx < model_ctx && !o.ctx_size) {
     std::fprintf(stderr, "minigpt: context %lld of the model's %lld tokens (-c to change)\n",
