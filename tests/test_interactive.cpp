@@ -206,6 +206,16 @@ TEST(Interactive, RefusesJsonAndReadsLinesFromAPipe) {
   ASSERT_EQ(one.status, 0) << one.err;
   std::string want = one.out;  // the text and a newline
   EXPECT_EQ(p.out, "> " + want + "> \n") << p.out;
+  // -p is the first turn, shown before its text unless --no-echo (it was shown regardless).
+  for (const bool echo : {true, false}) {
+    const auto q = test::run_cli("generate -i -m " + shipped().string() +
+                                 " --temperature 0 -n 20 -p 'ROMEO:'" + (echo ? "" : " --no-echo"));
+    EXPECT_EQ(q.status, 0) << q.err;
+    const auto ref = test::run_cli("generate -m " + shipped().string() +
+                                   " --temperature 0 -n 20 -p 'ROMEO:'" + (echo ? "" : " --no-echo"));
+    ASSERT_EQ(ref.status, 0) << ref.err;
+    EXPECT_EQ(q.out, ref.out + "> \n") << "echo " << echo;
+  }
 }
 
 // The context in interactive mode, through a pipe (plain lines), with --context-overflow as for a prompt.

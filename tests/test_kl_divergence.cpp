@@ -136,7 +136,12 @@ TEST(KlDivergenceCli, BadReferencesAndMismatchesAreRefused) {
            {"--kl-divergence " + ref + " --stride 8", "takes the recipe"},
            {"--kl-divergence " + ref + " -f " + write_variant("other.txt", std::string(4000, 'a')), "differ"},
            {"--kl-divergence " + ref + " --save-logits " + (tmp / "x.bin").string(), "pick one"},
-           {"--kl-top-k 0 -f " + text, "--kl-top-k"},
+           {"--kl-top-k 0 -f " + text + " --save-logits " + (tmp / "x.bin").string(),
+            "is outside [1, 1048576]"},
+           // It sets what --save-logits keeps; alone, or with --kl-divergence (the reference's own k is
+           // used), it was accepted and did nothing.
+           {"--kl-top-k 5 -f " + text, "--kl-top-k requires --save-logits"},
+           {"--kl-divergence " + ref + " --kl-top-k 5", "--kl-top-k requires --save-logits"},
            {"--chunks 1", "-f/--file is required"},
        }) {
     const auto r = test::run_cli("perplexity -t 1 " + c.args);

@@ -175,7 +175,7 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
                       " has room for " + std::to_string(n_ctx - 1) +
                       " and a reply (--context-overflow truncate keeps its last tokens)");
     }
-    show(first_prompt);
+    if (!o.no_echo) show(first_prompt);
     if (turn(first_ids) == Turn::End) return 0;
   }
   for (;;) {

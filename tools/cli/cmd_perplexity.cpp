@@ -315,11 +315,14 @@ bool registered = register_command(
       app.add_option("-b,--batch-size", o->batch, "Tokens per forward pass (default 512)");
       app.add_flag("--json", o->json_out, "Print the result as one JSON object");
       app.add_flag("!--no-progress", o->progress, "No progress bar on stderr");
-      app.add_option("--save-logits", o->save_logits,
-                     "Store this run's next-token distributions (top --kl-top-k per token) as a reference");
+      auto* save = app.add_option(
+          "--save-logits", o->save_logits,
+          "Store this run's next-token distributions (top --kl-top-k per token) as a reference");
       app.add_option("--kl-divergence", o->kl_base,
                      "Compare with a reference stored by --save-logits (its text and recipe are used)");
-      app.add_option("--kl-top-k", o->top_k, "Tokens per position --save-logits keeps (default 256)");
+      // Without --save-logits it had no effect (--kl-divergence uses the reference's own): refused.
+      app.add_option("--kl-top-k", o->top_k, "Tokens per position --save-logits keeps (default 256)")
+          ->needs(save);
       return [o]() { return run_perplexity(*o); };
     });
 
