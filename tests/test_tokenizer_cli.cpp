@@ -79,6 +79,29 @@ TEST(TokenizeCli, DecodesIds) {
   EXPECT_EQ(r.out, "Hello world");
 }
 
+// --json with --decode: the ids and their text (before, --json was ignored and the raw text printed).
+// --special and --no-add-special shape the encoding only: with --decode they are refused, not ignored.
+TEST(TokenizeCli, DecodeJsonAndEncodingFlags) {
+  CliResult r = run_cli(kModel + " --decode --json '15496 995 50256'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.back(), '\n');
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["ids"], nlohmann::json({15496, 995, 50256}));
+  EXPECT_EQ(j["text"], run_cli(kModel + " --decode '15496 995 50256'").out);
+  // Ids that end inside a character (the shipped byte-level model: id = byte; 0xC3 starts a 2-byte one):
+  // U+FFFD for the incomplete bytes, as tokenizers' decode gives, so that the line stays valid JSON.
+  const std::string shipped =
+      "-m '" + (std::filesystem::path(MINIGPT_SOURCE_DIR) / "models" / "shakespeare-char").string() + "'";
+  r = run_cli(shipped + " --decode --json '65 66 195'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["text"], "AB\xEF\xBF\xBD");
+  for (const std::string flag : {"--special", "--no-add-special"}) {
+    r = run_cli(kModel + " --decode " + flag + " '15496'", true);
+    EXPECT_EQ(r.code, 2) << flag;
+    EXPECT_EQ(r.out, "minigpt: error: --decode excludes " + flag + " (see minigpt --help)\n");
+  }
+}
+
 TEST(TokenizeCli, RejectsBadIdsWithOneLine) {
   for (auto [arg, needle] :
        std::vector<std::pair<std::string, std::string>>{{"'15496 12x'", "\"12x\" (id #2"},

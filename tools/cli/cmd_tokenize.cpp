@@ -42,16 +42,20 @@ bool registered = register_command(
       add_tokenizer_option(app, o->tokenizer);
       auto* text_opt = app.add_option("text", o->text, "The text (or, with --decode, the ids)");
       app.add_option("--file", o->file, "Read the text (or ids) from this file")->excludes(text_opt);
-      app.add_flag("--json", o->json, "Print {\"ids\": [...], \"tokens\": [...]}");
       app.add_flag(
+          "--json", o->json,
+          "Print {\"ids\": [...], \"tokens\": [...]} (with --decode: {\"ids\": [...], \"text\": ...})");
+      auto* decode = app.add_flag(
           "--decode", o->decode,
           "Read ids (\"15496 11 995\", or as transformers prints them, \"[15496, 11, 995]\"), print the "
           "text they stand for (raw bytes, no newline added)");
-      app.add_flag("--special", o->special, "Recognise special tokens such as <|endoftext|> in the text");
-      app.add_flag(
-          "--no-add-special", o->no_add_special,
-          "Leave out the special tokens that tokenizer.json's post_processor puts around the text (e.g. a "
-          "BOS), as tokenizers' add_special_tokens=False");
+      // Both shape the encoding: with --decode they were accepted and did nothing.
+      app.add_flag("--special", o->special, "Recognise special tokens such as <|endoftext|> in the text")
+          ->excludes(decode);
+      app.add_flag("--no-add-special", o->no_add_special,
+                   "Leave out the special tokens that tokenizer.json's post_processor puts around the text "
+                   "(e.g. a BOS), as tokenizers' add_special_tokens=False")
+          ->excludes(decode);
       return [o, text_opt]() {
         if (o->model_dir.empty() && o->tokenizer.empty()) {
           throw Error(ErrorKind::Argument,
@@ -60,7 +64,16 @@ bool registered = register_command(
         Tokenizer tok = load_tokenizer(o->tokenizer, o->model_dir);
         std::string input = read_input(*o, text_opt->count() > 0);
         if (o->decode) {
-          write_out(tok.decode(parse_ids(input)));
+          const std::vector<int32_t> ids = parse_ids(input);
+          const std::string text = tok.decode(ids);
+          if (!o->json) {
+            write_out(text);
+            return 0;
+          }
+          // Bytes that are not UTF-8 (ids that end inside a character) become U+FFFD, as tokenizers' decode
+          // gives them (--json used to be ignored here).
+          const nlohmann::json j = {{"ids", ids}, {"text", text}};
+          write_out(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
           return 0;
         }
         // As tokenizers' encode() and a transformers tokenizer's __call__ give them: with the template's
