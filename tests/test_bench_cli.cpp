@@ -29,23 +29,25 @@ TEST(BenchCli, JsonHasEveryTestAndConsistentRoofline) {
   EXPECT_GE(m.at("cores").get<int>(), 1);
   for (const char* t : {"1", "2"}) EXPECT_GT(m.at("read_bandwidth_gb_s").at(t).get<double>(), 0.0) << t;
 
-  // 2 thread counts x 2 dtypes x (pp16, tg4, tg4@d8), in that order.
+  // 2 thread counts x 2 dtypes x (pp16, pp16@d8, tg4, tg4@d8), in that order: -d applies to prefill too,
+  // as llama-bench's pp512 @ d512 (it used to be ignored there).
   const json& res = j.at("results");
-  ASSERT_EQ(res.size(), 12u) << r.out;
+  ASSERT_EQ(res.size(), 16u) << r.out;
   std::map<std::string, double> bytes;  // "dtype test" -> bytes_per_token
   for (size_t i = 0; i < res.size(); ++i) {
     const json& x = res[i];
     const std::string test = x.at("test"), dtype = x.at("dtype");
     const int threads = x.at("threads");
-    EXPECT_EQ(threads, i < 6 ? 1 : 2);
-    EXPECT_EQ(dtype, (i % 6) < 3 ? "F32" : "BF16");
-    const char* order[] = {"pp16", "tg4", "tg4@d8"};
-    EXPECT_EQ(test, order[i % 3]);
+    EXPECT_EQ(threads, i < 8 ? 1 : 2);
+    EXPECT_EQ(dtype, (i % 8) < 4 ? "F32" : "BF16");
+    const char* order[] = {"pp16", "pp16@d8", "tg4", "tg4@d8"};
+    EXPECT_EQ(test, order[i % 4]);
+    EXPECT_EQ(x.at("depth"), test.ends_with("@d8") ? 8 : 0);
     EXPECT_EQ(x.at("backend"), "cpu");
     EXPECT_EQ(x.at("reps"), 3);
     EXPECT_GT(x.at("tok_s").get<double>(), 0.0);
     EXPECT_GE(x.at("tok_s_std").get<double>(), 0.0);
-    if (test == "pp16") {
+    if (test.starts_with("pp16")) {
       EXPECT_NEAR(x.at("ttft_ms").get<double>(), 16e3 / x.at("tok_s").get<double>(),
                   1e-6 * x.at("ttft_ms").get<double>())
           << "TTFT of the median run (of an odd number) is 16 tokens at the median rate";
@@ -125,6 +127,9 @@ TEST(BenchCli, BadFlagsAreOneLineAndNothingOnStdout) {
       {m + "--dtype f8", "--dtype: 'f8' is not one of f32, f16, bf16, stored"},
       {m + "-p 99999", "-p: 99999 exceeds the model's context of 128"},
       {m + "-p 8 -n 100 -d 100", "-n/-d: depth 100 + 100 tokens exceed the model's context of 128"},
+      {m + "-p 100 -n 0 -d 32", "-p/-d: depth 32 + 100 prompt tokens exceed the model's context of 128"},
+      // -b shapes decode steps: with -n 0 it was accepted and did nothing.
+      {m + "-p 8 -n 0 -b 4", "-b: sequences decoded together apply to decode tests, and -n 0 has none"},
       {m + "-o xml", "-o: 'xml' is not md or json"},
       {m + "--random gpt2", "give exactly one of -m DIR or --random NAME"},
       {"bench", "give exactly one of -m DIR or --random NAME"},

@@ -138,6 +138,10 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
   for (int64_t b : o.batch)
     if (b < 1 || b > 256)
       throw Error(ErrorKind::Argument, "-b: " + std::to_string(b) + " sequences must be in [1, 256]");
+  // -b shapes decode steps only: with no decode test it would be accepted and do nothing.
+  if (o.n_gen.empty() && std::any_of(o.batch.begin(), o.batch.end(), [](int64_t b) { return b != 1; }))
+    throw Error(ErrorKind::Argument,
+                "-b: sequences decoded together apply to decode tests, and -n 0 has none");
   if (o.reps < 1 || o.reps > 1000) throw Error(ErrorKind::Argument, "-r: repetitions must be in [1, 1000]");
   // On the GPU the thread count means nothing: one pass, reported as 1.
   std::vector<int> threads = on_gpu              ? std::vector<int>{1}
@@ -191,9 +195,15 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
       const Config& c = model->config();
       // Every length is checked against this model's context before any test runs.
       for (int64_t p : o.n_prompt)
-        if (p > c.n_ctx)
-          throw Error(ErrorKind::Argument, "-p: " + std::to_string(p) + " exceeds the model's context of " +
-                                               std::to_string(c.n_ctx));
+        for (int64_t d : o.depth) {
+          if (d == 0 && p > c.n_ctx)
+            throw Error(ErrorKind::Argument, "-p: " + std::to_string(p) + " exceeds the model's context of " +
+                                                 std::to_string(c.n_ctx));
+          if (d + p > c.n_ctx)
+            throw Error(ErrorKind::Argument, "-p/-d: depth " + std::to_string(d) + " + " + std::to_string(p) +
+                                                 " prompt tokens exceed the model's context of " +
+                                                 std::to_string(c.n_ctx));
+        }
       for (int64_t n : o.n_gen)
         for (int64_t d : o.depth)
           if (d + n > c.n_ctx)
@@ -208,7 +218,8 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
       // The KV cache holds what the longest test needs (the +1: the untimed step after each probe), for the
       // most sequences decoded together.
       int64_t ctx = 1;
-      for (int64_t p : o.n_prompt) ctx = std::max(ctx, p);
+      for (int64_t p : o.n_prompt)
+        for (int64_t d : o.depth) ctx = std::max(ctx, d + p);
       for (int64_t n : o.n_gen)
         for (int64_t d : o.depth) ctx = std::max(ctx, d + n + 1);
       SessionOptions so;
@@ -257,25 +268,32 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
         results.push_back(std::move(r));
       };
 
+      // Prefill at each depth, as llama-bench's pp512 @ d512: the -d tokens before it are evaluated untimed,
+      // so the prompt's attention reads that much KV cache too.
       for (int64_t p : o.n_prompt) {
-        const auto prompt = tokens(p);
-        std::vector<double> rates, times;
-        for (int r = -1; r < o.reps; ++r) {  // r = -1: warm-up
-          s.reset();
-          const auto t0 = clock_type::now();
-          s.eval(prompt);
-          const double sec = seconds_since(t0);
-          if (r >= 0) rates.push_back(double(p) / sec), times.push_back(sec);
+        for (int64_t d : o.depth) {
+          const auto prefix = tokens(d);
+          const auto prompt = tokens(p);
+          std::vector<double> rates, times;
+          for (int r = -1; r < o.reps; ++r) {  // r = -1: warm-up
+            s.reset();
+            if (d > 0) s.eval(prefix);
+            const auto t0 = clock_type::now();
+            s.eval(prompt);
+            const double sec = seconds_since(t0);
+            if (r >= 0) rates.push_back(double(p) / sec), times.push_back(sec);
+          }
+          const Stats st = stats(rates);
+          const double ttft_ms = stats(times).median * 1e3;
+          char notes[64];
+          std::snprintf(notes, sizeof notes, "TTFT %.1f ms", ttft_ms);
+          emit({{"test", "pp" + std::to_string(p) + (d > 0 ? "@d" + std::to_string(d) : "")},
+                {"depth", d},
+                {"tok_s", st.median},
+                {"tok_s_std", st.stddev},
+                {"ttft_ms", ttft_ms}},
+               notes);
         }
-        const Stats st = stats(rates);
-        const double ttft_ms = stats(times).median * 1e3;
-        char notes[64];
-        std::snprintf(notes, sizeof notes, "TTFT %.1f ms", ttft_ms);
-        emit({{"test", "pp" + std::to_string(p)},
-              {"tok_s", st.median},
-              {"tok_s_std", st.stddev},
-              {"ttft_ms", ttft_ms}},
-             notes);
       }
       for (int64_t n : o.n_gen) {
         for (int64_t d : o.depth) {
@@ -325,6 +343,7 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
             const double bw = probe ? stats(bws).median : bandwidth[t];
             json r = {{"test", "tg" + std::to_string(n) + (d > 0 ? "@d" + std::to_string(d) : "") +
                                    (b > 1 ? "@b" + std::to_string(b) : "")},
+                      {"depth", d},
                       {"batch", b},
                       {"tok_s", st.median},
                       {"tok_s_std", st.stddev},
@@ -391,7 +410,9 @@ const bool registered =
       app.add_option("-n,--n-gen", o->n_gen,
                      "Generated tokens (decode tests), comma-separated; 0: no decode test")
           ->delimiter(',');
-      app.add_option("-d,--depth", o->depth, "KV-cache depths for the decode tests, comma-separated")
+      app.add_option("-d,--depth", o->depth,
+                     "KV-cache depths: each test runs after this many tokens (pp512@d512, tg128@d512), "
+                     "comma-separated")
           ->delimiter(',');
       app.add_option(
              "-b,--batch", o->batch,
