@@ -770,6 +770,95 @@ TEST(Server, ApiKeyIsRequiredExceptForHealth) {
   EXPECT_EQ(ok->status, 200);
 }
 
+// CORS, opt-in (--allowed-origins): without it no response names an origin and a preflight is not answered;
+// with it a page of an allowed origin gets its preflight answered (before the key check: a browser sends no
+// credentials there) and may read every response, errors and streams included; other origins get nothing.
+TEST(Server, CorsHeadersOnlyForAllowedOrigins) {
+  const httplib::Headers preflight = {
+      {"Origin", "http://localhost:3000"},
+      {"Access-Control-Request-Method", "POST"},
+      {"Access-Control-Request-Headers", "authorization,content-type,x-stainless-os"}};
+  {
+    auto c = shared_server().client();
+    auto pre = c.Options("/v1/completions", preflight);
+    ASSERT_TRUE(pre);
+    EXPECT_EQ(pre->status, 404);
+    EXPECT_FALSE(pre->has_header("Access-Control-Allow-Origin"));
+    auto r = c.Get("/v1/models", httplib::Headers{{"Origin", "http://localhost:3000"}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_FALSE(r->has_header("Access-Control-Allow-Origin"));
+  }
+  server::ServerOptions o = default_options();
+  o.n_parallel = 1;
+  o.api_key = "sekret";
+  o.allowed_origins = {"http://localhost:3000", "null"};
+  ServerFixture f(o);
+  auto c = f.client();
+  auto pre = c.Options("/v1/completions", preflight);
+  ASSERT_TRUE(pre);
+  EXPECT_EQ(pre->status, 204);
+  EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000");
+  EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Headers"),
+            "authorization,content-type,x-stainless-os");
+  EXPECT_NE(pre->get_header_value("Access-Control-Allow-Methods").find("POST"), std::string::npos);
+  EXPECT_EQ(pre->get_header_value("Vary"), "Origin");
+  // Another origin: no preflight answer, no header (the key check answers: 401).
+  httplib::Headers other = preflight;
+  other.erase("Origin");
+  other.emplace("Origin", "http://evil.example");
+  auto bad = c.Options("/v1/completions", other);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 401);
+  EXPECT_FALSE(bad->has_header("Access-Control-Allow-Origin"));
+  const json body = {{"prompt", "ROMEO:"}, {"max_tokens", 2}, {"temperature", 0}};
+  for (const bool stream : {false, true}) {
+    json b = body;
+    b["stream"] = stream;
+    // The origin as a browser may spell it (case aside) is echoed; a 401 is readable by the page too.
+    auto ok =
+        c.Post("/v1/completions", {{"Origin", "http://LocalHost:3000"}, {"Authorization", "Bearer sekret"}},
+               b.dump(), "application/json");
+    ASSERT_TRUE(ok);
+    EXPECT_EQ(ok->status, 200) << ok->body;
+    EXPECT_EQ(ok->get_header_value("Access-Control-Allow-Origin"), "http://LocalHost:3000")
+        << "stream " << stream;
+    auto denied = c.Post("/v1/completions", {{"Origin", "null"}}, b.dump(), "application/json");
+    ASSERT_TRUE(denied);
+    EXPECT_EQ(denied->status, 401);
+    EXPECT_EQ(denied->get_header_value("Access-Control-Allow-Origin"), "null");
+  }
+  // "*": any origin, answered with "*" (no Vary).
+  o.allowed_origins = {"*"};
+  o.api_key.clear();
+  ServerFixture any(o);
+  auto r = any.client().Get("/v1/models", httplib::Headers{{"Origin", "https://app.example:8443"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "*");
+  EXPECT_FALSE(r->has_header("Vary"));
+}
+
+TEST(Server, AllowedOriginsAreOriginsAsBrowsersSendThem) {
+  for (const char* good :
+       {"*", "null", "http://localhost:3000", "https://app.example", "chrome-extension://abc"})
+    EXPECT_EQ(server::origin_problem(good), "") << good;
+  for (const auto& [bad, why] : std::vector<std::pair<std::string, std::string>>{
+           {"http://localhost:3000/",
+            "an origin has no path, query or fragment (a browser sends 'http://localhost:3000')"},
+           {"localhost:3000", "is not an origin"},
+           {"", "is not an origin"},
+           {"http://", "no host after the scheme"},
+           {"1http://x", "is not a URL scheme"},
+           {"http://a b", "a space, a comma or a control character"},
+       }) {
+    EXPECT_NE(server::origin_problem(bad).find(why), std::string::npos)
+        << bad << ": " << server::origin_problem(bad);
+  }
+  server::ServerOptions o = default_options();
+  o.allowed_origins = {"http://x/"};
+  EXPECT_THROW(server::Server(shipped_model().model, shipped_model().tok, o), Error);
+}
+
 // One slot and a queue of one: of eight requests at once, those beyond the slot and the queue get 503 with
 // Retry-After; the others finish.
 TEST(Server, AFullQueueIs503WithRetryAfter) {

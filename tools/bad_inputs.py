@@ -429,6 +429,7 @@ def main():
     add("serve", "--host that does not resolve", sv("--host", "no-such-host.invalid", "--port", str(busy)))
     add("serve", "--parallel 0", sv("--parallel", "0"))
     add("serve", "--api-key '' (an unset variable)", sv("--port", "0", "--api-key", ""))
+    add("serve", "--allowed-origins with a path", sv("--port", "0", "--allowed-origins", "http://localhost:3000/"))
 
     # GGUF files (-m FILE.gguf): the mixed-type fixture with one field broken in place
     gg = lambda path: ["generate", "-m", path, "-p", "x", "-n", "2"]

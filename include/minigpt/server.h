@@ -81,6 +81,10 @@ CompletionRequest parse_completion_request(std::string_view body, const Tokenize
 CompletionRequest parse_chat_request(std::string_view body, const Tokenizer& tokenizer, const Config& config,
                                      const RequestLimits& limits, const ChatTemplate* chat_template);
 
+// Why `origin` is not a value --allowed-origins takes (empty when it is): "*", "null", or an origin as a
+// browser sends it, scheme://host[:port], no path.
+std::string origin_problem(std::string_view origin);
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;            // 0: any free port (bind() returns it)
@@ -91,6 +95,9 @@ struct ServerOptions {
   size_t max_body = 1 << 20;  // request bytes; more: 413
   std::string api_key;        // non-empty: every endpoint but /health needs "Authorization: Bearer KEY"
   std::string model_id;       // what /v1/models and responses call the model
+  // CORS: the origins ("https://app.example:8443", "null" for a file:// page, or "*" for any) whose web pages
+  // may call the API from a browser; empty (the default): none, the browser's same-origin policy applies.
+  std::vector<std::string> allowed_origins;
   std::optional<ChatTemplate> chat_template;  // the model's (load_chat_template()), if any
   int http_threads = 0;                       // 0: n_parallel + max_queue + 8
 };

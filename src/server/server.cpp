@@ -7,6 +7,8 @@
 #include <netdb.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -82,6 +84,34 @@ struct Piece {
 
 }  // namespace
 
+std::string origin_problem(std::string_view origin) {
+  const std::string q = "'" + std::string(origin) + "'";
+  if (origin == "*" || origin == "null") return "";
+  const size_t sep = origin.find("://");
+  if (sep == std::string_view::npos || sep == 0) {
+    return q + " is not an origin (scheme://host[:port], e.g. http://localhost:3000; \"null\" or \"*\")";
+  }
+  for (size_t i = 0; i < sep; ++i) {
+    const char ch = origin[i];
+    if (!(std::isalpha(static_cast<unsigned char>(ch)) ||
+          (i > 0 && (std::isdigit(static_cast<unsigned char>(ch)) || ch == '+' || ch == '-' || ch == '.')))) {
+      return q + ": the scheme '" + std::string(origin.substr(0, sep)) + "' is not a URL scheme";
+    }
+  }
+  const std::string_view rest = origin.substr(sep + 3);
+  if (rest.empty()) return q + ": no host after the scheme";
+  for (const char ch : rest) {
+    if (ch == '/' || ch == '?' || ch == '#') {
+      return q + ": an origin has no path, query or fragment (a browser sends '" +
+             std::string(origin.substr(0, sep + 3 + rest.find_first_of("/?#"))) + "')";
+    }
+    if (static_cast<unsigned char>(ch) <= 0x20 || ch == 0x7f || ch == ',') {
+      return q + ": a space, a comma or a control character cannot be in an origin";
+    }
+  }
+  return "";
+}
+
 struct Server::Impl {
   std::shared_ptr<const Model> model;
   Tokenizer tok;
@@ -101,6 +131,21 @@ struct Server::Impl {
 
   Impl(std::shared_ptr<const Model> m, Tokenizer t, ServerOptions opt)
       : model(std::move(m)), tok(std::move(t)), o(std::move(opt)) {}
+
+  // An Origin header against --allowed-origins: "*" matches any; scheme and host compare without case, as
+  // browsers lower-case them anyway.
+  bool origin_allowed(std::string_view origin) const {
+    auto lower = [](std::string_view v) {
+      std::string r(v);
+      for (char& ch : r) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+      return r;
+    };
+    const std::string got = lower(origin);
+    for (const std::string& a : o.allowed_origins) {
+      if (a == "*" || lower(a) == got) return true;
+    }
+    return false;
+  }
 
   std::string token_text(int32_t id) const {
     if (id < 0 || id >= tok.n_vocab()) return "";
@@ -562,6 +607,25 @@ void Server::Impl::setup_routes() {
   };
 
   svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // CORS (--allowed-origins): a page of an allowed origin may read every response, errors included, and
+    // its preflight (OPTIONS, before a POST with a JSON body or an Authorization header) is answered here,
+    // ahead of the key check: a browser sends no credentials with it.
+    const std::string origin = req.get_header_value("Origin");
+    if (!origin.empty() && origin_allowed(origin)) {
+      const bool any =
+          std::find(o.allowed_origins.begin(), o.allowed_origins.end(), "*") != o.allowed_origins.end();
+      res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
+      if (!any) res.set_header("Vary", "Origin");
+      if (req.method == "OPTIONS" && req.has_header("Access-Control-Request-Method")) {
+        res.status = 204;
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        // Whatever headers the page's client asks for (OpenAI's SDKs add their own x-stainless-* ones).
+        const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+        res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked);
+        res.set_header("Access-Control-Max-Age", "600");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
     if (o.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     if (auth != "Bearer " + o.api_key) {
@@ -692,6 +756,11 @@ Server::Server(std::shared_ptr<const Model> model, Tokenizer tokenizer, ServerOp
   if (d.o.max_queue < 1 || d.o.max_queue > 100000) {
     throw Error(ErrorKind::Argument,
                 "--max-queue: must be in [1, 100000], got " + std::to_string(d.o.max_queue));
+  }
+  for (const std::string& a : d.o.allowed_origins) {
+    if (const std::string why = origin_problem(a); !why.empty()) {
+      throw Error(ErrorKind::Argument, "--allowed-origins: " + why);
+    }
   }
   if (d.o.model_id.empty()) d.o.model_id = "minigpt";
   SchedulerOptions so;

@@ -119,6 +119,11 @@ const bool registered =
                 return std::string();
               },
               ""));
+      app.add_option("--allowed-origins", o->server.allowed_origins,
+                     "Web pages of these origins may call the API from a browser (CORS), comma-separated: "
+                     "scheme://host[:port], null (a file:// page) or * (any); default none")
+          ->delimiter(',')
+          ->check(CLI::Validator([](std::string& v) { return server::origin_problem(v); }, "ORIGIN"));
       app.add_option("--alias", o->alias,
                      "The model's name in the API (default: the model's file or folder name)");
       return [o] { return run_serve(*o); };
