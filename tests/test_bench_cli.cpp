@@ -89,6 +89,12 @@ TEST(BenchCli, ZeroLengthSkipsATestAndMarkdownHasOneRowPerTest) {
   ASSERT_EQ(j["results"].size(), 1u) << r.out;
   EXPECT_EQ(j["results"][0]["test"], "pp8");
 
+  // -t 0: every core, as in the other commands (it was refused here).
+  r = test::run_cli("bench -m " + shipped() + " -p 8 -n 0 -r 1 -t 0 -o json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  j = json::parse(r.out);
+  EXPECT_EQ(j["results"][0]["threads"], j["machine"]["cores"]);
+
   r = test::run_cli("bench -m " + shipped() + " -p 0 -n 2 -d 0,4 -r 1 -t 1 -o json");
   ASSERT_EQ(r.status, 0) << r.err;
   j = json::parse(r.out);
@@ -123,7 +129,7 @@ TEST(BenchCli, BadFlagsAreOneLineAndNothingOnStdout) {
       {m + "-n -1", "-n: generation length -1 must be >= 0"},
       {m + "-d -5", "-d: depth -5 must be >= 0"},
       {m + "-r 0", "-r: repetitions must be in [1, 1000]"},
-      {m + "-t 0", "-t: thread count 0 must be in [1, 1024]"},
+      {m + "-t -1", "-t: thread count -1 must be in [0, 1024] (0 = all cores)"},
       {m + "--dtype f8", "--dtype: 'f8' is not one of f32, f16, bf16, stored"},
       {m + "-p 99999", "-p: 99999 exceeds the model's context of 128"},
       {m + "-p 8 -n 100 -d 100", "-n/-d: depth 100 + 100 tokens exceed the model's context of 128"},

@@ -66,6 +66,19 @@ TEST(Cli, UsageErrors) {
   EXPECT_NE(r.err.find("no-such-command"), std::string::npos) << r.err;
 }
 
+// A flag given twice is refused in words (CLI11 said "--model: At Most 1 required but received 2").
+TEST(Cli, AFlagGivenTwiceSaysSo) {
+  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"generate -m a -m b", "--model: given 2 times; give it once"},
+           {"generate -m a --model b -m c", "--model: given 3 times; give it once"},
+           {"generate -m a -n 3 -n 4", "--max-new-tokens: given 2 times; give it once"},
+       }) {
+    const auto r = test::run_cli(args);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_EQ(r.err, "minigpt: error: " + says + " (see minigpt --help)\n") << args;
+  }
+}
+
 // Integer options are decimal numbers within 64 bits. CLI11 read "010" as octal 8 and "0x10" as 16, and a
 // number past the range as the type's largest value, silently ("--seed 99999999999999999999" ran with seed
 // 18446744073709551615).

@@ -147,9 +147,13 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
   std::vector<int> threads = on_gpu              ? std::vector<int>{1}
                              : o.threads.empty() ? std::vector<int>{cpu_count()}
                                                  : o.threads;
+  // 0 = every core, as -t 0 means in the other commands (it was refused here).
+  for (int& t : threads)
+    if (t == 0) t = cpu_count();
   for (int t : threads)
     if (t < 1 || t > 1024)
-      throw Error(ErrorKind::Argument, "-t: thread count " + std::to_string(t) + " must be in [1, 1024]");
+      throw Error(ErrorKind::Argument,
+                  "-t: thread count " + std::to_string(t) + " must be in [0, 1024] (0 = all cores)");
   if (!on_gpu)
     for (int t : threads) warn_threads(t);
   std::vector<std::string> dtypes = o.dtypes.empty() ? std::vector<std::string>{"stored"} : o.dtypes;
@@ -419,7 +423,8 @@ const bool registered =
              "Sequences decoded together in each decode step, comma-separated (aggregate tok/s; default 1)")
           ->delimiter(',');
       app.add_option("-r,--repetitions", o->reps, "Timed repetitions after one warm-up");
-      app.add_option("-t,--threads", o->threads, "Thread counts, comma-separated (default: all cores)")
+      app.add_option("-t,--threads", o->threads,
+                     "Thread counts, comma-separated (default: all cores; 0 = all cores)")
           ->delimiter(',');
       app.add_option("--dtype", o->dtypes, "Weight dtypes: f32, f16, bf16, stored (comma-separated)")
           ->delimiter(',');

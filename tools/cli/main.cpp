@@ -115,7 +115,15 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // One line on stderr, exit 2 as for an unknown command (CLI11's own codes, 101-115, say nothing a
     // script could use); CLI11's own wording names the flag.
-    std::fprintf(stderr, "minigpt: error: %s (see minigpt --help)\n", e.what());
+    std::string what = e.what();
+    // A flag given twice: CLI11 says "--model: At Most 1 required but received 2".
+    const std::string at_most = ": At Most 1 required but received ";
+    if (const size_t at = what.find(at_most); at != std::string::npos) {
+      const std::string times = what.substr(at + at_most.size());
+      if (!times.empty() && times.find_first_not_of("0123456789") == std::string::npos)
+        what = what.substr(0, at) + ": given " + times + " times; give it once";
+    }
+    std::fprintf(stderr, "minigpt: error: %s (see minigpt --help)\n", what.c_str());
     return 2;
   }
 
