@@ -67,6 +67,11 @@ class ProgressBar {
 int run_perplexity(const PerplexityCliOptions& o) {
   if (o.stride && o.chunks)
     throw Error(ErrorKind::Argument, "--stride and --chunks are two recipes: pick one");
+  // Checked before anything is read (they were checked after the model was loaded, and named the text file).
+  if (o.stride && *o.stride < 1)
+    throw Error(ErrorKind::Argument, "--stride must be at least 1, not " + std::to_string(*o.stride));
+  if (o.chunks && *o.chunks < 1)
+    throw Error(ErrorKind::Argument, "--chunks must be at least 1, not " + std::to_string(*o.chunks));
   if (!o.save_logits.empty() && !o.kl_base.empty()) {
     throw Error(ErrorKind::Argument,
                 "--save-logits writes a reference, --kl-divergence compares with one: pick one");
@@ -137,19 +142,11 @@ int run_perplexity(const PerplexityCliOptions& o) {
       // transformers: tokenizer(text), with the template's special tokens.
       po.recipe = PerplexityRecipe::Stride;
       po.stride = *o.stride;
-      if (*o.stride < 1) {
-        throw Error(ErrorKind::Argument, "--stride must be at least 1, not " + std::to_string(*o.stride));
-      }
     } else {
       // llama.cpp: the text with a BOS in front where the tokenizer adds one, which also replaces the first
       // token of every chunk.
       po.recipe = PerplexityRecipe::Chunks;
-      if (o.chunks) {
-        if (*o.chunks < 1) {
-          throw Error(ErrorKind::Argument, "--chunks must be at least 1, not " + std::to_string(*o.chunks));
-        }
-        po.max_chunks = *o.chunks;
-      }
+      if (o.chunks) po.max_chunks = *o.chunks;
     }
     const PerplexityRecipe recipe = kl_ref ? kl_ref->header().options.recipe : po.recipe;
     if (tok && recipe == PerplexityRecipe::Stride) {
