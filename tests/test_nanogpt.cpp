@@ -5,10 +5,12 @@
 // torch.compile's `_orig_mod.` keys).
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "minigpt/generate.h"
 #include "minigpt/model.h"
 #include "minigpt/session.h"
+#include "minigpt/tokenizer.h"
 #include "test_util.h"
 
 namespace minigpt {
@@ -128,6 +130,100 @@ TEST(NanoGptConvert, BiasesAreZeroExactlyWhenTheModelHasNone) {
     EXPECT_EQ(n_bias, 2 * 6 + 1) << variant
                                  << ": ln_1, c_attn, c_proj, ln_2, c_fc, mlp c_proj (2 layers), ln_f";
     EXPECT_EQ(n_nonzero, std::string(variant) == "bias" ? n_bias : 0) << variant;
+  }
+}
+
+// A character-level model: the "bias" weights with the tokenizer convert_nanogpt.py --meta wrote from
+// shakespeare_char's meta.pkl (tests/fixtures/nanogpt/char, with nanoGPT's encode/decode of some texts and
+// a greedy continuation from text, checked against transformers' AutoTokenizer by the script).
+class NanoGptChar : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* f : {"config.json", "model.safetensors"})
+      std::filesystem::copy_file(nanogpt_dir("bias") / f, dir_.path() / f);
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+      std::filesystem::copy_file(nanogpt_dir("char") / f, dir_.path() / f);
+    ref_ = nlohmann::json::parse(test::read_file(nanogpt_dir("char") / "reference.json"));
+  }
+  test::TempDir dir_;
+  nlohmann::json ref_;
+};
+
+TEST_F(NanoGptChar, TokenizerIsNanoGptsEncodeAndDecode) {
+  const Tokenizer tok = Tokenizer::load(dir_.path());
+  EXPECT_TRUE(tok.char_level());
+  EXPECT_EQ(tok.n_vocab(), 65);
+  for (const auto& c : ref_["texts"]) {
+    const std::string text = c["text"];
+    const std::vector<int32_t> ids = c["ids"];
+    EXPECT_EQ(tok.encode(text), ids) << text;
+    EXPECT_EQ(tok.encode_with_specials(text), ids) << text;
+    EXPECT_EQ(tok.decode(ids), text);
+  }
+  // tokenizers drops a character its vocabulary lacks (the reference records it); minigpt refuses, as
+  // nanoGPT's stoi[c] does.
+  const std::string unknown = ref_["unknown"];
+  ASSERT_EQ(ref_["unknown_tokenizers_ids"].size(), 2u);
+  try {
+    tok.encode(unknown);
+    ADD_FAILURE() << "encoded a character the vocabulary lacks";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "tokenizer: the character \"\xC3\xA9\" (U+00E9) is not in this character-level vocabulary");
+  }
+}
+
+TEST_F(NanoGptChar, GeneratesNanoGptsTextFromText) {
+  const std::string prompt = ref_["prompt"], want = ref_["greedy_text"];
+  const size_t n = ref_["greedy_ids"].size();
+  const auto r = test::run_cli("generate -m " + dir_.path().string() + " -p '" + prompt +
+                               "' --temperature 0 --no-echo -t 1 -n " + std::to_string(n));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, want + "\n");
+}
+
+// GGUF has no character-level tokenizer (llama.cpp's "gpt2" is byte-level): quantize refuses in one line.
+// (The nanoGPT model's exact GELU has no GGUF form either: the shipped model's weights with a character-level
+// tokenizer.json, then.)
+TEST_F(NanoGptChar, QuantizeRefusesACharacterLevelTokenizer) {
+  test::TempDir d;
+  for (const char* f : {"config.json", "model.safetensors"})
+    std::filesystem::copy_file(test::source_dir() / "models" / "shakespeare-char" / f, d.path() / f);
+  std::filesystem::copy_file(nanogpt_dir("char") / "tokenizer.json", d.path() / "tokenizer.json");
+  const auto q =
+      test::run_cli("quantize " + d.path().string() + " " + (d.path() / "q.gguf").string() + " --type q8_0");
+  EXPECT_EQ(q.status, 1);
+  EXPECT_NE(q.err.find("the tokenizer is character-level, which GGUF"), std::string::npos) << q.err;
+  EXPECT_EQ(std::count(q.err.begin(), q.err.end(), '\n'), 1) << q.err;
+  EXPECT_FALSE(std::filesystem::exists(d.path() / "q.gguf"));
+}
+
+// What a character-level tokenizer.json must be: no pre_tokenizer, no merges, the Fuse decoder, one
+// character per symbol, no unk_token. Anything else without ByteLevel is refused, naming it.
+TEST(CharLevelTokenizer, OnlyWhatTokenizersWritesForCharactersIsRead) {
+  auto make = [](const std::string& vocab, const std::string& merges, const std::string& decoder,
+                 const std::string& unk = "null") {
+    return R"({"model": {"type": "BPE", "unk_token": )" + unk + R"(, "vocab": )" + vocab + R"(, "merges": )" +
+           merges + R"(}, "pre_tokenizer": null, "decoder": )" + decoder + "}";
+  };
+  const std::string fuse = R"({"type": "Fuse"})";
+  const Tokenizer ok = Tokenizer::from_tokenizer_json(make(R"({"a": 0, "\u00e9": 1, "\n": 2})", "[]", fuse));
+  EXPECT_EQ(ok.encode("a\xC3\xA9\na"), (std::vector<int32_t>{0, 1, 2, 0}));
+  EXPECT_EQ(ok.token_symbol(1), "\xC3\xA9");
+  for (const auto& [json, says] : std::vector<std::pair<std::string, std::string>>{
+           {make(R"({"a": 0, "b": 1})", R"([["a", "b"]])", fuse), "no pre_tokenizer: only byte-level BPE"},
+           {make(R"({"a": 0})", "[]", "null"),
+            "and character-level BPE (no pre_tokenizer, no merges, the Fuse"},
+           {make(R"({"ab": 0})", "[]", fuse), "token \"ab\" (id 0) is not one character"},
+           {make(R"({"": 0})", "[]", fuse), "is not one character"},
+           {make(R"({"a": 0})", "[]", fuse, R"("a")"), "with an unk_token is not supported"},
+       }) {
+    try {
+      (void)Tokenizer::from_tokenizer_json(json);
+      ADD_FAILURE() << json;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << json << ": " << e.what();
+    }
   }
 }
 

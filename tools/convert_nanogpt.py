@@ -3,7 +3,7 @@
 GPT2LMHeadModel) loads.
 
     python3 tools/convert_nanogpt.py out-shakespeare/ckpt.pt models/my-nanogpt [--dtype f32|f16|bf16]
-        [--tokenizer DIR] [--force]
+        [--tokenizer DIR | --meta META.pkl] [--force]
 
 Input: the `ckpt.pt` that karpathy/nanoGPT's train.py saves, a dict holding `model` (the GPT's state_dict),
 `model_args` (n_layer, n_head, n_embd, block_size, bias, vocab_size, dropout) and, not needed here,
@@ -31,7 +31,8 @@ config.json is what transformers' GPT2Config writes for this model (same fields 
 50257 tokens (nanoGPT pads it to 50304), null otherwise (a character-level model, meta.pkl's vocabulary).
 --tokenizer DIR copies a tokenizer (tokenizer.json, or vocab.json + merges.txt, and their side files) into
 the directory, so that `minigpt generate` can run it; for GPT-2 BPE models that is GPT-2's own
-(tests/fixtures/gpt2-tokenizer).
+(tests/fixtures/gpt2-tokenizer). --meta META.pkl writes the tokenizer of a character-level model instead,
+from the meta.pkl nanoGPT's data/*_char/prepare.py saves (see char_tokenizer()).
 
 Anything the converter does not recognise (not a nanoGPT checkpoint, missing or unknown model_args,
 missing or unexpected tensors, wrong shapes, NaN/Inf) is refused with one line on stderr and exit status 1.
@@ -42,9 +43,11 @@ Reference and tests: tools/make_nanogpt_reference.py, tests/test_nanogpt.cpp.
 """
 
 import argparse
+import io
 import json
 import math
 import os
+import pickle
 import re
 import shutil
 import sys
@@ -331,6 +334,58 @@ def tokenizer_files(tok_dir, vocab_size):
     return [os.path.join(tok_dir, f) for f in present]
 
 
+class _DataOnly(pickle.Unpickler):
+    """Unpickles plain data only (dicts, lists, str, int...): a class or function in the file is refused, so
+    that no code from it runs (pickle.load would call whatever the file names)."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"it names {module}.{name}; a meta.pkl holds plain data only")
+
+
+def char_tokenizer(meta_path, vocab_size, block_size):
+    """The tokenizer.json and tokenizer_config.json of a character-level model, from the meta.pkl that
+    nanoGPT's data/*_char/prepare.py writes ({'vocab_size', 'itos', 'stoi'}): BPE over characters with no
+    merges (each character one token, its id stoi[c]) and the Fuse decoder (ids back to the characters
+    joined, itos), written by the `tokenizers` library itself, so that transformers' AutoTokenizer, minigpt
+    and nanoGPT's encode/decode agree. A character the vocabulary lacks: nanoGPT raises, minigpt refuses,
+    tokenizers drops it."""
+    try:
+        with open(meta_path, "rb") as f:
+            meta = _DataOnly(io.BytesIO(f.read(1 << 26))).load()
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError,
+            KeyError, MemoryError) as e:
+        raise ConvertError(f"--meta {meta_path}: not a nanoGPT meta.pkl: {first_line(e)}")
+    if not isinstance(meta, dict) or not isinstance(meta.get("stoi"), dict) or not isinstance(meta.get("itos"), dict):
+        raise ConvertError(f"--meta {meta_path}: not a nanoGPT meta.pkl (a dict with 'stoi' and 'itos'; a BPE "
+                           f"dataset has none: use --tokenizer)")
+    stoi, itos = meta["stoi"], meta["itos"]
+    for c, i in stoi.items():
+        if not isinstance(c, str) or len(c) != 1 or not isinstance(i, int) or isinstance(i, bool):
+            raise ConvertError(f"--meta {meta_path}: stoi maps {c!r} to {i!r}; a character-level vocabulary maps "
+                               f"single characters to integer ids")
+        if itos.get(i) != c:
+            raise ConvertError(f"--meta {meta_path}: stoi[{c!r}] = {i} but itos[{i}] = {itos.get(i)!r}")
+        if not 0 <= i < vocab_size:
+            raise ConvertError(f"--meta {meta_path}: stoi[{c!r}] = {i}, outside the model's vocab_size "
+                               f"{vocab_size} (not this model's meta.pkl)")
+        try:
+            c.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConvertError(f"--meta {meta_path}: stoi holds {c!r}, which UTF-8 cannot encode")
+    if len(itos) != len(stoi) or len(set(stoi.values())) != len(stoi) or not stoi:
+        raise ConvertError(f"--meta {meta_path}: stoi ({len(stoi)}) and itos ({len(itos)}) are not one "
+                           f"vocabulary")
+    if meta.get("vocab_size", len(stoi)) != len(stoi):
+        raise ConvertError(f"--meta {meta_path}: vocab_size {meta.get('vocab_size')!r} but stoi has {len(stoi)}")
+    from tokenizers import Tokenizer, decoders
+    from tokenizers.models import BPE
+    tok = Tokenizer(BPE(vocab=dict(stoi), merges=[]))
+    tok.decoder = decoders.Fuse()
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": block_size,
+              "clean_up_tokenization_spaces": False}
+    return tok.to_str(), json.dumps(config, indent=2, sort_keys=True) + "\n"
+
+
 def write_directory(out_dir, force, write):
     """write(tmp) fills a temporary directory next to out_dir, which then takes out_dir's place."""
     out_dir = os.path.abspath(out_dir)
@@ -372,7 +427,7 @@ def inside(path, directory):
     return path == directory or path.startswith(directory + os.sep)
 
 
-def convert(ckpt_path, out_dir, dtype_name, tokenizer_dir=None, force=False):
+def convert(ckpt_path, out_dir, dtype_name, tokenizer_dir=None, force=False, meta=None):
     if dtype_name not in DTYPES:
         raise ConvertError(f"--dtype '{dtype_name}' is not one of {', '.join(DTYPES)}")
     dtype = DTYPES[dtype_name]
@@ -385,7 +440,10 @@ def convert(ckpt_path, out_dir, dtype_name, tokenizer_dir=None, force=False):
     check_tensors(sd, args, ckpt_path)
     tensors = hf_tensors(sd, args, dtype, ckpt_path)
     config = hf_config(args, dtype)
+    if tokenizer_dir and meta:
+        raise ConvertError("--tokenizer and --meta are two tokenizers: give one")
     tok = tokenizer_files(tokenizer_dir, args["vocab_size"]) if tokenizer_dir else []
+    char_tok = char_tokenizer(meta, args["vocab_size"], args["block_size"]) if meta else None
 
     def write(d):
         with open(os.path.join(d, "config.json"), "w", encoding="utf-8") as f:
@@ -393,6 +451,10 @@ def convert(ckpt_path, out_dir, dtype_name, tokenizer_dir=None, force=False):
         save_file(tensors, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
         for src in tok:
             shutil.copyfile(src, os.path.join(d, os.path.basename(src)))
+        if char_tok:
+            for name, text in zip(("tokenizer.json", "tokenizer_config.json"), char_tok):
+                with open(os.path.join(d, name), "w", encoding="utf-8") as f:
+                    f.write(text)
 
     write_directory(out_dir, force, write)
     n_params = sum(t.numel() for t in tensors.values())
@@ -407,7 +469,13 @@ def convert(ckpt_path, out_dir, dtype_name, tokenizer_dir=None, force=False):
     if isinstance(loss, float) and math.isfinite(loss):
         trained += f", best val loss {loss:.4f}"
     print(f"{out_dir}: GPT-2 directory from nanoGPT {' '.join(info)}{trained}; {n_params:,} parameters "
-          f"as {DTYPE_NAMES[dtype]}" + (f", tokenizer from {tokenizer_dir}" if tok else ""))
+          f"as {DTYPE_NAMES[dtype]}" + (f", tokenizer from {tokenizer_dir}" if tok else "") +
+          (f", character-level tokenizer from {meta}" if char_tok else ""))
+    if not tok and not char_tok:
+        dataset = ckpt.get("config", {}).get("dataset") if isinstance(ckpt.get("config"), dict) else None
+        hint = f" (nanoGPT keeps it in data/{dataset}/meta.pkl)" if isinstance(dataset, str) else ""
+        print(f"{out_dir}: no tokenizer: generate needs one to take text: --tokenizer DIR for a BPE model, "
+              f"--meta meta.pkl for a character-level one{hint}")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -424,10 +492,12 @@ def main(argv=None):
     p.add_argument("--dtype", default="f32", metavar="f32|f16|bf16", help="the weights' type (default f32)")
     p.add_argument("--tokenizer", metavar="DIR", help="copy this tokenizer (tokenizer.json, or vocab.json + "
                    "merges.txt) into the directory, e.g. tests/fixtures/gpt2-tokenizer for GPT-2 BPE models")
+    p.add_argument("--meta", metavar="META.pkl", help="a character-level model's vocabulary (the meta.pkl of "
+                   "nanoGPT's data/*_char/prepare.py): written as tokenizer.json + tokenizer_config.json")
     p.add_argument("--force", action="store_true", help="replace OUT_DIR if it exists and is not empty")
     a = p.parse_args(argv)
     try:
-        convert(a.ckpt, a.out_dir, a.dtype, a.tokenizer, a.force)
+        convert(a.ckpt, a.out_dir, a.dtype, a.tokenizer, a.force, a.meta)
     except ConvertError as e:
         sys.stderr.write(f"{PROG}: error: {e}\n")
         return 1

@@ -106,6 +106,15 @@ def main():
                       "ignore_merges": False}}
     put("fuzz_tokenizer_load", "tokenizer_json_starcoder",
         b"\x00" + json.dumps(star, separators=(",", ":")).encode())
+    # Character-level BPE, as tools/convert_nanogpt.py --meta writes it (tokenizers' BPE(vocab, merges=[]) with
+    # the Fuse decoder): the characters of the fuzz target's first text.
+    chars = sorted(set("Hello world, it's 2024!\n  \t x"))
+    char_tj = {"version": "1.0", "added_tokens": [], "normalizer": None, "pre_tokenizer": None,
+               "post_processor": None, "decoder": {"type": "Fuse"},
+               "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                         "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                         "ignore_merges": False, "vocab": {c: i for i, c in enumerate(chars)}, "merges": []}}
+    put("fuzz_tokenizer_load", "tokenizer_json_char", b"\x00" + json.dumps(char_tj, separators=(",", ":")).encode())
 
     texts = ["Hello world", "ROMEO:\nWhat say'st thou?  It's 12345 o'clock...\n\n",
              "\u00e9t\u00e9 \u4e2d\u6587 \U0001F600 \u0939\u093f\u0928\u094d\u0926\u0940", "<|endoftext|>x<|endoftext|>",

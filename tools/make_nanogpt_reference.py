@@ -28,6 +28,7 @@ safetensors, numpy):
 import json
 import math
 import os
+import pickle
 import shutil
 import struct
 import subprocess
@@ -41,7 +42,7 @@ import torch.nn.functional as F
 import transformers
 from safetensors.numpy import load_file as np_load_file
 from safetensors.numpy import save_file as np_save_file
-from transformers import GPT2LMHeadModel
+from transformers import AutoTokenizer, GPT2LMHeadModel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "fixtures", "nanogpt")
@@ -344,6 +345,72 @@ def make_variant(name, v, scratch):
 
 
 # ----------------------------------------------------------------------------------------------------------
+# a character-level model: the "bias" variant (vocabulary 65) with shakespeare_char's meta.pkl
+# ----------------------------------------------------------------------------------------------------------
+
+CHAR_PROMPT = "ROMEO:"
+
+
+def make_char(bias_ckpt, scratch):
+    """tests/fixtures/nanogpt/char/: meta.pkl as nanoGPT's data/shakespeare_char/prepare.py writes it (from
+    tinyshakespeare), the tokenizer files convert_nanogpt.py --meta writes from it, and reference.json: texts
+    with the ids nanoGPT's encode gives (stoi), which transformers' AutoTokenizer on the converted directory
+    must give too (and decode back), and a greedy continuation of CHAR_PROMPT by the nanoGPT model, decoded
+    with itos (nanoGPT's sample.py way)."""
+    d = os.path.join(OUT, "char")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(ROOT, "tests", "fixtures", "data", "tinyshakespeare.txt"), encoding="utf-8") as f:
+        data = f.read()
+    chars = sorted(list(set(data)))  # prepare.py, line for line
+    stoi = {ch: i for i, ch in enumerate(chars)}
+    itos = {i: ch for i, ch in enumerate(chars)}
+    meta_path = os.path.join(d, "meta.pkl")
+    with open(meta_path, "wb") as f:
+        pickle.dump({"vocab_size": len(chars), "itos": itos, "stoi": stoi}, f)
+    encode = lambda s: [stoi[c] for c in s]  # noqa: E731 (as prepare.py and sample.py spell them)
+    decode = lambda ids: "".join([itos[i] for i in ids])  # noqa: E731
+
+    out = os.path.join(scratch, "char")
+    print(convert(bias_ckpt, out, "--meta", meta_path))
+    files = sorted(os.listdir(out))
+    assert files == ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"], files
+    for f in ("config.json", "model.safetensors"):  # the weights are the plain conversion's
+        with open(os.path.join(out, f), "rb") as a, open(os.path.join(OUT, "bias", f), "rb") as b:
+            assert a.read() == b.read(), f
+
+    tok = AutoTokenizer.from_pretrained(out)
+    split = int(0.9 * len(data))
+    texts = [CHAR_PROMPT, data[split:split + 300], "".join(chars), "  double  spaces\n\n and 'quotes' ?!"]
+    cases = []
+    for t in texts:
+        ids = encode(t)
+        got = tok(t)["input_ids"]
+        assert got == ids, (t, got, ids)
+        assert tok.decode(ids) == t == decode(ids), t
+        cases.append({"text": t, "ids": ids})
+    # A character outside the vocabulary: nanoGPT's encode raises; tokenizers drops it without a word.
+    unknown = "a\u00e9b"
+    assert "\u00e9" not in stoi
+    dropped = tok(unknown)["input_ids"]
+    assert dropped == encode("ab"), dropped
+
+    bias = VARIANTS["bias"]
+    model = NanoGpt(bias["model_args"], bias["mask_buffer"])
+    model.load_state_dict(torch.load(bias_ckpt, weights_only=True)["model"])
+    model.eval()
+    block = bias["model_args"]["block_size"]
+    n = block - len(CHAR_PROMPT)  # up to the context: the last one sampled from the full window
+    gen = greedy(model, torch.tensor([encode(CHAR_PROMPT)]), n).tolist()
+    ref = {"generator": METADATA, "prompt": CHAR_PROMPT, "greedy_ids": gen, "greedy_text": decode(gen),
+           "texts": cases, "unknown": unknown, "unknown_tokenizers_ids": dropped}
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(os.path.join(out, name), os.path.join(d, name))
+    with open(os.path.join(d, "reference.json"), "w", encoding="utf-8") as f:
+        f.write(json.dumps(ref, indent=1, ensure_ascii=False) + "\n")
+    print(f"  char: {len(chars)} characters; greedy after {CHAR_PROMPT!r}: {decode(gen)!r}")
+
+
+# ----------------------------------------------------------------------------------------------------------
 # bad inputs: one line, exit 1, nothing written
 # ----------------------------------------------------------------------------------------------------------
 
@@ -370,6 +437,26 @@ def bad_inputs(good_ckpt, scratch):
             c["model"][name] = t
         return edit
 
+    # meta.pkl files for --meta: code in the pickle (never run), not a character vocabulary, ids past V.
+    def meta_file(name, obj=None, raw=None):
+        path = os.path.join(scratch, name)
+        with open(path, "wb") as f:
+            f.write(raw if raw is not None else pickle.dumps(obj))
+        return path
+    good_meta = {"vocab_size": 2, "stoi": {"a": 0, "b": 1}, "itos": {0: "a", 1: "b"}}
+    meta_cases = [
+        ("--meta: a pickle that calls os.system", meta_file("code.pkl", raw=b"cos\nsystem\n(S'touch /tmp/pwned'\ntR."),
+         "a meta.pkl holds plain data only"),
+        ("--meta: not a pickle", meta_file("text.pkl", raw=b"hello\n"), "not a nanoGPT meta.pkl"),
+        ("--meta: a BPE dataset's dict", meta_file("bpe.pkl", {"vocab_size": 2}), "a BPE dataset has none"),
+        ("--meta: a two-character token", meta_file("two.pkl", {"stoi": {"ab": 0}, "itos": {0: "ab"}}),
+         "maps single characters to integer ids"),
+        ("--meta: stoi and itos disagree", meta_file("disagree.pkl", {"stoi": {"a": 0}, "itos": {0: "b"}}),
+         "but itos[0] = 'b'"),
+        (f"--meta: an id past vocab_size {V}", meta_file("past.pkl", {"stoi": {"a": V}, "itos": {V: "a"}}),
+         f"outside the model's vocab_size {V}"),
+        ("--meta and --tokenizer", meta_file("good.pkl", good_meta), "two tokenizers: give one"),
+    ]
     cases = [  # label, checkpoint (object to torch.save, or bytes), extra args, what stderr must say
         ("not a torch file", b"hello\n", [], "not a PyTorch checkpoint (torch.save writes a zip archive"),
         ("a truncated zip", b"PK\x03\x04" + b"\0" * 60, [], "cannot be read as a PyTorch checkpoint"),
@@ -414,6 +501,11 @@ def bad_inputs(good_ckpt, scratch):
         (f"--tokenizer of GPT-2 (50257 ids) for {V}", base,
          ["--tokenizer", os.path.join(ROOT, "tests", "fixtures", "gpt2-tokenizer")], f"beyond the model's vocab_size {V}"),
     ]
+    for label, path, needle in meta_cases:
+        extra = ["--meta", path]
+        if "--tokenizer" in label:
+            extra += ["--tokenizer", os.path.join(ROOT, "tests", "fixtures", "gpt2-tokenizer")]
+        cases.append((label, base, extra, needle))
     rows = []
     for i, (label, obj, extra, needle) in enumerate(cases):
         path = os.path.join(scratch, f"bad{i}.pt")
@@ -466,6 +558,7 @@ def bad_inputs(good_ckpt, scratch):
     for f in ("vocab.json", "merges.txt"):
         with open(os.path.join(tok, f), "rb") as a, open(os.path.join(with_tok, f), "rb") as b:
             assert a.read() == b.read(), f
+    assert not os.path.exists("/tmp/pwned"), "convert_nanogpt.py ran code from a meta.pkl"
     leftovers = [f for f in os.listdir(scratch) if f.endswith((".tmp", ".old"))]
     assert not leftovers, leftovers
 
@@ -489,11 +582,12 @@ def run_refused(ckpt, out, extra, needle, keep=False):
 def main():
     with tempfile.TemporaryDirectory() as scratch:
         ckpts = {name: make_variant(name, v, scratch) for name, v in VARIANTS.items()}
+        make_char(ckpts["bias"], scratch)
         bad_dir = os.path.join(scratch, "bad")
         os.makedirs(bad_dir)
         bad_inputs(ckpts["bias"], bad_dir)
     total = 0
-    for name in VARIANTS:
+    for name in list(VARIANTS) + ["char"]:
         for f in sorted(os.listdir(os.path.join(OUT, name))):
             size = os.path.getsize(os.path.join(OUT, name, f))
             total += size

@@ -26,6 +26,11 @@
 //   pre_tokenizer of tokenizer.json is ByteLevel (add_prefix_space false, use_regex true), optionally after
 //   Digits (individual_digits true or false) in a Sequence, as StarCoder's: numeric characters (Rust's
 //   char::is_numeric) are split off first, one by one or in runs. Any other pre-tokenizer is refused.
+// - Character-level BPE, as tools/convert_nanogpt.py --meta writes for a nanoGPT character model (and
+//   `tokenizers` saves for BPE(vocab, merges=[]) with decoders.Fuse()): no pre_tokenizer, no merges, the
+//   Fuse decoder, every symbol one character standing for itself. encode() gives one id per character; a
+//   character the vocabulary lacks is Error(Argument) naming it (`tokenizers` drops it silently, nanoGPT's
+//   stoi[c] raises); an unk_token is refused.
 // - The BPE model: dropout, continuing_subword_prefix, end_of_word_suffix, byte_fallback and ignore_merges
 //   must be unset (null, "", false or 0, as GPT-2, GPT-NeoX, OPT and StarCoder have them); else refused.
 // - The post_processor of tokenizer.json (what `tokenizers` adds around the ids when asked to add
@@ -49,6 +54,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace minigpt {
@@ -108,6 +114,8 @@ class Tokenizer {
   // The token as the vocabulary spells it ("Ġworld"); always valid UTF-8, for display and JSON.
   std::string token_symbol(int32_t id) const;
   int32_t n_vocab() const { return n_vocab_; }
+  // A character-level BPE (see above): no byte alphabet, no merges.
+  bool char_level() const { return char_level_; }
   std::optional<int32_t> special_id(std::string_view text) const;
   // <|endoftext|> when the vocabulary has it: GPT-2 uses it as both bos and eos.
   std::optional<int32_t> eos_id() const { return special_id("<|endoftext|>"); }
@@ -159,6 +167,8 @@ class Tokenizer {
   std::vector<std::string> id_bytes_;    // id -> bytes; empty = no token (a hole)
   std::vector<std::string> id_symbols_;  // id -> symbol as the vocabulary spells it
   std::vector<bool> has_id_;             // id -> a token has it
+  bool char_level_ = false;              // character-level BPE: char_ids_ instead of bytes and merges
+  std::unordered_map<std::string, int32_t> char_ids_;  // character (UTF-8) -> id
   // (left << 32 | right) -> rank, merged id: open addressing, the hottest lookup of encode().
   struct MergeSlot {
     uint64_t key = UINT64_MAX;  // UINT64_MAX: empty (ids are < 2^24, so no pair has it)

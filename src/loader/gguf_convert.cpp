@@ -450,7 +450,14 @@ bool looks_special(const std::string& t) {
 void add_tokenizer(const fs::path& dir, const json& config, int64_t n_vocab, Source& s) {
   // minigpt must understand the tokenizer (GPT-2's byte-level BPE and pre-tokenizer): "gpt-2" below is
   // then the right tokenizer.ggml.pre.
-  (void)Tokenizer::load(dir);
+  // A character-level tokenizer (a nanoGPT character model's) has no GGUF form: llama.cpp's "gpt2" model
+  // is byte-level, and its converter refuses such a tokenizer too (an unknown pre-tokenizer).
+  if (Tokenizer::load(dir).char_level()) {
+    throw Error(ErrorKind::Unsupported,
+                s.where +
+                    ": the tokenizer is character-level, which GGUF (llama.cpp's byte-level \"gpt2\" "
+                    "tokenizer) cannot hold; run the model directory as it is");
+  }
   struct Added {
     int64_t id;
     std::string content;

@@ -42,6 +42,10 @@ struct RawTokenizer {
   bool nfc = false;              // the normalizer is NFC
   Digits digits = Digits::none;  // a Digits pre-tokenizer before ByteLevel
   int byte_level = 0;            // how many ByteLevel pre-tokenizers (exactly one is accepted)
+  // Character-level BPE (no pre_tokenizer, no merges, the Fuse decoder): each symbol is one character and
+  // stands for itself, as the tokenizer.json tools/convert_nanogpt.py --meta writes for a nanoGPT
+  // character model.
+  bool char_level = false;
   // The post_processor's "single" template: the special tokens it puts before and after the text, as
   // (name in special_tokens, id); checked against the vocabulary by build().
   std::vector<std::pair<std::string, int64_t>> template_prefix, template_suffix;
@@ -229,7 +233,9 @@ void read_pre_tokenizer(const json& p, const std::string& where, RawTokenizer& r
   };
   if (p.is_null())
     throw Error(ErrorKind::Unsupported,
-                where + ": no pre_tokenizer: only byte-level BPE (ByteLevel) is supported");
+                where +
+                    ": no pre_tokenizer: only byte-level BPE (ByteLevel) is supported, and character-level "
+                    "BPE (no pre_tokenizer, no merges, the Fuse decoder)");
   const std::string& type = type_of(p, where, "pre_tokenizer").get_ref<const std::string&>();
   if (type == "ByteLevel") {
     if (!is_null_or("add_prefix_space", false) || !is_null_or("use_regex", true))
@@ -374,10 +380,26 @@ RawTokenizer read_tokenizer_json(std::string_view text, const std::string& where
                 where + ": model type \"" + model.value("type", "") + "\" is not BPE");
   check_bpe_options(model, where);
   read_normalizer(j.value("normalizer", json()), where, raw);
-  read_pre_tokenizer(j.value("pre_tokenizer", json()), where, raw);
-  if (raw.byte_level == 0)
-    throw Error(ErrorKind::Unsupported,
-                where + ": the pre_tokenizer has no ByteLevel: only byte-level BPE is supported");
+  const json pre = j.value("pre_tokenizer", json());
+  const json merges_json = model.value("merges", json::array());
+  const json decoder = j.value("decoder", json());
+  if (pre.is_null() && merges_json.is_array() && merges_json.empty() && decoder.is_object() &&
+      decoder.value("type", "") == "Fuse") {
+    // Character-level: tokenizers splits the text into characters and looks each up; Fuse joins them back.
+    raw.char_level = true;
+    if (model.contains("unk_token") && !model["unk_token"].is_null())
+      throw Error(ErrorKind::Unsupported,
+                  where +
+                      ": a character-level BPE with an unk_token is not supported (unknown characters are "
+                      "refused instead)");
+  } else {
+    read_pre_tokenizer(pre, where, raw);
+    if (raw.byte_level == 0)
+      throw Error(ErrorKind::Unsupported,
+                  where +
+                      ": the pre_tokenizer has no ByteLevel: only byte-level BPE is supported (and "
+                      "character-level BPE: no pre_tokenizer, no merges, the Fuse decoder)");
+  }
   if (j.contains("post_processor")) read_post_processor(j["post_processor"], where, raw);
   if (!model.contains("vocab")) throw Error(ErrorKind::Format, where + ": model has no \"vocab\"");
   read_vocab_object(model["vocab"], where, raw);
@@ -544,8 +566,22 @@ Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
                                          t.id_symbols_[id] + "\" and \"" + sym + "\"");
     t.has_id_[id] = true;
     t.id_symbols_[id] = sym;
-    t.id_bytes_[id] = symbol_to_bytes(sym);
+    if (raw.char_level) {
+      // The symbol is the character itself (no byte alphabet): exactly one, valid UTF-8.
+      size_t n = 0;
+      if (sym.empty() ||
+          tokenizer_detail::utf8_next(reinterpret_cast<const unsigned char*>(sym.data()), sym.size(), n) !=
+              Utf8Status::Valid ||
+          n != sym.size())
+        throw Error(ErrorKind::Format, where + ": token " + json_quote(sym) + " (id " + std::to_string(id) +
+                                           ") is not one character, in a character-level vocabulary");
+      t.id_bytes_[id] = sym;
+      t.char_ids_.emplace(sym, static_cast<int32_t>(id));
+    } else {
+      t.id_bytes_[id] = symbol_to_bytes(sym);
+    }
   }
+  t.char_level_ = raw.char_level;
   t.nfc_ = raw.nfc;
   if (t.nfc_) tokenizer_detail::nfc_check_available();
   std::vector<const std::string*> added_text(size_t(t.n_vocab_), nullptr);
@@ -585,7 +621,7 @@ Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
     }
   }
 
-  for (int b = 0; b < 256; ++b) {
+  for (int b = 0; b < 256 && !t.char_level_; ++b) {
     auto it = sym_to_id.find(alphabet().symbol(static_cast<unsigned char>(b)));
     if (it == sym_to_id.end())
       throw Error(ErrorKind::Format, where + ": the vocabulary lacks the symbol of byte " +
@@ -863,6 +899,26 @@ class PieceCache {
 using tokenizer_detail::PieceCache;
 
 void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out, PieceCache& cache) const {
+  if (char_level_) {
+    // One id per character (the text is valid UTF-8: encode() checked it). tokenizers drops a character
+    // its vocabulary lacks, silently; nanoGPT's stoi[c] fails on it: refused, naming it.
+    for (size_t i = 0; i < text.size();) {
+      size_t n = 1;
+      tokenizer_detail::utf8_next(reinterpret_cast<const unsigned char*>(text.data() + i), text.size() - i,
+                                  n);
+      const std::string_view c = text.substr(i, n);
+      const auto it = char_ids_.find(std::string(c));
+      if (it == char_ids_.end()) {
+        char cp[16];
+        std::snprintf(cp, sizeof cp, "U+%04X", tokenizer_detail::utf8_decode(c));
+        throw Error(ErrorKind::Argument, "tokenizer: the character " + json_quote(std::string(c)) + " (" +
+                                             cp + ") is not in this character-level vocabulary");
+      }
+      out.push_back(it->second);
+      i += n;
+    }
+    return;
+  }
   if (n_merges_ == 0) {
     // No merges: every byte is its own token whatever the split, so skip the regex.
     for (unsigned char c : text) out.push_back(byte_ids_[c]);
@@ -895,6 +951,7 @@ static void check_utf8(std::string_view text) {
 
 std::vector<std::string_view> Tokenizer::pre_tokenize(std::string_view text) const {
   check_utf8(text);
+  if (char_level_) return {text};  // no pre_tokenizer: the text is one piece
   std::vector<std::string_view> pieces;
   pre_->split(text, [&](std::string_view piece) { pieces.push_back(piece); });
   return pieces;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "minigpt/error.h"
 #include "minigpt/tokenizer.h"
@@ -38,7 +39,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                               "cafe\xcc\x81  <mask> 1\xe2\x85\xa3\xd9\xa2   x"};
     for (std::string_view text : kTexts) {
       for (bool special : {false, true}) {
-        const auto ids = tok.encode(text, special);
+        std::vector<int32_t> ids;
+        try {
+          ids = tok.encode(text, special);
+        } catch (const minigpt::Error&) {
+          if (!tok.char_level()) throw;  // a character-level vocabulary may lack one of the text's characters
+          continue;
+        }
         const std::string back = tok.decode(ids);
         if (!tok.has_normalizer() && back == text) continue;  // the usual case: nothing lost at all
         if (essence(tok, back) != essence(tok, text)) std::abort();
