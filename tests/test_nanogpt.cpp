@@ -180,6 +180,8 @@ TEST_F(NanoGptChar, GeneratesNanoGptsTextFromText) {
                                "' --temperature 0 --no-echo -t 1 -n " + std::to_string(n));
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, want + "\n");
+  const auto info = test::run_cli("info -m " + dir_.path().string());
+  EXPECT_NE(info.out.find("\ntokenizer:    character-level BPE, 65 tokens\n"), std::string::npos) << info.out;
 }
 
 // GGUF has no character-level tokenizer (llama.cpp's "gpt2" is byte-level): quantize refuses in one line.

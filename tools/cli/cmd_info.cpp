@@ -49,6 +49,7 @@ std::string join(const std::vector<std::string>& v, const char* sep = " ") {
 struct TokenizerSummary {
   bool present = false;
   int n_vocab = 0;
+  bool char_level = false;  // a nanoGPT character model's (convert_nanogpt.py --meta)
   std::optional<int32_t> eos;
   std::string error;  // why there is none
 };
@@ -59,6 +60,7 @@ TokenizerSummary tokenizer_summary(const std::string& tokenizer, const std::stri
     const Tokenizer tok = load_tokenizer(tokenizer, dir);
     t.present = true;
     t.n_vocab = tok.n_vocab();
+    t.char_level = tok.char_level();
     t.eos = tok.eos_id();
   } catch (const Error& e) {
     t.error = e.what();
@@ -117,7 +119,9 @@ json model_json(const std::string& dir, const ModelSummary& s, const TokenizerSu
   j["bos_token_id"] = c.bos_token_id;
   j["eos_token_id"] = c.eos_token_id;
   if (tok.present) {
-    j["tokenizer"] = {{"n_vocab", tok.n_vocab}, {"eos_id", tok.eos ? json(*tok.eos) : json(nullptr)}};
+    j["tokenizer"] = {{"n_vocab", tok.n_vocab},
+                      {"kind", tok.char_level ? "character-level BPE" : "byte-level BPE"},
+                      {"eos_id", tok.eos ? json(*tok.eos) : json(nullptr)}};
   } else {
     j["tokenizer"] = nullptr;
     j["tokenizer_error"] = tok.error;
@@ -169,8 +173,8 @@ void print_model(const std::string& dir, const ModelSummary& s, const TokenizerS
   std::printf("files:        %s\n", join(s.files, ", ").c_str());
   std::printf("bos / eos:    %lld / %lld\n", (long long)c.bos_token_id, (long long)c.eos_token_id);
   if (tok.present) {
-    std::printf("tokenizer:    byte-level BPE, %d tokens%s\n", tok.n_vocab,
-                tok.eos ? (", <|endoftext|> = " + std::to_string(*tok.eos)).c_str() : "");
+    std::printf("tokenizer:    %s, %d tokens%s\n", tok.char_level ? "character-level BPE" : "byte-level BPE",
+                tok.n_vocab, tok.eos ? (", <|endoftext|> = " + std::to_string(*tok.eos)).c_str() : "");
   } else {
     std::printf("tokenizer:    none (%s)\n", tok.error.c_str());
   }
