@@ -139,9 +139,9 @@ TEST(NanoGptConvert, BiasesAreZeroExactlyWhenTheModelHasNone) {
 class NanoGptChar : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* f : {"config.json", "model.safetensors"})
-      std::filesystem::copy_file(nanogpt_dir("bias") / f, dir_.path() / f);
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    // The converter's output: the "bias" weights as they are; config.json with "\n" as the BOS.
+    std::filesystem::copy_file(nanogpt_dir("bias") / "model.safetensors", dir_.path() / "model.safetensors");
+    for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json"})
       std::filesystem::copy_file(nanogpt_dir("char") / f, dir_.path() / f);
     ref_ = nlohmann::json::parse(test::read_file(nanogpt_dir("char") / "reference.json"));
   }
@@ -180,6 +180,11 @@ TEST_F(NanoGptChar, GeneratesNanoGptsTextFromText) {
                                "' --temperature 0 --no-echo -t 1 -n " + std::to_string(n));
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, want + "\n");
+  // No prompt: from "\n", as nanoGPT's sample.py starts by default.
+  const auto start =
+      test::run_cli("generate -m " + dir_.path().string() + " --temperature 0 --no-echo -t 1 -n 10");
+  ASSERT_EQ(start.status, 0) << start.err;
+  EXPECT_EQ(start.out, ref_["from_newline_text"].get<std::string>() + "\n");
   const auto info = test::run_cli("info -m " + dir_.path().string());
   EXPECT_NE(info.out.find("\ntokenizer:    character-level BPE, 65 tokens\n"), std::string::npos) << info.out;
 }

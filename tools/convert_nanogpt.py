@@ -383,7 +383,9 @@ def char_tokenizer(meta_path, vocab_size, block_size):
     tok.decoder = decoders.Fuse()
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": block_size,
               "clean_up_tokenization_spaces": False}
-    return tok.to_str(), json.dumps(config, indent=2, sort_keys=True) + "\n"
+    # nanoGPT's sample.py starts from "\n" (its default start): that is the model's BOS, what minigpt and
+    # transformers' generate() start from without a prompt.
+    return tok.to_str(), json.dumps(config, indent=2, sort_keys=True) + "\n", stoi.get("\n")
 
 
 def write_directory(out_dir, force, write):
@@ -444,6 +446,8 @@ def convert(ckpt_path, out_dir, dtype_name, tokenizer_dir=None, force=False, met
         raise ConvertError("--tokenizer and --meta are two tokenizers: give one")
     tok = tokenizer_files(tokenizer_dir, args["vocab_size"]) if tokenizer_dir else []
     char_tok = char_tokenizer(meta, args["vocab_size"], args["block_size"]) if meta else None
+    if char_tok and char_tok[2] is not None:
+        config["bos_token_id"] = char_tok[2]
 
     def write(d):
         with open(os.path.join(d, "config.json"), "w", encoding="utf-8") as f:
@@ -452,7 +456,7 @@ def convert(ckpt_path, out_dir, dtype_name, tokenizer_dir=None, force=False, met
         for src in tok:
             shutil.copyfile(src, os.path.join(d, os.path.basename(src)))
         if char_tok:
-            for name, text in zip(("tokenizer.json", "tokenizer_config.json"), char_tok):
+            for name, text in zip(("tokenizer.json", "tokenizer_config.json"), char_tok[:2]):
                 with open(os.path.join(d, name), "w", encoding="utf-8") as f:
                     f.write(text)
 

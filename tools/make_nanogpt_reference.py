@@ -374,9 +374,15 @@ def make_char(bias_ckpt, scratch):
     print(convert(bias_ckpt, out, "--meta", meta_path))
     files = sorted(os.listdir(out))
     assert files == ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"], files
-    for f in ("config.json", "model.safetensors"):  # the weights are the plain conversion's
-        with open(os.path.join(out, f), "rb") as a, open(os.path.join(OUT, "bias", f), "rb") as b:
-            assert a.read() == b.read(), f
+    with open(os.path.join(out, "model.safetensors"), "rb") as a, \
+            open(os.path.join(OUT, "bias", "model.safetensors"), "rb") as b:
+        assert a.read() == b.read()  # the weights are the plain conversion's
+    # config.json: the plain conversion's, but for bos_token_id: "\n", where nanoGPT's sample.py starts.
+    with open(os.path.join(out, "config.json")) as a, open(os.path.join(OUT, "bias", "config.json")) as b:
+        got, plain = json.load(a), json.load(b)
+    assert got.pop("bos_token_id") == stoi["\n"] and plain.pop("bos_token_id") is None, got
+    assert got == plain
+    check_config(out, GPT2LMHeadModel.from_pretrained(out))  # what transformers writes for it
 
     tok = AutoTokenizer.from_pretrained(out)
     split = int(0.9 * len(data))
@@ -401,9 +407,11 @@ def make_char(bias_ckpt, scratch):
     block = bias["model_args"]["block_size"]
     n = block - len(CHAR_PROMPT)  # up to the context: the last one sampled from the full window
     gen = greedy(model, torch.tensor([encode(CHAR_PROMPT)]), n).tolist()
+    start = greedy(model, torch.tensor([encode("\n")]), 10).tolist()  # sample.py's default start, greedily
     ref = {"generator": METADATA, "prompt": CHAR_PROMPT, "greedy_ids": gen, "greedy_text": decode(gen),
+           "from_newline_text": decode(start),
            "texts": cases, "unknown": unknown, "unknown_tokenizers_ids": dropped}
-    for name in ("tokenizer.json", "tokenizer_config.json"):
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
         shutil.copyfile(os.path.join(out, name), os.path.join(d, name))
     with open(os.path.join(d, "reference.json"), "w", encoding="utf-8") as f:
         f.write(json.dumps(ref, indent=1, ensure_ascii=False) + "\n")
