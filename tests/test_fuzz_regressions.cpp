@@ -44,6 +44,54 @@ TEST(FuzzRegressions, ConfigNumberOverflow) {
                ErrorKind::Config, {"config.json", "not valid JSON"});
 }
 
+TEST(FuzzRegressions, TokenizerJsonFieldsOfTheWrongType) {
+  // fuzz_tokenizer_load: a "type" that is not a string made json's value("type", "") throw a type_error,
+  // which nothing caught (the CLI said "internal error", exit 3). The crash input, then the smallest ones.
+  const std::string crash =
+      test::read_file(test::source_dir() / "tests/fuzz/regressions/tokenizer_model_type_null.bin");
+  ASSERT_FALSE(crash.empty());
+  expect_error([&] { Tokenizer::from_tokenizer_json(crash.substr(1)); }, ErrorKind::Format,
+               {"tokenizer.json", "model is not an object with a string \"type\""});
+  for (const char* type : {"null", "1", "[]", "{}"}) {
+    expect_error([&] { Tokenizer::from_tokenizer_json(std::string(R"({"model":{"type":)") + type + "}}"); },
+                 ErrorKind::Format, {"tokenizer.json", "model is not an object with a string \"type\""});
+  }
+  // The decoder's type only tells a character-level BPE apart: any other value is not one.
+  expect_error(
+      [&] {
+        Tokenizer::from_tokenizer_json(
+            R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"pre_tokenizer":null,"decoder":{"type":7}})");
+      },
+      ErrorKind::Unsupported, {"tokenizer.json", "no pre_tokenizer"});
+}
+
+// quantize's tokenizer_config.json: a malformed added_tokens_decoder entry was "internal error: stoll" or a
+// json type_error (exit 3); now the file and the entry are named.
+TEST(FuzzRegressions, TokenizerConfigAddedTokensAreChecked) {
+  test::TempDir tmp;
+  for (const char* f : {"config.json", "model.safetensors", "vocab.json", "merges.txt"})
+    std::filesystem::copy_file(test::source_dir() / "models" / "shakespeare-char" / f, tmp / f);
+  for (const auto& [tc, says] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"added_tokens_decoder": {"x": {"content": "a"}}})",
+            "added_tokens_decoder[\"x\"]: the key is not a token id"},
+           {R"({"added_tokens_decoder": {"99999999999": {"content": "a"}}})", "the key is not a token id"},
+           {R"({"added_tokens_decoder": {"5": {"content": 7}}})",
+            "added_tokens_decoder[\"5\"]: no string \"content\""},
+           {R"({"added_tokens_decoder": {"5": []}})", "no string \"content\""},
+           {R"({"added_tokens_decoder": {"5": {"content": "a", "special": "yes"}}})",
+            "\"special\" is not true or false"},
+       }) {
+    test::write_file(tmp / "tokenizer_config.json", tc);
+    const auto r =
+        test::run_cli("quantize " + tmp.path().string() + " " + (tmp / "q.gguf").string() + " --type q8_0");
+    EXPECT_EQ(r.status, 1) << tc << ": " << r.err;
+    EXPECT_NE(r.err.find("tokenizer_config.json: added_tokens_decoder["), std::string::npos)
+        << tc << ": " << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << tc << ": " << r.err;
+    EXPECT_FALSE(std::filesystem::exists(tmp / "q.gguf"));
+  }
+}
+
 TEST(FuzzRegressions, LayerNormEpsilonOutOfFloatRange) {
   const std::string base =
       R"({"model_type":"gpt2","n_layer":1,"n_head":1,"n_embd":2,"n_positions":4,"vocab_size":3,)";

@@ -499,8 +499,11 @@ void add_tokenizer(const fs::path& dir, const json& config, int64_t n_vocab, Sou
     }
     if (tok.contains("added_tokens") && tok["added_tokens"].is_array()) {
       for (const json& a : tok["added_tokens"]) {
+        // tokenizer.json was read by Tokenizer::load above: ids and contents are checked; "special" may be
+        // left out or null.
         json_added.push_back(
-            {a.at("id").get<int64_t>(), a.at("content").get<std::string>(), a.value("special", false)});
+            {a.at("id").get<int64_t>(), a.at("content").get<std::string>(),
+             a.contains("special") && a["special"].is_boolean() && a["special"].get<bool>()});
       }
     }
     added = json_added;
@@ -510,8 +513,19 @@ void add_tokenizer(const fs::path& dir, const json& config, int64_t n_vocab, Sou
     const json v = read_json_file(vp, kMaxTokenizerBytes, "vocabulary");
     for (const auto& [k, id] : v.items()) vocab[k] = id.get<int64_t>();
     if (tc.contains("added_tokens_decoder") && tc["added_tokens_decoder"].is_object()) {
+      // Checked as the rest of the input is: a malformed entry was an "internal error: stoll" (exit 3).
       for (const auto& [id, a] : tc["added_tokens_decoder"].items()) {
-        added.push_back({std::stoll(id), a.at("content").get<std::string>(), a.value("special", false)});
+        const std::string at = tc_path.string() + ": added_tokens_decoder[" +
+                               json(id).dump(-1, ' ', false, json::error_handler_t::replace) + "]";
+        const bool decimal =
+            !id.empty() && id.size() <= 9 && id.find_first_not_of("0123456789") == std::string::npos;
+        if (!decimal) throw Error(ErrorKind::Format, at + ": the key is not a token id");
+        if (!a.is_object() || !a.contains("content") || !a["content"].is_string())
+          throw Error(ErrorKind::Format, at + ": no string \"content\"");
+        if (a.contains("special") && !a["special"].is_boolean() && !a["special"].is_null())
+          throw Error(ErrorKind::Format, at + ": \"special\" is not true or false");
+        added.push_back({std::stoll(id), a["content"].get<std::string>(),
+                         a.contains("special") && a["special"].is_boolean() && a["special"].get<bool>()});
       }
     } else if (vocab.count("<|endoftext|>")) {
       added.push_back({vocab["<|endoftext|>"], "<|endoftext|>", true});
@@ -620,7 +634,8 @@ void add_tokenizer(const fs::path& dir, const json& config, int64_t n_vocab, Sou
                                     ? tc["eos_token"].get<std::string>()
                                     : "";
     for (const json& p : procs) {
-      const std::string type = p.value("type", "");
+      const std::string type =
+          p.is_object() && p.contains("type") && p["type"].is_string() ? p["type"].get<std::string>() : "";
       if (type == "ByteLevel") {
         set_add("bos", false, true);
         set_add("eos", false, true);
@@ -629,10 +644,16 @@ void add_tokenizer(const fs::path& dir, const json& config, int64_t n_vocab, Sou
         // the simple case of gguf-py's parsing: a leading BOS / trailing EOS special token
         const json& single = p["single"];
         if (single.front().contains("SpecialToken")) {
-          set_add("bos", single.front()["SpecialToken"].value("id", "") == bos_tok, false);
+          set_add("bos",
+                  single.front()["SpecialToken"].contains("id") &&
+                      single.front()["SpecialToken"]["id"] == bos_tok,
+                  false);
         }
         if (single.back().contains("SpecialToken")) {
-          set_add("eos", single.back()["SpecialToken"].value("id", "") == eos_tok, false);
+          set_add(
+              "eos",
+              single.back()["SpecialToken"].contains("id") && single.back()["SpecialToken"]["id"] == eos_tok,
+              false);
         }
       }
     }

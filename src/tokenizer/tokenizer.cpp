@@ -375,16 +375,18 @@ RawTokenizer read_tokenizer_json(std::string_view text, const std::string& where
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object())
     throw Error(ErrorKind::Format, where + ": no \"model\" object");
   const json& model = j["model"];
-  if (model.value("type", "") != "BPE")
-    throw Error(ErrorKind::Unsupported,
-                where + ": model type \"" + model.value("type", "") + "\" is not BPE");
+  // type_of: a "type" that is not a string is a format error (json's value() threw a type_error here: a
+  // crash the fuzz target found).
+  const std::string& model_type = type_of(model, where, "model").get_ref<const std::string&>();
+  if (model_type != "BPE")
+    throw Error(ErrorKind::Unsupported, where + ": model type \"" + model_type + "\" is not BPE");
   check_bpe_options(model, where);
   read_normalizer(j.value("normalizer", json()), where, raw);
   const json pre = j.value("pre_tokenizer", json());
   const json merges_json = model.value("merges", json::array());
   const json decoder = j.value("decoder", json());
   if (pre.is_null() && merges_json.is_array() && merges_json.empty() && decoder.is_object() &&
-      decoder.value("type", "") == "Fuse") {
+      decoder.contains("type") && decoder["type"] == "Fuse") {
     // Character-level: tokenizers splits the text into characters and looks each up; Fuse joins them back.
     raw.char_level = true;
     if (model.contains("unk_token") && !model["unk_token"].is_null())
