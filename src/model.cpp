@@ -36,8 +36,11 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return r + "]";
 }
 
-// Opens the weight files of `dir`: model.safetensors, or the shards an index names.
-std::vector<std::shared_ptr<SafeTensorsFile>> open_weight_files(const fs::path& dir) {
+}  // namespace
+
+std::vector<std::shared_ptr<SafeTensorsFile>> open_weight_files(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  using json = nlohmann::json;
   const fs::path single = dir / "model.safetensors";
   const fs::path index = dir / "model.safetensors.index.json";
   if (fs::exists(single)) return {SafeTensorsFile::open(single)};
@@ -87,8 +90,6 @@ std::vector<std::shared_ptr<SafeTensorsFile>> open_weight_files(const fs::path& 
   }
   return files;
 }
-
-}  // namespace
 
 std::vector<float> sinusoidal_positions(int64_t n_pos, int64_t d) {
   std::vector<float> pe(size_t(n_pos * d));

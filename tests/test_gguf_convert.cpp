@@ -483,6 +483,39 @@ TEST(GgufConvert, BadInputsAreRefusedAndLeaveNothing) {
   }
 }
 
+// Shards: read as Model::load reads them. The same weights as one shard and an index give the same file; an
+// index naming "../x" (which was read, outside the directory) or a number (an "internal error") is refused.
+TEST(GgufConvert, ShardsAreTheFilesTheLoaderReads) {
+  test::TempDir tmp;
+  const fs::path hf = tiny_hf(tmp);
+  GgufWriteOptions o;
+  o.preset = GgufPreset::Q8_0;
+  write_gguf(hf, tmp / "one.gguf", o);
+  const fs::path sh = tmp / "sharded" / hf.filename();  // the same folder name: general.name comes from it
+  fs::create_directories(sh.parent_path());
+  fs::copy(hf, sh);
+  fs::rename(sh / "model.safetensors", sh / "model-00001-of-00001.safetensors");
+  nlohmann::json index = {{"metadata", nlohmann::json::object()}, {"weight_map", nlohmann::json::object()}};
+  {
+    const auto shard = SafeTensorsFile::open(sh / "model-00001-of-00001.safetensors");
+    for (const SafeTensor& t : shard->tensors())
+      index["weight_map"][t.name] = "model-00001-of-00001.safetensors";
+  }
+  test::write_file(sh / "model.safetensors.index.json", index.dump());
+  write_gguf(sh, tmp / "sharded.gguf", o);
+  EXPECT_TRUE(test::read_file(tmp / "sharded.gguf") == test::read_file(tmp / "one.gguf"));
+  const std::string first = index["weight_map"].begin().key();
+  for (const auto& [value, says] : std::vector<std::pair<nlohmann::json, std::string>>{
+           {"../gpt2-tiny/model.safetensors", "is not a plain file name"}, {7, "is not a string"}}) {
+    nlohmann::json bad = index;
+    bad["weight_map"][first] = value;
+    test::write_file(sh / "model.safetensors.index.json", bad.dump());
+    test::expect_error([&] { write_gguf(sh, tmp / "x.gguf", o); }, ErrorKind::Format,
+                       {"model.safetensors.index.json", says});
+    EXPECT_FALSE(fs::exists(tmp / "x.gguf"));
+  }
+}
+
 TEST(GgufConvert, NamesAndPresets) {
   EXPECT_EQ(parse_preset("Q4_K_M"), GgufPreset::Q4_K_M);
   EXPECT_EQ(parse_preset("q8_0"), GgufPreset::Q8_0);

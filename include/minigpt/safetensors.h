@@ -67,6 +67,11 @@ class SafeTensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
+// The weight files of a Hugging Face model directory, opened: model.safetensors, else the shards
+// model.safetensors.index.json names (each a plain file name beside it, every tensor it lists in the shard it
+// names). Throws Error (Io, Format) naming the file. Model::load and quantize/convert read the same files.
+std::vector<std::shared_ptr<SafeTensorsFile>> open_weight_files(const std::filesystem::path& dir);
+
 struct SafeTensorWrite {
   std::string name;
   StDtype dtype;

@@ -804,37 +804,25 @@ Source read_hf(const fs::path& dir) {
                     "cannot be written as GGUF (llama.cpp's gpt2 has no key for them)");
   }
   s.n_layer = c.n_layer;
-  // The weight files: the shards of model.safetensors.index.json, else model.safetensors.
-  std::vector<fs::path> parts;
-  const fs::path index = dir / "model.safetensors.index.json";
-  if (fs::exists(index)) {
-    s.files.push_back(index);
-    const json ij = read_json_file(index, kMaxConfigBytes, "weight index");
-    if (!ij.contains("weight_map") || !ij["weight_map"].is_object()) {
-      throw Error(ErrorKind::Format, index.string() + ": no weight_map object");
-    }
-    std::set<std::string> names;
-    for (const auto& [_, file] : ij["weight_map"].items()) names.insert(file.get<std::string>());
-    for (const std::string& n : names) parts.push_back(dir / n);
-  } else if (fs::exists(dir / "model.safetensors")) {
-    parts.push_back(dir / "model.safetensors");
-  } else {
-    throw Error(ErrorKind::Io, dir.string() + ": no model.safetensors (nor model.safetensors.index.json)");
-  }
+  // The weight files: model.safetensors, else the shards of model.safetensors.index.json, checked as
+  // Model::load checks them (a shard named "../x" or not a string was read, or an "internal error").
+  if (!fs::exists(dir / "model.safetensors") && fs::exists(dir / "model.safetensors.index.json"))
+    s.files.push_back(dir / "model.safetensors.index.json");
+  const std::vector<std::shared_ptr<SafeTensorsFile>> weight_files = open_weight_files(dir);
   struct Found {
     const SafeTensorsFile* file;
     const SafeTensor* tensor;
   };
   std::map<std::string, Found> all;  // by HF name: the converter's order
-  for (const fs::path& p : parts) {
-    auto f = SafeTensorsFile::open(p);
+  for (const auto& f : weight_files) {
+    const fs::path p = f->path();
     s.files.push_back(p);
     for (const SafeTensor& t : f->tensors()) {
       if (!all.emplace(t.name, Found{f.get(), &t}).second)
         throw Error(ErrorKind::Format,
                     p.string() + ": tensor '" + t.name + "' also appears in another shard");
     }
-    s.st_files.push_back(std::move(f));
+    s.st_files.push_back(f);
   }
 
   const arch::Architecture* a = arch::find(c.arch);
@@ -851,7 +839,7 @@ Source read_hf(const fs::path& dir) {
     }
     if (hit == nullptr) {
       if (d.optional) continue;
-      throw Error(ErrorKind::Shape, parts[0].string() + ": missing tensor '" + d.names[0] +
+      throw Error(ErrorKind::Shape, weight_files[0]->path() + ": missing tensor '" + d.names[0] +
                                         "' (config.json implies " + shape_str(d.shape) + ")");
     }
     const SafeTensor& t = *all.at(*hit).tensor;
