@@ -37,12 +37,12 @@ void softmax(std::span<const float> s, std::vector<float>& p) {
 
 void SamplingParams::validate() const {
   if (!(temperature >= 0.0f) || !std::isfinite(temperature))
-    bad("--temperature", "must be >= 0 (0 = greedy), got " + num(temperature));
+    bad("--temperature", "must be a finite number >= 0 (0 = greedy), got " + num(temperature));
   if (top_k < 0) bad("--top-k", "must be >= 0 (0 = off), got " + std::to_string(top_k));
   if (!(top_p > 0.0f && top_p <= 1.0f)) bad("--top-p", "must be in (0, 1], got " + num(top_p));
   if (!(min_p >= 0.0f && min_p <= 1.0f)) bad("--min-p", "must be in [0, 1], got " + num(min_p));
   if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty)) {
-    bad("--repetition-penalty", "must be > 0 (1 = off), got " + num(repetition_penalty));
+    bad("--repetition-penalty", "must be a finite number > 0 (1 = off), got " + num(repetition_penalty));
   }
 }
 

@@ -92,6 +92,10 @@ TEST(Sampler, BadParameters) {
   check([](SamplingParams& p) { p.top_k = -3; }, "--top-k");
   check([](SamplingParams& p) { p.min_p = 2.0f; }, "--min-p");
   check([](SamplingParams& p) { p.repetition_penalty = 0.0f; }, "--repetition-penalty");
+  // Infinity is refused, and the message says why (it said "must be >= 0", which inf is).
+  check([](SamplingParams& p) { p.temperature = INFINITY; }, "--temperature: must be a finite number >= 0");
+  check([](SamplingParams& p) { p.repetition_penalty = INFINITY; },
+        "--repetition-penalty: must be a finite number > 0");
 }
 
 std::shared_ptr<const Model> fixture(const std::string& name, int threads = 2) {
