@@ -61,6 +61,12 @@ void validate_options(const GenerateOptions& o, const Config& c, const Tokenizer
   if (!o.stop.empty() && tokenizer == nullptr) throw Error(ErrorKind::Argument, "--stop needs a tokenizer");
 }
 
+int64_t truncate_keep(int64_t max_new_tokens, int64_t n_ctx) {
+  return std::max<int64_t>(1, n_ctx - std::min(max_new_tokens, n_ctx / 2));
+}
+
+int64_t slide_keep(int64_t n_ctx) { return std::max<int64_t>(1, n_ctx / 2); }
+
 std::vector<int32_t> prepare_prompt(std::vector<int32_t> prompt, const GenerateOptions& o, const Config& c,
                                     const Tokenizer* tokenizer, int64_t n_ctx, int64_t* dropped) {
   if (dropped != nullptr) *dropped = 0;
@@ -84,8 +90,7 @@ std::vector<int32_t> prepare_prompt(std::vector<int32_t> prompt, const GenerateO
                                            " tokens, longer than " + which +
                                            " (--context-overflow truncate keeps its last tokens)");
     }
-    // Keep room for the tokens asked for, but never less than half the context of prompt.
-    const int64_t keep = std::max<int64_t>(1, n_ctx - std::min(o.max_new_tokens, n_ctx / 2));
+    const int64_t keep = truncate_keep(o.max_new_tokens, n_ctx);
     const int64_t drop = int64_t(prompt.size()) - keep;
     prompt.erase(prompt.begin(), prompt.begin() + drop);
     if (dropped != nullptr) *dropped = drop;
@@ -234,7 +239,7 @@ GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::vecto
       }
       // The last half of the window, the new token included, evaluated again from position 0.
       const std::vector<int32_t>& history = gen.history();
-      const int64_t keep = std::max<int64_t>(1, n_ctx / 2);
+      const int64_t keep = slide_keep(n_ctx);
       session.reset();
       logits = session.eval(
           std::span<const int32_t>(history.data() + history.size() - size_t(keep), size_t(keep)));

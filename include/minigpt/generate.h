@@ -70,6 +70,12 @@ struct GenerateCallbacks {
   std::function<void()> on_prefilled;  // the prompt was evaluated (nothing failed so far)
 };
 
+// The tokens --context-overflow keeps, at the end of what is there: `truncate` of an overlong prompt keeps
+// room for max_new_tokens, but never less than half the context of prompt; `slide` keeps the last half of
+// the window when generation fills the context. generate() and `generate -i` use both.
+int64_t truncate_keep(int64_t max_new_tokens, int64_t n_ctx);
+int64_t slide_keep(int64_t n_ctx);
+
 // Throws Error(Argument) naming the flag when an option is out of range.
 void validate_options(const GenerateOptions& options, const Config& config, const Tokenizer* tokenizer);
 // The prompt as generate() evaluates it in a context of `n_ctx` positions (a session's; 0 = the model's):

@@ -463,6 +463,10 @@ void add_tokenizer(const fs::path& dir, const json& config, int64_t n_vocab, Sou
     std::string content;
     bool special;
   };
+  // An added token's "special": true only when it says so (it may be left out or null).
+  auto special_flag = [](const json& a) {
+    return a.contains("special") && a["special"].is_boolean() && a["special"].get<bool>();
+  };
   std::map<std::string, int64_t> vocab;
   std::vector<Added> added;       // what AutoTokenizer reports as added tokens
   std::vector<Added> json_added;  // tokenizer.json's added_tokens (SpecialVocab looks ids up in these)
@@ -502,8 +506,7 @@ void add_tokenizer(const fs::path& dir, const json& config, int64_t n_vocab, Sou
         // tokenizer.json was read by Tokenizer::load above: ids and contents are checked; "special" may be
         // left out or null.
         json_added.push_back(
-            {a.at("id").get<int64_t>(), a.at("content").get<std::string>(),
-             a.contains("special") && a["special"].is_boolean() && a["special"].get<bool>()});
+            {a.at("id").get<int64_t>(), a.at("content").get<std::string>(), special_flag(a)});
       }
     }
     added = json_added;
@@ -524,8 +527,7 @@ void add_tokenizer(const fs::path& dir, const json& config, int64_t n_vocab, Sou
           throw Error(ErrorKind::Format, at + ": no string \"content\"");
         if (a.contains("special") && !a["special"].is_boolean() && !a["special"].is_null())
           throw Error(ErrorKind::Format, at + ": \"special\" is not true or false");
-        added.push_back({std::stoll(id), a["content"].get<std::string>(),
-                         a.contains("special") && a["special"].is_boolean() && a["special"].get<bool>()});
+        added.push_back({std::stoll(id), a["content"].get<std::string>(), special_flag(a)});
       }
     } else if (vocab.count("<|endoftext|>")) {
       added.push_back({vocab["<|endoftext|>"], "<|endoftext|>", true});

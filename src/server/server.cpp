@@ -132,19 +132,20 @@ struct Server::Impl {
   Impl(std::shared_ptr<const Model> m, Tokenizer t, ServerOptions opt)
       : model(std::move(m)), tok(std::move(t)), o(std::move(opt)) {}
 
-  // An Origin header against --allowed-origins: "*" matches any; scheme and host compare without case, as
-  // browsers lower-case them anyway.
+  // --allowed-origins, lower-cased once (scheme and host compare without case, as browsers lower-case them
+  // anyway); any_origin: "*" was given.
+  std::vector<std::string> origins_lower;
+  bool any_origin = false;
+  static std::string lower(std::string_view v) {
+    std::string r(v);
+    for (char& ch : r) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    return r;
+  }
+  // An Origin header against --allowed-origins.
   bool origin_allowed(std::string_view origin) const {
-    auto lower = [](std::string_view v) {
-      std::string r(v);
-      for (char& ch : r) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-      return r;
-    };
+    if (any_origin) return true;
     const std::string got = lower(origin);
-    for (const std::string& a : o.allowed_origins) {
-      if (a == "*" || lower(a) == got) return true;
-    }
-    return false;
+    return std::find(origins_lower.begin(), origins_lower.end(), got) != origins_lower.end();
   }
 
   std::string token_text(int32_t id) const {
@@ -612,10 +613,8 @@ void Server::Impl::setup_routes() {
     // ahead of the key check: a browser sends no credentials with it.
     const std::string origin = req.get_header_value("Origin");
     if (!origin.empty() && origin_allowed(origin)) {
-      const bool any =
-          std::find(o.allowed_origins.begin(), o.allowed_origins.end(), "*") != o.allowed_origins.end();
-      res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
-      if (!any) res.set_header("Vary", "Origin");
+      res.set_header("Access-Control-Allow-Origin", any_origin ? "*" : origin);
+      if (!any_origin) res.set_header("Vary", "Origin");
       if (req.method == "OPTIONS" && req.has_header("Access-Control-Request-Method")) {
         res.status = 204;
         res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
@@ -761,6 +760,8 @@ Server::Server(std::shared_ptr<const Model> model, Tokenizer tokenizer, ServerOp
     if (const std::string why = origin_problem(a); !why.empty()) {
       throw Error(ErrorKind::Argument, "--allowed-origins: " + why);
     }
+    d.any_origin = d.any_origin || a == "*";
+    d.origins_lower.push_back(Impl::lower(a));
   }
   if (d.o.model_id.empty()) d.o.model_id = "minigpt";
   SchedulerOptions so;

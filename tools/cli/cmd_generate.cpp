@@ -110,7 +110,7 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
     history.insert(history.end(), ids.begin(), ids.end());
     if (int64_t(in.size()) > room) {
       // truncate / slide: the last tokens of the window, the line's included, from position 0.
-      const int64_t keep = std::max<int64_t>(1, n_ctx - std::min(g.max_new_tokens, n_ctx / 2));
+      const int64_t keep = truncate_keep(g.max_new_tokens, n_ctx);
       const size_t from = history.size() - size_t(keep);
       note("dropped the oldest " + std::to_string(from - window) + " tokens of the conversation to fit " +
            ctx_text + " (--context-overflow " + o.overflow + ")");
@@ -140,7 +140,7 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
         }
         // The last half of the window, the new token included, evaluated again from position 0.
         const std::vector<int32_t>& h = gen.history();
-        const int64_t keep = std::max<int64_t>(1, n_ctx / 2);
+        const int64_t keep = slide_keep(n_ctx);
         session.reset();
         window = base + h.size() - size_t(keep);
         logits = session.eval(std::span<const int32_t>(h.data() + h.size() - size_t(keep), size_t(keep)));
