@@ -1,6 +1,6 @@
 // Quantized weights (GGUF blocks, held as the file holds them: [N, K] rows of blocks): the decode GEMV, the
-// widening to F32 that a batch's cuBLAS GEMM takes, and the embedding rows of a quantized token table. Each
-// thread widens one 32-value piece of a block at a time, with the same formulas as the CPU's dequantizer
+// widening to F32 that a batch's cuBLAS GEMM takes, and the embedding rows of a quantized token table. The
+// values come from piece() / slice8(), the same formulas as the CPU's dequantizer
 // (src/quant/dequant.cpp, checked bit for bit against the gguf package): the product is the F32 product of
 // the dequantized weights, as the CPU's prefill on widened tiles.
 #include "cuda/kernels.cuh"
@@ -229,18 +229,28 @@ __global__ void __launch_bounds__(kGemvThreads)
   gemv_store<kT>(acc, lane, y, ldy, n, bias, accumulate, has_act, act);
 }
 
-// dst[r, 32 i + l] = W[r, 32 i + l]: one thread per piece.
-__global__ void widen_quant_kernel(float* dst, int64_t ld, const uint8_t* __restrict__ w, QuantFormat f,
-                                   int64_t rows, int64_t K) {
-  const int64_t pieces = K / 32;
-  for (int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; g < rows * pieces;
+// dst[r, 32 i + v0 + j] = W[r, 32 i + v0 + j]: four threads per piece, eight values each (slice8), so a warp
+// writes eight neighbouring pieces, 1 KiB in a row, per pass (one thread per piece wrote 32 lines at once).
+template <QuantType Q>
+__global__ void widen_quant_kernel(float* dst, int64_t ld, const uint8_t* __restrict__ w, int64_t row_bytes,
+                                   int64_t rows, int64_t K, bool vec) {
+  constexpr int kPer = block_values(Q) / 32;
+  constexpr int kBytes = block_bytes(Q);
+  const int64_t slices = K / 8;
+  for (int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; g < rows * slices;
        g += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = g / pieces, i = g % pieces;
-    float v[32];
-    row_piece(f, w, r, i, v);
-    float* o = dst + r * ld + 32 * i;
+    const int64_t r = g / slices, s = g % slices, i = s / 4;
+    const int v0 = 8 * int(s % 4);
+    float v[8];
+    slice8<Q>(w + r * row_bytes + (i / kPer) * kBytes, int(i % kPer), v0, v);
+    float* o = dst + r * ld + 8 * s;
+    if (vec) {
+      reinterpret_cast<float4*>(o)[0] = make_float4(v[0], v[1], v[2], v[3]);
+      reinterpret_cast<float4*>(o)[1] = make_float4(v[4], v[5], v[6], v[7]);
+    } else {
 #pragma unroll
-    for (int l = 0; l < 32; ++l) o[l] = v[l];
+      for (int j = 0; j < 8; ++j) o[j] = v[j];
+    }
   }
 }
 
@@ -318,9 +328,28 @@ void gemv_quant(float* y, int64_t ldy, const float* x, int64_t ldx, const void* 
 void widen_quant(float* dst, int64_t ld, const void* w, const QuantFormat& f, int64_t rows, int64_t K,
                  cudaStream_t stream) {
   check_format(f, K, "cuda widen_quant");
+  if (f.block != block_values(f.type) || f.block_bytes != block_bytes(f.type)) {
+    throw Error(ErrorKind::Argument, "cuda widen_quant: the format's block is not its type's");
+  }
   constexpr int kThreads = 256;
-  widen_quant_kernel<<<blocks_for(rows * (K / 32), kThreads), kThreads, 0, stream>>>(
-      dst, ld, static_cast<const uint8_t*>(w), f, rows, K);
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const bool vec = ld % 4 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0;
+  const unsigned grid = blocks_for(rows * (K / 8), kThreads);
+#define MINIGPT_WIDEN_QUANT(Q)                                                                               \
+  case QuantType::Q:                                                                                         \
+    widen_quant_kernel<QuantType::Q><<<grid, kThreads, 0, stream>>>(dst, ld, wb, f.row_bytes, rows, K, vec); \
+    break;
+  switch (f.type) {
+    MINIGPT_WIDEN_QUANT(Q8_0)
+    MINIGPT_WIDEN_QUANT(Q4_0)
+    MINIGPT_WIDEN_QUANT(Q4_1)
+    MINIGPT_WIDEN_QUANT(Q5_0)
+    MINIGPT_WIDEN_QUANT(Q5_1)
+    MINIGPT_WIDEN_QUANT(Q4_K)
+    MINIGPT_WIDEN_QUANT(Q5_K)
+    MINIGPT_WIDEN_QUANT(Q6_K)
+  }
+#undef MINIGPT_WIDEN_QUANT
   CUDA_CHECK_LAUNCH();
 }
 
