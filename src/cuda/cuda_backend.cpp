@@ -624,30 +624,45 @@ class CudaBackend final : public Backend {
     }
     need(!capturing_, "linear: a batched GEMM cannot be recorded");
     cuda::bias_fill(out.ptr<float>(), out.stride, bias, T, N, accumulate, stream_);
-    const float one = 1.0f;
-    auto gemm = [&](const void* x, DType x_dtype, int64_t ldx) {
-      CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(T), int(K), &one, lin.w.data,
-                                cuda_type(lin.w.dtype), int(lin.w.stride), x, cuda_type(x_dtype), int(ldx),
-                                &one, out.data, CUDA_R_32F, int(out.stride), CUBLAS_COMPUTE_32F,
-                                CUBLAS_GEMM_DEFAULT));
-    };
     if (lin.w.dtype == DType::F32) {
-      gemm(in.data, DType::F32, in.stride);
+      gemm_add(out, K, lin.w.data, DType::F32, lin.w.stride, in.data, DType::F32, in.stride);
     } else {
-      // lo starts 256-byte aligned, as cuBLAS's fastest (tensor-core) kernels want their operands.
-      const size_t half_bytes = (size_t(T * K) * 2 + 255) / 256 * 256;
-      ensure_scratch(&gemm_scratch_, &gemm_scratch_bytes_, 2 * half_bytes);
-      char* hi = static_cast<char*>(gemm_scratch_);
-      char* lo = hi + half_bytes;
-      cuda::split16(hi, lo, lin.w.dtype, in.ptr<float>(), in.stride, T, K, stream_);
-      gemm(hi, lin.w.dtype, K);
-      gemm(lo, lin.w.dtype, K);
+      gemm_add_split16(out, in, lin.w.data, nullptr, lin.w.dtype, lin.w.stride);
     }
     if (act) cuda::activation(out.ptr<float>(), out.stride, T, N, *act, stream_);
   }
 
-  // A quantized layer: the GEMV on the blocks for T <= 4 rows; a batch widens the matrix to F32 (a scratch of
-  // n_out x n_in floats) for cuBLAS's F32 GEMM, as the CPU's prefill widens tiles for sgemm.
+  // out += x W^T, cuBLAS with F32 accumulation: W [N, K] rows of `ldw` in w_dtype, x [T, K] rows of `ldx`,
+  // out [T, N].
+  void gemm_add(Tensor out, int64_t K, const void* w, DType w_dtype, int64_t ldw, const void* x,
+                DType x_dtype, int64_t ldx) {
+    const float one = 1.0f;
+    CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(out.cols), int(out.rows), int(K), &one,
+                              w, cuda_type(w_dtype), int(ldw), x, cuda_type(x_dtype), int(ldx), &one,
+                              out.data, CUDA_R_32F, int(out.stride), CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
+  }
+
+  // out += in W^T for 16-bit W = w_hi (+ w_lo): in split into 16-bit hi + lo halves, the GEMMs w_hi hi, w_hi
+  // lo and (with w_lo) w_lo hi; w_lo lo, below 2^-22 of the product, is left out.
+  void gemm_add_split16(Tensor out, const Tensor& in, const void* w_hi, const void* w_lo, DType dtype,
+                        int64_t ldw) {
+    const int64_t T = in.rows, K = in.cols;
+    // lo starts 256-byte aligned, as cuBLAS's fastest (tensor-core) kernels want their operands.
+    const size_t half_bytes = (size_t(T * K) * 2 + 255) / 256 * 256;
+    ensure_scratch(&gemm_scratch_, &gemm_scratch_bytes_, 2 * half_bytes);
+    char* hi = static_cast<char*>(gemm_scratch_);
+    char* lo = hi + half_bytes;
+    cuda::split16(hi, lo, dtype, in.ptr<float>(), in.stride, T, K, stream_);
+    gemm_add(out, K, w_hi, dtype, ldw, hi, dtype, K);
+    gemm_add(out, K, w_hi, dtype, ldw, lo, dtype, K);
+    if (w_lo) gemm_add(out, K, w_lo, dtype, ldw, hi, dtype, K);
+  }
+
+  // A quantized layer: the GEMV on the blocks for T <= 4 rows. A batch widens the matrix to F16 hi + lo
+  // halves (a scratch of 2 x n_out x n_in halves; hi + lo is the dequantized weight to ~2^-22) for three
+  // tensor-core GEMMs with the activations' halves (gemm_add_split16): the F32 product to ~2^-21, as the
+  // CPU's prefill on widened tiles; one F32 GEMM on the matrix widened to F32 was 0.8x as fast (H200, pp512).
   void linear_quant(Tensor out, const Tensor& in, const Linear& lin, bool accumulate, const Activation* act) {
     need(lin.w.device == Device::Cuda && lin.w.rows == lin.n_out && lin.w.cols == lin.n_in,
          "linear: the layer was not prepared by the CUDA backend");
@@ -664,14 +679,13 @@ class CudaBackend final : public Backend {
       return;
     }
     need(!capturing_, "linear: a batched GEMM cannot be recorded");
-    ensure_scratch(&widen_scratch_, &widen_scratch_bytes_, size_t(N * K) * sizeof(float));
-    float* wf = static_cast<float*>(widen_scratch_);
-    cuda::widen_quant(wf, K, lin.w.data, f, N, K, stream_);
+    const size_t half_bytes = (size_t(N * K) * 2 + 255) / 256 * 256;
+    ensure_scratch(&widen_scratch_, &widen_scratch_bytes_, 2 * half_bytes);
+    char* w_hi = static_cast<char*>(widen_scratch_);
+    char* w_lo = w_hi + half_bytes;
+    cuda::widen_quant16(w_hi, w_lo, K, lin.w.data, f, N, K, stream_);
     cuda::bias_fill(out.ptr<float>(), out.stride, bias, T, N, accumulate, stream_);
-    const float one = 1.0f;
-    CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(T), int(K), &one, wf, CUDA_R_32F,
-                              int(K), in.data, CUDA_R_32F, int(in.stride), &one, out.data, CUDA_R_32F,
-                              int(out.stride), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    gemm_add_split16(out, in, w_hi, w_lo, DType::F16, K);
     if (act) cuda::activation(out.ptr<float>(), out.stride, T, N, *act, stream_);
   }
 

@@ -42,9 +42,10 @@ struct QuantFormat {
 void gemv_quant(float* y, int64_t ldy, const float* x, int64_t ldx, const void* w, const QuantFormat& f,
                 const float* bias, int64_t T, int64_t N, int64_t K, bool accumulate, const Activation* act,
                 cudaStream_t stream);
-// dst[r, k] = W[r, k] as F32 for r < rows                  dst: rows of `ld` floats
-void widen_quant(float* dst, int64_t ld, const void* w, const QuantFormat& f, int64_t rows, int64_t K,
-                 cudaStream_t stream);
+// W[r, k] = hi[r, k] + lo[r, k] for r < rows, hi = round_f16(W), lo = round_f16(W - hi)
+//                                                           hi, lo: rows of `ld` F16 values
+void widen_quant16(void* hi, void* lo, int64_t ld, const void* w, const QuantFormat& f, int64_t rows,
+                   int64_t K, cudaStream_t stream);
 // embed() with a quantized token table (C a multiple of the block)
 void embed_quant(float* out, int64_t ldo, const int32_t* tokens, int64_t T, StepValue pos0, const void* w,
                  const QuantFormat& f, const float* wpe, int64_t ld_wpe, int64_t C, cudaStream_t stream);

@@ -1,8 +1,8 @@
 // Quantized weights (GGUF blocks, held as the file holds them: [N, K] rows of blocks): the decode GEMV, the
-// widening to F32 that a batch's cuBLAS GEMM takes, and the embedding rows of a quantized token table. The
-// values come from piece() / slice8(), the same formulas as the CPU's dequantizer
+// widening to F16 hi + lo halves that a batch's cuBLAS GEMMs take, and the embedding rows of a quantized
+// token table. The values come from piece() / slice8(), the same formulas as the CPU's dequantizer
 // (src/quant/dequant.cpp, checked bit for bit against the gguf package): the product is the F32 product of
-// the dequantized weights, as the CPU's prefill on widened tiles.
+// the dequantized weights (to ~2^-21 for a batch), as the CPU's prefill on widened tiles.
 #include "cuda/kernels.cuh"
 
 namespace minigpt::cuda {
@@ -229,27 +229,35 @@ __global__ void __launch_bounds__(kGemvThreads)
   gemv_store<kT>(acc, lane, y, ldy, n, bias, accumulate, has_act, act);
 }
 
-// dst[r, 32 i + v0 + j] = W[r, 32 i + v0 + j]: four threads per piece, eight values each (slice8), so a warp
-// writes eight neighbouring pieces, 1 KiB in a row, per pass (one thread per piece wrote 32 lines at once).
+// W[r, k] = hi[r, k] + lo[r, k] in F16 halves (hi = round(W), lo = round(W - hi)): four threads per 32-value
+// piece, eight values each (slice8), so a warp writes eight neighbouring pieces in a row per pass.
 template <QuantType Q>
-__global__ void widen_quant_kernel(float* dst, int64_t ld, const uint8_t* __restrict__ w, int64_t row_bytes,
-                                   int64_t rows, int64_t K, bool vec) {
+__global__ void widen_quant16_kernel(__half* hi, __half* lo, int64_t ld, const uint8_t* __restrict__ w,
+                                     int64_t row_bytes, int64_t rows, int64_t K, bool vec) {
   constexpr int kPer = block_values(Q) / 32;
   constexpr int kBytes = block_bytes(Q);
   const int64_t slices = K / 8;
   for (int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; g < rows * slices;
        g += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = g / slices, s = g % slices, i = s / 4;
-    const int v0 = 8 * int(s % 4);
     float v[8];
-    slice8<Q>(w + r * row_bytes + (i / kPer) * kBytes, int(i % kPer), v0, v);
-    float* o = dst + r * ld + 8 * s;
+    slice8<Q>(w + r * row_bytes + (i / kPer) * kBytes, int(i % kPer), 8 * int(s % 4), v);
+    __align__(16) __half h[8], l[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      h[j] = __float2half_rn(v[j]);
+      l[j] = __float2half_rn(v[j] - __half2float(h[j]));
+    }
+    const int64_t o = r * ld + 8 * s;
     if (vec) {
-      reinterpret_cast<float4*>(o)[0] = make_float4(v[0], v[1], v[2], v[3]);
-      reinterpret_cast<float4*>(o)[1] = make_float4(v[4], v[5], v[6], v[7]);
+      *reinterpret_cast<uint4*>(hi + o) = *reinterpret_cast<const uint4*>(h);
+      *reinterpret_cast<uint4*>(lo + o) = *reinterpret_cast<const uint4*>(l);
     } else {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) o[j] = v[j];
+      for (int j = 0; j < 8; ++j) {
+        hi[o + j] = h[j];
+        lo[o + j] = l[j];
+      }
     }
   }
 }
@@ -325,19 +333,23 @@ void gemv_quant(float* y, int64_t ldy, const float* x, int64_t ldx, const void* 
   CUDA_CHECK_LAUNCH();
 }
 
-void widen_quant(float* dst, int64_t ld, const void* w, const QuantFormat& f, int64_t rows, int64_t K,
-                 cudaStream_t stream) {
-  check_format(f, K, "cuda widen_quant");
+void widen_quant16(void* hi, void* lo, int64_t ld, const void* w, const QuantFormat& f, int64_t rows,
+                   int64_t K, cudaStream_t stream) {
+  check_format(f, K, "cuda widen_quant16");
   if (f.block != block_values(f.type) || f.block_bytes != block_bytes(f.type)) {
-    throw Error(ErrorKind::Argument, "cuda widen_quant: the format's block is not its type's");
+    throw Error(ErrorKind::Argument, "cuda widen_quant16: the format's block is not its type's");
   }
   constexpr int kThreads = 256;
+  auto* h = static_cast<__half*>(hi);
+  auto* l = static_cast<__half*>(lo);
   const auto* wb = static_cast<const uint8_t*>(w);
-  const bool vec = ld % 4 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0;
+  auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const bool vec = ld % 8 == 0 && aligned16(hi) && aligned16(lo);
   const unsigned grid = blocks_for(rows * (K / 8), kThreads);
-#define MINIGPT_WIDEN_QUANT(Q)                                                                               \
-  case QuantType::Q:                                                                                         \
-    widen_quant_kernel<QuantType::Q><<<grid, kThreads, 0, stream>>>(dst, ld, wb, f.row_bytes, rows, K, vec); \
+#define MINIGPT_WIDEN_QUANT(Q)                                                    \
+  case QuantType::Q:                                                              \
+    widen_quant16_kernel<QuantType::Q>                                            \
+        <<<grid, kThreads, 0, stream>>>(h, l, ld, wb, f.row_bytes, rows, K, vec); \
     break;
   switch (f.type) {
     MINIGPT_WIDEN_QUANT(Q8_0)
