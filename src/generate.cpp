@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "minigpt/error.h"
+#include "tokenizer/utf8.h"
 
 namespace minigpt {
 namespace {
@@ -57,6 +58,11 @@ void validate_options(const GenerateOptions& o, const Config& c, const Tokenizer
   }
   for (const auto& s : o.stop) {
     if (s.empty()) throw Error(ErrorKind::Argument, "--stop: a stop string must not be empty");
+    // Generated text is UTF-8 (U+FFFD for what is not), so such a string could never match.
+    if (const size_t bad = tokenizer_detail::utf8_first_invalid(s); bad != std::string_view::npos) {
+      throw Error(ErrorKind::Argument, "--stop: the stop string is not valid UTF-8 at byte offset " +
+                                           std::to_string(bad) + ", so generated text could never match it");
+    }
   }
   if (!o.stop.empty() && tokenizer == nullptr) throw Error(ErrorKind::Argument, "--stop needs a tokenizer");
 }

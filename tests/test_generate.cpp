@@ -221,6 +221,11 @@ TEST(Generate, MaxNewTokensEmptyPromptAndBadValues) {
   test::expect_error([&] { generate(s, &bm.tok, {1}, o); }, ErrorKind::Argument, {"--max-new-tokens"});
   o = greedy(-5);
   test::expect_error([&] { generate(s, &bm.tok, {1}, o); }, ErrorKind::Argument, {"--max-new-tokens"});
+  // Generated text is UTF-8, so a stop string that is not could never match: refused, not ignored.
+  o = greedy(3);
+  o.stop = {"ok", std::string("a\xe2\x82", 3)};
+  test::expect_error([&] { generate(s, &bm.tok, {1}, o); }, ErrorKind::Argument,
+                     {"--stop", "not valid UTF-8 at byte offset 1"});
   // A model without BOS cannot start from nothing.
   Session t(fixture("tiny"));
   test::expect_error([&] { generate(t, nullptr, {}, greedy(3)); }, ErrorKind::Argument, {"no BOS token"});
