@@ -2,6 +2,7 @@
 // (tests/fixtures/chat/templates.json) and a tiny ChatML model (tests/fixtures/models/chatml-tiny), both from
 // tools/make_chat_reference.py.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <sstream>
@@ -292,6 +293,37 @@ TEST(ChatTemplate, LoadsFromJinjaFileConfigStringOrNamedList) {
         << e.what();
   }
   std::filesystem::remove_all(dir);
+}
+
+// The template's files are read as config files are: a FIFO in their place is refused at once (it was waited
+// on for a writer, forever: `serve` hung at start), a directory or a file past 16 MiB likewise, in one line.
+TEST(ChatTemplate, ItsFilesMustBeRegularAndOfSaneSize) {
+  const Tokenizer tok = Tokenizer::load(test::fixture_dir("chatml-tiny"));
+  test::TempDir dir;
+  auto expect_refused = [&](const std::vector<std::string>& needles) {
+    try {
+      load_chat_template(dir.path(), tok);
+      ADD_FAILURE() << "loaded";
+    } catch (const Error& e) {
+      for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
+    }
+  };
+  ASSERT_EQ(::mkfifo((dir / "chat_template.jinja").c_str(), 0600), 0);
+  expect_refused({"chat_template.jinja", "chat template is a FIFO"});
+  std::filesystem::remove(dir / "chat_template.jinja");
+  std::filesystem::create_directory(dir / "chat_template.jinja");
+  expect_refused({"chat_template.jinja", "is a directory"});
+  std::filesystem::remove(dir / "chat_template.jinja");
+  test::write_file(dir / "chat_template.jinja", "x");
+  std::filesystem::resize_file(dir / "chat_template.jinja", (size_t(16) << 20) + 1);  // sparse
+  expect_refused({"chat_template.jinja", "more than the 16 MiB"});
+  std::filesystem::remove(dir / "chat_template.jinja");
+  for (const char* name : {"tokenizer_config.json", "special_tokens_map.json"}) {
+    ASSERT_EQ(::mkfifo((dir / name).c_str(), 0600), 0);
+    expect_refused({name, "is a FIFO"});
+    std::filesystem::remove(dir / name);
+  }
+  EXPECT_FALSE(load_chat_template(dir.path(), tok).has_value());  // none of them: no template
 }
 
 // `minigpt convert` of chatml-tiny (its template in chat_template.jinja, as transformers 5 saves it) writes

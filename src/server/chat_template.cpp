@@ -2,7 +2,6 @@
 // apply_chat_template gives a template, and one-line errors.
 #include "minigpt/chat_template.h"
 
-#include <fstream>
 #include <minja/minja.hpp>
 #if !defined(MINIGPT_MINJA_MAX_MACRO_DEPTH) || !defined(MINIGPT_MINJA_MAX_RANGE) || \
     !defined(MINIGPT_MINJA_MAX_STEPS)
@@ -12,6 +11,7 @@
 
 #include "minigpt/error.h"
 #include "minigpt/gguf.h"
+#include "minigpt/io.h"
 #include "minigpt/json_parse.h"
 #include "minigpt/tokenizer.h"
 
@@ -108,12 +108,15 @@ std::string token_string(const ojson& v) {
   return "";
 }
 
-ojson read_json(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return ojson();
+// The file's JSON, or null where there is no such file. Read as every config file is (a regular file of at
+// most kMaxConfigBytes: a FIFO or a device in its place is refused, not waited on).
+ojson read_json(const fs::path& p, const char* what) {
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(p, ec))) return ojson();
+  const std::string text = read_regular_file(p, kMaxConfigBytes, what);
   ojson j;
   try {
-    j = parse_json_bounded<ojson>(false, in);
+    j = parse_json_bounded<ojson>(false, text);
   } catch (const JsonTooDeep& e) {
     throw Error(ErrorKind::Format, p.string() + ": not valid JSON: " + e.what());
   }
@@ -195,9 +198,9 @@ std::string ChatTemplate::render(const ojson& messages, bool add_generation_prom
 std::optional<ChatTemplate> load_chat_template(const fs::path& model, const Tokenizer& tok) {
   std::error_code ec;
   if (fs::is_directory(model, ec)) {
-    const ojson config = read_json(model / "tokenizer_config.json");
+    const ojson config = read_json(model / "tokenizer_config.json", "tokenizer config");
     ojson tokens = ojson::object();
-    const ojson map = read_json(model / "special_tokens_map.json");
+    const ojson map = read_json(model / "special_tokens_map.json", "special tokens map");
     for (const char* name : kTokenNames) {
       std::string s;
       if (config.is_object() && config.contains(name)) s = token_string(config[name]);
@@ -205,12 +208,8 @@ std::optional<ChatTemplate> load_chat_template(const fs::path& model, const Toke
       if (!s.empty()) tokens[name] = s;
     }
     const fs::path jinja = model / "chat_template.jinja";
-    if (fs::is_regular_file(jinja, ec)) {
-      std::ifstream in(jinja, std::ios::binary);
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      if (!in && !in.eof()) throw Error(ErrorKind::Io, jinja.string() + ": cannot read");
-      return ChatTemplate(ss.str(), tokens, jinja.string());
+    if (fs::exists(fs::symlink_status(jinja, ec))) {
+      return ChatTemplate(read_regular_file(jinja, kMaxConfigBytes, "chat template"), tokens, jinja.string());
     }
     if (!config.is_object() || !config.contains("chat_template") || config["chat_template"].is_null()) {
       return std::nullopt;
