@@ -328,6 +328,7 @@ def main():
     add("generate", "--seed 0x10 (not decimal)", g("--seed", "0x10"))
     add("generate", "--max-new-tokens 2^63", g("--max-new-tokens", "9223372036854775808"))
     add("generate", "--context-overflow wrap", g("--context-overflow", "wrap"))
+    add("generate", "--stop not valid UTF-8", g("--stop", "ab\udcff"))
     add("generate", "--top-logprobs 100000 --json", g("--json", "--top-logprobs", "100000"))
     add("generate", "--top-logprobs 3 without --json", g("--top-logprobs", "3"))
     add("generate", "--dtype f8", g("--dtype", "f8"))
@@ -430,6 +431,10 @@ def main():
     add("serve", "--parallel 0", sv("--parallel", "0"))
     add("serve", "--api-key '' (an unset variable)", sv("--port", "0", "--api-key", ""))
     add("serve", "--allowed-origins with a path", sv("--port", "0", "--allowed-origins", "http://localhost:3000/"))
+    fifo_jinja = model_dir("fifo-jinja", base=SHIPPED)
+    os.mkfifo(os.path.join(fifo_jinja, "chat_template.jinja"))
+    add("serve", "chat_template.jinja is a FIFO", ["serve", "-m", fifo_jinja, "--port", "0"])
+    add("serve", "tokenizer_config.json is a FIFO", ["serve", "-m", replaced("fifo-tokcfg", "tokenizer_config.json", "fifo", base=SHIPPED), "--port", "0"])
 
     # GGUF files (-m FILE.gguf): the mixed-type fixture with one field broken in place
     gg = lambda path: ["generate", "-m", path, "-p", "x", "-n", "2"]
