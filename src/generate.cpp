@@ -162,6 +162,7 @@ bool Generator::add_text(const std::string& piece, bool final) {
     const size_t at = text.find(s, shown_);
     if (at != std::string::npos) {
       text.resize(at);
+      r_.stop = s;
       if (cb_.on_text && at > shown_) cb_.on_text(std::string_view(text).substr(shown_));
       shown_ = text.size();
       return false;

@@ -218,6 +218,48 @@ TEST(Interactive, RefusesJsonAndReadsLinesFromAPipe) {
   }
 }
 
+// -r (a stop string) in interactive mode is shown, as llama.cpp shows its reverse prompt: its last line is
+// the prompt the next line follows; one that ends a line is followed by "> ". Before, it was hidden and every
+// line followed "> ". The turn's text is generate's up to the stop string.
+TEST(Interactive, AReversePromptIsShownAndTheNextLineFollowsIt) {
+  const std::string m = shipped().string();
+  const auto ref = test::run_cli("generate -m " + m + " --temperature 0 -n 60 --no-echo -p 'ROMEO:\n'");
+  ASSERT_EQ(ref.status, 0) << ref.err;
+  const std::string t = ref.out.substr(0, ref.out.size() - 1);  // what could end a stop string: not the
+                                                                // newline generate may add at the end
+  // A newline with two other characters on each side.
+  size_t nl = 2;
+  auto lone = [&](size_t i) {
+    return t[i] == '\n' && t[i - 1] != '\n' && t[i - 2] != '\n' && t[i + 1] != '\n' && t[i + 2] != '\n';
+  };
+  while (nl + 3 <= t.size() && !lone(nl)) ++nl;
+  ASSERT_LE(nl + 3, t.size()) << "no such line break in: " << t;
+  size_t plain = 0;  // three characters without a newline
+  while (plain + 3 <= t.size() && t.substr(plain, 3).find('\n') != std::string::npos) ++plain;
+  ASSERT_LE(plain + 3, t.size()) << t;
+  const struct {
+    std::string stop, after;  // after the text before the stop: what is shown, up to the end of input
+  } cases[] = {
+      {t.substr(plain, 3), t.substr(plain, 3) + "\n"},       // the prompt itself; EOF ends its line
+      {t.substr(nl, 3), "\n" + t.substr(nl + 1, 2) + "\n"},  // its last line is the prompt
+      {t.substr(nl - 2, 3), t.substr(nl - 2, 3) + "> \n"},   // it ends a line: "> " follows
+  };
+  for (const auto& c : cases) {
+    const std::string before = t.substr(0, t.find(c.stop));
+    // The stop string as one double-quoted shell word (a newline stays itself there).
+    std::string word = "\"", shown_stop;
+    for (char ch : c.stop) {
+      if (std::string_view("$`\"\\").find(ch) != std::string_view::npos) word += '\\';
+      word += ch;
+      shown_stop += ch == '\n' ? std::string("\\n") : std::string(1, ch);
+    }
+    word += '"';
+    const auto r = test::run_cli("generate -i -m " + m + " --temperature 0 -n 60 -r " + word, "ROMEO:\n");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out, "> " + before + c.after) << "stop " << shown_stop;
+  }
+}
+
 // The context in interactive mode, through a pipe (plain lines), with --context-overflow as for a prompt.
 // Each turn's text is what generate() gives with the same options on the whole conversation up to it.
 class InteractiveContext : public ::testing::Test {

@@ -57,6 +57,7 @@ struct GenerateResult {
   std::vector<int32_t> tokens;  // generated ids (an ending EOS not included)
   std::string text;             // generated text, cut before a stop string
   StopReason reason = StopReason::Length;
+  std::string stop;  // the stop string that ended generation (reason Stop), not in `text`
   int64_t slides = 0;
   double prefill_seconds = 0;      // evaluating the prompt
   double first_token_seconds = 0;  // from the start to the first sampled token

@@ -65,6 +65,7 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
   size_t window = 0;             // history[window] is at position 0 of the session
   std::vector<int32_t> pending;  // tokens sampled but not evaluated yet (the last of a turn)
   bool at_line_start = true;
+  std::string prompt = "> ";  // what the next line is read after
   auto show = [&](std::string_view t) {
     if (t.empty()) return;
     write_stdout(t);
@@ -157,6 +158,16 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
     const size_t evaluated = window + size_t(session.n_past());
     if (history.size() > evaluated) pending.assign(history.begin() + ptrdiff_t(evaluated), history.end());
     if (gen.result().reason == StopReason::Cancelled) show(at_line_start ? "" : "\n");
+    // A stop string (-r) is shown, as llama.cpp shows its reverse prompt: its last line is the prompt that
+    // the user's line follows ("User:" then the line); one that ends a line is followed by "> ".
+    prompt = "> ";
+    if (gen.result().reason == StopReason::Stop) {
+      const std::string& s = gen.result().stop;
+      const size_t nl = s.rfind('\n');
+      const size_t last = nl == std::string::npos ? 0 : nl + 1;
+      show(std::string_view(s).substr(0, last));
+      if (last < s.size()) prompt = s.substr(last);
+    }
     if (full) {
       if (g.overflow == ContextOverflow::Error) {
         note(ctx_text + " is full; ending the session (-c enlarges it; --context-overflow slide goes on)");
@@ -179,18 +190,18 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
     if (turn(first_ids) == Turn::End) return 0;
   }
   for (;;) {
-    if (!at_line_start) show("\n");
+    if (!at_line_start && prompt == "> ") show("\n");
     g_interrupts = 0;
     std::string line;
     if (tty) {
-      char* raw = readline("> ");
+      char* raw = readline(prompt.c_str());
       if (raw == nullptr) break;  // EOF
       line = raw;
       std::free(raw);
       if (g_interrupts.load() > 0 && line.empty()) break;  // Ctrl-C at the prompt ends the session
       if (!line.empty()) add_history(line.c_str());
     } else {
-      show("> ");
+      show(prompt);
       if (!std::getline(std::cin, line)) break;
     }
     at_line_start = true;
@@ -351,7 +362,8 @@ const bool registered =
       interactive->excludes(json_flag);
       app.add_option(
              "-r,--reverse-prompt", o->gen.stop,
-             "Stop generating and give the turn back at this string (as llama.cpp's -r; same as --stop)")
+             "Stop generating and give the turn back at this string, shown as what the next line follows "
+             "(as llama.cpp's -r; without -i, the same as --stop)")
           ->allow_extra_args(false);
       return [o] { return run_generate(*o); };
     });
