@@ -4,6 +4,7 @@
 # interleaved rounds. Only src/cuda/ may differ between the two.
 # Here:  rm -rf .gpu/old-cuda && mkdir -p .gpu/old-cuda && git archive REV src/cuda | tar -x -C .gpu/old-cuda
 # There: bash scripts/gpu_check.sh build && bash bench/cuda_ab.sh .gpu/old-cuda [ROUNDS] [bench flags...]
+#        (AB_BUILT=1: the modules the last run built, for another set of flags)
 #        (default flags: --random gpt2 --dtype f16 -p 0 -n 128 -d 0,512,768 -r 5)
 set -uo pipefail
 OLD=${1:?usage: bench/cuda_ab.sh OLD_TREE [ROUNDS] [minigpt bench flags]}
@@ -17,15 +18,19 @@ export LD_LIBRARY_PATH=$L:$L/openblas-pthread:${LD_LIBRARY_PATH:-}
 [ -x "$B"/minigpt ] || { echo "no $B/minigpt: run scripts/gpu_check.sh build first"; exit 1; }
 [ -d "$OLD/src/cuda" ] || { echo "no $OLD/src/cuda"; exit 1; }
 mkdir -p $W
-cp "$B"/libminigpt-cuda.so $W/B.so
-rm -rf $W/cuda-now && cp -r src/cuda $W/cuda-now
-# Build A in the same build tree with the old sources, then put the current ones (and module) back.
-cp "$OLD"/src/cuda/* src/cuda/
-cmake --build "$B" --target minigpt_cuda > $W/build-A.txt 2>&1 || { tail -20 $W/build-A.txt; }
-cp "$B"/libminigpt-cuda.so $W/A.so
-rm -rf src/cuda && cp -r $W/cuda-now src/cuda
-cmake --build "$B" --target minigpt_cuda > $W/build-B.txt 2>&1 || { tail -20 $W/build-B.txt; }
-cmp -s $W/A.so $W/B.so && echo "(A and B are the same module)"
+if [ "${AB_BUILT:-0}" = 1 ] && [ -f $W/A.so ] && [ -f $W/B.so ]; then
+  echo "(A and B as the last run built them)"
+else
+  cp "$B"/libminigpt-cuda.so $W/B.so
+  rm -rf $W/cuda-now && cp -r src/cuda $W/cuda-now
+  # Build A in the same build tree with the old sources, then put the current ones (and module) back.
+  cp "$OLD"/src/cuda/* src/cuda/
+  cmake --build "$B" --target minigpt_cuda > $W/build-A.txt 2>&1 || { tail -20 $W/build-A.txt; }
+  cp "$B"/libminigpt-cuda.so $W/A.so
+  rm -rf src/cuda && cp -r $W/cuda-now src/cuda
+  cmake --build "$B" --target minigpt_cuda > $W/build-B.txt 2>&1 || { tail -20 $W/build-B.txt; }
+  cmp -s $W/A.so $W/B.so && echo "(A and B are the same module)"
+fi
 for r in $(seq "$ROUNDS"); do
   for v in A B; do
     echo "=== round $r: $v"

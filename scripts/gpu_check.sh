@@ -6,6 +6,9 @@
 #   build   : minigpt, minigpt_tests and the CUDA module for sm_${ARCH:-90} against .gpu/dep.tar.xz (unpacked to /opt/dep)
 #   test    : every Cuda* test (minigpt_tests --gtest_filter='Cuda*'), with the [ measured ] lines
 #   greedy  : greedy text, CPU == CUDA, on the shipped model and on a random GPT-2 124M (stored F32)
+#   ab      : bench/cuda_ab.sh: the CUDA module built from .gpu/old-cuda/src/cuda (an older revision, put there
+#             here with `git archive REV src/cuda | tar -x -C .gpu/old-cuda`) against this one, same binary,
+#             AB_ROUNDS (3) interleaved rounds of decode on the random 124M at F16 and its Q8_0 file
 #   bench   : minigpt bench --backend cuda: --random gpt2 at F32/F16/BF16, and Q8_0/Q4_0/Q4_K_M GGUF files
 #             that minigpt quantize made from the same random 124M
 #   sanitize: compute-sanitizer memcheck over the CUDA tests, racecheck over the op tests
@@ -69,7 +72,7 @@ if has test; then
   echo "rc $?"
   grep -E '^\[ measured \]|FAILED|Failure|^\[  PASSED|^\[  SKIPPED|error' "$O/cuda-tests.txt" | head -80
 fi
-if has greedy || has bench || has peer; then
+if has greedy || has bench || has peer || has ab; then
   [ -d $W/gpt2-rand ] || python3 "$G/make_weights.py" $W/gpt2-rand tests/fixtures/gpt2-tokenizer --seed 1234 > /dev/null
 fi
 if has greedy; then
@@ -93,6 +96,14 @@ if has greedy; then
         echo
       }
   done
+fi
+if has ab; then
+  el "A/B: .gpu/old-cuda's CUDA module against this one"
+  [ -f $W/gpt2-q8_0.gguf ] || $B/minigpt quantize $W/gpt2-rand $W/gpt2-q8_0.gguf --type q8_0 > /dev/null
+  {
+    BUILD=$B bash bench/cuda_ab.sh "$G/old-cuda" "${AB_ROUNDS:-3}" --random gpt2 --dtype f16 -p 0 -n 128 -d 0,512 -r 5
+    AB_BUILT=1 BUILD=$B bash bench/cuda_ab.sh "$G/old-cuda" "${AB_ROUNDS:-3}" -m $W/gpt2-q8_0.gguf -p 0 -n 128 -d 0,512 -r 5
+  } 2>&1 | tee "$O/ab.md"
 fi
 if has bench; then
   el "bench"

@@ -295,6 +295,65 @@ TEST(CudaOps, StoreKvAndAttentionMatchCpu) {
   }
 }
 
+// Decode token by token, as a session does (each step reading the rows the earlier ones stored; two layers of
+// one cache alternating, sharing the decode scratch), after a prefill run or from position 0, for every cache
+// dtype, multi-head, multi-query and grouped heads, one split and many, against the CPU. The CPU holds the
+// values rounded as the GPU cache does, so only summation order differs: 2e-5.
+TEST(CudaOps, DecodeTokenByTokenMatchesCpu) {
+  SKIP_WITHOUT_CUDA();
+  auto cpu = make_cpu_backend(2);
+  struct Case {
+    int64_t prefill, steps, H, D, S, Hkv;
+  };
+  const std::vector<Case> cases = {{0, 40, 2, 64, 64, 2}, {5, 70, 3, 33, 2048, 3},
+                                   {0, 3, 1, 1, 4, 1},    {100, 5, 12, 64, 1024, 12},
+                                   {7, 6, 6, 64, 256, 1}, {0, 9, 4, 256, 16, 2}};
+  for (DType kv : {DType::F32, DType::F16, DType::BF16}) {
+    auto gpu = cuda_backend(kv);
+    for (const Case& c : cases) {
+      const int64_t C = c.H * c.D, KV = c.Hkv * c.D, n = c.prefill + c.steps;
+      auto q = randn(size_t(n * C), 61), k = randn(size_t(n * KV), 62), v = randn(size_t(n * KV), 63);
+      auto k_r = k, v_r = v;  // what the cache holds
+      for (auto& e : k_r) e = round_to(e, kv);
+      for (auto& e : v_r) e = round_to(e, kv);
+      const float scale = 1.0f / std::sqrt(float(c.D));
+      std::vector<float> got, want, got0, want0;
+      for (Backend* be : {gpu.get(), cpu.get()}) {
+        const bool on_gpu = be == gpu.get();
+        Uploads up;
+        auto cache = be->make_kv_cache(KvCacheSpec{2, c.Hkv, c.D, c.S, 1});
+        Tensor kt = up.put(*be, on_gpu ? k : k_r, n, KV), vt = up.put(*be, on_gpu ? v : v_r, n, KV);
+        Tensor out2 = up.zeros(*be, 1, C, C);
+        Tensor qt = up.put(*be, q, n, C);
+        Tensor out = up.zeros(*be, n, C, C);
+        if (c.prefill > 0) {
+          const StepOf st = one_run(0, c.prefill, 0);
+          be->store_kv(*cache, 1, kt.row_slice(0, c.prefill), vt.row_slice(0, c.prefill), st.step());
+          be->attention(out.row_slice(0, c.prefill), qt.row_slice(0, c.prefill), *cache, 1, st.step(), c.H,
+                        scale);
+        }
+        for (int64_t p = c.prefill; p < n; ++p) {
+          const StepOf st = one_run(0, 1, p);
+          be->store_kv(*cache, 1, kt.row_slice(p, 1), vt.row_slice(p, 1), st.step());
+          be->attention(out.row_slice(p, 1), qt.row_slice(p, 1), *cache, 1, st.step(), c.H, scale);
+          // layer 0 in between, at the same position
+          be->store_kv(*cache, 0, kt.row_slice(p, 1), vt.row_slice(p, 1), st.step());
+          be->attention(out2, qt.row_slice(p, 1), *cache, 0, st.step(), c.H, scale);
+        }
+        (on_gpu ? got : want) = fetch(*be, out);
+        (on_gpu ? got0 : want0) = fetch(*be, out2);  // layer 0's last step
+      }
+      got.insert(got.end(), got0.begin(), got0.end());
+      want.insert(want.end(), want0.begin(), want0.end());
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_NEAR(got[i], want[i], 2e-5)
+            << dtype_name(kv) << " prefill=" << c.prefill << " H=" << c.H << " Hkv=" << c.Hkv << " D=" << c.D
+            << " S=" << c.S << " row=" << int64_t(i) / C;
+      }
+    }
+  }
+}
+
 // Rotary positions and learned positions added after a projection: the CUDA kernels against the CPU's, for
 // a prefill run and a decode run at a far position (the angle grows with it), on a strided view of q.
 TEST(CudaOps, RopeAndAddPositionsMatchCpu) {
