@@ -785,8 +785,8 @@ struct ModelBuilder {
                                     : m.dir_.empty() ? std::string("config")
                                                      : (m.dir_ / "config.json").string();
     const Plan plan = make_plan(m.config_, all, weights_where, config_name, gguf);
-    m.backend_ =
-        options.backend ? options.backend : make_backend("cpu", BackendOptions{options.n_threads, 0});
+    m.backend_ = options.backend ? options.backend
+                                 : make_backend("cpu", BackendOptions{options.n_threads, 0, std::nullopt});
     ModelBuilder b{m, options, *m.backend_};
     b.build(plan, config_name);
     m.n_params_ = plan.n_params;

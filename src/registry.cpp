@@ -4,6 +4,7 @@
 // object file that nothing references, its registration with it.
 #include "minigpt/registry.h"
 
+#include <cctype>
 #include <cstdio>
 
 #include "minigpt/cpu.h"
@@ -12,6 +13,11 @@
 
 namespace minigpt {
 namespace {
+
+std::string lower(std::string s) {
+  for (char& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
 
 BackendInfo cpu_backend_info() {
   BackendInfo b;
@@ -24,6 +30,11 @@ BackendInfo cpu_backend_info() {
       throw Error(ErrorKind::Argument,
                   "--device " + std::to_string(o.device) +
                       ": the cpu backend has one device, 0 (a GPU needs --backend cuda)");
+    }
+    if (o.kv_dtype && *o.kv_dtype != DType::F32) {
+      throw Error(ErrorKind::Unsupported, "--cache-type " + lower(std::string(dtype_name(*o.kv_dtype))) +
+                                              ": the cpu backend keeps its KV cache in F32 only (f16 and "
+                                              "bf16 are for --backend cuda)");
     }
     return make_cpu_backend(o.n_threads);
   };
@@ -52,6 +63,7 @@ BackendInfo cuda_backend_info() {
   b.create = [](const BackendOptions& o) {
     CudaOptions c;
     c.device = o.device;
+    if (o.kv_dtype) c.kv_dtype = *o.kv_dtype;
     return make_cuda_backend(c);
   };
   b.devices = [] {

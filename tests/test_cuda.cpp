@@ -15,6 +15,7 @@
 #include "minigpt/gguf.h"
 #include "minigpt/model.h"
 #include "minigpt/random_weights.h"
+#include "minigpt/registry.h"
 #include "minigpt/session.h"
 #include "test_util.h"
 
@@ -862,6 +863,18 @@ TEST(CudaBackend, ClearErrorsForMissingDevices) {
 
 // The devices the driver reports: none without CUDA; with it, each with a name, its memory and its maker's
 // bandwidth.
+// --cache-type reaches the CUDA backend through the registry: F16 unless it says otherwise.
+TEST(CudaBackend, CacheTypeFromTheRegistry) {
+  SKIP_WITHOUT_CUDA();
+  const KvCacheSpec spec{1, 2, 8, 16, 1};
+  EXPECT_EQ(make_backend("cuda", BackendOptions{})->make_kv_cache(spec)->dtype(), DType::F16);
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    BackendOptions o;
+    o.kv_dtype = t;
+    EXPECT_EQ(make_backend("cuda", o)->make_kv_cache(spec)->dtype(), t) << dtype_name(t);
+  }
+}
+
 TEST(CudaBackend, DevicesAreListed) {
   std::string why;
   const std::vector<CudaDeviceInfo> devices = cuda_devices();

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +17,9 @@ namespace minigpt {
 struct BackendOptions {
   int n_threads = 0;  // CPU workers (0 = all cores); for a GPU backend, the host threads it may use
   int device = 0;     // which device of the backend
+  // The KV cache's dtype (--cache-type); unset: the backend's default (F32 on the CPU, F16 on CUDA). A
+  // backend that cannot hold it refuses at creation.
+  std::optional<DType> kv_dtype;
 };
 
 struct BackendInfo {

@@ -37,6 +37,7 @@ struct BenchOptions {
   std::string output = "md";
   std::string backend = "cpu";
   int device = 0;
+  std::string cache_type;  // empty: the backend's default
 };
 
 struct Stats {
@@ -119,7 +120,8 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
     throw Error(ErrorKind::Argument, "--device: " + std::to_string(o.device) + " must be >= 0");
   // One GPU backend for every dtype; its error (unknown name, no device, no driver, no CUDA in this build)
   // is the message.
-  std::shared_ptr<Backend> gpu = on_gpu ? make_backend(o.backend, BackendOptions{0, o.device}) : nullptr;
+  const std::optional<DType> kv = cache_dtype(o.cache_type);
+  std::shared_ptr<Backend> gpu = on_gpu ? make_backend(o.backend, BackendOptions{0, o.device, kv}) : nullptr;
   // As in llama-bench, a length of 0 skips that test (-n 0: prefill only).
   for (int64_t p : o.n_prompt)
     if (p < 0)
@@ -190,6 +192,8 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
       LoadOptions lo;
       lo.n_threads = t;
       lo.backend = gpu;
+      // A cache type on the CPU goes through the registry, which holds F32 only and says so for the others.
+      if (!on_gpu && kv) lo.backend = make_backend("cpu", BackendOptions{t, 0, kv});
       lo.weight_dtype = parse_dtype(dt);
       // --random NAME: a published shape; --random FILE.json: the shape a config.json describes.
       const bool random_config = o.random.ends_with(".json");
@@ -431,6 +435,7 @@ const bool registered =
       app.add_option("-o,--output", o->output, "md or json");
       app.add_option("--backend", o->backend, "A backend of `minigpt info --system`: cpu, cuda");
       app.add_option("--device", o->device, "CUDA device index (with --backend cuda)");
+      add_cache_type_option(app, o->cache_type);
       return [o] { return run_bench(*o); };
     });
 

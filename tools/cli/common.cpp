@@ -40,6 +40,23 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool model_required) {
   app.add_option("--backend", o.backend, "Backend to run on: " + backend_names())->check(backend_validator());
   app.add_option("--device", o.device, "Device index of the backend (a CUDA device)")
       ->check(CLI::Range(0, 1024));
+  add_cache_type_option(app, o.cache_type);
+}
+
+void add_cache_type_option(CLI::App& app, std::string& cache_type) {
+  app.add_option(
+         "--cache-type", cache_type,
+         "KV cache dtype: f32, f16 or bf16 (default: the backend's, f32 on cpu, f16 on cuda; llama.cpp's "
+         "-ctk/-ctv)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+}
+
+std::optional<DType> cache_dtype(const std::string& cache_type) {
+  if (cache_type.empty()) return std::nullopt;
+  if (cache_type == "f32") return DType::F32;
+  if (cache_type == "f16") return DType::F16;
+  if (cache_type == "bf16") return DType::BF16;
+  throw Error(ErrorKind::Argument, "--cache-type: '" + cache_type + "' is not f32, f16 or bf16");
 }
 
 std::filesystem::path resolve_model_dir(const ModelOptions& o) {
@@ -83,6 +100,7 @@ LoadOptions load_options(const ModelOptions& o) {
   BackendOptions bo;
   bo.n_threads = o.threads;
   bo.device = o.device;
+  bo.kv_dtype = cache_dtype(o.cache_type);
   lo.backend = make_backend(o.backend, bo);
   return lo;
 }

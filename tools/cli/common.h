@@ -21,8 +21,9 @@ struct ModelOptions {
   std::string dtype = "stored";
   std::string backend = "cpu";  // a name of the backend registry (minigpt/registry.h)
   int device = 0;
-  std::string tokenizer;  // --tokenizer DIR: where the tokenizer is (an llm.c checkpoint has none); empty:
-                          // the model's
+  std::string cache_type;  // --cache-type f32|f16|bf16; empty: the backend's default
+  std::string tokenizer;   // --tokenizer DIR: where the tokenizer is (an llm.c checkpoint has none); empty:
+                           // the model's
 };
 
 // The registry's backend names, "cpu, cuda".
@@ -30,8 +31,11 @@ std::string backend_names();
 // Accepts a name of the backend registry; otherwise "unknown backend 'x' (this build has: cpu, cuda)".
 CLI::Validator backend_validator();
 
-// Adds -m, -t, --dtype, --backend, --device to `app`.
+// Adds -m, -t, --dtype, --backend, --device, --cache-type to `app`.
 void add_model_options(CLI::App& app, ModelOptions& o, bool model_required);
+// --cache-type f32|f16|bf16, and its dtype (nullopt for an empty string: the backend's default).
+void add_cache_type_option(CLI::App& app, std::string& cache_type);
+std::optional<DType> cache_dtype(const std::string& cache_type);
 // The model directory: -m, or models/shakespeare-char (here, beside the executable, or in the source tree).
 std::filesystem::path resolve_model_dir(const ModelOptions& o);
 // The options' backend and load settings; warns (warn_threads) when -t asks the CPU for more threads than
