@@ -4,7 +4,6 @@
 // object file that nothing references, its registration with it.
 #include "minigpt/registry.h"
 
-#include <cctype>
 #include <cstdio>
 
 #include "minigpt/cpu.h"
@@ -13,11 +12,6 @@
 
 namespace minigpt {
 namespace {
-
-std::string lower(std::string s) {
-  for (char& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-  return s;
-}
 
 BackendInfo cpu_backend_info() {
   BackendInfo b;
@@ -31,12 +25,7 @@ BackendInfo cpu_backend_info() {
                   "--device " + std::to_string(o.device) +
                       ": the cpu backend has one device, 0 (a GPU needs --backend cuda)");
     }
-    if (o.kv_dtype && *o.kv_dtype != DType::F32) {
-      throw Error(ErrorKind::Unsupported, "--cache-type " + lower(std::string(dtype_name(*o.kv_dtype))) +
-                                              ": the cpu backend keeps its KV cache in F32 only (f16 and "
-                                              "bf16 are for --backend cuda)");
-    }
-    return make_cpu_backend(o.n_threads);
+    return make_cpu_backend(o.n_threads, o.kv_dtype.value_or(DType::F32));
   };
   b.devices = [] {
     const CpuInfo c = cpu_info();

@@ -30,19 +30,7 @@ namespace {
 
 using test::randn;
 
-// The gap between the largest and the second largest of n values.
-double top_margin(const float* v, int64_t n) {
-  float a = -INFINITY, b = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) {
-    if (v[i] > a) {
-      b = a;
-      a = v[i];
-    } else if (v[i] > b) {
-      b = v[i];
-    }
-  }
-  return double(a) - double(b);
-}
+using test::top_margin;
 
 // F32 values as a 16-bit dtype stores them (F32: unchanged).
 float round_to(float x, DType t) {

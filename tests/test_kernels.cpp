@@ -377,5 +377,70 @@ TEST(Kernels, AttentionMatchesDirectSoftmax) {
   }
 }
 
+// --cache-type f16 / bf16 on the CPU: the cache holds the keys and values rounded to 16 bits (nearest even,
+// as CUDA stores them) and the attention kernels read them widened, so the outputs equal bit for bit those of
+// the F32 cache given the rounded values: prefill tiles, short steps, decode, grouped heads (8 query heads
+// over 2 KV heads), and a prefix copied to another sequence (copy_kv) that a decode step then reads.
+TEST(Kernels, SixteenBitKvCacheEqualsF32CacheOfTheRoundedValues) {
+  auto f32 = make_cpu_backend(2);
+  for (DType t : {DType::F16, DType::BF16}) {
+    auto half = make_cpu_backend(2, t);
+    auto round = [t](float x) {
+      return t == DType::F16 ? f16_to_f32(f32_to_f16(x)) : bf16_to_f32(f32_to_bf16(x));
+    };
+    for (auto [T, pos0, H, Hkv, D] : std::vector<std::array<int64_t, 5>>{{1, 0, 1, 1, 1},
+                                                                         {5, 3, 3, 3, 7},
+                                                                         {1, 150, 2, 2, 64},
+                                                                         {4, 9, 8, 2, 16},
+                                                                         {70, 0, 2, 1, 5},
+                                                                         {41, 7, 2, 2, 8},
+                                                                         {300, 200, 4, 2, 64},
+                                                                         {1, 1500, 4, 4, 16}}) {
+      const int64_t C = H * D, KV = Hkv * D, S = pos0 + T + 1;
+      const auto q = randn(size_t((T + 1) * C), 11), k = randn(size_t(S * KV), 12),
+                 v = randn(size_t(S * KV), 13);
+      std::vector<float> kr = k, vr = v;
+      for (auto& e : kr) e = round(e);
+      for (auto& e : vr) e = round(e);
+      const float scale = 0.3f;
+      auto view = [](const std::vector<float>& x, int64_t rows, int64_t cols) {
+        return make_tensor(const_cast<float*>(x.data()), DType::F32, Device::Host, rows, cols);
+      };
+      const std::vector<int32_t> no_ids(static_cast<size_t>(S), 0);
+      std::vector<float> out[2], dec[2];
+      for (int b = 0; b < 2; ++b) {
+        Backend& be = b == 0 ? *half : *f32;
+        const std::vector<float>& kk = b == 0 ? k : kr;
+        const std::vector<float>& vv = b == 0 ? v : vr;
+        const auto cache = be.make_kv_cache(KvCacheSpec{1, Hkv, D, S, 2});
+        EXPECT_EQ(cache->dtype(), b == 0 ? t : DType::F32);
+        if (pos0 > 0) {
+          const SeqRun before{0, 0, pos0, 0};
+          be.store_kv(*cache, 0, view(kk, pos0, KV), view(vv, pos0, KV),
+                      Step{no_ids.data(), pos0, {&before, 1}});
+        }
+        const SeqRun run{0, 0, T, pos0};
+        const Step step{no_ids.data(), T, {&run, 1}};
+        be.store_kv(*cache, 0, view(kk, S, KV).row_slice(pos0, T), view(vv, S, KV).row_slice(pos0, T), step);
+        out[b].assign(size_t(T * C), 0.0f);
+        be.attention(view(out[b], T, C), view(q, T, C), *cache, 0, step, H, scale);
+        // Sequence 1 takes sequence 0's pos0 + T positions, then decodes one more token there.
+        be.copy_kv(*cache, 0, 1, pos0 + T);
+        const SeqRun next{1, 0, 1, pos0 + T};
+        const Step one{no_ids.data(), 1, {&next, 1}};
+        be.store_kv(*cache, 0, view(kk, S, KV).row_slice(pos0 + T, 1), view(vv, S, KV).row_slice(pos0 + T, 1),
+                    one);
+        dec[b].assign(size_t(C), 0.0f);
+        be.attention(view(dec[b], 1, C), view(q, T + 1, C).row_slice(T, 1), *cache, 0, one, H, scale);
+      }
+      const std::string what = std::string(dtype_name(t)) + " T=" + std::to_string(T) +
+                               " pos0=" + std::to_string(pos0) + " H=" + std::to_string(H) +
+                               " Hkv=" + std::to_string(Hkv);
+      ASSERT_EQ(out[0], out[1]) << what;
+      ASSERT_EQ(dec[0], dec[1]) << what << " (after copy_kv)";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace minigpt

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -45,6 +46,19 @@ inline Reference load_reference(const std::string& fixture) {
 
 // The first maximum, as torch.argmax.
 inline int64_t argmax(const float* v, int64_t n) { return std::max_element(v, v + n) - v; }
+// The gap between the largest and the second largest of n values.
+inline double top_margin(const float* v, int64_t n) {
+  float a = -INFINITY, b = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) {
+    if (v[i] > a) {
+      b = a;
+      a = v[i];
+    } else if (v[i] > b) {
+      b = v[i];
+    }
+  }
+  return double(a) - double(b);
+}
 
 // n normal values with standard deviation sd, from a fixed seed.
 inline std::vector<float> randn(size_t n, uint32_t seed, float sd = 1.0f) {

@@ -10,8 +10,9 @@
 
 namespace minigpt {
 
-// n_threads 0 = the number of cores.
-std::shared_ptr<Backend> make_cpu_backend(int n_threads = 0);
+// n_threads 0 = the number of cores; kv_dtype: the KV caches' dtype, F32 (exact), F16 or BF16 (half the
+// memory).
+std::shared_ptr<Backend> make_cpu_backend(int n_threads = 0, DType kv_dtype = DType::F32);
 
 // What the CPU backend runs with on this machine, for `info --system` and benchmarks.
 struct CpuInfo {

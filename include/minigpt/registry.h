@@ -17,8 +17,8 @@ namespace minigpt {
 struct BackendOptions {
   int n_threads = 0;  // CPU workers (0 = all cores); for a GPU backend, the host threads it may use
   int device = 0;     // which device of the backend
-  // The KV cache's dtype (--cache-type); unset: the backend's default (F32 on the CPU, F16 on CUDA). A
-  // backend that cannot hold it refuses at creation.
+  // The KV cache's dtype (--cache-type: F32, F16 or BF16); unset: the backend's default (F32 on the CPU,
+  // F16 on CUDA).
   std::optional<DType> kv_dtype;
 };
 

@@ -139,30 +139,49 @@ class QuantActs {
 // of 1024 (GPT-2's 1024 positions), the rows of a head's K would lie a multiple of 4 KB apart, all in the
 // same L1 set, and a block of keys across the head dimensions would not stay in L1; 16 more rows (64
 // bytes) put consecutive rows in consecutive sets.
+// Keys and values in F32, or F16 / BF16 (--cache-type: half the memory and half the bytes a decode step
+// reads from it, widened to F32 per head for the attention kernels).
 class CpuKvCache final : public KvCache {
  public:
-  explicit CpuKvCache(const KvCacheSpec& spec)
-      : KvCache(spec), sp_((spec.n_ctx + 15) / 16 * 16 + 16), per_seq_(spec.n_kv_head * spec.head_dim * sp_) {
-    buf_ = std::make_unique<HostBuffer>(size_t(spec.n_layer * spec.n_seq * 2 * per_seq_) * sizeof(float));
+  CpuKvCache(const KvCacheSpec& spec, DType dtype)
+      : KvCache(spec, dtype),
+        sp_((spec.n_ctx + 15) / 16 * 16 + 16),
+        per_seq_(spec.n_kv_head * spec.head_dim * sp_),
+        elem_(dtype_size(dtype)) {
+    buf_ = std::make_unique<HostBuffer>(size_t(spec.n_layer * spec.n_seq * 2 * per_seq_) * elem_);
   }
   size_t bytes() const override { return buf_->bytes(); }
   int64_t padded_ctx() const { return sp_; }
-  float* k(int64_t layer, int64_t seq) const { return base(layer, seq); }
-  float* v(int64_t layer, int64_t seq) const { return base(layer, seq) + per_seq_; }
+  size_t elem() const { return elem_; }
+  // K [Hkv, D, S] and V [Hkv, S, D] of a layer and sequence, in elements of dtype() (T: float or uint16_t).
+  template <typename T = float>
+  T* k(int64_t layer, int64_t seq) const {
+    return reinterpret_cast<T*>(base(layer, seq));
+  }
+  template <typename T = float>
+  T* v(int64_t layer, int64_t seq) const {
+    return reinterpret_cast<T*>(base(layer, seq) + size_t(per_seq_) * elem_);
+  }
 
  private:
-  float* base(int64_t layer, int64_t seq) const {
-    return static_cast<float*>(buf_->data()) + (layer * spec().n_seq + seq) * 2 * per_seq_;
+  char* base(int64_t layer, int64_t seq) const {
+    return static_cast<char*>(buf_->data()) + size_t((layer * spec().n_seq + seq) * 2 * per_seq_) * elem_;
   }
   int64_t sp_, per_seq_;
+  size_t elem_;
   std::unique_ptr<HostBuffer> buf_;
 };
+
+// F32 -> the cache's 16-bit dtype, rounded to nearest even (as the CUDA backend stores it).
+inline uint16_t to_cache16(float x, DType t) { return t == DType::BF16 ? f32_to_bf16(x) : f32_to_f16(x); }
 
 class CpuBackend final : public Backend {
  public:
   // OpenBLAS runs single-threaded inside our threads: a batch GEMM is split by output columns over the
   // pool, so OpenBLAS's own threads never exist to compete with ours for the cores (nor spin after a call).
-  explicit CpuBackend(int n_threads) : pool_(n_threads) { openblas_set_num_threads(1); }
+  CpuBackend(int n_threads, DType kv_dtype) : pool_(n_threads), kv_dtype_(kv_dtype) {
+    openblas_set_num_threads(1);
+  }
 
   std::string name() const override { return "cpu"; }
   Device device() const override { return Device::Host; }
@@ -288,7 +307,7 @@ class CpuBackend final : public Backend {
       throw Error(ErrorKind::Argument,
                   "cpu backend: a KV cache needs at least one layer, head, dimension, position and sequence");
     }
-    return std::make_unique<CpuKvCache>(spec);
+    return std::make_unique<CpuKvCache>(spec, kv_dtype_);
   }
 
   void to_host(float* dst, const Tensor& src) override {
@@ -501,10 +520,22 @@ class CpuBackend final : public Backend {
       for (int64_t i = i0; i < i1; ++i) {
         const SeqRun& run = step.runs[size_t(i / Hkv)];
         const int64_t h = i % Hkv, T = run.n;
-        float* kc = cache.k(layer, run.seq) + h * D * S + run.pos0;
-        float* vc = cache.v(layer, run.seq) + (h * S + run.pos0) * D;
         const float* ks = k.ptr<float>() + run.first * k.stride + h * D;
         const float* vs = v.ptr<float>() + run.first * v.stride + h * D;
+        if (cache.dtype() != DType::F32) {
+          const DType t = cache.dtype();
+          uint16_t* kc = cache.k<uint16_t>(layer, run.seq) + h * D * S + run.pos0;
+          uint16_t* vc = cache.v<uint16_t>(layer, run.seq) + (h * S + run.pos0) * D;
+          for (int64_t d = 0; d < D; ++d) {
+            for (int64_t r = 0; r < T; ++r) kc[d * S + r] = to_cache16(ks[r * k.stride + d], t);
+          }
+          for (int64_t r = 0; r < T; ++r) {
+            for (int64_t d = 0; d < D; ++d) vc[r * D + d] = to_cache16(vs[r * v.stride + d], t);
+          }
+          continue;
+        }
+        float* kc = cache.k(layer, run.seq) + h * D * S + run.pos0;
+        float* vc = cache.v(layer, run.seq) + (h * S + run.pos0) * D;
         // K transposed in blocks of 16 rows: the block's D x 16 source floats stay in L1 while each of the D
         // destination rows gets 16 contiguous ones.
         for (int64_t r0 = 0; r0 < T; r0 += 16) {
@@ -536,16 +567,16 @@ class CpuBackend final : public Backend {
     }
     if (from == to || n == 0) return;
     const int64_t Hkv = sp.n_kv_head, D = sp.head_dim, S = cache.padded_ctx();
+    const size_t e = cache.elem();
     for (int64_t layer = 0; layer < sp.n_layer; ++layer) {
       // K [Hkv, D, S]: the first n of each of the Hkv * D rows; V [Hkv, S, D]: the first n rows of each head.
-      const float* ks = cache.k(layer, from);
-      float* kd = cache.k(layer, to);
-      for (int64_t r = 0; r < Hkv * D; ++r) std::memcpy(kd + r * S, ks + r * S, size_t(n) * sizeof(float));
-      const float* vs = cache.v(layer, from);
-      float* vd = cache.v(layer, to);
-      for (int64_t h = 0; h < Hkv; ++h) {
-        std::memcpy(vd + h * S * D, vs + h * S * D, size_t(n * D) * sizeof(float));
-      }
+      const char* ks = cache.k<char>(layer, from);
+      char* kd = cache.k<char>(layer, to);
+      for (int64_t r = 0; r < Hkv * D; ++r) std::memcpy(kd + r * S * e, ks + r * S * e, size_t(n) * e);
+      const char* vs = cache.v<char>(layer, from);
+      char* vd = cache.v<char>(layer, to);
+      for (int64_t h = 0; h < Hkv; ++h)
+        std::memcpy(vd + h * S * D * e, vs + h * S * D * e, size_t(n * D) * e);
     }
   }
 
@@ -574,19 +605,41 @@ class CpuBackend final : public Backend {
           tasks.push_back({int32_t(r), int32_t(h), t0, std::min(tq, n - t0)});
       }
     }
+    const bool wide = cache.dtype() == DType::F32, bf16 = cache.dtype() == DType::BF16;
     pool_.parallel_for(int64_t(tasks.size()), [&](int64_t begin, int64_t end) {
+      // A 16-bit cache: the task's keys and values widened to F32 here (K rows of ld floats, zero past the
+      // keys as the F32 cache's padding is), then the F32 kernels: the same arithmetic on the same values.
+      thread_local std::vector<float> widened;
       for (int64_t i = begin; i < end; ++i) {
         const Task& task = tasks[size_t(i)];
         const SeqRun& run = step.runs[size_t(task.run)];
         const int64_t h = task.head, kvh = h / group, row = run.first + task.t0;
-        const float* kt = cache.k(layer, run.seq) + kvh * D * S;
-        const float* vv = cache.v(layer, run.seq) + kvh * S * D;
+        const float* kt = nullptr;
+        const float* vv = nullptr;
+        int64_t ld = S;
+        if (wide) {
+          kt = cache.k(layer, run.seq) + kvh * D * S;
+          vv = cache.v(layer, run.seq) + kvh * S * D;
+        } else {
+          const int64_t n_keys = run.pos0 + task.t0 + task.nq;
+          ld = (n_keys + 15) / 16 * 16 + 16;
+          widened.resize(size_t(D * ld + ld * D));
+          float* kw = widened.data();
+          float* vw = kw + D * ld;
+          cpu::widen_rows(kw, ld, cache.k<uint16_t>(layer, run.seq) + kvh * D * S, S, D, n_keys, bf16);
+          for (int64_t d = 0; d < D; ++d) std::fill(kw + d * ld + n_keys, kw + (d + 1) * ld, 0.0f);
+          cpu::widen_rows(vw, D, cache.v<uint16_t>(layer, run.seq) + kvh * S * D, D, n_keys, D, bf16);
+          std::fill(vw + n_keys * D, vw + ld * D, 0.0f);
+          kt = kw;
+          vv = vw;
+        }
         float* o = out.ptr<float>() + row * out.stride + h * D;
         const float* qq = q.ptr<float>() + row * q.stride + h * D;
         if (run.n <= 4) {
-          cpu::attention_block(o, out.stride, qq, q.stride, task.nq, run.pos0 + task.t0, kt, vv, S, D, scale);
+          cpu::attention_block(o, out.stride, qq, q.stride, task.nq, run.pos0 + task.t0, kt, vv, ld, D,
+                               scale);
         } else {
-          cpu::attention_prefill(o, out.stride, qq, q.stride, task.nq, run.pos0 + task.t0, kt, vv, S, D,
+          cpu::attention_prefill(o, out.stride, qq, q.stride, task.nq, run.pos0 + task.t0, kt, vv, ld, D,
                                  scale);
         }
       }
@@ -767,13 +820,18 @@ class CpuBackend final : public Backend {
   }
 
   cpu::ThreadPool pool_;
+  DType kv_dtype_;
   std::mutex gemm_mutex_;
   std::vector<float> gemm_scratch_;
 };
 
 }  // namespace
 
-std::shared_ptr<Backend> make_cpu_backend(int n_threads) {
+std::shared_ptr<Backend> make_cpu_backend(int n_threads, DType kv_dtype) {
+  if (kv_dtype != DType::F32 && kv_dtype != DType::F16 && kv_dtype != DType::BF16) {
+    throw Error(ErrorKind::Argument, std::string("cpu backend: the KV cache is F32, F16 or BF16, not ") +
+                                         std::string(dtype_name(kv_dtype)));
+  }
   if (n_threads < 0 || n_threads > 1024) {
     throw Error(ErrorKind::Argument,
                 "thread count " + std::to_string(n_threads) + " is out of range [0, 1024]");
@@ -783,7 +841,7 @@ std::shared_ptr<Backend> make_cpu_backend(int n_threads) {
   // MINIGPT_CPU is then an Error at load. Chosen first by a pool worker in the first product, it ended the
   // process in std::terminate (a server on its first request).
   cpu::kernels();
-  return std::make_shared<CpuBackend>(n_threads);
+  return std::make_shared<CpuBackend>(n_threads, kv_dtype);
 }
 
 }  // namespace minigpt

@@ -192,7 +192,7 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
       LoadOptions lo;
       lo.n_threads = t;
       lo.backend = gpu;
-      // A cache type on the CPU goes through the registry, which holds F32 only and says so for the others.
+      // A cache type on the CPU: the registry's cpu backend with that cache.
       if (!on_gpu && kv) lo.backend = make_backend("cpu", BackendOptions{t, 0, kv});
       lo.weight_dtype = parse_dtype(dt);
       // --random NAME: a published shape; --random FILE.json: the shape a config.json describes.
