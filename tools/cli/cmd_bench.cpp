@@ -70,13 +70,7 @@ double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-std::optional<DType> parse_dtype(const std::string& s) {
-  if (s == "f32") return DType::F32;
-  if (s == "f16") return DType::F16;
-  if (s == "bf16") return DType::BF16;
-  if (s == "stored") return std::nullopt;
-  throw Error(ErrorKind::Argument, "--dtype: '" + s + "' is not one of f32, f16, bf16, stored");
-}
+std::optional<DType> parse_dtype(const std::string& s) { return float_dtype(s, "--dtype", "stored"); }
 
 // The formats the weight matrices are held in, most bytes first ("F32"; "Q4_K+Q6_K+Q5_K" for a Q4_K_M file),
 // with the bits per weight of the matrices when any is quantized ("Q8_0 8.50 bpw").

@@ -51,12 +51,17 @@ void add_cache_type_option(CLI::App& app, std::string& cache_type) {
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
 }
 
+std::optional<DType> float_dtype(const std::string& s, const char* flag, const std::string& none) {
+  if (s == "f32") return DType::F32;
+  if (s == "f16") return DType::F16;
+  if (s == "bf16") return DType::BF16;
+  if (s == none) return std::nullopt;
+  throw Error(ErrorKind::Argument, std::string(flag) + ": '" + s + "' is not one of f32, f16, bf16" +
+                                       (none.empty() ? "" : ", " + none));
+}
+
 std::optional<DType> cache_dtype(const std::string& cache_type) {
-  if (cache_type.empty()) return std::nullopt;
-  if (cache_type == "f32") return DType::F32;
-  if (cache_type == "f16") return DType::F16;
-  if (cache_type == "bf16") return DType::BF16;
-  throw Error(ErrorKind::Argument, "--cache-type: '" + cache_type + "' is not f32, f16 or bf16");
+  return float_dtype(cache_type, "--cache-type", "");
 }
 
 std::filesystem::path resolve_model_dir(const ModelOptions& o) {
@@ -92,9 +97,7 @@ LoadOptions load_options(const ModelOptions& o) {
   if (o.backend == "cpu") warn_threads(o.threads);
   LoadOptions lo;
   lo.n_threads = o.threads;
-  if (o.dtype == "f32") lo.weight_dtype = DType::F32;
-  if (o.dtype == "f16") lo.weight_dtype = DType::F16;
-  if (o.dtype == "bf16") lo.weight_dtype = DType::BF16;
+  lo.weight_dtype = float_dtype(o.dtype, "--dtype", "stored");
   // The registry's backend: an unknown name or one that cannot run here is a one-line error (its probe's
   // reason: no CUDA in this build, no GPU, no driver).
   BackendOptions bo;

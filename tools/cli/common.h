@@ -33,6 +33,9 @@ CLI::Validator backend_validator();
 
 // Adds -m, -t, --dtype, --backend, --device, --cache-type to `app`.
 void add_model_options(CLI::App& app, ModelOptions& o, bool model_required);
+// "f32", "f16", "bf16" -> that dtype; `none` ("stored", or "" for an option not given) -> nullopt; anything
+// else: Error(Argument) "FLAG: 'x' is not one of f32, f16, bf16[, none]".
+std::optional<DType> float_dtype(const std::string& s, const char* flag, const std::string& none);
 // --cache-type f32|f16|bf16, and its dtype (nullopt for an empty string: the backend's default).
 void add_cache_type_option(CLI::App& app, std::string& cache_type);
 std::optional<DType> cache_dtype(const std::string& cache_type);
