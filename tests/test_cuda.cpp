@@ -739,6 +739,49 @@ TEST(CudaModel, GraphPathEqualsPlainPath) {
   }
 }
 
+// Programmatic dependent launch (CudaOptions::pdl) changes only when kernels start, never what they compute:
+// the logits with it and without are the same bits, prefill and token by token, graph-recorded and op by op,
+// with plain and quantized weights. (On a device below compute capability 9.0 both backends launch plainly.)
+TEST(CudaModel, DependentLaunchEqualsOrdinaryLaunch) {
+  SKIP_WITHOUT_CUDA();
+  auto backend = [](bool pdl, bool graphs) {
+    CudaOptions o;
+    o.pdl = pdl;
+    o.graphs = graphs;
+    return make_cuda_backend(o);
+  };
+  const auto quant = test::source_dir() / "tests" / "fixtures" / "gguf" / "gpt2-quant-mix.gguf";
+  for (const std::string name : {"tiny", "tiny-bf16", "quant-mix"}) {
+    const Reference ref = load_reference(name == "quant-mix" ? "tiny" : name);
+    auto load = [&](bool pdl, bool graphs) -> std::shared_ptr<const Model> {
+      if (name != "quant-mix") return load_on(name, backend(pdl, graphs), DType::F16);
+      LoadOptions lo;
+      lo.backend = backend(pdl, graphs);
+      return Model::load(quant, lo);
+    };
+    auto run = [&](std::shared_ptr<const Model> m) {
+      const int64_t V = m->config().n_vocab;
+      std::vector<int32_t> ids;
+      for (int32_t id : ref.tokens) ids.push_back(int32_t(id % V));
+      Session a(m);
+      const auto prefill = a.eval_all(ids);
+      std::vector<float> out(prefill.begin(), prefill.end());
+      Session b(m);
+      for (int32_t id : ids) {
+        const auto l = b.eval(std::span<const int32_t>(&id, 1));
+        out.insert(out.end(), l.begin(), l.end());
+      }
+      return out;
+    };
+    for (bool graphs : {true, false}) {
+      const auto with = run(load(true, graphs)), without = run(load(false, graphs));
+      ASSERT_EQ(with.size(), without.size());
+      EXPECT_EQ(max_abs_diff(with.data(), without.data(), with.size()), 0.0)
+          << name << (graphs ? ", graphs" : ", op by op");
+    }
+  }
+}
+
 // Three sequences of one session decoded together (Session::eval_batch: one step of three runs at three
 // positions, then one mixing a prefill run with decode runs), then one at a time (a recorded graph per
 // sequence): every sequence's logits equal the CPU's for that sequence alone in a session of its own. F32

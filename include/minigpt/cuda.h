@@ -17,6 +17,9 @@ struct CudaOptions {
   // Record the decode step (one token of one sequence) as a CUDA graph and replay it. Default: on, unless
   // the environment sets MINIGPT_CUDA_GRAPHS=0.
   bool graphs = true;
+  // Programmatic dependent launch on compute capability 9.0 and newer: each decode kernel may start while
+  // the one before it ends (src/cuda/common.cuh, set_pdl). Default: on, unless MINIGPT_CUDA_PDL=0.
+  bool pdl = true;
 };
 // Throws Error(Unsupported) when this build has no CUDA or when there is no usable device or driver.
 std::shared_ptr<Backend> make_cuda_backend(int device = 0);

@@ -118,6 +118,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     attention_decode_kernel(float* partial, const float* __restrict__ q, const KV* __restrict__ kc,
                             const KV* __restrict__ vc, int64_t ldc, StepValue pos0_v, int D, float scale,
                             int n_splits, int group) {
+  pdl_wait();
+  pdl_trigger();
   extern __shared__ float smem[];
   float* q_s = smem;                   // [D] (+ padding to a multiple of 4), pre-scaled
   float* k_s = q_s + round4(D);        // [kTile][D + 1]
@@ -216,6 +218,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 // head. Split 0 always holds key 0, so M is finite and the sum positive.
 __global__ void attention_merge_kernel(float* out, const float* __restrict__ partial, StepValue pos0_v, int D,
                                        int n_splits) {
+  pdl_wait();
+  pdl_trigger();
   const int h = blockIdx.x;
   const float* ph = partial + int64_t(h) * n_splits * (D + 2);
   const int64_t n_keys = int64_t(pos0_v.get()) + 1;
@@ -254,10 +258,9 @@ template <typename KV>
 void decode_typed(float* partial, const float* q, const void* kc, const void* vc, int64_t ldc, StepValue pos0,
                   int64_t H, int64_t Hkv, int64_t D, float scale, int64_t n_splits, cudaStream_t stream) {
   const dim3 grid{unsigned(n_splits), unsigned(H)};
-  attention_decode_kernel<KV><<<grid, kDecodeWarps * 32, decode_smem(D), stream>>>(
-      partial, q, static_cast<const KV*>(kc), static_cast<const KV*>(vc), ldc, pos0, int(D), scale,
-      int(n_splits), int(H / Hkv));
-  CUDA_CHECK_LAUNCH();
+  launch(attention_decode_kernel<KV>, grid, kDecodeWarps * 32, decode_smem(D), stream, partial, q,
+         static_cast<const KV*>(kc), static_cast<const KV*>(vc), ldc, pos0, int(D), scale, int(n_splits),
+         int(H / Hkv));
 }
 
 template <typename KV>
@@ -317,8 +320,7 @@ void attention_decode(float* out, const float* q, const void* k_cache, const voi
     default:
       throw Error(ErrorKind::Argument, "cuda attention: the cache must be F32, F16 or BF16");
   }
-  attention_merge_kernel<<<unsigned(H), 128, 0, stream>>>(out, partial, pos0, int(D), int(n_splits));
-  CUDA_CHECK_LAUNCH();
+  launch(attention_merge_kernel, unsigned(H), 128, 0, stream, out, partial, pos0, int(D), int(n_splits));
 }
 
 }  // namespace minigpt::cuda

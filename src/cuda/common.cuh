@@ -39,6 +39,17 @@ namespace minigpt::cuda {
 // After a <<<>>> launch: a bad configuration (grid, shared memory) shows up here, not at the launch.
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 
+// Programmatic dependent launch (compute capability 9.0 and newer). On a stream that has it on, a kernel
+// queued by launch() below may be scheduled while the kernel before it is still running, so that its start,
+// and its reads of what no kernel writes (the weights), overlap the end of that kernel instead of following
+// it: a decode step is ~110 kernels of a few microseconds each, most of it launch and ramp-up.
+// So every kernel that launch() queues calls pdl_wait() before it reads or writes anything another kernel
+// reads or writes: the wait returns once the kernel before has finished and its writes are visible (and is a
+// no-op after an ordinary launch). Then pdl_trigger() lets the next one be scheduled. The kernels launched
+// with <<<>>> and cuBLAS's follow the stream order as always.
+void set_pdl(cudaStream_t stream, bool on);  // off for every stream until set
+bool pdl(cudaStream_t stream);
+
 // A per-step integer (pos0): read from device memory when `dev` is set, which is how a recorded CUDA
 // graph sees a new value on every replay; else the value passed at launch.
 struct StepValue {
@@ -79,6 +90,42 @@ __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
+}
+
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+// The L2 lines of [p, p + bytes) requested now, a lane per 128-byte line (a warp's share of a row of weights
+// fetched while the kernel before still runs).
+__device__ __forceinline__ void prefetch_l2(const void* p, int64_t bytes, int lane) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t b = int64_t(lane) * 128; b < bytes; b += 32 * 128)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(c + b));
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), with programmatic dependent launch where pdl(stream) says.
+// The kernel must call pdl_wait() first (see set_pdl).
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+            Args... args) {
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = &attr;
+  config.numAttrs = pdl(stream) ? 1 : 0;
+  CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
 }
 
 // The activations, as the CPU backend computes them (accurate tanhf / erff, no fast-math intrinsics).

@@ -141,8 +141,8 @@ class CudaKvCache final : public KvCache {
   std::unique_ptr<Buffer> buffer_;
 };
 
-bool graphs_disabled_by_env() {
-  const char* e = std::getenv("MINIGPT_CUDA_GRAPHS");
+bool disabled_by_env(const char* name) {
+  const char* e = std::getenv(name);
   return e != nullptr && std::string(e) == "0";
 }
 
@@ -158,6 +158,9 @@ class CudaBackend final : public Backend {
       // Plain F32 arithmetic for F32 weights (no TF32), so F32 models match the CPU backend to rounding.
       CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
       cuda::attention_init();
+      cudaDeviceProp prop{};
+      CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+      cuda::set_pdl(stream_, options_.pdl && prop.major >= 9);
       ensure_step_capacity(1 + 1024);
     } catch (...) {
       release();
@@ -784,7 +787,10 @@ class CudaBackend final : public Backend {
     if (pinned_logits_) cudaFreeHost(pinned_logits_);
     if (cublas_) cublasDestroy(cublas_);
     if (step_uploaded_) cudaEventDestroy(step_uploaded_);
-    if (stream_) cudaStreamDestroy(stream_);
+    if (stream_) {
+      cuda::set_pdl(stream_, false);
+      cudaStreamDestroy(stream_);
+    }
     partial_ = gemm_scratch_ = widen_scratch_ = pinned_logits_ = nullptr;
     step_dev_ = step_host_ = nullptr;
     cublas_ = nullptr;
@@ -866,7 +872,8 @@ std::shared_ptr<Backend> make_cuda_backend(const CudaOptions& options) {
                                             "; the CUDA backend needs 8.0 or newer");
   }
   CudaOptions o = options;
-  if (graphs_disabled_by_env()) o.graphs = false;
+  if (disabled_by_env("MINIGPT_CUDA_GRAPHS")) o.graphs = false;
+  if (disabled_by_env("MINIGPT_CUDA_PDL")) o.pdl = false;
   return std::make_shared<CudaBackend>(o);
 }
 

@@ -7,6 +7,8 @@ namespace {
 template <typename W>
 __global__ void embed_kernel(float* out, int64_t ldo, const int32_t* tokens, StepValue pos0, const W* wte,
                              int64_t ld_wte, const float* wpe, int64_t ld_wpe, int64_t C) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t t = blockIdx.y;
   const int64_t row = int64_t(tokens[t]) * ld_wte;
   if (wpe == nullptr) {
@@ -32,16 +34,16 @@ void embed(float* out, int64_t ldo, const int32_t* tokens, int64_t T, StepValue 
   const dim3 grid(blocks_for(C, kThreads), unsigned(T));
   switch (wte_dtype) {
     case DType::F32:
-      embed_kernel<<<grid, kThreads, 0, stream>>>(out, ldo, tokens, pos0, static_cast<const float*>(wte),
-                                                  ld_wte, wpe, ld_wpe, C);
+      launch(embed_kernel<float>, grid, kThreads, 0, stream, out, ldo, tokens, pos0,
+             static_cast<const float*>(wte), ld_wte, wpe, ld_wpe, C);
       break;
     case DType::F16:
-      embed_kernel<<<grid, kThreads, 0, stream>>>(out, ldo, tokens, pos0, static_cast<const __half*>(wte),
-                                                  ld_wte, wpe, ld_wpe, C);
+      launch(embed_kernel<__half>, grid, kThreads, 0, stream, out, ldo, tokens, pos0,
+             static_cast<const __half*>(wte), ld_wte, wpe, ld_wpe, C);
       break;
     case DType::BF16:
-      embed_kernel<<<grid, kThreads, 0, stream>>>(
-          out, ldo, tokens, pos0, static_cast<const __nv_bfloat16*>(wte), ld_wte, wpe, ld_wpe, C);
+      launch(embed_kernel<__nv_bfloat16>, grid, kThreads, 0, stream, out, ldo, tokens, pos0,
+             static_cast<const __nv_bfloat16*>(wte), ld_wte, wpe, ld_wpe, C);
       break;
     default:
       throw Error(ErrorKind::Argument, "cuda embed: wte must be F32, F16 or BF16");

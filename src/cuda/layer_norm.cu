@@ -23,6 +23,8 @@ __global__ void __launch_bounds__(kThreads)
     layer_norm_kernel(float* out, int64_t ldo, const float* in, int64_t ldi, const float* w, const float* b,
                       int64_t C, float eps) {
   __shared__ float shared[kThreads / 32];
+  pdl_wait();
+  pdl_trigger();
   const float* x = in + int64_t(blockIdx.x) * ldi;
   float* y = out + int64_t(blockIdx.x) * ldo;
   float s = 0.0f;
@@ -38,8 +40,7 @@ __global__ void __launch_bounds__(kThreads)
 
 void layer_norm(float* out, int64_t ldo, const float* in, int64_t ldi, const float* w, const float* b,
                 int64_t T, int64_t C, float eps, cudaStream_t stream) {
-  layer_norm_kernel<<<unsigned(T), kThreads, 0, stream>>>(out, ldo, in, ldi, w, b, C, eps);
-  CUDA_CHECK_LAUNCH();
+  launch(layer_norm_kernel, unsigned(T), kThreads, 0, stream, out, ldo, in, ldi, w, b, C, eps);
 }
 
 }  // namespace minigpt::cuda

@@ -16,6 +16,9 @@ __global__ void __launch_bounds__(kGemvThreads)
   const int64_t n = int64_t(blockIdx.x) * (kGemvThreads / 32) + threadIdx.x / 32;
   if (n >= N) return;
   const W* wr = w + n * ldw;
+  prefetch_l2(wr, K * int64_t(sizeof(W)), lane);  // before the wait: no kernel writes the weights
+  pdl_wait();
+  pdl_trigger();
   float acc[kT];
 #pragma unroll
   for (int t = 0; t < kT; ++t) acc[t] = 0.0f;
@@ -59,28 +62,14 @@ void gemv_typed(float* y, int64_t ldy, const float* x, int64_t ldx, const void* 
   const bool vec = K % kVec == 0 && ldw % kVec == 0 && ldx % 4 == 0 && aligned16(w) && aligned16(x);
   const bool has_act = act != nullptr;
   const Activation a = act ? *act : Activation::Relu;
-  const unsigned grid = blocks_for(N, kGemvThreads / 32);
-  switch (T) {
-    case 1:
-      gemv_kernel<W, 1><<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, w, ldw, bias, N, K, accumulate,
-                                                           has_act, a, vec);
-      break;
-    case 2:
-      gemv_kernel<W, 2><<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, w, ldw, bias, N, K, accumulate,
-                                                           has_act, a, vec);
-      break;
-    case 3:
-      gemv_kernel<W, 3><<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, w, ldw, bias, N, K, accumulate,
-                                                           has_act, a, vec);
-      break;
-    case 4:
-      gemv_kernel<W, 4><<<grid, kGemvThreads, 0, stream>>>(y, ldy, x, ldx, w, ldw, bias, N, K, accumulate,
-                                                           has_act, a, vec);
-      break;
-    default:
-      throw Error(ErrorKind::Argument, "cuda gemv: " + std::to_string(T) + " rows (at most 4)");
+  if (T < 1 || T > kGemvMaxRows) {
+    throw Error(ErrorKind::Argument, "cuda gemv: " + std::to_string(T) + " rows (at most 4)");
   }
-  CUDA_CHECK_LAUNCH();
+  using Kernel = void (*)(float*, int64_t, const float*, int64_t, const W*, int64_t, const float*, int64_t,
+                          int64_t, bool, bool, Activation, bool);
+  const Kernel kKernels[4] = {gemv_kernel<W, 1>, gemv_kernel<W, 2>, gemv_kernel<W, 3>, gemv_kernel<W, 4>};
+  launch(kKernels[T - 1], blocks_for(N, kGemvThreads / 32), kGemvThreads, 0, stream, y, ldy, x, ldx, w, ldw,
+         bias, N, K, accumulate, has_act, a, vec);
 }
 
 __global__ void bias_fill_kernel(float* out, int64_t ldo, const float* bias, int64_t N, bool accumulate) {

@@ -204,6 +204,9 @@ __global__ void __launch_bounds__(kGemvThreads)
   const int64_t n = int64_t(blockIdx.x) * (kGemvThreads / 32) + threadIdx.x / 32;
   if (n >= N) return;
   const uint8_t* row = w + n * row_bytes;
+  prefetch_l2(row, row_bytes, lane);  // before the wait: no kernel writes the weights
+  pdl_wait();
+  pdl_trigger();
   const int v0 = 8 * (lane % 4);
   float acc[kT];
 #pragma unroll
@@ -266,6 +269,8 @@ __global__ void widen_quant16_kernel(__half* hi, __half* lo, int64_t ld, const u
 __global__ void embed_quant_kernel(float* out, int64_t ldo, const int32_t* tokens, StepValue pos0,
                                    const uint8_t* __restrict__ w, QuantFormat f, const float* wpe,
                                    int64_t ld_wpe, int64_t C) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t t = blockIdx.y;
   const int64_t pieces = C / 32;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < pieces;
@@ -296,8 +301,8 @@ void gemv_quant_typed(float* y, int64_t ldy, const float* x, int64_t ldx, const 
                           int64_t, int64_t, bool, bool, Activation, bool);
   const Kernel kKernels[4] = {gemv_quant_kernel<Q, 1>, gemv_quant_kernel<Q, 2>, gemv_quant_kernel<Q, 3>,
                               gemv_quant_kernel<Q, 4>};
-  kKernels[T - 1]<<<blocks_for(N, kGemvThreads / 32), kGemvThreads, 0, stream>>>(
-      y, ldy, x, ldx, w, row_bytes, bias, N, K, accumulate, has_act, act, vec);
+  launch(kKernels[T - 1], blocks_for(N, kGemvThreads / 32), kGemvThreads, 0, stream, y, ldy, x, ldx, w,
+         row_bytes, bias, N, K, accumulate, has_act, act, vec);
 }
 
 void gemv_quant(float* y, int64_t ldy, const float* x, int64_t ldx, const void* w, const QuantFormat& f,
@@ -370,8 +375,8 @@ void embed_quant(float* out, int64_t ldo, const int32_t* tokens, int64_t T, Step
   check_format(f, C, "cuda embed_quant");
   constexpr int kThreads = 64;
   const dim3 grid(blocks_for(C / 32, kThreads), unsigned(T));
-  embed_quant_kernel<<<grid, kThreads, 0, stream>>>(out, ldo, tokens, pos0, static_cast<const uint8_t*>(w), f,
-                                                    wpe, ld_wpe, C);
+  launch(embed_quant_kernel, grid, kThreads, 0, stream, out, ldo, tokens, pos0,
+         static_cast<const uint8_t*>(w), f, wpe, ld_wpe, C);
   CUDA_CHECK_LAUNCH();
 }
 

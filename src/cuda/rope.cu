@@ -7,6 +7,8 @@ namespace {
 
 __global__ void add_positions_kernel(float* out, int64_t ldo, StepValue pos0, const float* wpe,
                                      int64_t ld_wpe, int64_t C) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t t = blockIdx.y;
   const int64_t prow = (int64_t(pos0.get()) + t) * ld_wpe;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < C;
@@ -18,6 +20,8 @@ __global__ void add_positions_kernel(float* out, int64_t ldo, StepValue pos0, co
 // position * (1 / theta^(2i / rotary_dim)); cos and sin of it in F32 (the CPU backend rounds a double's).
 __global__ void rope_kernel(float* x, int64_t ldx, StepValue pos0, int H, int D, int rotary_dim,
                             float theta) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t t = blockIdx.x;
   const int half = rotary_dim / 2;
   const float p = float(int64_t(pos0.get()) + t);
@@ -40,15 +44,13 @@ void add_positions(float* out, int64_t ldo, int64_t T, StepValue pos0, const flo
                    int64_t C, cudaStream_t stream) {
   constexpr int kThreads = 256;
   const dim3 grid(blocks_for(C, kThreads), unsigned(T));
-  add_positions_kernel<<<grid, kThreads, 0, stream>>>(out, ldo, pos0, wpe, ld_wpe, C);
-  CUDA_CHECK_LAUNCH();
+  launch(add_positions_kernel, grid, kThreads, 0, stream, out, ldo, pos0, wpe, ld_wpe, C);
 }
 
 void rope(float* x, int64_t ldx, int64_t T, StepValue pos0, int64_t H, int64_t D, int64_t rotary_dim,
           float theta, cudaStream_t stream) {
   if (T == 0) return;
-  rope_kernel<<<unsigned(T), 128, 0, stream>>>(x, ldx, pos0, int(H), int(D), int(rotary_dim), theta);
-  CUDA_CHECK_LAUNCH();
+  launch(rope_kernel, unsigned(T), 128, 0, stream, x, ldx, pos0, int(H), int(D), int(rotary_dim), theta);
 }
 
 }  // namespace minigpt::cuda

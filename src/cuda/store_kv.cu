@@ -7,6 +7,8 @@ namespace {
 template <typename KV>
 __global__ void store_kv_kernel(KV* k_cache, KV* v_cache, int64_t ld_cache, const float* k, int64_t ldk,
                                 const float* v, int64_t ldv, int64_t C, StepValue pos0) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t t = blockIdx.y;
   const int64_t row = (int64_t(pos0.get()) + t) * ld_cache;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < C;
@@ -20,8 +22,8 @@ template <typename KV>
 void launch(void* k_cache, void* v_cache, int64_t ld_cache, const float* k, int64_t ldk, const float* v,
             int64_t ldv, int64_t T, int64_t C, StepValue pos0, cudaStream_t stream) {
   constexpr int kThreads = 256;
-  store_kv_kernel<<<dim3(blocks_for(C, kThreads), unsigned(T)), kThreads, 0, stream>>>(
-      static_cast<KV*>(k_cache), static_cast<KV*>(v_cache), ld_cache, k, ldk, v, ldv, C, pos0);
+  launch(store_kv_kernel<KV>, dim3(blocks_for(C, kThreads), unsigned(T)), kThreads, 0, stream,
+         static_cast<KV*>(k_cache), static_cast<KV*>(v_cache), ld_cache, k, ldk, v, ldv, C, pos0);
 }
 
 }  // namespace
