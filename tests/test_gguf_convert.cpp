@@ -3,7 +3,9 @@
 // (tests/fixtures/gguf/gpt2-tiny-f32.gguf from tests/fixtures/quantize/gpt2-tiny-hf), and the tensor types
 // llama-quantize chose (tests/fixtures/quantize/llama-quantize-types.json; tools/make_quantize_reference.py).
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -13,6 +15,7 @@
 #include "minigpt/gguf_writer.h"
 #include "minigpt/quant.h"
 #include "minigpt/quantize.h"
+#include "minigpt/random_weights.h"
 #include "test_util.h"
 
 namespace minigpt {
@@ -294,6 +297,56 @@ TEST(GgufConvert, ConvertEqualsLlamaCppsConverter) {
   EXPECT_TRUE(test::read_file(tmp / "mine.gguf") == test::read_file(converter_file()));
 }
 
+// GPT-NeoX and gpt_bigcode (llama.cpp's gptneox and starcoder): convert f32/f16/bf16 writes the file
+// llama.cpp's converter wrote from the same directory, and quantize q8_0/q4_0/q4_k_m/q6_k the file
+// llama-quantize wrote from the converter's F32 one, byte for byte (tools/make_family_convert_reference.py
+// recorded their sizes and FNV-1a 64 hashes), also from the F32 GGUF file. The directory is the config recorded there, minigpt's counter-
+// random weights (write_random_model; the tool computes the same values) and GPT-2's tokenizer. Width 64: the
+// block types have whole blocks, the K types fall back (Q5_0 / Q5_1 / Q8_0) as llama-quantize does.
+TEST(GgufConvert, NeoxAndBigcodeEqualLlamaCppsConverterAndQuantize) {
+  const json ref = json::parse(test::read_file(quantize_dir() / "family-converter.json"));
+  ASSERT_EQ(ref["models"].size(), 2u);
+  for (const auto& [name, m] : ref["models"].items()) {
+    test::TempDir tmp;
+    const fs::path hf = tmp / name;  // general.name comes from the directory's name
+    fs::create_directories(hf);
+    const std::string config = m["config"].dump(2);
+    { std::ofstream(hf / "config.json") << config; }
+    write_random_model(hf, load_config(hf / "config.json"));
+    { std::ofstream(hf / "config.json") << config; }  // the converter read this one, not minigpt's rewrite
+    for (const auto& e :
+         fs::directory_iterator(test::source_dir() / "tests" / "fixtures" / "gpt2-tokenizer")) {
+      const std::string ext = e.path().extension().string();
+      if (ext == ".json" || ext == ".txt") fs::copy_file(e.path(), hf / e.path().filename());
+    }
+    ASSERT_EQ(m["outputs"].size(), 7u);
+    for (const auto& [what, want] : m["outputs"].items()) {
+      const bool convert = what.starts_with("convert ");
+      const std::string type = what.substr(what.find(' ') + 1);
+      GgufWriteOptions o;
+      o.converter = convert;
+      const auto preset = parse_preset(type);
+      ASSERT_TRUE(preset.has_value()) << type;
+      o.preset = *preset;
+      const fs::path out = tmp / (type + ".gguf");
+      write_gguf(hf, out, o);
+      const std::string bytes = test::read_file(out);
+      char hex[17];
+      std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a64(bytes)));
+      EXPECT_EQ(bytes.size(), want["bytes"].get<size_t>()) << name << ", " << what;
+      EXPECT_EQ(std::string(hex), want["fnv1a64"].get<std::string>()) << name << ", " << what;
+    }
+    // quantize from the F32 GGUF (the converter's file, as the first check showed): llama-quantize's input
+    GgufWriteOptions o;
+    o.preset = GgufPreset::Q4_K_M;
+    write_gguf(tmp / "f32.gguf", tmp / "from-gguf.gguf", o);
+    const std::string bytes = test::read_file(tmp / "from-gguf.gguf");
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a64(bytes)));
+    EXPECT_EQ(std::string(hex), m["outputs"]["quantize q4_k_m"]["fnv1a64"].get<std::string>()) << name;
+  }
+}
+
 // f16/bf16: the converter's rule (matrices 16-bit, 1-D tensors, norms and position_embd F32) and file types;
 // auto is F16 for an F32 checkpoint.
 TEST(GgufConvert, SixteenBitOuttypes) {
@@ -328,7 +381,7 @@ TEST(GgufConvert, SixteenBitOuttypes) {
 
 fs::path shipped_dir() { return test::source_dir() / "models" / "shakespeare-char"; }
 
-// quantize from the HF directory: the converter's metadata with llama-quantize's file type (the tiny model of
+// quantize from the HF directory: the converter's metadata as llama-quantize rewrites it (the tiny model of
 // the converter's fixture), llama's tensor order, its types, and every tensor's bytes quantize() of the F32
 // tensor (the shipped model, 128 wide: Q8_0 and Q4_0 fit its rows, the K types fall back; test_quantize.cpp
 // has their bytes against gguf.quants and libggml). From the HF directory or from its F32 GGUF, the same
@@ -342,7 +395,14 @@ TEST(GgufConvert, QuantizeWritesWhatLlamaQuantizeWould) {
     o.preset = GgufPreset::Q8_0;
     write_gguf(hf, tmp / "tiny-q8.gguf", o);
     auto f = GgufFile::open(tmp / "tiny-q8.gguf");
-    EXPECT_EQ(f->keys(), f32->keys());
+    // llama-quantize sets the quantization version and the file type by removing and appending them: the
+    // converter's keys, those two last.
+    std::vector<std::string> keys;
+    for (const std::string& k : f32->keys())
+      if (k != "general.quantization_version" && k != "general.file_type") keys.push_back(k);
+    keys.push_back("general.quantization_version");
+    keys.push_back("general.file_type");
+    EXPECT_EQ(f->keys(), keys);
     for (const std::string& k : f32->keys()) {
       if (k == "general.file_type") {
         EXPECT_EQ(f->get_int(k), 7);

@@ -417,6 +417,9 @@ def main():
     add("convert", "--outtype q8_0", ["convert", SHIPPED, OUTQ, "--outtype", "q8_0"])
     add("convert", "a GGUF file as input", ["convert", q8, OUTQ])
     add("convert", "relu activation (no GGUF key)", ["convert", os.path.join(ROOT, "tests", "fixtures", "models", "tiny-relu-legacy"), OUTQ])
+    add("convert", "an OPT model (llama.cpp has no OPT architecture)", ["convert", os.path.join(ROOT, "tests", "fixtures", "models", "opt-prenorm"), OUTQ])
+    add("convert", "gpt_bigcode with activation gelu (no GGUF key)", ["convert", os.path.join(ROOT, "tests", "fixtures", "models", "bigcode-mha"), OUTQ])
+    add("quantize", "gpt_neox directory without tokenizer files", qz(os.path.join(ROOT, "tests", "fixtures", "models", "neox-parallel"), OUTQ, "--type", "q8_0"))
 
     # serve: a port another minigpt serve listens on (a server started here, stopped after the table)
     probe = __import__("socket").socket()

@@ -335,14 +335,16 @@ struct Source {
   std::shared_ptr<GgufFile> gguf_file;
 };
 
-void set_kv(std::vector<std::pair<std::string, GgufValue>>& kv, const std::string& key, GgufValue v) {
+// The value of `key` replaced in place; a new key appended, unless only_if_present.
+void set_kv(std::vector<std::pair<std::string, GgufValue>>& kv, const std::string& key, GgufValue v,
+            bool only_if_present = false) {
   for (auto& [k, old] : kv) {
     if (k == key) {
       old = std::move(v);
       return;
     }
   }
-  kv.emplace_back(key, std::move(v));
+  if (!only_if_present) kv.emplace_back(key, std::move(v));
 }
 
 // gguf-py's Metadata.id_to_title: "gpt2-tiny" -> "Gpt2 Tiny" (words lower case, not a version or a number,
@@ -785,25 +787,48 @@ Source read_hf(const fs::path& dir) {
   const Config c = load_config(cfg_path);
   const json j = read_json_file(cfg_path, kMaxConfigBytes, "config");
   const std::string src = cfg_path.string();
-  if (c.arch != "gpt2") {
-    throw Error(ErrorKind::Unsupported,
-                src + ": model_type '" + c.arch + "': minigpt writes GGUF for gpt2 only");
+  const arch::Architecture* a = arch::find(c.arch);
+  if (a == nullptr || a->parse_gguf == nullptr) {
+    throw Error(ErrorKind::Unsupported, src + ": model_type '" + c.arch +
+                                            "': llama.cpp has no such architecture, so no GGUF form (minigpt "
+                                            "writes GGUF for gpt2, gpt_neox and gpt_bigcode)");
   }
-  if (c.position_encoding != PositionEncoding::Learned) {
-    throw Error(
-        ErrorKind::Unsupported,
-        src + ": sinusoidal positions cannot be written as GGUF (llama.cpp's gpt2 has learned positions)");
-  }
-  if (c.activation != Activation::GeluTanh) {
-    throw Error(ErrorKind::Unsupported,
-                src + ": activation_function '" + c.activation_name +
-                    "' cannot be written as GGUF (llama.cpp's gpt2 computes gelu_new)");
-  }
-  if (c.scale_attn_by_inverse_layer_idx || !c.scale_attn_weights) {
-    throw Error(ErrorKind::Unsupported,
-                src +
-                    ": scale_attn_by_inverse_layer_idx / scale_attn_weights=false "
-                    "cannot be written as GGUF (llama.cpp's gpt2 has no key for them)");
+  const std::string ga = a->gguf_arch;
+  if (c.arch == "gpt2") {
+    if (c.position_encoding != PositionEncoding::Learned) {
+      throw Error(
+          ErrorKind::Unsupported,
+          src + ": sinusoidal positions cannot be written as GGUF (llama.cpp's gpt2 has learned positions)");
+    }
+    if (c.activation != Activation::GeluTanh) {
+      throw Error(ErrorKind::Unsupported,
+                  src + ": activation_function '" + c.activation_name +
+                      "' cannot be written as GGUF (llama.cpp's gpt2 computes gelu_new)");
+    }
+    if (c.scale_attn_by_inverse_layer_idx || !c.scale_attn_weights) {
+      throw Error(ErrorKind::Unsupported,
+                  src +
+                      ": scale_attn_by_inverse_layer_idx / scale_attn_weights=false "
+                      "cannot be written as GGUF (llama.cpp's gpt2 has no key for them)");
+    }
+  } else if (c.arch == "gpt_neox") {
+    // A gptneox file has no key for the activation: its readers (minigpt's, as transformers) take "gelu".
+    if (c.activation != Activation::GeluErf) {
+      throw Error(ErrorKind::Unsupported, src + ": hidden_act '" + c.activation_name +
+                                              "' cannot be written as GGUF (a gptneox file has no key for "
+                                              "the activation; its readers take gelu)");
+    }
+  } else if (c.arch == "gpt_bigcode") {
+    if (c.activation != Activation::GeluTanh) {
+      throw Error(ErrorKind::Unsupported, src + ": activation_function '" + c.activation_name +
+                                              "' cannot be written as GGUF (a starcoder file has no key for "
+                                              "the activation; its readers take gelu_pytorch_tanh)");
+    }
+    if (!c.scale_attn_weights) {
+      throw Error(
+          ErrorKind::Unsupported,
+          src + ": scale_attn_weights=false cannot be written as GGUF (a starcoder file has no key for it)");
+    }
   }
   s.n_layer = c.n_layer;
   // The weight files: model.safetensors, else the shards of model.safetensors.index.json, checked as
@@ -827,7 +852,6 @@ Source read_hf(const fs::path& dir) {
     s.st_files.push_back(f);
   }
 
-  const arch::Architecture* a = arch::find(c.arch);
   struct Planned {
     const arch::TensorDesc* desc;
     std::string gguf;
@@ -857,7 +881,7 @@ Source read_hf(const fs::path& dir) {
     auto it = plan.find(name);
     if (it == plan.end()) {
       throw Error(ErrorKind::Shape, found.file->path() + ": unexpected tensor '" + name +
-                                        "' (not part of a GPT-2 with this config.json)");
+                                        "' (not part of a " + a->display_name + " with this config.json)");
     }
     const arch::TensorDesc& d = *it->second.desc;
     if (d.role == arch::Role::Ignored) continue;  // the converter drops .attn.bias / .attn.masked_bias
@@ -873,6 +897,19 @@ Source read_hf(const fs::path& dir) {
     const SafeTensorsFile* file = found.file;
     const SafeTensor* tensor = &t;
     st.f32 = [file, tensor, transpose](float* dst) { read_hf_tensor(*file, *tensor, transpose, dst); };
+    if (d.qkv_heads > 0) {
+      // GPT-NeoX's query_key_value rows go head by head, [H][q, k, v][D]; the converter's (modify_tensors)
+      // and every gptneox reader's are q | k | v, [q, k, v][H][D].
+      const int64_t H = d.qkv_heads, D = t.shape[0] / (3 * H);
+      const int64_t cols = t.shape.size() == 2 ? t.shape[1] : 1;
+      st.f32 = [file, tensor, H, D, cols](float* dst) {
+        std::vector<float> hf(size_t(3 * H * D * cols));
+        read_hf_tensor(*file, *tensor, false, hf.data());
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t part = 0; part < 3; ++part)
+            std::copy_n(hf.data() + ((h * 3 + part) * D) * cols, D * cols, dst + ((part * H + h) * D) * cols);
+      };
+    }
     if (first_matrix && t.shape.size() >= 2) {
       first_matrix = false;
       if (t.dtype == StDtype::BF16) s.auto_type = GgmlType::BF16;
@@ -886,24 +923,53 @@ Source read_hf(const fs::path& dir) {
   fs::path named = fs::absolute(dir).lexically_normal();
   if (named.filename().empty()) named = named.parent_path();
   auto& kv = s.metadata;
-  kv.emplace_back("general.architecture", gguf_string("gpt2"));
+  kv.emplace_back("general.architecture", gguf_string(ga));
   kv.emplace_back("general.type", gguf_string("model"));
   kv.emplace_back("general.name", gguf_string(id_to_title(named.filename().string())));
   kv.emplace_back("general.size_label", gguf_string(size_label(total)));
-  int64_t n_ctx =
-      c.n_ctx;  // GPT2Model.set_gguf_parameters reads n_ctx (transformers also writes n_positions)
-  if (j.contains("n_ctx") && j["n_ctx"].is_number_integer()) n_ctx = j["n_ctx"].get<int64_t>();
   auto u32 = [&](const std::string& key, int64_t v) {
     if (v < 0 || v > int64_t(UINT32_MAX)) throw Error(ErrorKind::Config, src + ": " + key + " out of range");
-    kv.emplace_back(key, gguf_u32(uint32_t(v)));
+    kv.emplace_back(ga + "." + key, gguf_u32(uint32_t(v)));
   };
-  u32("gpt2.block_count", c.n_layer);
-  u32("gpt2.context_length", n_ctx);
-  u32("gpt2.embedding_length", c.n_embd);
-  u32("gpt2.feed_forward_length", c.n_inner);
-  u32("gpt2.attention.head_count", c.n_head);
-  kv.emplace_back("gpt2.attention.layer_norm_epsilon", gguf_f32(c.layer_norm_epsilon));
-  kv.emplace_back("general.file_type", gguf_u32(0));  // set to the preset's by the caller
+  const GgufValue eps = gguf_f32(c.layer_norm_epsilon);
+  // Each converter's set_gguf_parameters (conversion/gpt2.py, gptneox.py, starcoder.py), its keys in its
+  // order.
+  if (c.arch == "gpt2") {
+    int64_t n_ctx =
+        c.n_ctx;  // GPT2Model.set_gguf_parameters reads n_ctx (transformers also writes n_positions)
+    if (j.contains("n_ctx") && j["n_ctx"].is_number_integer()) n_ctx = j["n_ctx"].get<int64_t>();
+    u32("block_count", c.n_layer);
+    u32("context_length", n_ctx);
+    u32("embedding_length", c.n_embd);
+    u32("feed_forward_length", c.n_inner);
+    u32("attention.head_count", c.n_head);
+    kv.emplace_back("gpt2.attention.layer_norm_epsilon", eps);
+    kv.emplace_back("general.file_type", gguf_u32(0));  // set to the preset's by the caller
+  } else if (c.arch == "gpt_neox") {
+    u32("context_length", c.n_ctx);
+    u32("embedding_length", c.n_embd);
+    u32("block_count", c.n_layer);
+    u32("feed_forward_length", c.n_inner);
+    u32("rope.dimension_count", c.rotary_dim);
+    u32("attention.head_count", c.n_head);
+    kv.emplace_back("gptneox.use_parallel_residual", gguf_bool(c.parallel_residual));
+    kv.emplace_back("gptneox.attention.layer_norm_epsilon", eps);
+    // The converter writes no base and llama.cpp then takes 10000; any other base goes in llama.cpp's key
+    // for it, which its gptneox loader and minigpt's read.
+    if (c.rope_theta != 10000.0f) kv.emplace_back("gptneox.rope.freq_base", gguf_f32(c.rope_theta));
+    // (no general.file_type: GPTNeoXModel writes none; quantize adds it at the end, as llama-quantize)
+  } else {
+    // StarCoderModel writes 4 n_embd and one KV head whatever the config says; minigpt writes what the
+    // config says, which is the same for every StarCoder / SantaCoder (n_inner 4 n_embd, multi_query).
+    u32("context_length", c.n_ctx);
+    u32("embedding_length", c.n_embd);
+    u32("feed_forward_length", c.n_inner);
+    u32("block_count", c.n_layer);
+    u32("attention.head_count", c.n_head);
+    u32("attention.head_count_kv", c.kv_heads());
+    kv.emplace_back("starcoder.attention.layer_norm_epsilon", eps);
+    kv.emplace_back("general.file_type", gguf_u32(0));  // set to the preset's by the caller
+  }
   kv.emplace_back("general.quantization_version", gguf_u32(2));
   add_tokenizer(dir, j, c.n_vocab, s);
   return s;
@@ -918,12 +984,13 @@ Source read_gguf_source(const fs::path& path) {
   const GgufFile& f = *s.gguf_file;
   const auto arch_name = f.get_string("general.architecture");
   if (!arch_name) throw Error(ErrorKind::Format, f.path() + ": no general.architecture in the metadata");
-  if (*arch_name != "gpt2") {
+  if (*arch_name != "gpt2" && *arch_name != "gptneox" && *arch_name != "starcoder") {
     throw Error(ErrorKind::Unsupported, f.path() + ": GGUF architecture '" + *arch_name +
-                                            "': minigpt quantizes gpt2 files only (its presets are GPT-2's)");
+                                            "': minigpt quantizes gpt2, gptneox and starcoder files");
   }
-  const auto n_layer = f.get_int("gpt2.block_count");
-  if (!n_layer) throw Error(ErrorKind::Format, f.path() + ": missing metadata 'gpt2.block_count'");
+  const auto n_layer = f.get_int(*arch_name + ".block_count");
+  if (!n_layer)
+    throw Error(ErrorKind::Format, f.path() + ": missing metadata '" + *arch_name + ".block_count'");
   s.n_layer = *n_layer;
   for (const std::string& key : f.keys()) s.metadata.emplace_back(key, *f.find_value(key));
   const GgufFile* file = s.gguf_file.get();
@@ -1097,8 +1164,18 @@ GgufWriteSummary write_gguf(const fs::path& in, const fs::path& out, const GgufW
       return e.first == "split.no" || e.first == "split.count" || e.first == "split.tensors.count";
     });
   }
-  set_kv(kv, "general.quantization_version", gguf_u32(2));
-  set_kv(kv, "general.file_type", gguf_u32(info.file_type));
+  if (o.converter) {
+    // The converter's own keys in place (its gptneox files have no file type).
+    set_kv(kv, "general.quantization_version", gguf_u32(2));
+    set_kv(kv, "general.file_type", gguf_u32(info.file_type), /*only_if_present=*/true);
+  } else {
+    // llama-quantize (gguf_set_val_u32: the key removed, then appended): these two last, in this order.
+    std::erase_if(kv, [](const auto& e) {
+      return e.first == "general.quantization_version" || e.first == "general.file_type";
+    });
+    kv.emplace_back("general.quantization_version", gguf_u32(2));
+    kv.emplace_back("general.file_type", gguf_u32(info.file_type));
+  }
   for (auto& [key, v] : kv) w.set(key, std::move(v));
 
   const int threads = o.threads > 0 ? o.threads : cpu_count();

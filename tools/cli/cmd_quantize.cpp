@@ -1,6 +1,6 @@
-// minigpt quantize IN OUT.gguf --type T: a Hugging Face GPT-2 directory or a GGUF file to a GGUF file with
-// llama-quantize's tensor types for preset T; minigpt convert HF_DIR OUT.gguf: convert_hf_to_gguf.py's
-// output (f32, f16 or bf16). Both write through minigpt/gguf_convert.h.
+// minigpt quantize IN OUT.gguf --type T: a Hugging Face directory (GPT-2, GPT-NeoX, gpt_bigcode) or a GGUF
+// file to a GGUF file with llama-quantize's tensor types for preset T; minigpt convert HF_DIR OUT.gguf:
+// convert_hf_to_gguf.py's output (f32, f16 or bf16). Both write through minigpt/gguf_convert.h.
 #include <cctype>
 #include <cstdio>
 #include <memory>
@@ -66,12 +66,14 @@ void print_summary(const GgufWriteSummary& s, const std::string& out) {
 
 bool registered_quantize = register_command(
     "quantize",
-    "Write a GGUF file quantized as llama-quantize would (from a Hugging Face GPT-2 directory or a GGUF "
+    "Write a GGUF file quantized as llama-quantize would (from a Hugging Face GPT-2, GPT-NeoX or gpt_bigcode "
+    "directory or a GGUF "
     "file)",
     [](CLI::App& app) -> std::function<int()> {
       auto o = std::make_shared<QuantizeOptions>();
       app.add_option("input", o->in,
-                     "Hugging Face GPT-2 directory (config.json + model.safetensors) or GGUF file")
+                     "Hugging Face GPT-2, GPT-NeoX or gpt_bigcode directory (config.json + "
+                     "model.safetensors) or GGUF file")
           ->required();
       app.add_option("output", o->out, "The GGUF file to write")->required();
       app.add_option("--type", o->type, "Preset: " + preset_names())->required();
@@ -128,12 +130,15 @@ bool registered_quantize = register_command(
 
 bool registered_convert = register_command(
     "convert",
-    "Write a Hugging Face GPT-2 directory as GGUF, as llama.cpp's convert_hf_to_gguf.py does (f32, f16 or "
+    "Write a Hugging Face GPT-2, GPT-NeoX or gpt_bigcode directory as GGUF, as llama.cpp's "
+    "convert_hf_to_gguf.py does (f32, f16 or "
     "bf16)",
     [](CLI::App& app) -> std::function<int()> {
       auto o = std::make_shared<QuantizeOptions>();
       o->type = "auto";
-      app.add_option("input", o->in, "Hugging Face GPT-2 directory (config.json + model.safetensors)")
+      app.add_option(
+             "input", o->in,
+             "Hugging Face GPT-2, GPT-NeoX or gpt_bigcode directory (config.json + model.safetensors)")
           ->required();
       app.add_option("output", o->out, "The GGUF file to write")->required();
       app.add_option(
