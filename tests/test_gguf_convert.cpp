@@ -300,9 +300,10 @@ TEST(GgufConvert, ConvertEqualsLlamaCppsConverter) {
 // GPT-NeoX and gpt_bigcode (llama.cpp's gptneox and starcoder): convert f32/f16/bf16 writes the file
 // llama.cpp's converter wrote from the same directory, and quantize q8_0/q4_0/q4_k_m/q6_k the file
 // llama-quantize wrote from the converter's F32 one, byte for byte (tools/make_family_convert_reference.py
-// recorded their sizes and FNV-1a 64 hashes), also from the F32 GGUF file. The directory is the config recorded there, minigpt's counter-
-// random weights (write_random_model; the tool computes the same values) and GPT-2's tokenizer. Width 64: the
-// block types have whole blocks, the K types fall back (Q5_0 / Q5_1 / Q8_0) as llama-quantize does.
+// recorded their sizes and FNV-1a 64 hashes), also from the F32 GGUF file. The directory is the config
+// recorded there, minigpt's counter- random weights (write_random_model; the tool computes the same values)
+// and GPT-2's tokenizer. Width 64: the block types have whole blocks, the K types fall back (Q5_0 / Q5_1 /
+// Q8_0) as llama-quantize does.
 TEST(GgufConvert, NeoxAndBigcodeEqualLlamaCppsConverterAndQuantize) {
   const json ref = json::parse(test::read_file(quantize_dir() / "family-converter.json"));
   ASSERT_EQ(ref["models"].size(), 2u);
