@@ -13,9 +13,11 @@
 #include "minigpt/gguf.h"
 #include "minigpt/gguf_convert.h"
 #include "minigpt/gguf_writer.h"
+#include "minigpt/model.h"
 #include "minigpt/quant.h"
 #include "minigpt/quantize.h"
 #include "minigpt/random_weights.h"
+#include "minigpt/session.h"
 #include "test_util.h"
 
 namespace minigpt {
@@ -345,6 +347,60 @@ TEST(GgufConvert, NeoxAndBigcodeEqualLlamaCppsConverterAndQuantize) {
     char hex[17];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a64(bytes)));
     EXPECT_EQ(std::string(hex), m["outputs"]["quantize q4_k_m"]["fnv1a64"].get<std::string>()) << name;
+  }
+}
+
+// GPT-NeoX variants a gptneox file carries (no attention biases, a tied head, the sequential residual, a
+// rotary base other than 10000 in gptneox.rope.freq_base) and MHA gpt_bigcode: convert --outtype f32, then
+// the GGUF file gives the logits the directory gives, bit for bit (the same F32 weights, the same order of
+// work).
+TEST(GgufConvert, FamilyVariantsRoundTripThroughGguf) {
+  struct Variant {
+    const char* name;
+    json config;
+  };
+  const json neox = {{"model_type", "gpt_neox"},    {"num_hidden_layers", 2},
+                     {"num_attention_heads", 4},    {"hidden_size", 32},
+                     {"intermediate_size", 64},     {"max_position_embeddings", 16},
+                     {"vocab_size", 50257},         {"layer_norm_eps", 1e-5},
+                     {"rotary_pct", 0.5},           {"use_parallel_residual", true},
+                     {"tie_word_embeddings", false}};
+  const json bigcode = {
+      {"model_type", "gpt_bigcode"}, {"n_layer", 2},        {"n_head", 4},          {"n_embd", 32},
+      {"n_positions", 16},           {"vocab_size", 50257}, {"multi_query", false}, {"n_inner", 48}};
+  std::vector<Variant> variants = {
+      {"neox-nobias", neox}, {"neox-tied", neox}, {"neox-seq", neox}, {"bigcode-mha", bigcode}};
+  variants[0].config["attention_bias"] = false;
+  variants[1].config["tie_word_embeddings"] = true;
+  variants[2].config["use_parallel_residual"] = false;
+  variants[2].config["rotary_emb_base"] = 5000.0;
+  const std::vector<int32_t> ids = {15496, 995, 11, 428, 318, 257, 1332};
+  for (const Variant& v : variants) {
+    test::TempDir tmp;
+    const fs::path hf = tmp / v.name;
+    fs::create_directories(hf);
+    { std::ofstream(hf / "config.json") << v.config.dump(); }
+    write_random_model(hf, load_config(hf / "config.json"));
+    for (const auto& e :
+         fs::directory_iterator(test::source_dir() / "tests" / "fixtures" / "gpt2-tokenizer")) {
+      const std::string ext = e.path().extension().string();
+      if (ext == ".json" || ext == ".txt") fs::copy_file(e.path(), hf / e.path().filename());
+    }
+    GgufWriteOptions o;
+    o.converter = true;
+    o.preset = GgufPreset::F32;
+    write_gguf(hf, tmp / "m.gguf", o);
+    auto from_dir = Model::load(hf), from_gguf = Model::load(tmp / "m.gguf");
+    EXPECT_EQ(from_gguf->config().tie_word_embeddings, from_dir->config().tie_word_embeddings) << v.name;
+    EXPECT_EQ(from_gguf->config().parallel_residual, from_dir->config().parallel_residual) << v.name;
+    EXPECT_EQ(from_gguf->config().rope_theta, from_dir->config().rope_theta) << v.name;
+    EXPECT_EQ(from_gguf->config().kv_heads(), from_dir->config().kv_heads()) << v.name;
+    EXPECT_EQ(from_gguf->config().n_inner, from_dir->config().n_inner) << v.name;
+    Session a(from_dir), b(from_gguf);
+    const auto la = a.eval_all(ids);
+    const auto lb = b.eval_all(ids);
+    ASSERT_EQ(la.size(), lb.size());
+    EXPECT_TRUE(std::equal(la.begin(), la.end(), lb.begin())) << v.name;
   }
 }
 
