@@ -33,6 +33,9 @@ import tempfile
 import numpy as np
 from safetensors.numpy import save_file
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_reference import fnv1a64, splitmix64_int, splitmix64_np  # noqa: E402  (minigpt's generator)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOK = os.path.join(ROOT, "tests", "fixtures", "gpt2-tokenizer")
 OUT = os.path.join(ROOT, "tests", "fixtures", "quantize", "family-converter.json")
@@ -111,22 +114,7 @@ def tensors(name, c):
     return out
 
 
-def splitmix64_np(x):
-    with np.errstate(over="ignore"):
-        z = x + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
-
-
-def splitmix64_int(x):
-    z = (x + 0x9E3779B97F4A7C15) & M64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-    return z ^ (z >> 31)
-
-
-def fnv1a64(data):
+def fnv1a64_bytes(data):
     h = 0xCBF29CE484222325
     for b in data:
         h = ((h ^ b) * 0x100000001B3) & M64
@@ -135,14 +123,14 @@ def fnv1a64(data):
 
 def fnv1a64_file(path):
     with open(path, "rb") as f:
-        return fnv1a64(f.read())
+        return fnv1a64_bytes(f.read())
 
 
 def counter_random(name, shape, norm):
     """minigpt's fill_counter_random: (mean, std) (1, 0.1) for norm weights, else (0, 0.02)."""
     n = int(np.prod(shape))
     mean, std = (1.0, 0.1) if norm else (0.0, 0.02)
-    seed = splitmix64_int(fnv1a64(name.encode("utf-8")))
+    seed = splitmix64_int(fnv1a64(name))
     with np.errstate(over="ignore"):
         j = np.arange(n, dtype=np.uint64) + np.uint64(seed)
     u = ((splitmix64_np(j) >> np.uint64(40)).astype(np.float64) + 0.5) / 16777216.0
