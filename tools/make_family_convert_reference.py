@@ -21,6 +21,7 @@ converter's GPT-NeoX code does not read (KeyError 'rotary_pct'); every Pythia on
 """
 
 import argparse
+import glob
 import json
 import math
 import os
@@ -158,10 +159,16 @@ def main():
     converter = os.path.join(args.llama_cpp, "convert_hf_to_gguf.py")
     # The commit the llama_cpp_python sdist names in its CHANGELOG (as ../shared/gpu/prepare.sh reads it).
     commit = args.commit or "unknown"
-    changelog = os.path.join(args.llama_cpp, "..", "..", "CHANGELOG.md")
-    if not args.commit and os.path.exists(changelog):
+    # (the sdist's vendor/llama.cpp, or bench/peer.sh's copy beside the unpacked sdist)
+    changelogs = [os.path.join(args.llama_cpp, "..", "..", "CHANGELOG.md")]
+    changelogs += sorted(glob.glob(os.path.join(args.llama_cpp, "..", "llama_cpp_python-*", "CHANGELOG.md")))
+    for changelog in changelogs:
+        if args.commit or not os.path.exists(changelog):
+            continue
         found = re.search(r"llama\.cpp@([0-9a-f]+)", open(changelog, encoding="utf-8").read())
-        commit = found.group(1) if found else commit
+        if found:
+            commit = found.group(1)
+            break
     result = {"llama.cpp": commit, "models": {}}
     env = dict(os.environ, PYTHONPATH=os.path.join(args.llama_cpp, "gguf-py"))
     with tempfile.TemporaryDirectory() as tmp:
