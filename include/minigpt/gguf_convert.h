@@ -60,7 +60,7 @@ struct TypeOverrides {
   std::optional<GgmlType> token_embedding_type;  // --token-embedding-type: token_embd.weight, as given
   bool pure = false;                 // --pure: no mixtures, every quantized tensor at the preset's type
   bool leave_output_tensor = false;  // --leave-output-tensor: output.weight keeps its type
-  // --tensor-type NAME=TYPE, in order: the first NAME (lower-cased, an ECMAScript regular expression) found
+  // --tensor-type NAME=TYPE, in order: the first NAME (lower-cased, a regular expression: PCRE2) found
   // in a tensor's name gives its type, under a quantized preset only, the fallbacks still applying
   std::vector<std::pair<std::string, GgmlType>> tensor_types;
   bool any() const {

@@ -11,7 +11,6 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 #include <thread>
 
@@ -27,6 +26,9 @@
 #include "minigpt/sysinfo.h"
 #include "minigpt/tensor.h"
 #include "minigpt/tokenizer.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 namespace minigpt {
 
@@ -199,14 +201,40 @@ std::vector<TypeChoice> choose_types(GgufPreset p, const std::vector<TensorSpec>
   const int n_ffn_down = int(n_layer);
   int i_attention_wv = 0, i_ffn_down = 0;
 
-  std::vector<std::pair<std::regex, GgmlType>> patterns;
+  // --tensor-type patterns, searched in each name as llama-quantize's std::regex_search does (PCRE2, which
+  // reads the ECMAScript patterns people pass the same way).
+  struct Pattern {
+    std::unique_ptr<pcre2_code, decltype(&pcre2_code_free)> code;
+    GgmlType type;
+  };
+  std::vector<Pattern> patterns;
   for (const auto& [name, type] : ov.tensor_types) {
-    try {
-      patterns.emplace_back(std::regex(name), type);
-    } catch (const std::regex_error&) {
-      throw Error(ErrorKind::Argument, "--tensor-type '" + name + "': not a regular expression");
+    int err = 0;
+    PCRE2_SIZE at = 0;
+    pcre2_code* code =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(name.data()), name.size(), 0, &err, &at, nullptr);
+    if (code == nullptr) {
+      PCRE2_UCHAR msg[256];
+      pcre2_get_error_message(err, msg, sizeof msg);
+      throw Error(ErrorKind::Argument, "--tensor-type '" + name + "': not a regular expression (" +
+                                           reinterpret_cast<const char*>(msg) + " at offset " +
+                                           std::to_string(at) + ")");
     }
+    patterns.push_back({{code, &pcre2_code_free}, type});
   }
+  auto found = [](const Pattern& p, const std::string& s) {
+    std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> data(
+        pcre2_match_data_create_from_pattern(p.code.get(), nullptr), &pcre2_match_data_free);
+    if (!data) throw Error(ErrorKind::Io, "--tensor-type: out of memory");
+    const int rc = pcre2_match(p.code.get(), reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0,
+                               data.get(), nullptr);
+    if (rc >= 0) return true;
+    if (rc == PCRE2_ERROR_NOMATCH) return false;
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(rc, msg, sizeof msg);
+    throw Error(ErrorKind::Argument,
+                "--tensor-type: matching '" + s + "' failed: " + reinterpret_cast<const char*>(msg));
+  };
 
   std::vector<TypeChoice> out;
   out.reserve(tensors.size());
@@ -232,9 +260,9 @@ std::vector<TypeChoice> choose_types(GgufPreset p, const std::vector<TensorSpec>
     }
     // --tensor-type: the first pattern found in the name, instead of the preset's mixture
     bool manual = false;
-    for (const auto& [re, pattern_type] : patterns) {
-      if (std::regex_search(t.name, re)) {
-        type = pattern_type;
+    for (const Pattern& pattern : patterns) {
+      if (found(pattern, t.name)) {
+        type = pattern.type;
         manual = true;
         break;
       }
