@@ -32,6 +32,21 @@ fs::path converter_file() {
   return test::source_dir() / "tests" / "fixtures" / "gguf" / "gpt2-tiny-f32.gguf";
 }
 
+// GPT-2's tokenizer files (.json, .txt) into a model directory, as the converter's inputs had them.
+void copy_gpt2_tokenizer(const fs::path& dir) {
+  for (const auto& e : fs::directory_iterator(test::source_dir() / "tests" / "fixtures" / "gpt2-tokenizer")) {
+    const std::string ext = e.path().extension().string();
+    if (ext == ".json" || ext == ".txt") fs::copy_file(e.path(), dir / e.path().filename());
+  }
+}
+
+// FNV-1a 64 of a file's bytes as 16 hex digits, as tools/make_family_convert_reference.py records it.
+std::string fnv_hex(const fs::path& file) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a64(test::read_file(file))));
+  return hex;
+}
+
 // The HF model the converter's fixture was made from, in a directory named as the one it was converted from
 // (general.name comes from the directory's name), with the GPT-2 tokenizer files beside it.
 fs::path tiny_hf(const test::TempDir& tmp) {
@@ -39,10 +54,7 @@ fs::path tiny_hf(const test::TempDir& tmp) {
   fs::create_directories(d);
   for (const char* f : {"config.json", "model.safetensors"})
     fs::copy_file(quantize_dir() / "gpt2-tiny-hf" / f, d / f);
-  for (const auto& e : fs::directory_iterator(test::source_dir() / "tests" / "fixtures" / "gpt2-tokenizer")) {
-    const std::string ext = e.path().extension().string();
-    if (ext == ".json" || ext == ".txt") fs::copy_file(e.path(), d / e.path().filename());
-  }
+  copy_gpt2_tokenizer(d);
   return d;
 }
 
@@ -317,11 +329,7 @@ TEST(GgufConvert, NeoxAndBigcodeEqualLlamaCppsConverterAndQuantize) {
     { std::ofstream(hf / "config.json") << config; }
     write_random_model(hf, load_config(hf / "config.json"));
     { std::ofstream(hf / "config.json") << config; }  // the converter read this one, not minigpt's rewrite
-    for (const auto& e :
-         fs::directory_iterator(test::source_dir() / "tests" / "fixtures" / "gpt2-tokenizer")) {
-      const std::string ext = e.path().extension().string();
-      if (ext == ".json" || ext == ".txt") fs::copy_file(e.path(), hf / e.path().filename());
-    }
+    copy_gpt2_tokenizer(hf);
     ASSERT_EQ(m["outputs"].size(), 7u);
     for (const auto& [what, want] : m["outputs"].items()) {
       const bool convert = what.starts_with("convert ");
@@ -333,20 +341,15 @@ TEST(GgufConvert, NeoxAndBigcodeEqualLlamaCppsConverterAndQuantize) {
       o.preset = *preset;
       const fs::path out = tmp / (type + ".gguf");
       write_gguf(hf, out, o);
-      const std::string bytes = test::read_file(out);
-      char hex[17];
-      std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a64(bytes)));
-      EXPECT_EQ(bytes.size(), want["bytes"].get<size_t>()) << name << ", " << what;
-      EXPECT_EQ(std::string(hex), want["fnv1a64"].get<std::string>()) << name << ", " << what;
+      EXPECT_EQ(fs::file_size(out), want["bytes"].get<uintmax_t>()) << name << ", " << what;
+      EXPECT_EQ(fnv_hex(out), want["fnv1a64"].get<std::string>()) << name << ", " << what;
     }
     // quantize from the F32 GGUF (the converter's file, as the first check showed): llama-quantize's input
     GgufWriteOptions o;
     o.preset = GgufPreset::Q4_K_M;
     write_gguf(tmp / "f32.gguf", tmp / "from-gguf.gguf", o);
-    const std::string bytes = test::read_file(tmp / "from-gguf.gguf");
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a64(bytes)));
-    EXPECT_EQ(std::string(hex), m["outputs"]["quantize q4_k_m"]["fnv1a64"].get<std::string>()) << name;
+    EXPECT_EQ(fnv_hex(tmp / "from-gguf.gguf"), m["outputs"]["quantize q4_k_m"]["fnv1a64"].get<std::string>())
+        << name;
   }
 }
 
@@ -381,11 +384,7 @@ TEST(GgufConvert, FamilyVariantsRoundTripThroughGguf) {
     fs::create_directories(hf);
     { std::ofstream(hf / "config.json") << v.config.dump(); }
     write_random_model(hf, load_config(hf / "config.json"));
-    for (const auto& e :
-         fs::directory_iterator(test::source_dir() / "tests" / "fixtures" / "gpt2-tokenizer")) {
-      const std::string ext = e.path().extension().string();
-      if (ext == ".json" || ext == ".txt") fs::copy_file(e.path(), hf / e.path().filename());
-    }
+    copy_gpt2_tokenizer(hf);
     GgufWriteOptions o;
     o.converter = true;
     o.preset = GgufPreset::F32;
