@@ -4,6 +4,7 @@
 # There, from the project root, with .gpu and third_party carried (.gpu/dep.tar.xz: the Debian packages, unpacked):
 #   bash scripts/gpu_check.sh [build] [test] [greedy] [bench] [serve] [sanitize] [peer]   (default: all but peer)
 #   build   : minigpt, minigpt_tests and the CUDA module for sm_${ARCH:-90} against .gpu/dep.tar.xz (unpacked to /opt/dep)
+#             (TARGETS: other build targets, e.g. "minigpt minigpt_cuda" when no test runs)
 #   test    : every Cuda* test (minigpt_tests --gtest_filter='Cuda*'), with the [ measured ] lines
 #   greedy  : greedy text, CPU == CUDA, on the shipped model and on a random GPT-2 124M (stored F32)
 #   ab      : bench/cuda_ab.sh: the CUDA module built from .gpu/old-cuda/src/cuda (an older revision, put there
@@ -16,7 +17,8 @@
 #             tools/serve_check.py (greedy text, n > 1 choices sharing a prompt, the prompt cache)
 #   peer    : llama.cpp built with CUDA from .gpu/llama.tgz (scripts/gpu_prepare.sh peer) in the background from
 #             the start; the random 124M converted by its convert_hf_to_gguf.py (F16, BF16) and llama-quantize
-#             (Q8_0, Q4_0, Q4_K_M); llama-bench (-fa 0 and 1) and minigpt bench on each of those same files
+#             (Q8_0, Q4_0, Q4_K_M); llama-bench (-fa PEER_FA, default 0,1) and minigpt bench on each of those
+#             same files, pp512 and tg128 at depths 0 and 512, PEER_ROUNDS (1) interleaved rounds of PEER_TYPES
 # Logs under $OUT (or .gpu/out): log.txt plus one file per step, 8 files at most.
 O=${OUT:-.gpu/out}
 mkdir -p "$O"
@@ -34,7 +36,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 nvcc --version | tail -1
 D=/opt/dep L=/opt/dep/usr/lib/x86_64-linux-gnu
 J=$(nproc)
-if has peer; then
+# (A llama.cpp this machine built already, or is building, in $W/lb is used as it is.)
+if has peer && [ ! -f $W/llama.started ]; then
+  touch $W/llama.started
   el "llama.cpp CUDA build (background)"
   J=4
   rm -rf $W/llama.cpp && tar -xzf "$G/llama.tgz" -C $W
@@ -59,7 +63,7 @@ if has build; then
       tail -30 "$O/build.txt"
       exit 1
     }
-  cmake --build $B -j"$J" --target minigpt minigpt_tests minigpt_cuda >> "$O/build.txt" 2>&1 ||
+  cmake --build $B -j"$J" --target ${TARGETS:-minigpt minigpt_tests minigpt_cuda} >> "$O/build.txt" 2>&1 ||
     {
       grep -m5 -A12 'error' "$O/build.txt"
       exit 1
@@ -158,12 +162,15 @@ if has peer; then
         }
     done
     for t in q8_0 q4_0 q4_k_m; do $W/lb/bin/llama-quantize $W/g-f16.gguf $W/g-$t.gguf $t > /dev/null 2>&1; done
-    el "llama-bench and minigpt bench, file by file"
-    for t in f16 bf16 q8_0 q4_0 q4_k_m; do
-      [ "$(left 30)" -gt 0 ] || break
-      timeout 60 $W/lb/bin/llama-bench -m $W/g-$t.gguf -ngl 99 -p 512 -n 128 -fa 0,1 -r 5 -o md 2> /dev/null
-      timeout 60 $W/lb/bin/llama-bench -m $W/g-$t.gguf -ngl 99 -p 0 -n 128 -d 512 -fa 0,1 -r 5 -o md 2> /dev/null
-      timeout 60 $B/minigpt bench -m $W/g-$t.gguf --backend cuda -p 512 -n 128 -d 0,512 -r 5 2>&1
+    el "llama-bench and minigpt bench, file by file, PEER_ROUNDS (1) rounds"
+    for r in $(seq "${PEER_ROUNDS:-1}"); do
+      for t in ${PEER_TYPES:-f16 bf16 q8_0 q4_0 q4_k_m}; do
+        [ "$(left 30)" -gt 0 ] || break
+        echo "=== round $r: $t"
+        timeout 60 $W/lb/bin/llama-bench -m $W/g-$t.gguf -ngl 99 -p 512 -n 128 -d 0,512 -fa "${PEER_FA:-0,1}" -r 5 \
+          -o md 2> /dev/null | grep -E '^\| gpt2'
+        timeout 60 $B/minigpt bench -m $W/g-$t.gguf --backend cuda -p 512 -n 128 -d 0,512 -r 5 2>&1 | grep -E '^\| /'
+      done
     done | tee "$O/peer.md"
   else
     echo "llama.cpp did not build in time: $(cat $W/llama.done 2> /dev/null || echo still building)"

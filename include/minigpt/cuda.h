@@ -20,6 +20,9 @@ struct CudaOptions {
   // Programmatic dependent launch on compute capability 9.0 and newer: each decode kernel may start while
   // the one before it ends (src/cuda/common.cuh, set_pdl). Default: on, unless MINIGPT_CUDA_PDL=0.
   bool pdl = true;
+  // Prefill attention on tensor cores where it applies (an F16 cache, head dim a multiple of 16 up to 128;
+  // src/cuda/attention.cu), else the scalar F32 kernel. Default: on, unless MINIGPT_CUDA_MMA_ATTENTION=0.
+  bool mma_attention = true;
 };
 // Throws Error(Unsupported) when this build has no CUDA or when there is no usable device or driver.
 std::shared_ptr<Backend> make_cuda_backend(int device = 0);

@@ -1,6 +1,8 @@
 // attention: causal softmax(scale q k^T) v per head over the KV cache, in F32 arithmetic on K/V widened from
 // the cache dtype. Online softmax (running max m, running sum l, output rescaled when m grows), the
 // CPU backend's algorithm on the GPU, so neither kernel ever holds a row of scores.
+#include <mma.h>
+
 #include <cmath>
 
 #include "cuda/kernels.cuh"
@@ -97,6 +99,221 @@ __global__ void __launch_bounds__(kPrefillWarps * 32)
     const int d = lane + 32 * i;
     if (d < D) out[int64_t(t) * ldo + h * D + d] = o[i] * inv;
   }
+}
+
+// Prefill on tensor cores, for an F16 cache and head dims that are multiples of 16 up to 128: a block of
+// kFaWarps warps, 16 queries each, walks 64-key tiles of K and V (F16, as cached) in shared memory;
+// S = Q K^T and O += P V are 16x16x16 F16 MMAs with F32 accumulation. Q (scaled) and P are F32 values,
+// so each goes in as two F16 terms, hi = f16(x) and lo = f16(x - hi): the products with the cache's
+// exactly-F16 K and V are exact in F32 and their sum carries ~22 bits of x, which keeps the result within
+// the scalar kernel's F32 rounding instead of F16's (the same 2e-5 tolerance in the tests). The online
+// softmax (m, l per row) runs on the scores in shared memory, two lanes a row; O lives in shared memory,
+// rescaled per row before each tile's P V is added to it.
+constexpr int kFaWarps = 2;
+constexpr int kFaRows = 16 * kFaWarps;  // queries per block
+constexpr int kFaKeys = 64;             // keys per tile
+constexpr int kFaMaxChunks = 8;         // head dim / 16
+
+struct FaLayout {
+  int ldkv, lds, ldp, ldo;      // row strides: K/V tiles (halves), S (floats), P (halves), O (floats)
+  size_t k, v, s, p, o, total;  // byte offsets, each 128-aligned
+};
+__host__ __device__ inline size_t fa_up(size_t x) { return (x + 127) / 128 * 128; }
+__host__ __device__ inline FaLayout fa_layout(int D) {
+  FaLayout L{};
+  L.ldkv = D + 8;  // + 16 bytes: consecutive rows start 4 banks apart
+  L.lds = kFaKeys + 4;
+  L.ldp = kFaKeys + 8;
+  L.ldo = D + 4;
+  L.k = 0;  // before the first tile: Q's hi terms (kFaRows <= kFaKeys rows)
+  L.v = fa_up(L.k + size_t(kFaKeys) * L.ldkv * 2);  // before the first tile: Q's lo terms
+  L.s = fa_up(L.v + size_t(kFaKeys) * L.ldkv * 2);
+  L.p = fa_up(L.s + size_t(kFaRows) * L.lds * 4);  // kFaRows rows of hi terms, then kFaRows of lo terms
+  L.o = fa_up(L.p + size_t(2 * kFaRows) * L.ldp * 2);
+  L.total = fa_up(L.o + size_t(kFaRows) * L.ldo * 4);
+  return L;
+}
+
+namespace wmma = nvcuda::wmma;
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major>;
+using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+// DC = head dim / 16. Blocks run latest queries first (they have the most keys), so that the short ones
+// fill in behind them.
+template <int DC>
+__global__ void __launch_bounds__(kFaWarps * 32)
+    attention_prefill_mma_kernel(float* out, int64_t ldo, const float* __restrict__ q, int64_t ldq,
+                                 const __half* __restrict__ kc, const __half* __restrict__ vc, int64_t ldc,
+                                 int T, StepValue pos0_v, float scale, int group) {
+  constexpr int D = 16 * DC;
+  extern __shared__ __align__(128) unsigned char fa_smem[];
+  const FaLayout L = fa_layout(D);
+  __half* k_s = reinterpret_cast<__half*>(fa_smem + L.k);
+  __half* v_s = reinterpret_cast<__half*>(fa_smem + L.v);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* s_w = reinterpret_cast<float*>(fa_smem + L.s) + warp * 16 * L.lds;
+  __half* phi_w = reinterpret_cast<__half*>(fa_smem + L.p) + warp * 16 * L.ldp;
+  __half* plo_w = phi_w + kFaRows * L.ldp;
+  float* o_w = reinterpret_cast<float*>(fa_smem + L.o) + warp * 16 * L.ldo;
+  const int h = blockIdx.y, hk = h / group;
+  const int t0 = int(gridDim.x - 1 - blockIdx.x) * kFaRows;
+  const int64_t pos0 = pos0_v.get();
+  const int64_t n_keys = pos0 + min(T, t0 + kFaRows);  // keys any query of the block sees
+  const int wt0 = t0 + warp * 16;                      // the warp's first query
+  const bool active = wt0 < T;
+  const int64_t p_warp = pos0 + min(T - 1, wt0 + 15);  // the last key any query of the warp sees
+  // Lane pair (2r, 2r + 1) keeps row r's running max and sum (the same values in both lanes).
+  const int r = lane >> 1, part = lane & 1;
+  const int64_t p_row = pos0 + min(T - 1, wt0 + r);
+
+  for (int idx = threadIdx.x; idx < kFaRows * D; idx += kFaWarps * 32) {
+    const int row = idx / D, d = idx % D, t = t0 + row;
+    const float x = t < T ? scale * q[int64_t(t) * ldq + int64_t(h) * D + d] : 0.0f;
+    const __half hi = __float2half_rn(x);
+    k_s[row * L.ldkv + d] = hi;
+    v_s[row * L.ldkv + d] = __float2half_rn(x - __half2float(hi));
+  }
+  for (int idx = lane; idx < 16 * D; idx += 32) o_w[(idx / D) * L.ldo + idx % D] = 0.0f;
+  __syncthreads();
+  FragA qhi[DC], qlo[DC];
+#pragma unroll
+  for (int c = 0; c < DC; ++c) {
+    wmma::load_matrix_sync(qhi[c], k_s + warp * 16 * L.ldkv + c * 16, L.ldkv);
+    wmma::load_matrix_sync(qlo[c], v_s + warp * 16 * L.ldkv + c * 16, L.ldkv);
+  }
+  float m = -INFINITY, l = 0.0f;
+  constexpr int kVec = D / 8;  // 16-byte loads per cache row
+  for (int64_t j0 = 0; j0 < n_keys; j0 += kFaKeys) {
+    __syncthreads();  // the previous tile (or Q's staging) is consumed
+    for (int idx = threadIdx.x; idx < kFaKeys * kVec; idx += kFaWarps * 32) {
+      const int row = idx / kVec, c8 = (idx % kVec) * 8;
+      const int64_t key = j0 + row;
+      uint4 kk = make_uint4(0, 0, 0, 0), vv = kk;  // rows past the keys: zeros, never the cache's garbage
+      if (key < n_keys) {
+        kk = *reinterpret_cast<const uint4*>(kc + key * ldc + int64_t(hk) * D + c8);
+        vv = *reinterpret_cast<const uint4*>(vc + key * ldc + int64_t(hk) * D + c8);
+      }
+      *reinterpret_cast<uint4*>(k_s + row * L.ldkv + c8) = kk;
+      *reinterpret_cast<uint4*>(v_s + row * L.ldkv + c8) = vv;
+    }
+    __syncthreads();
+    if (!active || j0 > p_warp) continue;  // warp-uniform; every warp still reaches both barriers
+      // S = (Q_hi + Q_lo) K^T over the 16-key chunks any query of the warp sees.
+#pragma unroll
+    for (int n = 0; n < kFaKeys / 16; ++n) {
+      if (j0 + n * 16 > p_warp) break;
+      FragAcc acc;
+      wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+      for (int c = 0; c < DC; ++c) {
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> kb;
+        wmma::load_matrix_sync(kb, k_s + n * 16 * L.ldkv + c * 16, L.ldkv);
+        wmma::mma_sync(acc, qhi[c], kb, acc);
+        wmma::mma_sync(acc, qlo[c], kb, acc);
+      }
+      wmma::store_matrix_sync(s_w + n * 16, acc, L.lds, wmma::mem_row_major);
+    }
+    __syncwarp();
+    // Online softmax of row r over this tile: keys j = 2 jj + part (masked past p_row, never read there).
+    const float* srow = s_w + r * L.lds;
+    float mx = -INFINITY;
+    for (int jj = 0; jj < kFaKeys / 2; ++jj) {
+      const int j = 2 * jj + part;
+      if (j0 + j <= p_row) mx = fmaxf(mx, srow[j]);
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    const float m_new = fmaxf(m, mx);    // finite: key 0 is in the first tile, and every row sees it
+    const float corr = expf(m - m_new);  // 0 on the first tile (m = -inf)
+    float sum = 0.0f;
+    for (int jj = 0; jj < kFaKeys / 2; ++jj) {
+      const int j = 2 * jj + part;
+      const float pj = j0 + j <= p_row ? expf(srow[j] - m_new) : 0.0f;
+      sum += pj;
+      const __half hi = __float2half_rn(pj);
+      phi_w[r * L.ldp + j] = hi;
+      plo_w[r * L.ldp + j] = __float2half_rn(pj - __half2float(hi));
+    }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    l = l * corr + sum;
+    m = m_new;
+    for (int d = part; d < D; d += 2) o_w[r * L.ldo + d] *= corr;
+    __syncwarp();
+    // O += (P_hi + P_lo) V
+    const int n_chunks = int(min(int64_t(kFaKeys / 16), (p_warp - j0) / 16 + 1));
+#pragma unroll
+    for (int n = 0; n < DC; ++n) {
+      FragAcc acc;
+      wmma::load_matrix_sync(acc, o_w + n * 16, L.ldo, wmma::mem_row_major);
+#pragma unroll
+      for (int kk = 0; kk < kFaKeys / 16; ++kk) {
+        if (kk >= n_chunks) break;
+        FragA pa;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> vb;
+        wmma::load_matrix_sync(vb, v_s + kk * 16 * L.ldkv + n * 16, L.ldkv);
+        wmma::load_matrix_sync(pa, phi_w + kk * 16, L.ldp);
+        wmma::mma_sync(acc, pa, vb, acc);
+        wmma::load_matrix_sync(pa, plo_w + kk * 16, L.ldp);
+        wmma::mma_sync(acc, pa, vb, acc);
+      }
+      wmma::store_matrix_sync(o_w + n * 16, acc, L.ldo, wmma::mem_row_major);
+    }
+    __syncwarp();
+  }
+  if (!active) return;
+  for (int rr = 0; rr < 16; ++rr) {
+    const int t = wt0 + rr;
+    if (t >= T) break;  // warp-uniform
+    const float inv = 1.0f / __shfl_sync(0xffffffffu, l, 2 * rr);
+    for (int d = lane; d < D; d += 32) out[int64_t(t) * ldo + int64_t(h) * D + d] = o_w[rr * L.ldo + d] * inv;
+  }
+}
+
+// Whether the tensor-core kernel takes this prefill: an F16 cache, D a multiple of 16 up to 128, rows that
+// 16-byte loads can read.
+bool prefill_mma_fits(DType kv_dtype, const void* kc, const void* vc, int64_t ldc, int64_t D) {
+  return kv_dtype == DType::F16 && D % 16 == 0 && D <= 16 * kFaMaxChunks && ldc % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(kc) % 16 == 0 && reinterpret_cast<uintptr_t>(vc) % 16 == 0;
+}
+
+template <int DC>
+void prefill_mma_dc(float* out, int64_t ldo, const float* q, int64_t ldq, const void* kc, const void* vc,
+                    int64_t ldc, int64_t T, StepValue pos0, int64_t H, int64_t Hkv, float scale,
+                    cudaStream_t stream) {
+  const dim3 grid{blocks_for(T, kFaRows), unsigned(H)};
+  attention_prefill_mma_kernel<DC><<<grid, kFaWarps * 32, fa_layout(16 * DC).total, stream>>>(
+      out, ldo, q, ldq, static_cast<const __half*>(kc), static_cast<const __half*>(vc), ldc, int(T), pos0,
+      scale, int(H / Hkv));
+  CUDA_CHECK_LAUNCH();
+}
+
+void prefill_mma(float* out, int64_t ldo, const float* q, int64_t ldq, const void* kc, const void* vc,
+                 int64_t ldc, int64_t T, StepValue pos0, int64_t H, int64_t Hkv, int64_t D, float scale,
+                 cudaStream_t stream) {
+  switch (D / 16) {
+#define MINIGPT_FA_CASE(dc) \
+  case dc:                  \
+    return prefill_mma_dc<dc>(out, ldo, q, ldq, kc, vc, ldc, T, pos0, H, Hkv, scale, stream);
+    MINIGPT_FA_CASE(1)
+    MINIGPT_FA_CASE(2)
+    MINIGPT_FA_CASE(3)
+    MINIGPT_FA_CASE(4)
+    MINIGPT_FA_CASE(5)
+    MINIGPT_FA_CASE(6)
+    MINIGPT_FA_CASE(7)
+    MINIGPT_FA_CASE(8)
+#undef MINIGPT_FA_CASE
+    default:
+      throw Error(ErrorKind::Argument,
+                  "cuda attention: no tensor-core kernel for head dim " + std::to_string(D));
+  }
+}
+
+template <int DC>
+void raise_mma_smem_limit() {
+  CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_mma_kernel<DC>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(fa_layout(16 * DC).total)));
+  if constexpr (DC > 1) raise_mma_smem_limit<DC - 1>();
 }
 
 // Keys per split: whole tiles while the keys so far fit n_splits of them (then only the first splits have
@@ -274,6 +491,7 @@ void raise_smem_limit() {
 }  // namespace
 
 void attention_init() {
+  raise_mma_smem_limit<kFaMaxChunks>();
   raise_smem_limit<float>();
   raise_smem_limit<__half>();
   raise_smem_limit<__nv_bfloat16>();
@@ -281,7 +499,11 @@ void attention_init() {
 
 void attention_prefill(float* out, int64_t ldo, const float* q, int64_t ldq, const void* k_cache,
                        const void* v_cache, DType kv_dtype, int64_t ld_cache, int64_t T, StepValue pos0,
-                       int64_t H, int64_t Hkv, int64_t D, float scale, cudaStream_t stream) {
+                       int64_t H, int64_t Hkv, int64_t D, float scale, bool tensor_cores,
+                       cudaStream_t stream) {
+  if (tensor_cores && prefill_mma_fits(kv_dtype, k_cache, v_cache, ld_cache, D)) {
+    return prefill_mma(out, ldo, q, ldq, k_cache, v_cache, ld_cache, T, pos0, H, Hkv, D, scale, stream);
+  }
   switch (kv_dtype) {
     case DType::F32:
       return prefill_typed<float>(out, ldo, q, ldq, k_cache, v_cache, ld_cache, T, pos0, H, Hkv, D, scale,

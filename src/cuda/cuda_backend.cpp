@@ -473,7 +473,7 @@ class CudaBackend final : public Backend {
       } else {
         cuda::attention_prefill(out.row_slice(r.first, r.n).ptr<float>(), out.stride,
                                 q.row_slice(r.first, r.n).ptr<float>(), q.stride, kc, vc, c.dtype(),
-                                c.width(), r.n, pos, n_head, Hkv, D, scale, stream_);
+                                c.width(), r.n, pos, n_head, Hkv, D, scale, options_.mma_attention, stream_);
       }
     }
   }
@@ -874,6 +874,7 @@ std::shared_ptr<Backend> make_cuda_backend(const CudaOptions& options) {
   CudaOptions o = options;
   if (disabled_by_env("MINIGPT_CUDA_GRAPHS")) o.graphs = false;
   if (disabled_by_env("MINIGPT_CUDA_PDL")) o.pdl = false;
+  if (disabled_by_env("MINIGPT_CUDA_MMA_ATTENTION")) o.mma_attention = false;
   return std::make_shared<CudaBackend>(o);
 }
 

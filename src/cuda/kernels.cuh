@@ -66,12 +66,13 @@ void store_kv(void* k_cache, void* v_cache, DType kv_dtype, int64_t ld_cache, co
 
 // Attention of T >= 1 queries at pos0 .. pos0+T-1 over keys 0 .. pos0+t of one sequence's caches (query head
 // h reads KV head h / (H / Hkv): columns of the cache rows from (h / (H / Hkv)) * D) (flash-attention style:
-// a block of queries of one head walks tiles of 32 keys in shared memory with an online softmax; O(T)
-// memory).
+// a block of queries of one head walks tiles of keys in shared memory with an online softmax; O(T)
+// memory). tensor_cores: the MMA kernel where it applies (F16 cache, D % 16 == 0, D <= 128).
 constexpr int64_t kMaxHeadDim = 256;
 void attention_prefill(float* out, int64_t ldo, const float* q, int64_t ldq, const void* k_cache,
                        const void* v_cache, DType kv_dtype, int64_t ld_cache, int64_t T, StepValue pos0,
-                       int64_t H, int64_t Hkv, int64_t D, float scale, cudaStream_t stream);
+                       int64_t H, int64_t Hkv, int64_t D, float scale, bool tensor_cores,
+                       cudaStream_t stream);
 
 // Attention of one query at pos0 (flash-decoding): the keys 0 .. pos0 split into `n_splits` ranges per
 // head, each reduced by one block to (max, sum, unnormalised output), then merged by a second kernel.
