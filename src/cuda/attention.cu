@@ -1,6 +1,7 @@
 // attention: causal softmax(scale q k^T) v per head over the KV cache, in F32 arithmetic on K/V widened from
-// the cache dtype. Online softmax (running max m, running sum l, output rescaled when m grows), the
-// CPU backend's algorithm on the GPU, so neither kernel ever holds a row of scores.
+// the cache dtype (prefill with an F16 cache: on tensor cores, with F32's accuracy; see below). Online
+// softmax (running max m, running sum l, output rescaled when m grows), the CPU backend's algorithm on the
+// GPU, so no kernel ever holds a row of scores.
 #include <mma.h>
 
 #include <cmath>
