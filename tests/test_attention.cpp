@@ -111,9 +111,6 @@ TEST(Attention, BadInputsAreArgumentErrors) {
 
 const std::string kShipped = "-m " + (test::source_dir() / "models" / "shakespeare-char").string() + " ";
 
-size_t lines(const std::string& s) {
-  return size_t(std::count(s.begin(), s.end(), '\n')) + (!s.empty() && s.back() != '\n');
-}
 size_t files_in(const std::filesystem::path& dir) {
   return size_t(std::distance(std::filesystem::directory_iterator(dir), {}));
 }
@@ -243,7 +240,7 @@ TEST(AttentionCli, MistakesAreOneLineAndWriteNothing) {
   for (const Case& c : cases) {
     auto r = test::run_cli("attention " + kShipped + c.args);
     EXPECT_NE(r.status, 0) << c.args;
-    EXPECT_EQ(lines(r.err), 1u) << c.args << ": " << r.err;
+    EXPECT_EQ(test::line_count(r.err), 1u) << c.args << ": " << r.err;
     EXPECT_EQ(r.err.rfind("minigpt: error: ", 0), 0u) << r.err;
     for (const auto& s : c.says)
       EXPECT_NE(r.err.find(s), std::string::npos) << "'" << s << "' not in: " << r.err;

@@ -12,10 +12,6 @@ using json = nlohmann::json;
 
 std::string shipped() { return (test::source_dir() / "models" / "shakespeare-char").string(); }
 
-size_t lines(const std::string& s) {
-  return size_t(std::count(s.begin(), s.end(), '\n')) + (!s.empty() && s.back() != '\n');
-}
-
 TEST(BenchCli, JsonHasEveryTestAndConsistentRoofline) {
   auto r = test::run_cli("bench -m " + shipped() + " -p 16 -n 4 -d 0,8 -r 3 -t 1,2 --dtype f32,bf16 -o json");
   ASSERT_EQ(r.status, 0) << r.err;
@@ -111,7 +107,7 @@ TEST(BenchCli, ZeroLengthSkipsATestAndMarkdownHasOneRowPerTest) {
   EXPECT_NE(r.out.find("\nmachine: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("GB/s (1 thread)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(", read "), std::string::npos) << "the decode row names its bandwidth: " << r.out;
-  EXPECT_EQ(lines(r.out), 8u) << r.out;
+  EXPECT_EQ(test::line_count(r.out), 8u) << r.out;
   // K and V of every layer's KV heads, F32 on the CPU.
   const Config c = load_config(std::filesystem::path(shipped()) / "config.json");
   EXPECT_NE(r.out.find("\nKV cache: " + std::to_string(2 * c.n_layer * c.kv_dim() * 4) + " bytes per token"),
@@ -144,7 +140,7 @@ TEST(BenchCli, BadFlagsAreOneLineAndNothingOnStdout) {
     auto r = test::run_cli(args);
     EXPECT_NE(r.status, 0) << args;
     EXPECT_EQ(r.out, "") << args;
-    EXPECT_EQ(lines(r.err), 1u) << args << ": " << r.err;
+    EXPECT_EQ(test::line_count(r.err), 1u) << args << ": " << r.err;
     EXPECT_EQ(r.err.rfind("minigpt: error: ", 0), 0u) << args << ": " << r.err;
     EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": " << r.err;
   }

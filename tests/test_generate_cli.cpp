@@ -28,10 +28,6 @@ struct CliModel {
   std::string m() const { return "-m " + dir.string() + " "; }
 };
 
-size_t lines(const std::string& s) {
-  return size_t(std::count(s.begin(), s.end(), '\n')) + (!s.empty() && s.back() != '\n');
-}
-
 TEST(GenerateCli, GreedyOutputIsThePromptThenTheLibrarysText) {
   CliModel cm;
   auto r = test::run_cli("generate " + cm.m() + "-p 'To be' --temperature 0 --max-new-tokens 12");
@@ -190,7 +186,7 @@ TEST(GenerateCli, BadInputIsOneLineAndNothingElse) {
     auto r = test::run_cli("generate " + args);
     EXPECT_NE(r.status, 0) << args;
     EXPECT_EQ(r.out, "") << args;
-    EXPECT_EQ(lines(r.err), 1u) << args << ": " << r.err;
+    EXPECT_EQ(test::line_count(r.err), 1u) << args << ": " << r.err;
     EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": " << r.err;
   }
   // --context-overflow truncate accepts the long prompt.

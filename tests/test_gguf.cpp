@@ -12,16 +12,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::filesystem::path gguf_dir() { return test::source_dir() / "tests" / "fixtures" / "gguf"; }
-
-std::string fnv1a64(const std::vector<uint8_t>& data) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (uint8_t b : data) h = (h ^ b) * 0x100000001B3ull;
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
-  return buf;
-}
-
 std::string type_name(GgufType t) {
   static const std::map<GgufType, std::string> names = {
       {GgufType::U8, "uint8"},    {GgufType::I8, "int8"},    {GgufType::U16, "uint16"},
@@ -33,11 +23,11 @@ std::string type_name(GgufType t) {
 }
 
 TEST(Gguf, ReadsWhatTheGgufPackageReads) {
-  const json expected = json::parse(test::read_file(gguf_dir() / "expected.json"));
+  const json expected = json::parse(test::read_file(test::gguf_fixtures() / "expected.json"));
   for (const char* file : {"mixed.gguf", "aligned64.gguf"}) {
     SCOPED_TRACE(file);
     const json& e = expected[file];
-    auto f = GgufFile::open(gguf_dir() / file);
+    auto f = GgufFile::open(test::gguf_fixtures() / file);
     EXPECT_EQ(f->version(), e["version"].get<uint32_t>());
     EXPECT_EQ(f->alignment(), e["alignment"].get<uint64_t>());
     EXPECT_EQ(f->data_offset(), e["data_offset"].get<uint64_t>());
@@ -91,7 +81,8 @@ TEST(Gguf, ReadsWhatTheGgufPackageReads) {
       EXPECT_EQ(t.nbytes, w["nbytes"].get<uint64_t>());
       std::vector<uint8_t> bytes(t.nbytes);
       f->read(t, bytes.data());
-      EXPECT_EQ(fnv1a64(bytes), w["fnv1a64"].get<std::string>());
+      EXPECT_EQ(test::fnv1a64_hex({reinterpret_cast<const char*>(bytes.data()), bytes.size()}),
+                w["fnv1a64"].get<std::string>());
       EXPECT_EQ(f->find(t.name), &t);
     }
     EXPECT_EQ(f->get_int("gpt2.context_length"), 64);
@@ -105,7 +96,7 @@ TEST(Gguf, ReadsWhatTheGgufPackageReads) {
 
 // Version 2 has the layout of version 3 (3 added big-endian files, told apart by the version's bytes).
 TEST(Gguf, Version2ReadsAsVersion3) {
-  std::string bytes = test::read_file(gguf_dir() / "mixed.gguf");
+  std::string bytes = test::read_file(test::gguf_fixtures() / "mixed.gguf");
   bytes[4] = 2;
   auto f = GgufFile::from_memory(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "v2.gguf");
   EXPECT_EQ(f->version(), 2u);
@@ -115,9 +106,9 @@ TEST(Gguf, Version2ReadsAsVersion3) {
 // Every prefix of a valid file that cuts into its header or tensor data is refused with Error(Format),
 // never read past its end (the padding after the last tensor may go).
 TEST(Gguf, EveryTruncationIsAFormatError) {
-  const std::string bytes = test::read_file(gguf_dir() / "mixed.gguf");
+  const std::string bytes = test::read_file(test::gguf_fixtures() / "mixed.gguf");
   uint64_t data_end = 0;
-  const auto file = GgufFile::open(gguf_dir() / "mixed.gguf");  // held: tensors() is the file's
+  const auto file = GgufFile::open(test::gguf_fixtures() / "mixed.gguf");  // held: tensors() is the file's
   for (const auto& t : file->tensors()) data_end = std::max(data_end, t.offset + t.nbytes);
   ASSERT_GT(data_end, bytes.size() - 64);
   for (size_t n = 0; n < data_end; ++n) {

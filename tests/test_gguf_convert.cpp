@@ -27,10 +27,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 fs::path quantize_dir() { return test::source_dir() / "tests" / "fixtures" / "quantize"; }
-fs::path gguf_dir() { return test::source_dir() / "tests" / "fixtures" / "gguf"; }
-fs::path converter_file() {
-  return test::source_dir() / "tests" / "fixtures" / "gguf" / "gpt2-tiny-f32.gguf";
-}
+fs::path converter_file() { return test::gguf_fixtures() / "gpt2-tiny-f32.gguf"; }
 
 // GPT-2's tokenizer files (.json, .txt) into a model directory, as the converter's inputs had them.
 void copy_gpt2_tokenizer(const fs::path& dir) {
@@ -38,13 +35,6 @@ void copy_gpt2_tokenizer(const fs::path& dir) {
     const std::string ext = e.path().extension().string();
     if (ext == ".json" || ext == ".txt") fs::copy_file(e.path(), dir / e.path().filename());
   }
-}
-
-// FNV-1a 64 of a file's bytes as 16 hex digits, as tools/make_family_convert_reference.py records it.
-std::string fnv_hex(const fs::path& file) {
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a64(test::read_file(file))));
-  return hex;
 }
 
 // The HF model the converter's fixture was made from, in a directory named as the one it was converted from
@@ -342,13 +332,15 @@ TEST(GgufConvert, NeoxAndBigcodeEqualLlamaCppsConverterAndQuantize) {
       const fs::path out = tmp / (type + ".gguf");
       write_gguf(hf, out, o);
       EXPECT_EQ(fs::file_size(out), want["bytes"].get<uintmax_t>()) << name << ", " << what;
-      EXPECT_EQ(fnv_hex(out), want["fnv1a64"].get<std::string>()) << name << ", " << what;
+      EXPECT_EQ(test::fnv1a64_hex(test::read_file(out)), want["fnv1a64"].get<std::string>())
+          << name << ", " << what;
     }
     // quantize from the F32 GGUF (the converter's file, as the first check showed): llama-quantize's input
     GgufWriteOptions o;
     o.preset = GgufPreset::Q4_K_M;
     write_gguf(tmp / "f32.gguf", tmp / "from-gguf.gguf", o);
-    EXPECT_EQ(fnv_hex(tmp / "from-gguf.gguf"), m["outputs"]["quantize q4_k_m"]["fnv1a64"].get<std::string>())
+    EXPECT_EQ(test::fnv1a64_hex(test::read_file(tmp / "from-gguf.gguf")),
+              m["outputs"]["quantize q4_k_m"]["fnv1a64"].get<std::string>())
         << name;
   }
 }
@@ -718,7 +710,7 @@ TEST(QuantizeCli, BadInputsAreOneLineAndLeaveNothing) {
        "--tensor-type 'x[': not a regular expression"},
       // a type named for the embeddings is taken as given (llama-quantize's rule): 8-wide rows hold no Q4_0
       // block (llama-quantize goes on and corrupts its heap)
-      {{"quantize", (gguf_dir() / "gpt2-tiny-f32.gguf").string(), out, "--type", "q4_k_m",
+      {{"quantize", (test::gguf_fixtures() / "gpt2-tiny-f32.gguf").string(), out, "--type", "q4_k_m",
         "--token-embedding-type", "q4_0"},
        "tensor 'token_embd.weight' has rows of 8 values, not a multiple of 32 (Q4_0's block)"},
   };

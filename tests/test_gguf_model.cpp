@@ -15,14 +15,14 @@ using json = nlohmann::json;
 std::filesystem::path gguf_model() {
   return test::source_dir() / "tests" / "fixtures" / "gguf" / "gpt2-tiny-f32.gguf";
 }
-json reference() {
+json gguf_model_reference() {
   return json::parse(
       test::read_file(test::source_dir() / "tests" / "fixtures" / "gguf" / "gpt2-tiny-reference.json"));
 }
 
 // Tolerance 1e-5 absolute: the same F32 weights, so only the order of float sums differs (logits ~1).
 TEST(GgufModel, LlamaCppConverterOutputGivesTransformersLogitsAndTokens) {
-  const json ref = reference();
+  const json ref = gguf_model_reference();
   auto model = Model::load(gguf_model(), LoadOptions::threads(1));
   EXPECT_EQ(model->config().n_vocab, 50257);
   EXPECT_EQ(model->config().n_layer, 2);

@@ -29,7 +29,7 @@ struct LlmcReference {
   std::vector<float> logits_f32, logits_bf16;  // [T, V]
 };
 
-LlmcReference reference() {
+LlmcReference llmc_reference() {
   auto f = SafeTensorsFile::open(llmc_dir() / "reference.safetensors");
   using test::read_tensor;
   LlmcReference r;
@@ -107,7 +107,7 @@ TEST(Llmc, HeaderBecomesAGpt2ConfigWithTheUnpaddedVocabulary) {
 // float sums differs (logits have std ~1; measured ~1e-6). A layout error (a transposed matrix, a layer's
 // slice off by one, wpe read from wte's padding) moves them by ~1.
 TEST(Llmc, F32FileGivesTransformersLogitsAndGreedyTokens) {
-  const LlmcReference ref = reference();
+  const LlmcReference ref = llmc_reference();
   auto model = Model::load(f32_file(), LoadOptions::threads(1));
   EXPECT_EQ(model->config().n_vocab, kV);
   Session s(model);
@@ -127,7 +127,7 @@ TEST(Llmc, F32FileGivesTransformersLogitsAndGreedyTokens) {
 // BF16 to F32 exactly and computes in F32, so the bound is the F32 one (1e-4). Against the unrounded weights
 // the rounding itself (2^-9 relative per weight) moves the logits: measured 2.7e-2 by the script; bound 6e-2.
 TEST(Llmc, Bf16FileGivesTransformersLogitsOnTheRoundedWeights) {
-  const LlmcReference ref = reference();
+  const LlmcReference ref = llmc_reference();
   auto model = Model::load(bf16_file(), LoadOptions::threads(1));
   ASSERT_EQ(model->stored_bytes().size(), 1u);
   EXPECT_EQ(model->stored_bytes()[0].first, "BF16");
@@ -147,7 +147,7 @@ TEST(Llmc, Bf16FileGivesTransformersLogitsOnTheRoundedWeights) {
 // Token by token through the KV cache against one prefill of every position: the same weights, GEMV against
 // GEMM blocking, so only summation order differs (4e-5, as test_model.cpp's chunking test).
 TEST(Llmc, KvCacheDecodeEqualsFullRecompute) {
-  const LlmcReference ref = reference();
+  const LlmcReference ref = llmc_reference();
   for (const fs::path& file : {f32_file(), bf16_file()}) {
     auto model = Model::load(file, LoadOptions::threads(1));
     Session whole(model);
@@ -169,7 +169,7 @@ TEST(Llmc, PaddedVocabularyRowsAreNeverRead) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (int64_t i = kV * kC; i < kVp * kC; ++i) std::memcpy(image.data() + 1024 + 4 * i, &nan, 4);
   test::write_file(tmp / "nan-padding.bin", image);
-  const LlmcReference ref = reference();
+  const LlmcReference ref = llmc_reference();
   auto model = Model::load(tmp / "nan-padding.bin", LoadOptions::threads(1));
   EXPECT_EQ(model->config().n_vocab, kV);
   Session s(model);

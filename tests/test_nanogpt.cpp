@@ -29,14 +29,14 @@ struct NanoGptReference {
   std::vector<int32_t> greedy_tokens;  // nanoGPT's argmax continuation (top-1 ahead of top-2 by >= 1e-3)
 };
 
-NanoGptReference load_reference(const std::string& variant) {
+NanoGptReference nanogpt_reference(const std::string& variant) {
   auto f = SafeTensorsFile::open(nanogpt_dir(variant) / "reference.safetensors");
   return {read_tensor<int32_t>(*f, "tokens", StDtype::I32), read_tensor<float>(*f, "logits", StDtype::F32),
           read_tensor<int32_t>(*f, "greedy_prompt", StDtype::I32),
           read_tensor<int32_t>(*f, "greedy_tokens", StDtype::I32)};
 }
 
-std::shared_ptr<const Model> load(const std::string& variant) {
+std::shared_ptr<const Model> load_nanogpt(const std::string& variant) {
   return Model::load(nanogpt_dir(variant), LoadOptions::threads(2));
 }
 
@@ -58,8 +58,8 @@ constexpr double kTolRecompute = 4e-5;
 class NanoGpt : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(NanoGpt, LogitsMatchNanoGpt) {
-  const NanoGptReference ref = load_reference(GetParam());
-  auto model = load(GetParam());
+  const NanoGptReference ref = nanogpt_reference(GetParam());
+  auto model = load_nanogpt(GetParam());
   const int64_t V = model->config().n_vocab, T = int64_t(ref.tokens.size());
   ASSERT_EQ(int64_t(ref.logits.size()), T * V);
   ASSERT_EQ(T, model->config().n_ctx) << "the reference fills the whole context (block_size)";
@@ -76,8 +76,8 @@ TEST_P(NanoGpt, LogitsMatchNanoGpt) {
 }
 
 TEST_P(NanoGpt, KvCacheDecodeEqualsFullRecompute) {
-  const NanoGptReference ref = load_reference(GetParam());
-  auto model = load(GetParam());
+  const NanoGptReference ref = nanogpt_reference(GetParam());
+  auto model = load_nanogpt(GetParam());
   const int64_t V = model->config().n_vocab, T = int64_t(ref.tokens.size());
   Session cached(model);
   for (int64_t t = 0; t < T; ++t) {
@@ -92,8 +92,8 @@ TEST_P(NanoGpt, KvCacheDecodeEqualsFullRecompute) {
 }
 
 TEST_P(NanoGpt, GreedyTokensEqualNanoGpt) {
-  const NanoGptReference ref = load_reference(GetParam());
-  Session s(load(GetParam()));
+  const NanoGptReference ref = nanogpt_reference(GetParam());
+  Session s(load_nanogpt(GetParam()));
   GenerateOptions o;
   o.max_new_tokens = int64_t(ref.greedy_tokens.size());
   o.sampling.temperature = 0.0f;

@@ -18,7 +18,7 @@ using json = nlohmann::json;
 std::filesystem::path mix_model() {
   return test::source_dir() / "tests" / "fixtures" / "gguf" / "gpt2-quant-mix.gguf";
 }
-const json& reference() {
+const json& quant_model_reference() {
   static const json ref = json::parse(
       test::read_file(test::source_dir() / "tests" / "fixtures" / "gguf" / "gpt2-quant-mix-reference.json"));
   return ref;
@@ -31,7 +31,7 @@ struct Diff {
   int64_t argmax_differs = 0;
 };
 Diff compare(std::span<const float> logits, int64_t V) {
-  const json& ref = reference();
+  const json& ref = quant_model_reference();
   Diff d;
   for (size_t t = 0; t < ref["logits"].size(); ++t) {
     const auto want = ref["logits"][t].get<std::vector<double>>();
@@ -49,7 +49,7 @@ Diff compare(std::span<const float> logits, int64_t V) {
 }
 
 std::vector<int32_t> greedy(const std::shared_ptr<const Model>& model) {
-  const json& ref = reference();
+  const json& ref = quant_model_reference();
   Session s(model);
   GenerateOptions o;
   o.max_new_tokens = int64_t(ref["greedy"].size());
@@ -96,7 +96,7 @@ TEST(QuantModel, MatricesAreHeldInTheirOwnTypes) {
 // logits' range) fails for a kernel that mixes up blocks, rows or scales, which moves them by whole units.
 // Greedy tokens equal transformers' in all three.
 TEST(QuantModel, LogitsAndGreedyTokensMatchTransformersOnTheDequantizedWeights) {
-  const json& ref = reference();
+  const json& ref = quant_model_reference();
   const auto ids = ref["ids"].get<std::vector<int32_t>>();
   const int64_t V = 256;
   auto model = Model::load(mix_model(), LoadOptions::threads(2));
@@ -138,7 +138,7 @@ TEST(QuantModel, LogitsAndGreedyTokensMatchTransformersOnTheDequantizedWeights) 
 // Several sequences in one decode step (the integer kernels with several rows of activations) give each
 // the logits it gets alone.
 TEST(QuantModel, BatchedDecodeEqualsEachSequenceAlone) {
-  const json& ref = reference();
+  const json& ref = quant_model_reference();
   const auto ids = ref["ids"].get<std::vector<int32_t>>();
   const int64_t V = 256;
   auto model = Model::load(mix_model(), LoadOptions::threads(2));

@@ -24,10 +24,10 @@ const Tokenizer& gpt2_json() {
 
 const Tokenizer& gpt2_vocab_merges() {
   static const Tokenizer t = [] {
-    TempDir dir("vocab_merges");
-    dir.write("vocab.json", read_all(kGpt2Dir / "vocab.json"));
-    dir.write("merges.txt", read_all(kGpt2Dir / "merges.txt"));
-    return Tokenizer::load(dir.path);
+    TempDir dir;
+    dir.write("vocab.json", read_file(kGpt2Dir / "vocab.json"));
+    dir.write("merges.txt", read_file(kGpt2Dir / "merges.txt"));
+    return Tokenizer::load(dir.path());
   }();
   return t;
 }
@@ -99,7 +99,7 @@ TEST(Tokenizer, PreTokenBoundariesOverUnicode) {
 
 TEST(Tokenizer, TinyShakespeare) {
   auto golden = read_json(kFixtures / "tinyshakespeare.json");
-  std::string text = read_all(kFixtureRoot / golden["file"].get<std::string>());
+  std::string text = read_file(kFixtureRoot / golden["file"].get<std::string>());
   ASSERT_EQ(text.size(), 1115394u);
   auto ids = gpt2_json().encode(text);
   ASSERT_EQ(ids.size(), 338025u);
@@ -275,7 +275,7 @@ TEST(StreamDecoder, RandomIdsGiveTheSanitizedWholeDecode) {
 TEST(Tokenizer, MergeImplementationsAgree) {
   const Tokenizer& t = gpt2_json();
   std::mt19937 rng(11);
-  std::string shakes = read_all(kShakespeare);
+  std::string shakes = read_file(kShakespeare);
   const std::string alphabet = "etaoinshrdlu ETAOIN'.,\n";
   for (int round = 0; round < 3000; ++round) {
     std::string piece;
@@ -360,10 +360,10 @@ TEST(ByteLevel, BuiltInAndLoadedAgreeWithHuggingFace) {
 }
 
 TEST(ByteLevel, EmptyMergesFileLoads) {
-  TempDir dir("bytelevel_empty");
-  dir.write("vocab.json", read_all(kFixtures / "bytelevel" / "vocab.json"));
+  TempDir dir;
+  dir.write("vocab.json", read_file(kFixtures / "bytelevel" / "vocab.json"));
   dir.write("merges.txt", "");
-  Tokenizer t = Tokenizer::load(dir.path);
+  Tokenizer t = Tokenizer::load(dir.path());
   EXPECT_EQ(t.encode("hé"), (std::vector<int32_t>{'h', 0xC3, 0xA9}));
 }
 
@@ -380,56 +380,56 @@ void expect_load_error(const std::filesystem::path& dir, ErrorKind kind, const s
 }  // namespace
 
 TEST(TokenizerLoad, ClearErrors) {
-  const std::string byte_vocab = read_all(kFixtures / "bytelevel" / "vocab.json");
+  const std::string byte_vocab = read_file(kFixtures / "bytelevel" / "vocab.json");
   {
-    TempDir dir("no_files");
-    expect_load_error(dir.path, ErrorKind::Io, dir.path.string());
+    TempDir dir;
+    expect_load_error(dir.path(), ErrorKind::Io, dir.path().string());
   }
   {
-    TempDir dir("bad_json");
+    TempDir dir;
     dir.write("vocab.json", "{\"a\": 1,");
     dir.write("merges.txt", "");
-    expect_load_error(dir.path, ErrorKind::Format, "vocab.json");
+    expect_load_error(dir.path(), ErrorKind::Format, "vocab.json");
   }
   {
-    TempDir dir("bad_tokenizer_json");
+    TempDir dir;
     dir.write("tokenizer.json", "[1, 2");
-    expect_load_error(dir.path, ErrorKind::Format, "tokenizer.json");
+    expect_load_error(dir.path(), ErrorKind::Format, "tokenizer.json");
   }
   {
-    TempDir dir("unknown_merge");
+    TempDir dir;
     dir.write("vocab.json", byte_vocab);
     dir.write("merges.txt", "#version: 0.2\nh e\n");  // "he" is not in the vocabulary
-    expect_load_error(dir.path, ErrorKind::Format, "merge 2");
+    expect_load_error(dir.path(), ErrorKind::Format, "merge 2");
   }
   {
-    TempDir dir("bad_merge_line");
+    TempDir dir;
     dir.write("vocab.json", byte_vocab);
     dir.write("merges.txt", "#version: 0.2\nhe\n");
-    expect_load_error(dir.path, ErrorKind::Format, "merges.txt");
+    expect_load_error(dir.path(), ErrorKind::Format, "merges.txt");
   }
   {
-    TempDir dir("negative_id");
+    TempDir dir;
     dir.write("vocab.json", "{\"a\": -3}");
     dir.write("merges.txt", "");
-    expect_load_error(dir.path, ErrorKind::Format, "out of range");
+    expect_load_error(dir.path(), ErrorKind::Format, "out of range");
   }
   {
-    TempDir dir("missing_byte");
+    TempDir dir;
     dir.write("vocab.json", "{\"a\": 0}");
     dir.write("merges.txt", "");
-    expect_load_error(dir.path, ErrorKind::Format, "lacks the symbol of byte");
+    expect_load_error(dir.path(), ErrorKind::Format, "lacks the symbol of byte");
   }
   {
-    TempDir dir("not_bpe");
+    TempDir dir;
     dir.write("tokenizer.json", R"({"model": {"type": "WordPiece", "vocab": {}}})");
-    expect_load_error(dir.path, ErrorKind::Unsupported, "WordPiece");
+    expect_load_error(dir.path(), ErrorKind::Unsupported, "WordPiece");
   }
   {
-    TempDir dir("normalizer");
+    TempDir dir;
     dir.write(
         "tokenizer.json",
         R"({"normalizer": {"type": "NFKC"}, "pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {}}})");
-    expect_load_error(dir.path, ErrorKind::Unsupported, "normalizer 'NFKC' is not supported");
+    expect_load_error(dir.path(), ErrorKind::Unsupported, "normalizer 'NFKC' is not supported");
   }
 }

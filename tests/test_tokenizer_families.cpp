@@ -105,7 +105,7 @@ TEST_P(Family, TinyShakespeareChunks) {
   const std::string name = GetParam();
   const Tokenizer& tok = family(name.c_str());
   const json golden = test::read_json(kDir / name / "golden.json")["shakespeare"];
-  const std::string text = test::read_all(test::kFixtureRoot / golden["file"].get<std::string>());
+  const std::string text = test::read_file(test::kFixtureRoot / golden["file"].get<std::string>());
   const json& chunks = golden["chunks"];
   size_t total = 0;
   for (size_t k = 0; k < chunks.size(); ++k) {

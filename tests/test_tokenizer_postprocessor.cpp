@@ -16,12 +16,13 @@ namespace {
 
 using json = nlohmann::json;
 
-const std::filesystem::path kDir = test::source_dir() / "tests" / "fixtures" / "tokenizer" / "postprocessor";
+const std::filesystem::path kPostDir =
+    test::source_dir() / "tests" / "fixtures" / "tokenizer" / "postprocessor";
 
-json golden() { return json::parse(test::read_file(kDir / "golden.json")); }
-std::vector<int32_t> ids_of(const json& j) { return j.get<std::vector<int32_t>>(); }
+json golden() { return json::parse(test::read_file(kPostDir / "golden.json")); }
+std::vector<int32_t> golden_ids(const json& j) { return j.get<std::vector<int32_t>>(); }
 
-std::string spaced(const std::vector<int32_t>& ids) {
+std::string joined(const std::vector<int32_t>& ids) {
   std::string s;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (i) s += ' ';
@@ -34,7 +35,7 @@ size_t count_lines(const std::string& s) { return size_t(std::count(s.begin(), s
 
 // The bos fixture's tokenizer.json with its post_processor replaced.
 std::string with_post_processor(const json& pp) {
-  json j = json::parse(test::read_file(kDir / "bos" / "tokenizer.json"));
+  json j = json::parse(test::read_file(kPostDir / "bos" / "tokenizer.json"));
   j["post_processor"] = pp;
   return j.dump();
 }
@@ -55,13 +56,14 @@ TEST(TokenizerPostProcessor, IdsMatchTokenizersWithAndWithoutSpecialTokens) {
   for (const json& fx : g["fixtures"]) {
     const std::string dir = fx["dir"];
     if (dir == "bert") continue;  // refused, see UnsupportedProcessorsAreRefused
-    const Tokenizer tok = Tokenizer::load(kDir / dir);
+    const Tokenizer tok = Tokenizer::load(kPostDir / dir);
     for (const json& c : fx["cases"]) {
       const std::string text = c["text"];
       // tokenizers always recognises added tokens in the text: allow_special = true.
-      EXPECT_EQ(tok.encode_with_specials(text, true), ids_of(c["ids_add"])) << dir << ": " << text;
-      EXPECT_EQ(tok.encode(text, true), ids_of(c["ids_raw"])) << dir << ": " << text;
-      EXPECT_EQ(tok.add_special_tokens(tok.encode(text, true)), ids_of(c["ids_add"])) << dir << ": " << text;
+      EXPECT_EQ(tok.encode_with_specials(text, true), golden_ids(c["ids_add"])) << dir << ": " << text;
+      EXPECT_EQ(tok.encode(text, true), golden_ids(c["ids_raw"])) << dir << ": " << text;
+      EXPECT_EQ(tok.add_special_tokens(tok.encode(text, true)), golden_ids(c["ids_add"]))
+          << dir << ": " << text;
       ++checked;
     }
   }
@@ -72,9 +74,9 @@ TEST(TokenizerPostProcessor, TemplateSpecialTokens) {
   using V = std::vector<int32_t>;
   auto prefix = [](const Tokenizer& t) { return V(t.special_prefix().begin(), t.special_prefix().end()); };
   auto suffix = [](const Tokenizer& t) { return V(t.special_suffix().begin(), t.special_suffix().end()); };
-  const Tokenizer bos = Tokenizer::load(kDir / "bos"), eos = Tokenizer::load(kDir / "eos"),
-                  both = Tokenizer::load(kDir / "both"),
-                  llama3 = Tokenizer::load(kDir / "bytelevel_template");
+  const Tokenizer bos = Tokenizer::load(kPostDir / "bos"), eos = Tokenizer::load(kPostDir / "eos"),
+                  both = Tokenizer::load(kPostDir / "both"),
+                  llama3 = Tokenizer::load(kPostDir / "bytelevel_template");
   EXPECT_EQ(prefix(bos), V{557});
   EXPECT_EQ(suffix(bos), V{});
   EXPECT_EQ(prefix(eos), V{});
@@ -106,7 +108,7 @@ TEST(TokenizerPostProcessor, AcceptedShapes) {
     json pp;
     V want;
   };
-  const V raw = Tokenizer::load(kDir / "bos").encode("Hello world");
+  const V raw = Tokenizer::load(kPostDir / "bos").encode("Hello world");
   V wrapped = {557};
   wrapped.insert(wrapped.end(), raw.begin(), raw.end());
   wrapped.push_back(557);
@@ -129,7 +131,7 @@ TEST(TokenizerPostProcessor, AcceptedShapes) {
     EXPECT_EQ(t.encode_with_specials("Hello world"), c.want) << c.what;
     EXPECT_EQ(t.encode("Hello world"), raw) << c.what;
   }
-  json absent = json::parse(test::read_file(kDir / "bos" / "tokenizer.json"));
+  json absent = json::parse(test::read_file(kPostDir / "bos" / "tokenizer.json"));
   absent.erase("post_processor");
   EXPECT_EQ(Tokenizer::from_tokenizer_json(absent.dump()).encode_with_specials("Hello world"), raw);
 }
@@ -189,8 +191,8 @@ TEST(TokenizerPostProcessor, MalformedTemplateIsAOneLineFormatError) {
 }
 
 TEST(TokenizerPostProcessor, UnsupportedProcessorsAreRefused) {
-  const std::string bert_path = (kDir / "bert" / "tokenizer.json").string();
-  test::expect_error([&] { Tokenizer::load(kDir / "bert"); }, ErrorKind::Unsupported,
+  const std::string bert_path = (kPostDir / "bert" / "tokenizer.json").string();
+  test::expect_error([&] { Tokenizer::load(kPostDir / "bert"); }, ErrorKind::Unsupported,
                      {bert_path + ": post_processor 'BertProcessing' is not supported"});
   const json bl = {{"type", "ByteLevel"}};
   const json tpl = template_of({special_piece("<s>"), kA}, kBosSpecials);
@@ -219,32 +221,32 @@ std::vector<int32_t> golden_ids(const std::string& dir, const std::string& text,
   for (const json& fx : g["fixtures"])
     if (fx["dir"] == dir)
       for (const json& c : fx["cases"])
-        if (c["text"] == text) return ids_of(c[key]);
+        if (c["text"] == text) return golden_ids(c[key]);
   ADD_FAILURE() << "no golden case " << dir << " / " << text;
   return {};
 }
 
-std::string m(const std::string& dir) { return "tokenize -m '" + (kDir / dir).string() + "' "; }
+std::string m(const std::string& dir) { return "tokenize -m '" + (kPostDir / dir).string() + "' "; }
 
 TEST(TokenizerPostProcessor, TokenizeCliAddsTheTemplateUnlessNoAddSpecial) {
   for (const char* dir : {"bos", "eos", "both", "bytelevel_template"}) {
     for (const char* text : {"Hello world", "the quick brown fox jumps over the lazy dog\n"}) {
       auto r = test::run_cli(m(dir), text);  // from stdin
       ASSERT_EQ(r.status, 0) << r.err;
-      EXPECT_EQ(r.out, spaced(golden_ids(dir, text, "ids_add")) + "\n") << dir;
+      EXPECT_EQ(r.out, joined(golden_ids(dir, text, "ids_add")) + "\n") << dir;
       r = test::run_cli(m(dir) + "--no-add-special", text);
       ASSERT_EQ(r.status, 0) << r.err;
-      EXPECT_EQ(r.out, spaced(golden_ids(dir, text, "ids_raw")) + "\n") << dir;
+      EXPECT_EQ(r.out, joined(golden_ids(dir, text, "ids_raw")) + "\n") << dir;
     }
   }
   auto j = test::run_cli(m("bos") + "--json 'Hello world'");
   ASSERT_EQ(j.status, 0) << j.err;
   const json out = json::parse(j.out);
-  EXPECT_EQ(ids_of(out["ids"]), golden_ids("bos", "Hello world", "ids_add"));
+  EXPECT_EQ(golden_ids(out["ids"]), golden_ids("bos", "Hello world", "ids_add"));
   EXPECT_EQ(out["tokens"][0], "<s>");
   // Special tokens in the text still need --special; the template is added either way.
   auto s = test::run_cli(m("eos") + "--special 'a<s>b</s>c'");
-  EXPECT_EQ(s.out, spaced(golden_ids("eos", "a<s>b</s>c", "ids_add")) + "\n");
+  EXPECT_EQ(s.out, joined(golden_ids("eos", "a<s>b</s>c", "ids_add")) + "\n");
   // GPT-2: nothing changes.
   auto g = test::run_cli("tokenize -m '" +
                          (test::source_dir() / "tests" / "fixtures" / "gpt2-tokenizer").string() +
@@ -257,7 +259,7 @@ TEST(TokenizerPostProcessor, TokenizeCliErrorsAreOneLineNamingTheFile) {
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(count_lines(r.err), 1u) << r.err;
-  EXPECT_NE(r.err.find("minigpt: error: " + (kDir / "bert" / "tokenizer.json").string() +
+  EXPECT_NE(r.err.find("minigpt: error: " + (kPostDir / "bert" / "tokenizer.json").string() +
                        ": post_processor 'BertProcessing' is not supported"),
             std::string::npos)
       << r.err;
@@ -282,7 +284,7 @@ TEST(TokenizerPostProcessor, GeneratePromptGetsTheTemplate) {
   c.n_vocab = 561;  // the fixture's 556 tokens + 5 added
   c.bos_token_id = 556;
   write_random_model(dir, c);
-  std::filesystem::copy_file(kDir / "bos" / "tokenizer.json", dir / "tokenizer.json");
+  std::filesystem::copy_file(kPostDir / "bos" / "tokenizer.json", dir / "tokenizer.json");
   const std::string args =
       "generate -m '" + dir.string() + "' --max-new-tokens 3 --temperature 0 --ignore-eos --json ";
 

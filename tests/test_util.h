@@ -11,10 +11,12 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "minigpt/config.h"
 #include "minigpt/error.h"
+#include "minigpt/random_weights.h"
 #include "minigpt/safetensors.h"
 
 namespace minigpt::test {
@@ -22,6 +24,20 @@ namespace minigpt::test {
 inline std::filesystem::path source_dir() { return MINIGPT_SOURCE_DIR; }
 inline std::filesystem::path fixture_dir(const std::string& name) {
   return source_dir() / "tests" / "fixtures" / "models" / name;
+}
+// The GGUF fixtures (tools/make_gguf_reference.py, tools/make_quantize_reference.py, ...).
+inline std::filesystem::path gguf_fixtures() { return source_dir() / "tests" / "fixtures" / "gguf"; }
+
+// FNV-1a 64 of `bytes` as 16 hex digits, as the tools/ scripts record files' and tensors' hashes.
+inline std::string fnv1a64_hex(std::string_view bytes) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(minigpt::fnv1a64(bytes)));
+  return hex;
+}
+
+// How many lines `s` holds, a last one without its newline included.
+inline size_t line_count(const std::string& s) {
+  return size_t(std::count(s.begin(), s.end(), '\n')) + (!s.empty() && s.back() != '\n');
 }
 
 // A fixture's transformers reference (tools/make_reference.py): input ids and every position's logits.
@@ -84,6 +100,10 @@ class TempDir {
   }
   const std::filesystem::path& path() const { return path_; }
   std::filesystem::path operator/(const std::string& s) const { return path_ / s; }
+  // Writes `text` to the file `name` in this directory.
+  void write(const std::string& name, const std::string& text) const {
+    std::ofstream(path_ / name, std::ios::binary) << text;
+  }
 
  private:
   std::filesystem::path path_;

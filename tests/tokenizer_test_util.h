@@ -1,8 +1,6 @@
 // Helpers shared by the tokenizer test files.
 #pragma once
 
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +9,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "test_util.h"
 
 namespace minigpt::test {
 
@@ -21,14 +21,9 @@ inline const std::filesystem::path kGpt2Dir = kFixtureRoot / "gpt2-tokenizer";
 inline const std::filesystem::path kShakespeare = kFixtureRoot / "data" / "tinyshakespeare.txt";
 inline const std::filesystem::path kFixtures = kFixtureRoot / "tokenizer";  // golden outputs
 
-inline std::string read_all(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return std::move(ss).str();
+inline nlohmann::json read_json(const std::filesystem::path& p) {
+  return nlohmann::json::parse(read_file(p));
 }
-
-inline nlohmann::json read_json(const std::filesystem::path& p) { return nlohmann::json::parse(read_all(p)); }
 
 // The same FNV-1a 64 as tools/make_tokenizer_reference.py: each value as 4 little-endian bytes.
 template <typename Seq>
@@ -62,22 +57,5 @@ inline std::string encode_cp(uint32_t cp) {
   }
   return s;
 }
-
-// A fresh directory under the system temp dir, removed when the object goes.
-struct TempDir {
-  std::filesystem::path path;
-  explicit TempDir(const std::string& name) {
-    // ctest runs each test as its own process, maybe in parallel: the pid keeps the names apart.
-    static int counter = 0;
-    path = std::filesystem::temp_directory_path() /
-           ("minigpt_" + name + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  void write(const std::string& file, const std::string& text) const {
-    std::ofstream(path / file, std::ios::binary) << text;
-  }
-};
 
 }  // namespace minigpt::test

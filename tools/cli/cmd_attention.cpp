@@ -121,7 +121,7 @@ int run_attention(const AttentionCliOptions& o) {
   return 0;
 }
 
-const bool registered = register_command(
+const bool registered_attention = register_command(
     "attention",
     "Attention maps of a prompt: every layer and head, as JSON, a PNG/SVG heatmap or an HTML page",
     [](CLI::App& app) {

@@ -388,7 +388,7 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
   return 0;
 }
 
-const bool registered =
+const bool registered_bench =
     register_command("bench", "Measure prefill and decode tokens/sec (like llama-bench)", [](CLI::App& app) {
       auto o = std::make_shared<BenchOptions>();
       app.add_option("-m,--model", o->model_dir, "Model directory");

@@ -318,7 +318,7 @@ int run_generate(GenerateCliOptions& o) {
   return 0;
 }
 
-const bool registered =
+const bool registered_generate =
     register_command("generate", "Generate text from a prompt, streaming it", [](CLI::App& app) {
       auto o = std::make_shared<GenerateCliOptions>();
       add_model_options(app, o->model, false);

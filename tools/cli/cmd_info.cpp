@@ -273,7 +273,7 @@ int run_info(const InfoOptions& o) {
   return 0;
 }
 
-const bool registered = register_command(
+const bool registered_info = register_command(
     "info",
     "Show a model's config, size and context length (-m), or what this build and machine offer (--system)",
     [](CLI::App& app) {

@@ -291,7 +291,7 @@ int run_perplexity(const PerplexityCliOptions& o) {
   return 0;
 }
 
-bool registered = register_command(
+bool registered_perplexity = register_command(
     "perplexity",
     "Perplexity of a model on a text file: llama.cpp's chunks (default) or transformers' --stride windows",
     [](CLI::App& app) -> std::function<int()> {

@@ -78,7 +78,7 @@ int run_serve(ServeCliOptions& o) {
   return 0;
 }
 
-const bool registered =
+const bool registered_serve =
     register_command("serve", "Serve the model over HTTP (OpenAI-compatible API)", [](CLI::App& app) {
       auto o = std::make_shared<ServeCliOptions>();
       add_model_options(app, o->model, false);

@@ -33,7 +33,7 @@ std::string read_input(const TokenizeOptions& o, bool have_text) {
 
 void write_out(const std::string& s) { write_stdout(s); }
 
-bool registered = register_command(
+bool registered_tokenize = register_command(
     "tokenize", "Text to GPT-2 token ids (stdin when neither TEXT nor --file), or ids to text with --decode",
     [](CLI::App& app) -> std::function<int()> {
       auto o = std::make_shared<TokenizeOptions>();
