@@ -267,6 +267,38 @@ TEST_P(KernelsAtLevel, AttentionKernelsMatchDirectSoftmax) {
   }
 }
 
+// attention_row16 (a decode step read straight from a 16-bit cache) equals, bit for bit, attention_block on
+// the same keys and values widened to F32, for F16 and BF16, K^T rows longer than the keys (S > n) as in the
+// cache; where it returns false (the generic level, or D not a multiple of 8) it must not have written.
+TEST_P(KernelsAtLevel, SixteenBitDecodeAttentionEqualsWidened) {
+  const cpu::KernelTable& K = k();
+  for (auto [n, D] : std::vector<std::array<int64_t, 2>>{
+           {1, 8}, {7, 16}, {150, 64}, {1025, 64}, {2100, 16}, {33, 40}, {10, 72}, {12, 5}, {3, 1}}) {
+    const int64_t S = n + 9;
+    const auto q = randn(size_t(D), 21), ktf = randn(size_t(D * S), 22), vf = randn(size_t(S * D), 23);
+    for (bool bf16 : {false, true}) {
+      std::vector<uint16_t> kt(ktf.size()), v(vf.size());
+      for (size_t i = 0; i < kt.size(); ++i) kt[i] = bf16 ? f32_to_bf16(ktf[i]) : f32_to_f16(ktf[i]);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = bf16 ? f32_to_bf16(vf[i]) : f32_to_f16(vf[i]);
+      std::vector<float> kw(size_t(D * S)), vw(size_t(S * D));
+      for (size_t i = 0; i < kw.size(); ++i) kw[i] = bf16 ? bf16_to_f32(kt[i]) : f16_to_f32(kt[i]);
+      for (size_t i = 0; i < vw.size(); ++i) vw[i] = bf16 ? bf16_to_f32(v[i]) : f16_to_f32(v[i]);
+      const float scale = 0.4f;
+      std::vector<float> want(static_cast<size_t>(D)), got(static_cast<size_t>(D), -7.0f);
+      K.attention_block(want.data(), D, q.data(), D, 1, n - 1, kw.data(), vw.data(), S, D, scale);
+      const bool done = K.attention_row16(got.data(), q.data(), n, kt.data(), v.data(), S, D, scale, bf16);
+      const std::string what =
+          GetParam() + (bf16 ? " bf16" : " f16") + " n=" + std::to_string(n) + " D=" + std::to_string(D);
+      if (done) {
+        ASSERT_EQ(got, want) << what;
+      } else {
+        EXPECT_TRUE(GetParam() == "generic" || D % 8 != 0) << what << ": refused where it has the path";
+        ASSERT_EQ(got, std::vector<float>(size_t(D), -7.0f)) << what << ": wrote although it refused";
+      }
+    }
+  }
+}
+
 TEST(KernelLevels, ChosenLevelIsSupported) {
   const auto levels = cpu::supported_levels();
   ASSERT_FALSE(levels.empty());

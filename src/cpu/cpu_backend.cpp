@@ -614,6 +614,16 @@ class CpuBackend final : public Backend {
         const Task& task = tasks[size_t(i)];
         const SeqRun& run = step.runs[size_t(task.run)];
         const int64_t h = task.head, kvh = h / group, row = run.first + task.t0;
+        float* o = out.ptr<float>() + row * out.stride + h * D;
+        const float* qq = q.ptr<float>() + row * q.stride + h * D;
+        // A decode step on a 16-bit cache: the kernel reads the cache itself where its level can (see
+        // cpu::attention_row16), without the widened copy: Q8_0 124M, F16 cache, 2 threads, Zen 3, tg64 at
+        // depth 448 +19%, at 896 +8% (bench/results/2026-11-27-cpu-kv16-decode-stop41.md).
+        if (!wide && run.n == 1 &&
+            cpu::attention_row16(o, qq, run.pos0 + 1, cache.k<uint16_t>(layer, run.seq) + kvh * D * S,
+                                 cache.v<uint16_t>(layer, run.seq) + kvh * S * D, S, D, scale, bf16)) {
+          continue;
+        }
         const float* kt = nullptr;
         const float* vv = nullptr;
         int64_t ld = S;
@@ -633,8 +643,6 @@ class CpuBackend final : public Backend {
           kt = kw;
           vv = vw;
         }
-        float* o = out.ptr<float>() + row * out.stride + h * D;
-        const float* qq = q.ptr<float>() + row * q.stride + h * D;
         if (run.n <= 4) {
           cpu::attention_block(o, out.stride, qq, q.stride, task.nq, run.pos0 + task.t0, kt, vv, ld, D,
                                scale);

@@ -210,6 +210,10 @@ void attention_block(float* o, int64_t ldo, const float* q, int64_t ldq, int64_t
                      const float* kt, const float* v, int64_t S, int64_t D, float scale) {
   kernels().attention_block(o, ldo, q, ldq, nq, p0, kt, v, S, D, scale);
 }
+bool attention_row16(float* o, const float* q, int64_t n, const uint16_t* kt, const uint16_t* v, int64_t S,
+                     int64_t D, float scale, bool is_bf16) {
+  return kernels().attention_row16(o, q, n, kt, v, S, D, scale, is_bf16);
+}
 void attention_prefill(float* o, int64_t ldo, const float* q, int64_t ldq, int64_t nq, int64_t p0,
                        const float* kt, const float* v, int64_t S, int64_t D, float scale) {
   kernels().attention_prefill(o, ldo, q, ldq, nq, p0, kt, v, S, D, scale);

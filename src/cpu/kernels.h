@@ -53,6 +53,14 @@ void widen_rows(float* dst, int64_t ld_dst, const uint16_t* src, int64_t ld_src,
 void attention_block(float* o, int64_t ldo, const float* q, int64_t ldq, int64_t nq, int64_t p0,
                      const float* kt, const float* v, int64_t S, int64_t D, float scale);
 
+// attention_block for one query (a decode step: position n - 1, keys 0 .. n - 1) read straight from a 16-bit
+// cache (is_bf16 selects BF16 or F16), K^T rows S apart, V rows D apart: the same result as widening the n
+// keys and values to F32 and calling attention_block, without the copy. Returns false, having done nothing,
+// where the kernel level has no such path (generic, or D not a multiple of 8): then widen and call
+// attention_block.
+bool attention_row16(float* o, const float* q, int64_t n, const uint16_t* kt, const uint16_t* v, int64_t S,
+                     int64_t D, float scale, bool is_bf16);
+
 // The same for any number of queries (a prefill): tiles of kPrefillTileQueries queries x 128 keys with the
 // scores and the P V product register-blocked (6 queries x 16 keys / 16 output columns), so that the K and
 // V strips are read from L1 once per 6 queries. Falls back to attention_block where D is not a multiple of 8.
@@ -152,6 +160,8 @@ struct KernelTable {
   void (*widen_rows)(float*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, bool);
   void (*attention_block)(float*, int64_t, const float*, int64_t, int64_t, int64_t, const float*,
                           const float*, int64_t, int64_t, float);
+  bool (*attention_row16)(float*, const float*, int64_t, const uint16_t*, const uint16_t*, int64_t, int64_t,
+                          float, bool);
   void (*attention_prefill)(float*, int64_t, const float*, int64_t, int64_t, int64_t, const float*,
                             const float*, int64_t, int64_t, float);
   void (*gelu_tanh)(float*, int64_t);
