@@ -201,9 +201,12 @@ namespace {
 
 // The quality line, measured by the tools users have: the shipped model quantized to Q8_0 by
 // `minigpt quantize` against its F32 self over the first 30,000 bytes of its validation text, through
-// `perplexity --save-logits` / `--kl-divergence`. Measured 99.08% here (98.91% over the whole validation
-// split, the same as llama.cpp's Q8_0 bytes would give: the quantizer is byte-identical); the bound 98.5%
-// catches a quantizer or kernel that loses precision, which costs several points.
+// `perplexity --save-logits` / `--kl-divergence`. Measured 99.08% on a Zen 3 (98.91% over the whole
+// validation split, the same as llama.cpp's Q8_0 bytes would give: the quantizer is byte-identical); the
+// bound 98.5% catches a quantizer or kernel that loses precision, which costs several points. Where the
+// kernel level has VNNI (avx512bf16), the prefill's Q8_0 products take int8 activations (cpu::qgemm, as
+// llama.cpp's do) and the same text measured 98.66%, mean KLD 7.0e-4 against 3.6e-4 (a Xeon with AVX-512
+// BF16/VNNI, 2026-11-27).
 TEST(QuantModelCli, ShippedModelQ8_0AgreesWithF32) {
   test::TempDir tmp;
   const auto shipped = test::source_dir() / "models" / "shakespeare-char";
@@ -240,8 +243,12 @@ TEST(QuantModelCli, ShippedModelQ8_0AgreesWithF32) {
   EXPECT_GE(top1, 0.985);
   EXPECT_LT(kld, 1e-3);
   // llama-quantize's --output-tensor-type f16: the tied head (token_embd) in F16, every other matrix Q8_0.
-  // The head's Q8_0 is most of the loss on this model (tools/quant_sensitivity.py: 99.06% top-1 over the
-  // whole validation text with only it quantized, 99.48% with all but it); the bound is the 99%.
+  // The head's Q8_0 is most of the weights' loss on this model (tools/quant_sensitivity.py: 99.06% top-1 over
+  // the whole validation text with only it quantized, 99.48% with all but it): with F32 activations (the
+  // levels without VNNI) measured 99.57%, mean KLD 7.4e-5, a fifth of the Q8_0 head's; with VNNI's int8
+  // activations in the other matrices 98.95% and 4.3e-4 (they then carry most of the loss). So the bound is
+  // the level's: closer to F32 than the Q8_0 head in both measures, and with F32 activations the 99%
+  // and half the KLD.
   const auto q8h = tmp.path() / "q8-f16-head.gguf";
   r = test::run_cli("quantize " + shipped.string() + " " + q8h.string() +
                     " --type q8_0 --output-tensor-type f16");
@@ -259,8 +266,12 @@ TEST(QuantModelCli, ShippedModelQ8_0AgreesWithF32) {
   }
   EXPECT_EQ(q8_matrices, 16);
   const auto [top1h, kldh] = compare(q8h, "Q8_0 with an F16 head");
-  EXPECT_GE(top1h, 0.99);
-  EXPECT_LT(kldh, kld / 2);
+  EXPECT_GE(top1h, top1);
+  EXPECT_LT(kldh, kld);
+  if (!cpu::qgemm_takes(cpu::QKind::Q8_0)) {
+    EXPECT_GE(top1h, 0.99);
+    EXPECT_LT(kldh, kld / 2);
+  }
 }
 
 }  // namespace
