@@ -151,9 +151,10 @@ TEST_P(QuantKernelsAtLevel, GemvEqualsTheDequantizedProduct) {
           for (const auto& a : acts) views.push_back(a.view());
           const int64_t ldy = N + 2;
           std::vector<float> y(size_t(nx * ldy), 0.5f), y0 = y;
-          k().gemv_quant(t.kind, y.data(), ldy, wi.data(), 0, views.data(), nx, N, K, false);
+          k().gemv_quant(t.kind, y.data(), ldy, wi.data(), 0, views.data(), nx, N, K, false, 0);
           std::vector<float> ya = y0;
-          k().gemv_quant(t.kind, ya.data(), ldy, wi.data(), 0, views.data(), nx, N, K, true);
+          k().gemv_quant(t.kind, ya.data(), ldy, wi.data(), 0, views.data(), nx, N, K, true,
+                         cpu::quant_prefetch_bytes());
           for (int64_t s = 0; s < nx; ++s) {
             for (int64_t i = 0; i < N; ++i) {
               double want = 0, mag = 0;
@@ -174,7 +175,7 @@ TEST_P(QuantKernelsAtLevel, GemvEqualsTheDequantizedProduct) {
           // Rows from r0 = 4 on (a thread's share of the rows).
           if (N > 4) {
             std::vector<float> yr(size_t(nx * ldy), 0.0f);
-            k().gemv_quant(t.kind, yr.data(), ldy, wi.data(), 4, views.data(), nx, N - 4, K, false);
+            k().gemv_quant(t.kind, yr.data(), ldy, wi.data(), 4, views.data(), nx, N - 4, K, false, 1024);
             for (int64_t s = 0; s < nx; ++s)
               for (int64_t i = 4; i < N; ++i)
                 EXPECT_EQ(yr[size_t(s * ldy + i - 4)], y[size_t(s * ldy + i)]) << i;

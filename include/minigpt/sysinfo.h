@@ -12,8 +12,9 @@ std::string cpu_model_name();  // from /proc/cpuinfo; "unknown" elsewhere
 int cpu_count();
 
 // STREAM-like read bandwidth in GB/s (1e9 bytes/s): `n_threads` threads sum disjoint parts of a buffer of
-// `bytes` (far larger than the last-level cache) with wide loads; the median of `reps` passes after one
-// untimed pass that also faults the pages in.
+// `bytes` (far larger than the last-level cache) with wide loads, each pass the faster of two reads (four
+// plain sequential streams per thread; one stream prefetched as the quantized GEMVs prefetch); the median of
+// `reps` passes after one untimed pass that also faults the pages in.
 double measure_read_bandwidth(int n_threads, size_t bytes = size_t(1) << 30, int reps = 5);
 
 // The same measurement again and again over one buffer allocated (and faulted in) once: for taking the
@@ -25,7 +26,8 @@ class BandwidthProbe {
   ~BandwidthProbe();
   BandwidthProbe(const BandwidthProbe&) = delete;
   BandwidthProbe& operator=(const BandwidthProbe&) = delete;
-  // GB/s of n_threads threads reading the whole buffer: the best of three passes.
+  // GB/s of n_threads threads reading the whole buffer: the best of three passes of each of two reads (four
+  // plain sequential streams per thread; one stream prefetched as the quantized GEMVs prefetch).
   double measure(int n_threads);
 
  private:

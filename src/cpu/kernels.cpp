@@ -233,7 +233,29 @@ void quantize_acts(const float* x, int64_t k, int8_t* q, float* d, int16_t* s, i
 }
 void gemv_quant(QKind kind, float* y, int64_t ldy, const uint8_t* w, int64_t r0, const QAct* x, int64_t nx,
                 int64_t n, int64_t k, bool accumulate) {
-  kernels().gemv_quant(kind, y, ldy, w, r0, x, nx, n, k, accumulate);
+  kernels().gemv_quant(kind, y, ldy, w, r0, x, nx, n, k, accumulate, quant_prefetch_bytes());
+}
+
+// The distance, measured (minigpt bench, random GPT-2 124M, tg128, 2 threads, interleaved rounds):
+// - AMD EPYC Zen 3 (AVX2; 2026-11-25): Q8_0 166-178 tok/s at 2048 bytes against 147-162 without; Q4_K_M
+//   224-276 against 183-233; 1024 about as good as 2048, 4096 worse. bench_gemv, one thread from DRAM:
+//   Q8_0 19.3 GB/s against 15.3.
+// - Intel Xeon with AVX-512 VNNI (the GPU host, stop 42; two threads pinned to two cores; the AVX-512
+//   kernels had no prefetch before), two rounds: at its native level (avx512bf16) Q8_0 95 / 104 tok/s
+//   without, 139 / 131 at 2048, 196 / 136 at 4096; Q4_K_M 130 / 126, 218 / 161, 290 / 202; at the avx2
+//   level Q8_0 135 / 152 at 2048, 181 / 127 at 4096. Intel's server cores keep fewer lines in flight per
+//   stream on their own, so there the kernels prefetch further ahead.
+int64_t quant_prefetch_bytes() {
+  static const int64_t bytes = [] {
+#ifdef MINIGPT_X86
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    // CPUID leaf 0: the vendor string in EBX, EDX, ECX ("GenuineIntel").
+    if (__get_cpuid(0, &a, &b, &c, &d) != 0 && b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu)
+      return int64_t(4096);
+#endif
+    return int64_t(2048);
+  }();
+  return bytes;
 }
 
 bool qgemm_available() { return kernels().qgemm != nullptr; }

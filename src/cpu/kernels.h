@@ -119,9 +119,15 @@ void quantize_acts(const float* x, int64_t k, int8_t* q, float* d, int16_t* s, i
 // The activation block a kind's kernels take.
 inline int64_t act_block_size(QKind kind) { return kind == QKind::Q8_0 || kind == QKind::Q4_0 ? 32 : 256; }
 // y[t][i] (+)= sum_k W[r0 + i, k] xq_t[k] for i < n, t < nx (row t of y at y + t * ldy), W a QuantInterleave
-// matrix of K = k (a multiple of the kind's block: 32, or 256 for the K types), r0 a multiple of 4.
+// matrix of K = k (a multiple of the kind's block: 32, or 256 for the K types), r0 a multiple of 4. The
+// weights are prefetched quant_prefetch_bytes() ahead of the reads (the level's table takes the distance as
+// its last argument, 0 for none).
 void gemv_quant(QKind kind, float* y, int64_t ldy, const uint8_t* w, int64_t r0, const QAct* x, int64_t nx,
                 int64_t n, int64_t k, bool accumulate);
+// How far ahead of its reads (bytes) a quantized GEMV prefetches the weights (_mm_prefetch, AVX2 and AVX-512
+// levels). Each thread's weights are one sequential stream (QuantInterleave), which the hardware prefetchers
+// alone leave waiting on DRAM. See kernels.cpp for the measurements behind the distance.
+int64_t quant_prefetch_bytes();
 
 // The prefill product of quantized weights as an int8 GEMM (VNNI's vpdpbusd: 16 rows x 4 bytes per
 // instruction; AVX2's vpmaddubsw + vpmaddwd, 8 rows x 4 bytes), where the level has it (qgemm_available). The
@@ -171,7 +177,7 @@ struct KernelTable {
                         int64_t, bool);
   void (*quantize_acts)(const float*, int64_t, int8_t*, float*, int16_t*, int64_t);
   void (*gemv_quant)(QKind, float*, int64_t, const uint8_t*, int64_t, const QAct*, int64_t, int64_t, int64_t,
-                     bool);
+                     bool, int64_t);
   // null at the levels without it
   void (*qgemm)(QKind, float*, int64_t, const uint8_t*, const uint8_t*, int64_t, const float*, const float*,
                 int64_t, int64_t, int64_t, int64_t);
