@@ -47,7 +47,7 @@ namespace {
 // streams). ahead > 0: one stream, prefetched that many bytes ahead, as the quantized GEMV kernels read
 // (cpu::quant_prefetch_bytes): on an Intel Xeon those kernels read faster than the four plain streams (Q8_0
 // decode at 104-113% of their GB/s there), so a roofline against those alone came out above 100%; on the Zen
-// 3 development machine the plain streams are the faster read.
+// 3 development machine the two reads are about as fast (one thread: 16.4-17.1 and 16.4-16.9 GB/s).
 __attribute__((target("avx2"))) float sum_read_avx2(const float* p, size_t n, size_t ahead) {
   const int streams = ahead == 0 ? 4 : 1;
   const size_t q = n / size_t(streams) / 16 * 16, ahead_floats = ahead / sizeof(float);
