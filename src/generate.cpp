@@ -82,8 +82,15 @@ std::vector<int32_t> prepare_prompt(std::vector<int32_t> prompt, const GenerateO
     if ((bos < 0 || bos >= c.n_vocab) && tokenizer != nullptr && tokenizer->bos_id())
       bos = *tokenizer->bos_id();
     if (bos < 0 || bos >= c.n_vocab) {
+      // transformers' GPT2Config writes bos_token_id 50256 whatever the vocabulary, so an id past it is
+      // common in small models' configs: no BOS then, as for none at all, but the message names it.
+      const std::string why = c.bos_token_id >= c.n_vocab
+                                  ? " (bos_token_id " + std::to_string(c.bos_token_id) +
+                                        " in config.json is past its vocabulary of " +
+                                        std::to_string(c.n_vocab) + ")"
+                                  : " (bos_token_id in config.json)";
       throw Error(ErrorKind::Argument,
-                  "empty prompt, and the model has no BOS token (bos_token_id in config.json) to start from");
+                  "empty prompt, and the model has no BOS token" + why + " to start from: give a prompt");
     }
     prompt.push_back(int32_t(bos));
   }

@@ -259,5 +259,30 @@ TEST(AttentionCli, AFailedRunLeavesAnExistingFileAlone) {
   EXPECT_EQ(files_in(tmp.path()), 1u);
 }
 
+// -o may not be a file the run reads: the model's config.json was read, then replaced by the map, and the
+// model was gone (exit 0). Likewise a file of the --tokenizer directory.
+TEST(AttentionCli, TheOutputMayNotReplaceAFileItReads) {
+  test::TempDir tmp;
+  const auto model = tmp / "model";
+  std::filesystem::copy(test::source_dir() / "models" / "shakespeare-char", model);
+  for (const std::string f : {"config.json", "generation_config.json", "tokenizer.json"}) {
+    const std::string before = test::read_file(model / f);
+    for (const std::string& tok : {std::string(), " --tokenizer " + model.string()}) {
+      const auto out = model / f;
+      const auto r = test::run_cli("attention -m " + model.string() + tok + " -p abc -o " + out.string());
+      EXPECT_EQ(r.status, 1) << f << tok << ": " << r.err;
+      EXPECT_EQ(r.err, "minigpt: error: -o " + out.string() + ": is '" + out.string() +
+                           "', which this run reads (write it elsewhere)\n")
+          << f;
+      EXPECT_EQ(test::read_file(model / f), before) << f << tok;
+    }
+  }
+  // The same name in another directory is a new file: written.
+  const auto fine = tmp / "config.json";
+  const auto r = test::run_cli("attention -m " + model.string() + " -p abc -o " + fine.string());
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(test::read_file(fine).find("\"attentions\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace minigpt

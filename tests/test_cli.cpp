@@ -114,5 +114,80 @@ TEST(Cli, IntegerOptionsAreDecimalAndInRange) {
   }
 }
 
+// CLI11 read an empty FLOAT value as 0 (--temperature '' sampled greedily, exit 0) and narrowed doubles to
+// float without a word (1e-300 refused as "got 0"). Every FLOAT option takes a decimal number a float holds.
+TEST(Cli, FloatOptionsAreDecimalAndFitAFloat) {
+  const std::string m = "-m " + (test::source_dir() / "models" / "shakespeare-char").string();
+  const std::string base = "generate " + m + " -p hi -n 8 --seed 3 --no-echo";
+  const auto half = test::run_cli(base + " --temperature 0.5");
+  ASSERT_EQ(half.status, 0) << half.err;
+  const auto spaced = test::run_cli(base + " --temperature ' 0.5 '");
+  EXPECT_EQ(spaced.status, 0) << spaced.err;
+  EXPECT_EQ(spaced.out, half.out);
+  const auto tiny = test::run_cli(base + " --top-p 1e-40");  // a subnormal float, > 0: kept
+  EXPECT_EQ(tiny.status, 0) << tiny.err;
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {" --temperature ''", "--temperature: '' is not a decimal number"},
+      {" --min-p ' '", "--min-p: ' ' is not a decimal number"},
+      {" --temperature 0x10", "--temperature: '0x10' is not a decimal number"},
+      {" --temperature 1.5x", "--temperature: '1.5x' is not a decimal number"},
+      {" --top-p 1e-300",
+       "--top-p: 1e-300 is too small for a 32-bit float (it would be 0; the smallest positive is 1.4e-45)"},
+      {" --repetition-penalty 1e300",
+       "--repetition-penalty: 1e300 is out of range (a 32-bit float: at most 3.4e38)"},
+      {" --tokenizer ''", "--tokenizer: the path is empty"},
+  };
+  for (const auto& [flag, says] : bad) {
+    const auto r = test::run_cli(base + flag);
+    EXPECT_EQ(r.status, 2) << flag << ": " << r.err;
+    EXPECT_EQ(r.err, "minigpt: error: " + says + " (see minigpt --help)\n") << flag;
+    EXPECT_EQ(r.out, "") << flag;
+  }
+  // inf and nan are numbers: the option's own check names them.
+  const auto inf = test::run_cli(base + " --temperature inf");
+  EXPECT_EQ(inf.status, 1);
+  EXPECT_EQ(inf.err, "minigpt: error: --temperature: must be a finite number >= 0 (0 = greedy), got inf\n");
+}
+
+// Mistakes found by an audit of the CLI (stop 44), each once silent or unclear.
+TEST(Cli, AuditedMistakesAreOneClearLine) {
+  test::TempDir tmp;
+  const auto shipped = test::source_dir() / "models" / "shakespeare-char";
+  const std::string m = "-m " + shipped.string();
+  // A NUL quoted from the user's input ended the message at that byte ("--decode: \"a").
+  test::write_file(tmp / "nul.txt", std::string("a\0b", 3));
+  auto r = test::run_cli("tokenize " + m + " --decode --file " + (tmp / "nul.txt").string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(
+      r.err,
+      "minigpt: error: --decode: \"a\\x00b\" (id #1, byte offset 0) is not a token id (a decimal integer "
+      "from 0 to 2147483647)\n");
+  // A --tokenizer far smaller than the model's vocabulary (another model's): every token decoded to "".
+  auto big = tmp / "big";
+  Config c = test::tiny_config();
+  c.n_vocab = 2000;
+  write_random_model(big, c);
+  r = test::run_cli("generate -m " + big.string() + " --tokenizer " + shipped.string() + " -p hi -n 2");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(
+      r.err,
+      "minigpt: error: " + shipped.string() +
+          ": the tokenizer has 256 tokens, 1744 fewer than the model's vocabulary of 2000 (vocab_size): "
+          "it is not this model's tokenizer\n");
+  // --device on the CPU backend: generate refused it, bench measured the CPU without a word.
+  r = test::run_cli("bench " + m + " -p 8 -n 0 -r 1 --device 1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err,
+            "minigpt: error: --device 1: the cpu backend has one device, 0 (a GPU needs --backend cuda)\n");
+  EXPECT_EQ(r.out, "");
+  // serve --host '' listened on [::1] as "http://:PORT".
+  r = test::run_cli("serve " + m + " --host ''");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(
+      r.err,
+      "minigpt: error: --host: the host is empty (127.0.0.1: this machine only; 0.0.0.0: every interface) "
+      "(see minigpt --help)\n");
+}
+
 }  // namespace
 }  // namespace minigpt

@@ -19,8 +19,28 @@ enum class ErrorKind {
 
 class Error : public std::runtime_error {
  public:
-  Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  Error(ErrorKind kind, const std::string& message) : std::runtime_error(one_line(message)), kind_(kind) {}
   ErrorKind kind() const { return kind_; }
+
+  // `s` with each control character but tab (a NUL, a newline, an escape) written as \xNN. what() is a C
+  // string printed as one line: a NUL quoted from a user's file ended the message before it said what was
+  // wrong, and a newline would split it.
+  static std::string one_line(const std::string& s) {
+    std::string out;
+    out.reserve(s.size());
+    for (const char ch : s) {
+      const auto c = static_cast<unsigned char>(ch);
+      if ((c < 0x20 && c != '\t') || c == 0x7f) {
+        static const char* kHex = "0123456789abcdef";
+        out += "\\x";
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+      } else {
+        out += ch;
+      }
+    }
+    return out;
+  }
 
  private:
   ErrorKind kind_;

@@ -71,6 +71,7 @@ int run_attention(const AttentionCliOptions& o) {
 
   const auto dir = resolve_model_dir(o.model);
   check_tokenizer_source(o.model.tokenizer, dir);
+  check_output_not_input("-o", o.out, o.model, dir);
   auto model = Model::load(dir, load_options(o.model));
   const Config& c = model->config();
   if (o.layer && (*o.layer < 0 || *o.layer >= c.n_layer)) {

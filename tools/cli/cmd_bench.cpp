@@ -116,6 +116,8 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
   // is the message.
   const std::optional<DType> kv = cache_dtype(o.cache_type);
   std::shared_ptr<Backend> gpu = on_gpu ? make_backend(o.backend, BackendOptions{0, o.device, kv}) : nullptr;
+  // --device 1 without --backend cuda measured the CPU without a word: the CPU backend's own refusal.
+  if (!on_gpu && o.device != 0) make_backend(o.backend, BackendOptions{1, o.device, kv});
   // As in llama-bench, a length of 0 skips that test (-n 0: prefill only).
   for (int64_t p : o.n_prompt)
     if (p < 0)

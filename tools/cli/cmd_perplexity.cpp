@@ -103,24 +103,12 @@ int run_perplexity(const PerplexityCliOptions& o) {
                 "-b/--batch-size: " + std::to_string(o.batch) + " is outside [1, 65536]");
   }
   const auto dir = resolve_model_dir(o.model);
-  // --save-logits may not replace what this run reads: the text, the model file, or a file of the model's
-  // directory (each is read before the reference is written, so the run would succeed and the file be gone).
+  // --save-logits may not replace what this run reads: the text, the model, its tokenizer (each is read
+  // before the reference is written, so the run would succeed and the file be gone).
   if (!o.save_logits.empty()) {
-    namespace fs = std::filesystem;
-    std::vector<fs::path> inputs;
-    if (!o.file.empty()) inputs.push_back(o.file);
-    std::error_code ec;
-    if (fs::is_directory(dir, ec)) {
-      for (const auto& e : fs::directory_iterator(dir, ec)) inputs.push_back(e.path());
-    } else {
-      inputs.push_back(dir);
-    }
-    for (const fs::path& f : inputs) {
-      if (fs::exists(o.save_logits, ec) && fs::equivalent(o.save_logits, f, ec)) {
-        throw Error(ErrorKind::Argument, "--save-logits " + o.save_logits + ": is '" + f.string() +
-                                             "', which this run reads (write the reference elsewhere)");
-      }
-    }
+    std::vector<std::filesystem::path> text;
+    if (!o.file.empty()) text.push_back(o.file);
+    check_output_not_input("--save-logits", o.save_logits, o.model, dir, text);
   }
   // The text first: a missing file is reported before the model is loaded.
   const std::string text =

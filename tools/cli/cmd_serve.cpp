@@ -83,7 +83,14 @@ const bool registered_serve =
       auto o = std::make_shared<ServeCliOptions>();
       add_model_options(app, o->model, false);
       add_tokenizer_option(app, o->model.tokenizer);
-      app.add_option("--host", o->server.host, "Address to listen on (default 127.0.0.1: this machine only)");
+      app.add_option("--host", o->server.host, "Address to listen on (default 127.0.0.1: this machine only)")
+          ->check(CLI::Validator(
+              [](std::string& h) -> std::string {
+                return h.empty()
+                           ? "the host is empty (127.0.0.1: this machine only; 0.0.0.0: every interface)"
+                           : std::string();
+              },
+              "HOST"));
       app.add_option("--port", o->server.port, "Port (default 8080; 0: any free port, printed at start)")
           ->check(CLI::Range(0, 65535));
       app.add_option("--parallel", o->server.n_parallel,

@@ -110,9 +110,15 @@ LoadOptions load_options(const ModelOptions& o) {
 
 void add_tokenizer_option(CLI::App& app, std::string& tokenizer) {
   app.add_option(
-      "--tokenizer", tokenizer,
-      "Tokenizer directory (tokenizer.json, or vocab.json + merges.txt) instead of the model's own; "
-      "needed for an llm.c checkpoint");
+         "--tokenizer", tokenizer,
+         "Tokenizer directory (tokenizer.json, or vocab.json + merges.txt) instead of the model's own; "
+         "needed for an llm.c checkpoint")
+      ->check(nonempty_path());
+}
+
+CLI::Validator nonempty_path() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string { return s.empty() ? "the path is empty" : std::string(); }, "PATH");
 }
 
 Tokenizer load_tokenizer(const std::string& tokenizer, const std::filesystem::path& model) {
@@ -127,11 +133,45 @@ Tokenizer load_tokenizer(const std::string& tokenizer, const std::filesystem::pa
                                        " tokens, more than the model's vocabulary of " +
                                        std::to_string(n_vocab) + " (vocab_size)");
   }
+  // Fewer tokens than the vocabulary is how padded vocabularies look (GPT-2's 50257 tokens in llm.c's and
+  // nanoGPT's 50304 rows, Pythia's 50277 in up to 50688): those ids decode to no text, as in transformers.
+  // A --tokenizer short by more than any padding is another model's, whose text would come out empty.
+  constexpr int64_t kMaxPadding = 1024;
+  if (!tokenizer.empty() && n_vocab - tok.n_vocab() > kMaxPadding) {
+    throw Error(ErrorKind::Config, tokenizer + ": the tokenizer has " + std::to_string(tok.n_vocab()) +
+                                       " tokens, " + std::to_string(n_vocab - tok.n_vocab()) +
+                                       " fewer than the model's vocabulary of " + std::to_string(n_vocab) +
+                                       " (vocab_size): it is not this model's tokenizer");
+  }
   return tok;
 }
 
 void check_tokenizer_source(const std::string& tokenizer, const std::filesystem::path& model) {
   if (tokenizer.empty() && is_llmc_file(model)) throw llmc_no_tokenizer_error(model);
+}
+
+void check_output_not_input(const std::string& flag, const std::string& out, const ModelOptions& m,
+                            const std::filesystem::path& model,
+                            const std::vector<std::filesystem::path>& others) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (out.empty() || !fs::exists(out, ec)) return;  // a new file replaces nothing
+  std::vector<fs::path> inputs = others;
+  auto add = [&](const fs::path& p) {
+    if (fs::is_directory(p, ec)) {
+      for (const auto& e : fs::directory_iterator(p, ec)) inputs.push_back(e.path());
+    } else {
+      inputs.push_back(p);
+    }
+  };
+  add(model);
+  if (!m.tokenizer.empty()) add(m.tokenizer);
+  for (const fs::path& f : inputs) {
+    if (fs::equivalent(out, f, ec)) {
+      throw Error(ErrorKind::Argument,
+                  flag + " " + out + ": is '" + f.string() + "', which this run reads (write it elsewhere)");
+    }
+  }
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "minigpt/model.h"
 #include "minigpt/tokenizer.h"
@@ -52,11 +53,23 @@ void add_tokenizer_option(CLI::App& app, std::string& tokenizer);
 // The tokenizer of --tokenizer DIR when given, else the model's own (`model`: a directory or a GGUF file).
 Tokenizer load_tokenizer(const std::string& tokenizer, const std::filesystem::path& model);
 // The same for a loaded model of `n_vocab` tokens: a tokenizer with more tokens than that (a --tokenizer that
-// is not the model's) is an Error(Config) naming it, before any text is encoded into ids the model lacks.
+// is not the model's) is an Error(Config) naming it, before any text is encoded into ids the model lacks; so
+// is a --tokenizer with over 1024 fewer (more than a padded vocabulary's unused rows: its text would be
+// empty).
 Tokenizer load_tokenizer(const std::string& tokenizer, const std::filesystem::path& model, int64_t n_vocab);
 // Refuses an llm.c checkpoint without --tokenizer before its weights are loaded (load_tokenizer would,
 // after).
 void check_tokenizer_source(const std::string& tokenizer, const std::filesystem::path& model);
+// Refuses an output that would replace a file this run reads: the model (its file, or any file of its
+// directory), the --tokenizer source (likewise), or one of `others` (a text file). Each is read before the
+// output is written, so the run would succeed and the user's file be gone: Error(Argument) "FLAG OUT: is
+// 'F', which this run reads (write it elsewhere)".
+void check_output_not_input(const std::string& flag, const std::string& out, const ModelOptions& m,
+                            const std::filesystem::path& model,
+                            const std::vector<std::filesystem::path>& others = {});
+// A validator for options that name a path: an empty one ("--tokenizer $DIR" with DIR unset) is refused
+// rather than taken as not given.
+CLI::Validator nonempty_path();
 
 // The context (KV-cache positions) for -c/--ctx-size: by default the model's, but at most 4096, so that a
 // config with a huge n_positions does not allocate gigabytes for a short run; 0 = all of the model's.

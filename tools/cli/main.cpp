@@ -1,8 +1,11 @@
 // minigpt: the command-line front end. Every subcommand is a cmd_*.cpp file that registers itself.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -49,6 +52,30 @@ CLI::Validator decimal_integer(bool is_signed) {
       },
       "");
 }
+
+// CLI11 2.1 reads an empty value of a FLOAT option as 0 ("--temperature ''", an unset variable, sampled
+// greedily without a word) and converts a double to the option's float silently (1e-300 became 0, 1e300
+// infinity, each then refused as "got 0" or "got inf", values the user never gave). Every FLOAT option is a
+// 32-bit float: it takes a decimal number (surrounding spaces allowed; inf and nan pass on to the option's
+// own range check, which names them) that a float holds.
+CLI::Validator decimal_float() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+        const std::string t = b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+        const bool hex = t.find_first_of("xX") != std::string::npos;
+        char* end = nullptr;
+        const double v = t.empty() || hex ? 0.0 : std::strtod(t.c_str(), &end);
+        if (t.empty() || hex || end != t.c_str() + t.size()) return "'" + s + "' is not a decimal number";
+        if (std::isfinite(v) && std::fabs(v) > double(std::numeric_limits<float>::max()))
+          return t + " is out of range (a 32-bit float: at most 3.4e38)";
+        if (v != 0.0 && float(v) == 0.0f)
+          return t + " is too small for a 32-bit float (it would be 0; the smallest positive is 1.4e-45)";
+        s = t;
+        return std::string();
+      },
+      "");
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -67,6 +94,7 @@ int main(int argc, char** argv) {
       const std::string type = opt->get_type_name();
       if (type.starts_with("INT")) opt->transform(decimal_integer(true), "decimal");
       if (type.starts_with("UINT")) opt->transform(decimal_integer(false), "decimal");
+      if (type.starts_with("FLOAT")) opt->transform(decimal_float(), "decimal");
     }
   }
 
