@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <future>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -70,6 +71,19 @@ TEST(ServerRequest, DefaultsAreOpenAIs) {
   EXPECT_FALSE(parse(R"({"prompt":"a","cache_prompt":false})").cache_prompt);
 }
 
+// Values at the edges that mean something: a top_p below any float's reach keeps the top token alone (it
+// became 0 and was refused as "--top-p: ... got 0", a CLI flag the request never had); seed -1 asks for a
+// random seed, as llama.cpp's server reads it (it was 2^64 - 1).
+TEST(ServerRequest, EdgeValuesAreTakenAsMeant) {
+  const CompletionRequest tiny = parse(R"({"prompt":"a","top_p":1e-300})");
+  EXPECT_GT(tiny.gen.sampling.top_p, 0.0f);
+  EXPECT_LE(tiny.gen.sampling.top_p, std::numeric_limits<float>::min());
+  EXPECT_FALSE(parse(R"({"prompt":"a","seed":-1})").seed.has_value());
+  EXPECT_EQ(parse(R"({"prompt":"a","seed":18446744073709551615})").seed,
+            std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(parse(R"({"prompt":"a","seed":0})").seed, 0u);
+}
+
 TEST(ServerRequest, BadBodiesAre400NamingTheField) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"", "not valid JSON"},
@@ -105,6 +119,9 @@ TEST(ServerRequest, BadBodiesAre400NamingTheField) {
       {R"({"prompt":"a","stop":[1]})", "stop[0]: expected a string"},
       {R"({"prompt":"a","stop":{"a":1}})", "stop: expected a string or an array"},
       {R"({"prompt":"a","seed":"1"})", "seed: expected an integer"},
+      {R"({"prompt":"a","seed":-2})", "seed: must be >= 0 (or -1: a random seed), got -2"},
+      {R"({"prompt":"a","repetition_penalty":1e-300})",
+       "repetition_penalty: 1e-300 is below the smallest normal 32-bit float"},
       {R"({"prompt":"a","presence_penalty":0.5})", "presence_penalty: not supported"},
       {R"({"prompt":"a","frequency_penalty":-3})", "frequency_penalty: must be in [-2, 2]"},
       {R"({"prompt":"a","logit_bias":{"1":5}})", "logit_bias: not supported"},
@@ -740,6 +757,20 @@ TEST(Server, BadRequestsGetTheirStatus) {
   EXPECT_EQ(alive->status, 200);
   const std::string big(2 << 20, ' ');
   expect(c.Post("/v1/completions", big, "application/json"), 413, "larger than 1048576 bytes");
+  // curl -d's default type: httplib takes a form-encoded body only up to 8192 bytes; its 413 named our
+  // limit (1 MiB) for a 9 KB body.
+  const std::string padded = R"({"prompt":"a",)" + std::string(9000, ' ') + R"("max_tokens":1})";
+  expect(
+      c.Post("/v1/completions", padded, "application/x-www-form-urlencoded"), 413,
+      "the body is 9029 bytes sent as application/x-www-form-urlencoded (curl -d's default), which the HTTP "
+      "library takes only up to 8192 bytes: send it with Content-Type: application/json");
+  auto fine = c.Post("/v1/completions", padded, "application/json");
+  ASSERT_TRUE(fine);
+  EXPECT_EQ(fine->status, 200) << fine->body;
+  // A Content-Length httplib cannot read ("abc" was read as 0, and the body parsed as empty).
+  httplib::Headers bad_length = {{"Content-Length", "abc"}};
+  expect(c.Post("/v1/completions", bad_length, "", 0, "application/json"), 400,
+         "the Content-Length header 'abc' is not a number of bytes");
   // tokenize and detokenize round trip
   const json t = post_json(f, "/tokenize", {{"content", "Hello"}});
   EXPECT_EQ(t["tokens"].get<std::vector<int32_t>>(), shipped_model().tok.encode("Hello"));
@@ -1040,6 +1071,12 @@ TEST(Server, BadChatRequestsAre400WithTheField) {
       {{{"messages", {json{{"role", "wizard"}, {"content", "x"}}}}}, "messages[0].role", "must be one of"},
       {{{"messages", {json{{"role", "user"}, {"content", 5}}}}}, "messages[0].content", "expected a string"},
       {{{"messages", {json{{"role", "user"}}}}}, "messages[0].content", "required"},
+      {{{"messages", {json{{"role", "user"}, {"content", "x"}, {"name", 5}}}}},
+       "messages[0].name",
+       "expected a string"},
+      {{{"messages", {json{{"role", "user"}, {"content", "x"}, {"name", {1, 2}}}}}},
+       "messages[0].name",
+       "expected a string"},
       {{{"messages", {json{{"role", "user"}, {"content", {json{{"type", "image_url"}}}}}}}},
        "messages[0].content[0]",
        "only text content"},

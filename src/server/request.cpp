@@ -207,8 +207,15 @@ void parse_common(const json& j, CompletionRequest& r, const Config& c, const Re
   if (has(j, "seed")) {
     const json& s = j["seed"];
     if (!is_int(s)) bad_type("seed", s, "an integer");
-    // Negative seeds are the same 64 bits read as unsigned.
-    r.seed = s.is_number_unsigned() ? s.get<uint64_t>() : uint64_t(s.get<int64_t>());
+    // -1 asks for a random seed, as llama.cpp's server reads it (the same as no seed); other negative
+    // values are refused rather than wrapped to 2^64 - k.
+    if (s.is_number_unsigned()) {
+      r.seed = s.get<uint64_t>();
+    } else if (s.get<int64_t>() >= 0) {
+      r.seed = uint64_t(s.get<int64_t>());
+    } else if (s.get<int64_t>() != -1) {
+      bad("seed", "must be >= 0 (or -1: a random seed), got " + short_dump(s));
+    }
   }
   if (has(j, "stop")) {
     const json& s = j["stop"];
@@ -241,7 +248,9 @@ void parse_common(const json& j, CompletionRequest& r, const Config& c, const Re
   if (has(j, "top_p")) {
     const double t = get_number(j["top_p"], "top_p");
     if (!(t > 0 && t <= 1)) bad("top_p", "must be in (0, 1], got " + short_dump(j["top_p"]));
-    sp.top_p = float(t);
+    // A mass below the smallest normal float keeps the top token alone, as any mass below its probability
+    // does: the same nucleus, where float(t) would be 0 (refused).
+    sp.top_p = std::max(float(t), std::numeric_limits<float>::min());
   }
   if (has(j, "top_k")) sp.top_k = get_int(j["top_k"], "top_k", 0, c.n_vocab);
   if (has(j, "min_p")) {
@@ -253,6 +262,11 @@ void parse_common(const json& j, CompletionRequest& r, const Config& c, const Re
     const double t = get_number(j["repetition_penalty"], "repetition_penalty");
     if (!(t > 0 && t <= 100)) {
       bad("repetition_penalty", "must be in (0, 100], got " + short_dump(j["repetition_penalty"]));
+    }
+    if (float(t) < std::numeric_limits<float>::min()) {
+      bad("repetition_penalty",
+          short_dump(j["repetition_penalty"]) +
+              " is below the smallest normal 32-bit float (1.2e-38): give a larger value");
     }
     sp.repetition_penalty = float(t);
   }
@@ -391,6 +405,9 @@ CompletionRequest parse_chat_request(std::string_view body, const Tokenizer& tok
       bad(name + ".role",
           "must be one of system, developer, user, assistant, tool, function; got " + short_dump(json(role)));
     }
+    // The participant's name (OpenAI's optional field): a template may print it, so it must be text.
+    if (m.contains("name") && !m["name"].is_string())
+      bad_type(name + ".name", j["messages"][i]["name"], "a string");
     if (m.contains("content")) {
       ojson& content = m["content"];
       if (content.is_array()) {

@@ -625,6 +625,15 @@ void Server::Impl::setup_routes() {
         return httplib::Server::HandlerResponse::Handled;
       }
     }
+    // httplib reads a Content-Length it cannot parse ("abc") as 0: the body would be parsed as empty.
+    if (req.has_header("Content-Length")) {
+      const std::string length = req.get_header_value("Content-Length");
+      if (length.empty() || length.find_first_not_of("0123456789") != std::string::npos) {
+        send_error(res, ApiError(400, "the Content-Length header '" + length.substr(0, 40) +
+                                          "' is not a number of bytes"));
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
     if (o.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     if (auth != "Bearer " + o.api_key) {
@@ -638,13 +647,38 @@ void Server::Impl::setup_routes() {
   });
   svr.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    if (res.status == 413) {
+    // httplib's refusals come here with its status alone: say which part of the request it was.
+    const std::string length = req.get_header_value("Content-Length");
+    const bool has_length = req.has_header("Content-Length");
+    const bool length_ok =
+        !length.empty() && length.size() <= 19 && length.find_first_not_of("0123456789") == std::string::npos;
+    if (has_length && !length_ok) {
+      send_error(res, ApiError(400, "the Content-Length header '" + length.substr(0, 40) +
+                                        "' is not a number of bytes"));
+    } else if (res.status == 413 && has_length && std::stoull(length) <= o.max_body &&
+               req.get_header_value("Content-Type").starts_with("application/x-www-form-urlencoded")) {
+      // httplib reads a form-encoded body (curl -d's default type) into memory to parse it, and refuses one
+      // over 8192 bytes (CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH, fixed in Debian's library).
+      send_error(res,
+                 ApiError(413, "the body is " + length +
+                                   " bytes sent as application/x-www-form-urlencoded (curl -d's default), "
+                                   "which the HTTP library takes only up to 8192 bytes: send it with "
+                                   "Content-Type: application/json"));
+    } else if (res.status == 413) {
       send_error(res,
                  ApiError(413, "the request body is larger than " + std::to_string(o.max_body) + " bytes"));
+    } else if (res.status == 400 && req.method == "POST" && !has_length &&
+               !req.has_header("Transfer-Encoding")) {
+      send_error(res, ApiError(400, "a POST needs a Content-Length header (or Transfer-Encoding: chunked)"));
     } else if (res.status == 404) {
       send_error(res, ApiError(404, "no such endpoint: " + req.method + " " + req.path));
     } else {
-      send_error(res, ApiError(res.status, "bad request (HTTP " + std::to_string(res.status) + ")"));
+      send_error(res,
+                 ApiError(res.status, "bad request (HTTP " + std::to_string(res.status) + ")" +
+                                          (res.status == 400 ? std::string(": not a well-formed HTTP/1.1 "
+                                                                           "request (its request line, "
+                                                                           "headers or chunked body)")
+                                                             : std::string())));
     }
   });
   // Counted before the response is written (httplib's post-routing handler; its logger runs after the write,
