@@ -57,10 +57,10 @@ void validate_options(const GenerateOptions& o, const Config& c, const Tokenizer
                                          "], got " + std::to_string(o.top_logprobs));
   }
   for (const auto& s : o.stop) {
-    if (s.empty()) throw Error(ErrorKind::Argument, "--stop: a stop string must not be empty");
+    if (s.empty()) throw Error(ErrorKind::Argument, "--stop/-r: a stop string must not be empty");
     // Generated text is UTF-8 (U+FFFD for what is not), so such a string could never match.
     if (const size_t bad = tokenizer_detail::utf8_first_invalid(s); bad != std::string_view::npos) {
-      throw Error(ErrorKind::Argument, "--stop: the stop string is not valid UTF-8 at byte offset " +
+      throw Error(ErrorKind::Argument, "--stop/-r: the stop string is not valid UTF-8 at byte offset " +
                                            std::to_string(bad) + ", so generated text could never match it");
     }
   }

@@ -2,6 +2,8 @@
 // against the config, hand the weights to the backend.
 #include "minigpt/model.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -860,10 +862,33 @@ ModelSummary Model::inspect(const fs::path& dir) {
 
 std::shared_ptr<const Model> Model::random(const Config& config, const LoadOptions& options) {
   config.validate("random model config");
+  // Refused before any allocation when the weights cannot fit in memory (a config of 2^20-wide layers ended
+  // in "out of memory" with no word of why): their bytes in the dtype the backend will hold, against the
+  // machine's physical memory.
+  double params = 0;
+  const auto tensors = random_tensors(config);
+  for (const RandomTensor& t : tensors) {
+    double n = 1;
+    for (int64_t d : t.shape) n *= double(d);
+    params += n;
+  }
+  const double bytes = params * double(dtype_size(options.weight_dtype.value_or(DType::F32)));
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const double memory = pages > 0 && page > 0 ? double(pages) * double(page) : 0.0;
+  if (memory > 0 && bytes > memory) {
+    char b[200];
+    std::snprintf(
+        b, sizeof b,
+        "random model config: its %.3g parameters take %.3g GB as %s, more than this machine's %.3g "
+        "GB of memory",
+        params, bytes / 1e9, std::string(dtype_name(options.weight_dtype.value_or(DType::F32))).c_str(),
+        memory / 1e9);
+    throw Error(ErrorKind::Argument, b);
+  }
   std::shared_ptr<Model> m(new Model());
   m->config_ = config;
   std::map<std::string, HostTensor> all;
-  for (const RandomTensor& t : random_tensors(config)) {
+  for (const RandomTensor& t : tensors) {
     size_t n = 1;
     for (int64_t d : t.shape) n *= size_t(d);
     auto read = [t, n](void* dst) {

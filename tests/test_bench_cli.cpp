@@ -135,6 +135,9 @@ TEST(BenchCli, BadFlagsAreOneLineAndNothingOnStdout) {
       {m + "-o xml", "-o: 'xml' is not md or json"},
       {m + "--random gpt2", "give exactly one of -m DIR or --random NAME"},
       {"bench", "give exactly one of -m DIR or --random NAME"},
+      // The CPU backend has one device: --device 1 measured the CPU without a word.
+      {m + "-p 8 -n 0 --device 1",
+       "--device 1: the cpu backend has one device, 0 (a GPU needs --backend cuda)"},
   };
   for (const auto& [args, needle] : cases) {
     auto r = test::run_cli(args);
@@ -144,6 +147,17 @@ TEST(BenchCli, BadFlagsAreOneLineAndNothingOnStdout) {
     EXPECT_EQ(r.err.rfind("minigpt: error: ", 0), 0u) << args << ": " << r.err;
     EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": " << r.err;
   }
+  // A shape whose weights cannot fit in memory ended in "out of memory" without a word of why.
+  test::TempDir tmp;
+  test::write_file(tmp / "huge.json", R"({"model_type":"gpt2","n_embd":65536,"n_head":1,"n_layer":4096,)"
+                                      R"("vocab_size":50257,"n_positions":1024})");
+  auto r = test::run_cli("bench --random " + (tmp / "huge.json").string() + " -p 8 -n 0 -r 1");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(test::line_count(r.err), 1u) << r.err;
+  EXPECT_EQ(r.err.rfind("minigpt: error: random model config: its 2.11e+14 parameters take ", 0), 0u)
+      << r.err;
+  EXPECT_NE(r.err.find(" GB as F32, more than this machine's "), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -174,7 +174,7 @@ TEST(GenerateCli, BadInputIsOneLineAndNothingElse) {
       {cm.m() + "-p hi --context-overflow wrap", "--context-overflow"},
       {cm.m() + "-p hi --stop ''", "--stop"},
       {cm.m() + "-p hi --stop \"ab$(printf '\\377')\"",
-       "--stop: the stop string is not valid UTF-8 at byte offset 2"},
+       "--stop/-r: the stop string is not valid UTF-8 at byte offset 2"},
       {cm.m() + "-p hi -r \"$(printf '\\303')\"", "not valid UTF-8 at byte offset 0"},
       {cm.m() + "--file " + (tmp / "bad.txt").string(), "not valid UTF-8 at byte offset 3"},
       {cm.m() + "--file " + (tmp / "missing.txt").string(), "cannot open"},

@@ -63,7 +63,11 @@ def edit_header(fn):
 
 
 def cfg(**kv):
-    c = json.load(open(os.path.join(TINY, "config.json")))
+    return cfg_of(TINY, **kv)
+
+
+def cfg_of(base, **kv):
+    c = json.load(open(os.path.join(base, "config.json")))
     for k, v in kv.items():
         if v is ...:
             del c[k]
@@ -301,6 +305,7 @@ def main():
     add("tokenizer", "merge whose result is not in vocab", tk(tok_dir("tok-mergevocab", {"vocab.json": vj, "merges.txt": "a b\n"}), "hi"))
     add("tokenizer", "text not valid UTF-8", tk(GPT2TOK, "--file", tok_dir("badutf", {"t.txt": b"ab\xc3("}) + "/t.txt"))
     add("tokenizer", "--decode 12a", tk(GPT2TOK, "--decode", "15496 12a"))
+    add("tokenizer", "--decode of a file with a NUL byte", tk(GPT2TOK, "--decode", "--file", tok_dir("nul-ids", {"ids.txt": b"15496 1\x002"}) + "/ids.txt"))
     add("tokenizer", "--decode 2147483648", tk(GPT2TOK, "--decode", "2147483648"))
     add("tokenizer", "--decode 99999 (not in vocab)", tk(GPT2TOK, "--decode", "99999"))
     add("tokenizer", "--decode with --special (an encoding flag)", tk(GPT2TOK, "--decode", "--special", "15496"))
@@ -329,6 +334,13 @@ def main():
     add("generate", "--max-new-tokens 2^63", g("--max-new-tokens", "9223372036854775808"))
     add("generate", "--context-overflow wrap", g("--context-overflow", "wrap"))
     add("generate", "--stop not valid UTF-8", g("--stop", "ab\udcff"))
+    add("generate", "-r '' (an empty stop string)", g("-r", ""))
+    add("generate", "--temperature '' (an unset variable)", g("--temperature", ""))
+    add("generate", "--top-p 1e-300 (0 as a float)", g("--top-p", "1e-300"))
+    add("generate", "--repetition-penalty 1e300", g("--repetition-penalty", "1e300"))
+    add("generate", "--tokenizer ''", g("--tokenizer", ""))
+    add("generate", "--tokenizer of another model (256 tokens for 50257)", ["generate", "-m", os.path.join(ROOT, "tests", "fixtures", "gguf", "gpt2-tiny-f32.gguf"), "--tokenizer", SHIPPED, "-p", "x"])
+    add("generate", "empty prompt, bos_token_id past the vocabulary", ["generate", "-m", model_dir("bos-past", base=SHIPPED, config=cfg_of(SHIPPED, bos_token_id=999)), "-p", ""])
     add("generate", "--cache-type f8", g("--cache-type", "f8"))
     add("generate", "--top-logprobs 100000 --json", g("--json", "--top-logprobs", "100000"))
     add("generate", "--top-logprobs 3 without --json", g("--top-logprobs", "3"))
@@ -368,6 +380,10 @@ def main():
     add("bench", "-p 100 -d 32 (past the context)", b("-p", "100", "-n", "0", "-d", "32"))
     add("bench", "-b 4 with -n 0 (no decode test)", b("-p", "8", "-n", "0", "-b", "4"))
     add("bench", "-o xml", b("-o", "xml"))
+    add("bench", "--device 1 (the cpu backend)", b("--device", "1"))
+    huge = os.path.join(T, "huge.json")
+    open(huge, "w").write(json.dumps({"model_type": "gpt2", "n_embd": 65536, "n_head": 1, "n_layer": 4096, "vocab_size": 50257, "n_positions": 1024}))
+    add("bench", "--random a shape too big for memory", ["bench", "--random", huge, "-p", "8", "-n", "0"])
     add("bench", "--random gpt5", ["bench", "--random", "gpt5"])
     add("bench", "both -m and --random", b("--random", "gpt2"))
     add("bench", "neither -m nor --random", ["bench"])
@@ -414,6 +430,9 @@ def main():
     add("perplexity", "--kl-top-k without --save-logits", pp("--kl-top-k", "5"))
     os.mkfifo(os.path.join(T, "fifo.png"))
     add("attention", "-o a FIFO", ["attention", "-m", SHIPPED, "-p", "hi", "--layer", "0", "--head", "0", "-o", os.path.join(T, "fifo.png")])
+    own = model_dir("attn-own", base=SHIPPED)
+    add("attention", "-o the model's own config.json", ["attention", "-m", own, "-p", "hi", "-o", os.path.join(own, "config.json")])
+    add("attention", "-o a file of the --tokenizer directory", ["attention", "-m", SHIPPED, "--tokenizer", own, "-p", "hi", "-o", os.path.join(own, "tokenizer.json")])
     add("convert", "--outtype q8_0", ["convert", SHIPPED, OUTQ, "--outtype", "q8_0"])
     add("convert", "a GGUF file as input", ["convert", q8, OUTQ])
     add("convert", "relu activation (no GGUF key)", ["convert", os.path.join(ROOT, "tests", "fixtures", "models", "tiny-relu-legacy"), OUTQ])
@@ -434,6 +453,7 @@ def main():
     add("serve", "--port 70000", sv("--port", "70000"))
     add("serve", "--host that does not resolve", sv("--host", "no-such-host.invalid", "--port", str(busy)))
     add("serve", "--parallel 0", sv("--parallel", "0"))
+    add("serve", "--host ''", sv("--host", ""))
     add("serve", "--api-key '' (an unset variable)", sv("--port", "0", "--api-key", ""))
     add("serve", "--allowed-origins with a path", sv("--port", "0", "--allowed-origins", "http://localhost:3000/"))
     fifo_jinja = model_dir("fifo-jinja", base=SHIPPED)
