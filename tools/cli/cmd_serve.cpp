@@ -90,7 +90,7 @@ const bool registered_serve =
                            ? "the host is empty (127.0.0.1: this machine only; 0.0.0.0: every interface)"
                            : std::string();
               },
-              "HOST"));
+              ""));
       app.add_option("--port", o->server.port, "Port (default 8080; 0: any free port, printed at start)")
           ->check(CLI::Range(0, 65535));
       app.add_option("--parallel", o->server.n_parallel,

@@ -118,7 +118,7 @@ void add_tokenizer_option(CLI::App& app, std::string& tokenizer) {
 
 CLI::Validator nonempty_path() {
   return CLI::Validator(
-      [](std::string& s) -> std::string { return s.empty() ? "the path is empty" : std::string(); }, "PATH");
+      [](std::string& s) -> std::string { return s.empty() ? "the path is empty" : std::string(); }, "");
 }
 
 Tokenizer load_tokenizer(const std::string& tokenizer, const std::filesystem::path& model) {
