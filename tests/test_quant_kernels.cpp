@@ -133,10 +133,10 @@ TEST_P(QuantKernelsAtLevel, GemvEqualsTheDequantizedProduct) {
         dequantize(t.type, w.data(), wf.data(), N * K);
         // The kernels' layout, and back: gathering each row gives the file's bytes again.
         std::vector<uint8_t> wi(size_t(cpu::QuantInterleave::padded_rows(N) * nb * t.bytes));
-        cpu::interleave_quant_rows(wi.data(), w.data(), N, nb, t.bytes, cpu::splits_scales(t.kind));
+        cpu::interleave_quant_rows(wi.data(), w.data(), N, nb, t.bytes, cpu::quant_layout(t.kind));
         for (int64_t r = 0; r < N; ++r) {
           std::vector<uint8_t> row(size_t(nb * t.bytes));
-          cpu::gather_quant_row(row.data(), wi.data(), r, nb, t.bytes, cpu::splits_scales(t.kind));
+          cpu::gather_quant_row(row.data(), wi.data(), r, nb, t.bytes, cpu::quant_layout(t.kind));
           ASSERT_EQ(std::memcmp(row.data(), w.data() + r * nb * t.bytes, row.size()), 0) << r;
         }
         for (int64_t nx : {1, 3}) {
@@ -209,7 +209,7 @@ TEST_P(QuantKernelsAtLevel, Int8GemmEqualsTheDequantizedProduct) {
       std::vector<float> wf(size_t(N * K));
       dequantize(t.type, w.data(), wf.data(), N * K);
       std::vector<uint8_t> wi(size_t(cpu::QuantInterleave::padded_rows(N) * nb * t.bytes));
-      cpu::interleave_quant_rows(wi.data(), w.data(), N, nb, t.bytes, cpu::splits_scales(t.kind));
+      cpu::interleave_quant_rows(wi.data(), w.data(), N, nb, t.bytes, cpu::quant_layout(t.kind));
       for (int64_t T : {1, 3, 8, 11}) {
         // Activations: quantized per 32, offset to unsigned bytes, with dx and dx sum(xq) per block.
         std::vector<float> x(size_t(T * K)), xd(size_t(2 * T * (K / 32)));

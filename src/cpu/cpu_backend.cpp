@@ -98,10 +98,10 @@ bool quant_kind(GgmlType t, cpu::QKind* kind) {
   }
 }
 
-// Whether a quantized type is held in the split layout of its kernels (cpu::interleave_quant_rows).
-bool splits(GgmlType t) {
+// The layout a quantized type is held in for its kernels (cpu::interleave_quant_rows).
+cpu::QuantLayout layout_of(GgmlType t) {
   cpu::QKind kind;
-  return quant_kind(t, &kind) && cpu::splits_scales(kind);
+  return quant_kind(t, &kind) ? cpu::quant_layout(kind) : cpu::QuantLayout::Blocks;
 }
 
 // Rows of activations quantized for the integer kernels (cpu::QAct), in one buffer that grows as needed:
@@ -295,7 +295,7 @@ class CpuBackend final : public Backend {
     const int64_t nb = host.n_in / format.block;
     auto buf = alloc(size_t(cpu::QuantInterleave::padded_rows(host.n_out) * nb * format.block_bytes));
     cpu::interleave_quant_rows(static_cast<uint8_t*>(buf->data()), static_cast<const uint8_t*>(host.w.data),
-                               host.n_out, nb, format.block_bytes, splits(format.quant));
+                               host.n_out, nb, format.block_bytes, layout_of(format.quant));
     l.w = Tensor{buf->data(), DType::F32, Device::Host, host.n_out, host.n_in, host.n_in};
     l.layout = kQuant;
     keep.push_back(std::move(buf));
@@ -721,7 +721,8 @@ class CpuBackend final : public Backend {
       thread_local std::vector<uint8_t> row;
       row.resize(size_t(nb * bytes));
       for (int64_t i = 0; i < n; ++i) {
-        cpu::gather_quant_row(row.data(), lin.w.ptr<uint8_t>(), r0 + i, nb, bytes, splits(lin.format.quant));
+        cpu::gather_quant_row(row.data(), lin.w.ptr<uint8_t>(), r0 + i, nb, bytes,
+                              layout_of(lin.format.quant));
         dequantize(lin.format.quant, row.data(), dst + i * K, K);
       }
     } else {

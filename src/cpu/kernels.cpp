@@ -285,6 +285,11 @@ void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
 }
 }  // namespace
 
+namespace {
+void read_quant_block(uint8_t* blk, const uint8_t* w, int64_t n, int64_t j, int64_t nb, int64_t bytes,
+                      QuantLayout layout);
+}  // namespace
+
 void qgemm_pack(uint8_t* panel, QKind kind, const uint8_t* w, int64_t r0, int64_t rows, int64_t k) {
   const bool kquant = kind != QKind::Q8_0 && kind != QKind::Q4_0;
   const int64_t block = kquant ? 256 : 32;
@@ -319,7 +324,9 @@ void qgemm_pack(uint8_t* panel, QKind kind, const uint8_t* w, int64_t r0, int64_
             }
           }
         } else {
-          const uint8_t* b = w + QuantInterleave::block_index(n, j, nb) * bytes;
+          uint8_t blk[210];  // the largest K block (Q6_K)
+          read_quant_block(blk, w, n, j, nb, bytes, quant_layout(kind));
+          const uint8_t* b = blk;
           if (kind == QKind::Q6_K) {
             const int64_t h = s / 4, g = s % 4;  // half of 128 values, 32-value group in it
             const uint8_t* ql = b + 64 * h;
@@ -369,8 +376,9 @@ void qgemm_pack(uint8_t* panel, QKind kind, const uint8_t* w, int64_t r0, int64_
 }
 
 namespace {
-// Where the bytes of block j of row n lie in a QuantInterleave matrix: `scale` for the split layout's 2
-// scale bytes (else unused), `values` for the rest of the block (the whole block when not split).
+// Where the bytes of block j of row n lie in a QuantInterleave matrix of the Blocks or SplitScales layout:
+// `scale` for the split layout's 2 scale bytes (else unused), `values` for the rest of the block (the whole
+// block when not split).
 struct QuantPlace {
   int64_t scale, values;
 };
@@ -380,15 +388,52 @@ QuantPlace quant_place(int64_t n, int64_t j, int64_t nb, int64_t bytes, bool spl
   const int64_t group = (i / 4) * 4 * bytes, r = n % 4;
   return {group + 2 * r, group + 8 + r * (bytes - 2)};
 }
+
+// The Q4KPacked layout: row r's Q4_K block `blk` (144 bytes) into, or out of, the 576 bytes of its group's
+// blocks j at `unit`.
+void q4k_pack(uint8_t* unit, int64_t r, const uint8_t* blk) {
+  std::memcpy(unit + 2 * r, blk, 2);
+  std::memcpy(unit + 8 + 2 * r, blk + 2, 2);
+  for (int u = 0; u < 3; ++u) std::memcpy(unit + 16 + 16 * u + 4 * r, blk + 4 + 4 * u, 4);
+  for (int run = 0; run < 16; ++run) std::memcpy(unit + 64 + 32 * run + 8 * r, blk + 16 + 8 * run, 8);
+}
+void q4k_unpack(uint8_t* blk, const uint8_t* unit, int64_t r) {
+  std::memcpy(blk, unit + 2 * r, 2);
+  std::memcpy(blk + 2, unit + 8 + 2 * r, 2);
+  for (int u = 0; u < 3; ++u) std::memcpy(blk + 4 + 4 * u, unit + 16 + 16 * u + 4 * r, 4);
+  for (int run = 0; run < 16; ++run) std::memcpy(blk + 16 + 8 * run, unit + 64 + 32 * run + 8 * r, 8);
+}
+
+// Block j of row n of a QuantInterleave matrix, as the file holds it, into blk (`bytes`).
+void read_quant_block(uint8_t* blk, const uint8_t* w, int64_t n, int64_t j, int64_t nb, int64_t bytes,
+                      QuantLayout layout) {
+  if (layout == QuantLayout::Q4KPacked) {
+    q4k_unpack(blk, w + ((n / 4) * nb + j) * 4 * bytes, n % 4);
+    return;
+  }
+  const bool split = layout == QuantLayout::SplitScales;
+  const QuantPlace p = quant_place(n, j, nb, bytes, split);
+  if (split) {
+    std::memcpy(blk, w + p.scale, 2);
+    std::memcpy(blk + 2, w + p.values, size_t(bytes - 2));
+  } else {
+    std::memcpy(blk, w + p.values, size_t(bytes));
+  }
+}
 }  // namespace
 
 void interleave_quant_rows(uint8_t* dst, const uint8_t* src, int64_t n, int64_t nb, int64_t bytes,
-                           bool split) {
+                           QuantLayout layout) {
   const int64_t np = QuantInterleave::padded_rows(n);
   std::memset(dst, 0, size_t(np * nb * bytes));
+  const bool split = layout == QuantLayout::SplitScales;
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t j = 0; j < nb; ++j) {
       const uint8_t* b = src + (r * nb + j) * bytes;
+      if (layout == QuantLayout::Q4KPacked) {
+        q4k_pack(dst + ((r / 4) * nb + j) * 4 * bytes, r % 4, b);
+        continue;
+      }
       const QuantPlace p = quant_place(r, j, nb, bytes, split);
       if (split) {
         std::memcpy(dst + p.scale, b, 2);
@@ -400,16 +445,9 @@ void interleave_quant_rows(uint8_t* dst, const uint8_t* src, int64_t n, int64_t 
   }
 }
 
-void gather_quant_row(uint8_t* dst, const uint8_t* w, int64_t n, int64_t nb, int64_t bytes, bool split) {
-  for (int64_t j = 0; j < nb; ++j) {
-    const QuantPlace p = quant_place(n, j, nb, bytes, split);
-    if (split) {
-      std::memcpy(dst + j * bytes, w + p.scale, 2);
-      std::memcpy(dst + j * bytes + 2, w + p.values, size_t(bytes - 2));
-    } else {
-      std::memcpy(dst + j * bytes, w + p.values, size_t(bytes));
-    }
-  }
+void gather_quant_row(uint8_t* dst, const uint8_t* w, int64_t n, int64_t nb, int64_t bytes,
+                      QuantLayout layout) {
+  for (int64_t j = 0; j < nb; ++j) read_quant_block(dst + j * bytes, w, n, j, nb, bytes, layout);
 }
 
 namespace reference {
