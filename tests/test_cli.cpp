@@ -1,4 +1,6 @@
 // The CLI as a user meets it: output, and one clear line plus a non-zero exit for every mistake.
+#include <nlohmann/json.hpp>
+
 #include "minigpt/random_weights.h"
 #include "test_util.h"
 
@@ -180,6 +182,18 @@ TEST(Cli, AuditedMistakesAreOneClearLine) {
   EXPECT_EQ(r.err,
             "minigpt: error: --device 1: the cpu backend has one device, 0 (a GPU needs --backend cuda)\n");
   EXPECT_EQ(r.out, "");
+  // A path that is not UTF-8 in --json output: nlohmann's dump threw, "internal error", exit 3. Its bytes are
+  // written as U+FFFD, as generate --json writes text.
+  const auto odd = tmp / std::string("m\xff");
+  std::filesystem::copy(shipped, odd);
+  r = test::run_cli("info --json -m '" + odd.string() + "'");
+  EXPECT_EQ(r.status, 0) << r.err;
+  const auto info = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(info.is_object()) << r.out;
+  EXPECT_NE(r.out.find("m\xef\xbf\xbd"), std::string::npos) << r.out;
+  r = test::run_cli("bench -o json -p 8 -n 0 -r 1 -m '" + odd.string() + "'");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(nlohmann::json::parse(r.out, nullptr, false).is_object()) << r.out;
   // serve --host '' listened on [::1] as "http://:PORT".
   r = test::run_cli("serve " + m + " --host ''");
   EXPECT_EQ(r.status, 2);

@@ -5,6 +5,7 @@
 
 #include "minigpt/generate.h"
 #include "minigpt/gguf.h"
+#include "minigpt/gguf_writer.h"
 #include "test_util.h"
 
 namespace minigpt {
@@ -97,6 +98,29 @@ TEST(GgufModel, FilesMinigptCannotRunAreRefusedByName) {
   const auto r = test::run_cli("info -m " + (tmp / "llama.gguf").string());
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("'llama' is not supported"), std::string::npos) << r.err;
+}
+
+// llama.cpp reads the vocabulary from tokenizer.ggml.tokens and refuses embeddings of another size; minigpt
+// took the rows' count, and a list of 300 tokens for 50257 rows decoded most ids to no text, exit 0.
+TEST(GgufModel, ATokenListOfAnotherSizeThanTheEmbeddingsIsRefused) {
+  test::TempDir tmp;
+  const auto src = GgufFile::open(test::source_dir() / "tests" / "fixtures" / "gguf" / "gpt2-tiny-f32.gguf");
+  for (const size_t n_tokens : {size_t(300), size_t(50258)}) {
+    GgufWriter w;
+    for (const std::string& key : src->keys()) {
+      GgufValue v = *src->find_value(key);
+      if (key == "tokenizer.ggml.tokens" || key == "tokenizer.ggml.token_type")
+        v.items.resize(n_tokens, v.items.back());
+      w.set(key, v);
+    }
+    for (const GgufTensor& t : src->tensors())
+      w.add_tensor(t.name, t.type, t.ne, [&src, &t](uint8_t* dst) { src->read(t, dst); });
+    const auto path = tmp / ("tokens-" + std::to_string(n_tokens) + ".gguf");
+    w.write(path);
+    test::expect_error([&] { Model::load(path); }, ErrorKind::Shape,
+                       {path.string() + ": tokenizer.ggml.tokens has " + std::to_string(n_tokens) +
+                        " tokens, token_embd.weight 50257 rows (a GGUF has one token per row)"});
+  }
 }
 
 }  // namespace

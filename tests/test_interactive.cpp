@@ -218,6 +218,18 @@ TEST(Interactive, RefusesJsonAndReadsLinesFromAPipe) {
   }
 }
 
+// A line from a pipe is read up to the limit of any text (256 MiB): /dev/zero as input grew one line without
+// bound (gigabytes), then ended with exit 0 and no word when an allocation failed.
+TEST(Interactive, ALineBeyondTheInputLimitIsOneLineAndExit1) {
+  test::TempDir tmp;
+  const std::string cmd = std::string(MINIGPT_CLI_PATH) + " generate -i -m " + shipped().string() +
+                          " -n 2 </dev/zero >/dev/null 2>" + (tmp / "err").string();
+  const int rc = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(rc));
+  EXPECT_EQ(WEXITSTATUS(rc), 1);
+  EXPECT_EQ(test::read_file(tmp / "err"), "minigpt: error: stdin: a line of more than 256 MiB (the limit)\n");
+}
+
 // -r (a stop string) in interactive mode is shown, as llama.cpp shows its reverse prompt: its last line is
 // the prompt the next line follows; one that ends a line is followed by "> ". Before, it was hidden and every
 // line followed "> ". The turn's text is generate's up to the stop string.

@@ -1,5 +1,7 @@
 // KL divergence against a stored reference (perplexity --save-logits / --kl-divergence): the formula against
 // a direct computation, a model against itself, low-precision storage against F32, and bad reference files.
+#include <sys/stat.h>
+
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -124,7 +126,12 @@ TEST(KlDivergenceCli, BadReferencesAndMismatchesAreRefused) {
     std::string args, needle;
   };
   const std::string other = test::fixture_dir("tiny").string();  // vocabulary 320, no tokenizer needed
+  // A FIFO: opened with an ifstream it waited for a writer, forever.
+  const std::string fifo = (tmp / "ref.fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   for (const Case& c : std::vector<Case>{
+           {"--kl-divergence " + fifo, fifo + ": the reference logits file is a FIFO, not a regular file"},
+           {"--kl-divergence " + tmp.path().string(), "is a directory, not a regular file"},
            {"--kl-divergence " + write_variant("trunc.bin", good.substr(0, good.size() - 5)), "(truncated)"},
            {"--kl-divergence " + write_variant("long.bin", good + "x"), "(trailing bytes)"},
            {"--kl-divergence " + write_variant("magic.bin", bad_magic), "not a minigpt logits file"},

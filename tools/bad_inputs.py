@@ -428,6 +428,7 @@ def main():
     add("perplexity", "--save-logits the text it scores", pp("--save-logits", text))
     add("perplexity", "--save-logits the model's config.json", pp("--save-logits", os.path.join(SHIPPED, "config.json")))
     add("perplexity", "--kl-top-k without --save-logits", pp("--kl-top-k", "5"))
+    add("perplexity", "--kl-divergence a FIFO", ["perplexity", "-m", SHIPPED, "--kl-divergence", fifo])
     os.mkfifo(os.path.join(T, "fifo.png"))
     add("attention", "-o a FIFO", ["attention", "-m", SHIPPED, "-p", "hi", "--layer", "0", "--head", "0", "-o", os.path.join(T, "fifo.png")])
     own = model_dir("attn-own", base=SHIPPED)

@@ -370,7 +370,9 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
     }
   }
   if (o.output == "json") {
-    std::printf("%s\n", json{{"machine", machine}, {"results", results}}.dump(2).c_str());
+    std::printf("%s\n", json{{"machine", machine}, {"results", results}}
+                            .dump(2, ' ', false, json::error_handler_t::replace)
+                            .c_str());
   } else {
     std::printf("\n%s\nmachine: %s, %d cores", kv_line.c_str(), machine["cpu"].get<std::string>().c_str(),
                 cpu_count());

@@ -54,6 +54,24 @@ std::atomic<int> g_interrupts{0};
 //   `generate --context-overflow slide` does.
 // So a turn is what `generate` with the same options gives on the whole conversation up to there (checked by
 // tests/test_interactive.cpp), where the window starts where it last had to move.
+// One line of stdin, without its newline: false at the end of the input before any byte. A line of more than
+// kMaxTextBytes is an Error, as is a failed read (std::getline grew a line without bound: /dev/zero as input
+// took gigabytes, then ended the session with exit 0 when an allocation failed).
+bool read_stdin_line(std::string& line) {
+  line.clear();
+  for (int c; (c = getc_unlocked(stdin)) != EOF;) {
+    if (c == '\n') return true;
+    if (line.size() >= kMaxTextBytes) {
+      throw Error(ErrorKind::Argument,
+                  "stdin: a line of more than " + std::to_string(kMaxTextBytes >> 20) + " MiB (the limit)");
+    }
+    line.push_back(char(c));
+  }
+  if (std::ferror(stdin))
+    throw Error(ErrorKind::Io, std::string("stdin: reading failed: ") + std::strerror(errno));
+  return !line.empty();
+}
+
 int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, const Tokenizer& tok,
                     GenerateOptions g, int64_t n_ctx, const std::string& first_prompt,
                     const std::vector<int32_t>& first_ids) {
@@ -202,7 +220,7 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
       if (!line.empty()) add_history(line.c_str());
     } else {
       show(prompt);
-      if (!std::getline(std::cin, line)) break;
+      if (!read_stdin_line(line)) break;
     }
     at_line_start = true;
     std::vector<int32_t> ids;

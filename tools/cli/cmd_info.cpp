@@ -269,7 +269,7 @@ int run_info(const InfoOptions& o) {
       print_model(o.model_dir, s, tok);
     }
   }
-  if (o.json) write_stdout(out.dump(2) + "\n");
+  if (o.json) write_stdout(out.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
   return 0;
 }
 

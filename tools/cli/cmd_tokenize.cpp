@@ -86,7 +86,7 @@ bool registered_tokenize = register_command(
           j["ids"] = ids;
           auto& tokens = j["tokens"] = nlohmann::json::array();
           for (int32_t id : ids) tokens.push_back(tok.token_symbol(id));
-          out = j.dump();
+          out = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
         } else {
           for (size_t i = 0; i < ids.size(); ++i) {
             if (i) out += ' ';
