@@ -45,6 +45,15 @@ TEST(Cli, LoadErrorsAreOneLineAndNonZero) {
          test::write_file(d / "model.safetensors", w.substr(0, w.size() / 2));
        },
        "past the end"},
+      // Above 2^63 - 1 an id was read as -1 ("no BOS token"), a count as a negative number.
+      {"an id above 2^63",
+       [](auto& d) {
+         write_random_model(d, test::tiny_config());
+         std::string cfg = test::read_file(d / "config.json");
+         cfg.insert(1, "\"bos_token_id\": 18446744073709551615, ");
+         test::write_file(d / "config.json", cfg);
+       },
+       "field 'bos_token_id' = 18446744073709551615 is out of range (above 2^63 - 1)"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];

@@ -256,6 +256,7 @@ def main():
     add("loader", "model_type llama", info(model_dir("cfg-llama", config=cfg(model_type="llama"))))
     add("loader", "n_head missing", info(model_dir("cfg-nohead", config=cfg(n_head=...))))
     add("loader", "n_head a string", info(model_dir("cfg-headstr", config=cfg(n_head="2"))))
+    add("loader", "bos_token_id 2^64 - 1", info(model_dir("cfg-bos64", config=cfg(bos_token_id=2 ** 64 - 1))))
     add("loader", "n_embd not divisible by n_head", info(model_dir("cfg-div", config=cfg(n_head=5))))
     add("loader", "n_layer = 2^40", info(model_dir("cfg-layers", config=cfg(n_layer=2 ** 40))))
     add("loader", "vocab_size = 0", info(model_dir("cfg-vocab0", config=cfg(vocab_size=0))))

@@ -130,7 +130,10 @@ struct TempSlot {
   char path[4096];
 };
 TempSlot g_temps[kTempSlots];
-constexpr int kFatalSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGXFSZ};
+// Every signal whose default action ends the process and that a handler can catch (SIGUSR1, SIGUSR2 and
+// SIGALRM left a temporary behind).
+constexpr int kFatalSignals[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT,   SIGPIPE, SIGXFSZ,
+                                 SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU};
 
 extern "C" void remove_temporaries_and_reraise(int sig) {
   const int saved = errno;
