@@ -55,6 +55,34 @@ TEST(Tokenizer, HelloWorld) {
   EXPECT_EQ(gpt2_json().n_vocab(), 50257);
 }
 
+// vocab.json + merges.txt with a tokenizer_config.json beside them: its added_tokens_decoder (a non-special
+// "[USER]" as 50257, a special "<|sep|>" with lstrip as 50258) as transformers' AutoTokenizer reads the
+// folder (tools/make_tokenizer_config_reference.py). It was ignored: "[USER]" came out as 3 tokens and 50257
+// could not be decoded.
+TEST(Tokenizer, VocabMergesTakeTheAddedTokensOfTokenizerConfig) {
+  minigpt::test::TempDir tmp;
+  const auto gpt2 = kGpt2Dir;
+  const auto fixture = minigpt::test::source_dir() / "tests" / "fixtures" / "tokenizer" / "gpt2_config";
+  for (const char* f : {"vocab.json", "merges.txt"}) std::filesystem::copy_file(gpt2 / f, tmp / f);
+  std::filesystem::copy_file(fixture / "tokenizer_config.json", tmp / "tokenizer_config.json");
+  const Tokenizer t = Tokenizer::load(tmp.path());
+  const auto golden = minigpt::test::read_json(fixture / "golden.json");
+  EXPECT_EQ(t.n_vocab(), golden["n_tokens"].get<int64_t>());
+  for (const auto& c : golden["cases"]) {
+    const std::string text = c["text"];
+    EXPECT_EQ(t.encode(text, /*allow_special=*/true), c["ids"].get<std::vector<int32_t>>()) << text;
+  }
+  for (const auto& c : golden["decode"])
+    EXPECT_EQ(t.decode(c["ids"].get<std::vector<int32_t>>()), c["text"].get<std::string>());
+  // add_prefix_space true changes every word's first token: refused, as in tokenizer.json.
+  auto cfg = minigpt::test::read_json(fixture / "tokenizer_config.json");
+  cfg["add_prefix_space"] = true;
+  minigpt::test::write_file(tmp / "tokenizer_config.json", cfg.dump());
+  minigpt::test::expect_error(
+      [&] { Tokenizer::load(tmp.path()); }, ErrorKind::Unsupported,
+      {(tmp / "tokenizer_config.json").string() + ": add_prefix_space true is not supported"});
+}
+
 TEST(Tokenizer, CorpusMatchesHuggingFace) {
   for (const Tokenizer* t : {&gpt2_json(), &gpt2_vocab_merges()}) {
     for (const auto& c : corpus()) {

@@ -77,9 +77,13 @@ class Tokenizer {
   // The same from file contents in memory (load() reads the files and calls these); `source` names the
   // file in error messages.
   static Tokenizer from_tokenizer_json(std::string_view text, const std::string& source = "tokenizer.json");
+  // `tokenizer_config`: tokenizer_config.json's text, or empty when there is none (its added_tokens_decoder
+  // replaces the <|endoftext|> default, as in transformers' GPT2Tokenizer).
   static Tokenizer from_vocab_merges(std::string_view vocab_json, std::string_view merges_txt,
                                      const std::string& vocab_source = "vocab.json",
-                                     const std::string& merges_source = "merges.txt");
+                                     const std::string& merges_source = "merges.txt",
+                                     std::string_view tokenizer_config = {},
+                                     const std::string& config_source = "tokenizer_config.json");
   // The 256 byte symbols and no merges, no special tokens: id == byte value.
   static Tokenizer byte_level();
   // The tokenizer a GGUF file carries (tokenizer.ggml.*: GPT-2's byte-level BPE); load() calls this for a

@@ -369,6 +369,29 @@ void read_post_processor(const json& pp, const std::string& where, RawTokenizer&
                   " is not supported (ByteLevel, TemplateProcessing and a Sequence of them are)");
 }
 
+// An added token's flags from its JSON object (tokenizer.json's added_tokens, tokenizer_config.json's
+// added_tokens_decoder); `a` has a string "content".
+tokenizer_detail::RawAdded read_added_token(const json& a, int64_t id, const std::string& where) {
+  tokenizer_detail::RawAdded r{a["content"].get<std::string>(), id};
+  // tokenizers requires every flag; a file that leaves one out gets minigpt's earlier behaviour (a
+  // special token matched exactly where its text occurs).
+  auto flag = [&](const char* key, bool unset) {
+    if (!a.contains(key) || a[key].is_null()) return unset;
+    if (!a[key].is_boolean())
+      throw Error(ErrorKind::Format, where + ": added token " + json_quote(r.content) + ": \"" + key +
+                                         "\" is not true or false");
+    return a[key].get<bool>();
+  };
+  r.special = flag("special", true);
+  r.normalized = flag("normalized", false);
+  r.lstrip = flag("lstrip", false);
+  r.rstrip = flag("rstrip", false);
+  if (flag("single_word", false))
+    throw Error(ErrorKind::Unsupported,
+                where + ": added token " + json_quote(r.content) + ": single_word is not supported");
+  return r;
+}
+
 RawTokenizer read_tokenizer_json(std::string_view text, const std::string& where) {
   RawTokenizer raw;
   json j = parse_json(text, where);
@@ -428,26 +451,37 @@ RawTokenizer read_tokenizer_json(std::string_view text, const std::string& where
         !a["content"].is_string())
       throw Error(ErrorKind::Format,
                   where + ": an added token lacks an integer \"id\" or a string \"content\"");
-    tokenizer_detail::RawAdded r{a["content"].get<std::string>(), a["id"].get<int64_t>()};
-    // tokenizers requires every flag; a file that leaves one out gets minigpt's earlier behaviour (a
-    // special token matched exactly where its text occurs).
-    auto flag = [&](const char* key, bool unset) {
-      if (!a.contains(key) || a[key].is_null()) return unset;
-      if (!a[key].is_boolean())
-        throw Error(ErrorKind::Format, where + ": added token " + json_quote(r.content) + ": \"" + key +
-                                           "\" is not true or false");
-      return a[key].get<bool>();
-    };
-    r.special = flag("special", true);
-    r.normalized = flag("normalized", false);
-    r.lstrip = flag("lstrip", false);
-    r.rstrip = flag("rstrip", false);
-    if (flag("single_word", false))
-      throw Error(ErrorKind::Unsupported,
-                  where + ": added token " + json_quote(r.content) + ": single_word is not supported");
-    raw.added.push_back(std::move(r));
+    raw.added.push_back(read_added_token(a, a["id"].get<int64_t>(), where));
   }
   return raw;
+}
+
+// tokenizer_config.json beside vocab.json + merges.txt, as transformers' GPT2Tokenizer reads it: its
+// added_tokens_decoder ({"ID": {"content", "special", "lstrip", "rstrip", "normalized", "single_word"}})
+// replaces the <|endoftext|> default; add_prefix_space true is refused (as in tokenizer.json's ByteLevel).
+// It was ignored: "[USER]" added as 50257 was split into 3 tokens and id 50257 could not be decoded.
+void read_tokenizer_config(std::string_view text, const std::string& where, RawTokenizer& raw) {
+  const json j = parse_json(text, where);
+  if (!j.is_object()) throw Error(ErrorKind::Format, where + ": not a JSON object");
+  if (j.contains("add_prefix_space") && !j["add_prefix_space"].is_null()) {
+    if (!j["add_prefix_space"].is_boolean())
+      throw Error(ErrorKind::Format, where + ": add_prefix_space is not true or false");
+    if (j["add_prefix_space"].get<bool>())
+      throw Error(ErrorKind::Unsupported, where + ": add_prefix_space true is not supported");
+  }
+  if (!j.contains("added_tokens_decoder") || j["added_tokens_decoder"].is_null()) return;
+  const json& dec = j["added_tokens_decoder"];
+  if (!dec.is_object()) throw Error(ErrorKind::Format, where + ": added_tokens_decoder is not an object");
+  raw.added.clear();
+  for (const auto& [key, a] : dec.items()) {
+    const std::string at = where + ": added_tokens_decoder[" + json_quote(key) + "]";
+    const bool decimal =
+        !key.empty() && key.size() <= 9 && key.find_first_not_of("0123456789") == std::string::npos;
+    if (!decimal) throw Error(ErrorKind::Format, at + ": the key is not a token id");
+    if (!a.is_object() || !a.contains("content") || !a["content"].is_string())
+      throw Error(ErrorKind::Format, at + ": no string \"content\"");
+    raw.added.push_back(read_added_token(a, std::stoll(key), at));
+  }
 }
 
 }  // namespace
@@ -464,8 +498,12 @@ Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
   }
   if (std::filesystem::exists(dir / "vocab.json") && std::filesystem::exists(dir / "merges.txt")) {
     const auto vocab_path = dir / "vocab.json", merges_path = dir / "merges.txt";
+    const auto config_path = dir / "tokenizer_config.json";
+    const std::string config = std::filesystem::exists(config_path)
+                                   ? read_regular_file(config_path, kMaxConfigBytes, "tokenizer config")
+                                   : std::string();
     return from_vocab_merges(read_file(vocab_path), read_file(merges_path), vocab_path.string(),
-                             merges_path.string());
+                             merges_path.string(), config, config_path.string());
   }
   throw Error(ErrorKind::Io, dir.string() + ": no tokenizer.json, nor vocab.json + merges.txt");
 }
@@ -534,8 +572,11 @@ Tokenizer Tokenizer::from_tokenizer_json(std::string_view text, const std::strin
 }
 
 Tokenizer Tokenizer::from_vocab_merges(std::string_view vocab_json, std::string_view merges_txt,
-                                       const std::string& vocab_source, const std::string& merges_source) {
-  return build(read_vocab_merges(vocab_json, merges_txt, vocab_source, merges_source), merges_source);
+                                       const std::string& vocab_source, const std::string& merges_source,
+                                       std::string_view tokenizer_config, const std::string& config_source) {
+  RawTokenizer raw = read_vocab_merges(vocab_json, merges_txt, vocab_source, merges_source);
+  if (!tokenizer_config.empty()) read_tokenizer_config(tokenizer_config, config_source, raw);
+  return build(raw, merges_source);
 }
 
 Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
