@@ -23,6 +23,11 @@ inline constexpr size_t kMaxTextBytes = size_t(256) << 20;       // prompts and 
 // the file is for in that message ("prompt file", "config").
 std::string read_regular_file(const std::filesystem::path& path, size_t max_bytes, const std::string& what);
 
+// Throws Error(Io) "PATH: the WHAT is a FIFO, not a regular file" (a directory, a device, a socket) when
+// `path` exists and is not a regular file; checked with stat, so a FIFO is never opened (opening one waits
+// for a writer). A missing path passes: the open that follows reports it.
+void require_regular_file(const std::filesystem::path& path, const std::string& what);
+
 // Everything readable from file descriptor `fd` (stdin: a pipe, a file, a device) until end of file, at most
 // `max_bytes`: more is an Error(Io) naming `source`. Never opens anything, so a pipe is read as it comes.
 std::string read_fd_capped(int fd, size_t max_bytes, const std::string& source);

@@ -324,9 +324,13 @@ void qgemm_pack(uint8_t* panel, QKind kind, const uint8_t* w, int64_t r0, int64_
             }
           }
         } else {
-          uint8_t blk[210];  // the largest K block (Q6_K)
-          read_quant_block(blk, w, n, j, nb, bytes, quant_layout(kind));
-          const uint8_t* b = blk;
+          // The block in place, or (Q4KPacked) gathered from its group's 576 bytes.
+          uint8_t blk[144];
+          const uint8_t* b = w + QuantInterleave::block_index(n, j, nb) * bytes;
+          if (kind == QKind::Q4_K) {
+            read_quant_block(blk, w, n, j, nb, bytes, QuantLayout::Q4KPacked);
+            b = blk;
+          }
           if (kind == QKind::Q6_K) {
             const int64_t h = s / 4, g = s % 4;  // half of 128 values, 32-value group in it
             const uint8_t* ql = b + 64 * h;

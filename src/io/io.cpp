@@ -70,6 +70,14 @@ std::string format_bytes(size_t bytes) {
   return b;
 }
 
+void require_regular_file(const std::filesystem::path& path, const std::string& what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    throw Error(ErrorKind::Io,
+                path.string() + ": the " + what + " is " + file_kind(st.st_mode) + ", not a regular file");
+  }
+}
+
 std::string read_regular_file(const std::filesystem::path& path, size_t max_bytes, const std::string& what) {
   const std::string source = path.string();
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.

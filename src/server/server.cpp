@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 
 #include "minigpt/error.h"
@@ -579,6 +580,18 @@ std::string Server::Impl::metrics_text() {
   return out;
 }
 
+namespace {
+// A 400 for a Content-Length header that is not a byte count a 64-bit size holds (httplib read "abc" as 0 and
+// "-5" as a huge length), or nothing.
+std::optional<ApiError> bad_content_length(const httplib::Request& req) {
+  if (!req.has_header("Content-Length")) return std::nullopt;
+  const std::string length = req.get_header_value("Content-Length");
+  if (!length.empty() && length.size() <= 19 && length.find_first_not_of("0123456789") == std::string::npos)
+    return std::nullopt;
+  return ApiError(400, "the Content-Length header '" + length.substr(0, 40) + "' is not a number of bytes");
+}
+}  // namespace
+
 void Server::Impl::setup_routes() {
   // Every handler answers errors in the OpenAI shape; nothing a client sends escapes as an exception.
   auto guarded = [this](auto fn) {
@@ -626,13 +639,9 @@ void Server::Impl::setup_routes() {
       }
     }
     // httplib reads a Content-Length it cannot parse ("abc") as 0: the body would be parsed as empty.
-    if (req.has_header("Content-Length")) {
-      const std::string length = req.get_header_value("Content-Length");
-      if (length.empty() || length.find_first_not_of("0123456789") != std::string::npos) {
-        send_error(res, ApiError(400, "the Content-Length header '" + length.substr(0, 40) +
-                                          "' is not a number of bytes"));
-        return httplib::Server::HandlerResponse::Handled;
-      }
+    if (const auto bad = bad_content_length(req)) {
+      send_error(res, *bad);
+      return httplib::Server::HandlerResponse::Handled;
     }
     if (o.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
@@ -650,11 +659,8 @@ void Server::Impl::setup_routes() {
     // httplib's refusals come here with its status alone: say which part of the request it was.
     const std::string length = req.get_header_value("Content-Length");
     const bool has_length = req.has_header("Content-Length");
-    const bool length_ok =
-        !length.empty() && length.size() <= 19 && length.find_first_not_of("0123456789") == std::string::npos;
-    if (has_length && !length_ok) {
-      send_error(res, ApiError(400, "the Content-Length header '" + length.substr(0, 40) +
-                                        "' is not a number of bytes"));
+    if (const auto bad = bad_content_length(req)) {
+      send_error(res, *bad);
     } else if (res.status == 413 && has_length && std::stoull(length) <= o.max_body &&
                req.get_header_value("Content-Type").starts_with("application/x-www-form-urlencoded")) {
       // httplib reads a form-encoded body (curl -d's default type) into memory to parse it, and refuses one

@@ -1,5 +1,6 @@
 // libFuzzer target: tokenizer loading from tokenizer.json, or vocab.json + merges.txt, on arbitrary bytes.
-// Input: first byte even -> the rest is tokenizer.json; odd -> vocab.json, a NUL byte, merges.txt.
+// Input: first byte even -> the rest is tokenizer.json; odd -> vocab.json, a NUL byte, merges.txt (and,
+// after another NUL byte, tokenizer_config.json).
 // A tokenizer that loads is then used: fixed texts are encoded and decoded back. Byte-level BPE loses nothing
 // but what the normalizer (NFC) changes and the white space added tokens' lstrip / rstrip take, so the text
 // and its decode must agree once both lose their white space and are normalized.
@@ -29,9 +30,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if ((data[0] & 1) == 0) return minigpt::Tokenizer::from_tokenizer_json(rest);
       const size_t nul = rest.find('\0');
       const std::string_view vocab = rest.substr(0, nul);
-      const std::string_view merges =
-          nul == std::string_view::npos ? std::string_view() : rest.substr(nul + 1);
-      return minigpt::Tokenizer::from_vocab_merges(vocab, merges);
+      std::string_view merges = nul == std::string_view::npos ? std::string_view() : rest.substr(nul + 1);
+      // A second NUL: tokenizer_config.json after it (its added_tokens_decoder, add_prefix_space).
+      const size_t nul2 = merges.find('\0');
+      const std::string_view config =
+          nul2 == std::string_view::npos ? std::string_view() : merges.substr(nul2 + 1);
+      merges = merges.substr(0, nul2);
+      return minigpt::Tokenizer::from_vocab_merges(vocab, merges, "vocab.json", "merges.txt", config);
     }();
     static const std::string_view kTexts[] = {"Hello world, it's 2024!\n  \t x",
                                               "<|endoftext|>ab<|endoftext|>",

@@ -87,21 +87,10 @@ int run_perplexity(const PerplexityCliOptions& o) {
   std::ifstream kl_in;
   std::unique_ptr<LogitsReader> kl_ref;
   if (!o.kl_base.empty()) {
-    namespace fs = std::filesystem;
-    std::error_code ec;
     // Checked before opening: an ifstream waits on a FIFO for a writer, forever.
-    const fs::file_type type = fs::status(o.kl_base, ec).type();
-    if (!ec && type != fs::file_type::regular && type != fs::file_type::not_found) {
-      const char* kind = type == fs::file_type::directory   ? "a directory"
-                         : type == fs::file_type::fifo      ? "a FIFO"
-                         : type == fs::file_type::character ? "a character device"
-                         : type == fs::file_type::block     ? "a block device"
-                         : type == fs::file_type::socket    ? "a socket"
-                                                            : "a special file";
-      throw Error(ErrorKind::Io,
-                  o.kl_base + ": the reference logits file is " + kind + ", not a regular file");
-    }
-    const uint64_t size = fs::file_size(o.kl_base, ec);
+    require_regular_file(o.kl_base, "reference logits file");
+    std::error_code ec;
+    const uint64_t size = std::filesystem::file_size(o.kl_base, ec);
     kl_in.open(o.kl_base, std::ios::binary);
     if (ec || !kl_in)
       throw Error(ErrorKind::Io, o.kl_base + ": cannot open: " + (ec ? ec.message() : std::strerror(errno)));
