@@ -129,11 +129,18 @@ Generator::Generator(const Config& c, const Tokenizer* tokenizer, const Generate
       t0_(clock_type::now()) {
   r_.prompt = history_;
   if (!o.ignore_eos) {
-    if (c.eos_token_id >= 0 && c.eos_token_id < c.n_vocab) {
-      eos_ = c.eos_token_id;
-    } else if (tokenizer != nullptr && tokenizer->eos_id() && *tokenizer->eos_id() < c.n_vocab) {
-      eos_ = *tokenizer->eos_id();
+    // Ids past the vocabulary (transformers' GPT2Config default 50256 in a small model's config) never come.
+    const auto add = [&](int64_t id) {
+      if (id >= 0 && id < c.n_vocab) eos_.push_back(id);
+    };
+    if (!o.eos_token_ids.empty()) {
+      for (const int64_t id : o.eos_token_ids) add(id);
+    } else if (!c.eos_token_ids.empty()) {
+      for (const int64_t id : c.eos_token_ids) add(id);
+    } else {
+      add(c.eos_token_id);
     }
+    if (eos_.empty() && tokenizer != nullptr && tokenizer->eos_id()) add(*tokenizer->eos_id());
   }
   if (tokenizer != nullptr) decoder_.emplace(*tokenizer);
 }
@@ -191,7 +198,7 @@ bool Generator::push(std::span<const float> logits) {
     t_first_ = clock_type::now();
     r_.first_token_seconds = std::chrono::duration<double>(t_first_ - t0_).count();
   }
-  if (id == eos_) {
+  if (std::find(eos_.begin(), eos_.end(), id) != eos_.end()) {
     finish(StopReason::Eos);
     return false;
   }
@@ -199,7 +206,8 @@ bool Generator::push(std::span<const float> logits) {
   if (o_.logprobs || o_.top_logprobs > 0) tok.logprob = log_prob(logits, id);
   if (o_.top_logprobs > 0) tok.top = top_log_probs(logits, o_.top_logprobs);
   // A model may have more ids than its tokenizer (a padded vocabulary): those print as nothing.
-  if (decoder_ && id < tokenizer_->n_vocab()) tok.text = decoder_->push(id);
+  if (decoder_ && id < tokenizer_->n_vocab() && !(o_.skip_special && tokenizer_->is_special(id)))
+    tok.text = decoder_->push(id);
   history_.push_back(id);
   r_.tokens.push_back(id);
   const size_t begin = r_.text.size(), end = begin + tok.text.size();

@@ -638,7 +638,7 @@ TEST(GgufConvert, NamesAndPresets) {
 
 // ---- the CLI -----------------------------------------------------------------------------------------
 
-std::string shipped() { return shipped_dir().string(); }
+std::string shipped_str() { return shipped_dir().string(); }
 
 std::vector<int32_t> greedy_ids(const std::string& model, int n) {
   const auto r =
@@ -660,14 +660,14 @@ std::vector<int32_t> greedy_ids(const std::string& model, int n) {
 TEST(QuantizeCli, Q8_0OfTheShippedModelGeneratesItsTokens) {
   test::TempDir tmp;
   const std::string out = (tmp / "shipped-q8_0.gguf").string();
-  const auto q = test::run_minigpt({"quantize", shipped(), out, "--type", "q8_0"});
+  const auto q = test::run_minigpt({"quantize", shipped_str(), out, "--type", "q8_0"});
   ASSERT_EQ(q.status, 0) << q.err;
   EXPECT_NE(q.err.find("[52/52] blk.3.ffn_up.weight [128, 512] F32 -> Q8_0"), std::string::npos) << q.err;
   EXPECT_NE(q.err.find("bits per weight"), std::string::npos) << q.err;
   // A byte-level vocabulary has no merges; the key is there all the same (llama.cpp refuses a "gpt2"
   // tokenizer without it: "cannot find tokenizer merges in model file").
   EXPECT_NE(GgufFile::open(out)->find_value("tokenizer.ggml.merges"), nullptr);
-  const auto ref = greedy_ids(shipped(), 100);
+  const auto ref = greedy_ids(shipped_str(), 100);
   const auto got = greedy_ids(out, 100);
   ASSERT_EQ(ref.size(), 100u);
   ASSERT_EQ(got.size(), 100u);
@@ -684,29 +684,29 @@ TEST(QuantizeCli, BadInputsAreOneLineAndLeaveNothing) {
   test::TempDir tmp;
   const std::string out = (tmp / "out.gguf").string();
   const std::string q8 = (tmp / "q8.gguf").string();
-  ASSERT_EQ(test::run_minigpt({"quantize", shipped(), q8, "--type", "q8_0"}).status, 0);
+  ASSERT_EQ(test::run_minigpt({"quantize", shipped_str(), q8, "--type", "q8_0"}).status, 0);
   struct Case {
     std::vector<std::string> args;
     std::string needle;
   };
   const std::vector<Case> cases = {
-      {{"quantize", shipped(), out, "--type", "q3_k"}, "--type 'q3_k' is not a preset"},
-      {{"quantize", shipped(), out}, "--type is required"},
+      {{"quantize", shipped_str(), out, "--type", "q3_k"}, "--type 'q3_k' is not a preset"},
+      {{"quantize", shipped_str(), out}, "--type is required"},
       {{"quantize", (tmp / "nope").string(), out, "--type", "q8_0"}, "no such file"},
-      {{"quantize", shipped(), (tmp / "no" / "x.gguf").string(), "--type", "q8_0"}, "does not exist"},
+      {{"quantize", shipped_str(), (tmp / "no" / "x.gguf").string(), "--type", "q8_0"}, "does not exist"},
       {{"quantize", q8, q8, "--type", "q8_0"}, "is the input file"},
-      {{"quantize", shipped(), tmp.path().string(), "--type", "q8_0"}, "is a directory"},
+      {{"quantize", shipped_str(), tmp.path().string(), "--type", "q8_0"}, "is a directory"},
       {{"quantize", q8, out, "--type", "q4_0"}, "--allow-requantize"},
-      {{"convert", shipped(), out, "--outtype", "q8_0"}, "not one of f32, f16, bf16"},
+      {{"convert", shipped_str(), out, "--outtype", "q8_0"}, "not one of f32, f16, bf16"},
       {{"convert", q8, out}, "Hugging Face model directory"},
-      {{"quantize", shipped(), out, "--type", "q8_0", "--output-tensor-type", "q9_0"},
+      {{"quantize", shipped_str(), out, "--type", "q8_0", "--output-tensor-type", "q9_0"},
        "--output-tensor-type 'q9_0' is not a ggml type"},
-      {{"quantize", shipped(), out, "--type", "q8_0", "--token-embedding-type", "iq2_xs"},
+      {{"quantize", shipped_str(), out, "--type", "q8_0", "--token-embedding-type", "iq2_xs"},
        "minigpt does not write IQ2_XS"},
-      {{"quantize", shipped(), out, "--type", "q8_0", "--output-tensor-type"}, "--output-tensor-type"},
-      {{"convert", shipped(), out, "--pure"}, "--pure"},
-      {{"quantize", shipped(), out, "--type", "q4_k_m", "--tensor-type", "attn_qkv"}, "is not NAME=TYPE"},
-      {{"quantize", shipped(), out, "--type", "q4_k_m", "--tensor-type", "x[=q8_0"},
+      {{"quantize", shipped_str(), out, "--type", "q8_0", "--output-tensor-type"}, "--output-tensor-type"},
+      {{"convert", shipped_str(), out, "--pure"}, "--pure"},
+      {{"quantize", shipped_str(), out, "--type", "q4_k_m", "--tensor-type", "attn_qkv"}, "is not NAME=TYPE"},
+      {{"quantize", shipped_str(), out, "--type", "q4_k_m", "--tensor-type", "x[=q8_0"},
        "--tensor-type 'x[': not a regular expression"},
       // a type named for the embeddings is taken as given (llama-quantize's rule): 8-wide rows hold no Q4_0
       // block (llama-quantize goes on and corrupts its heap)

@@ -1091,7 +1091,17 @@ TEST(Server, BadChatRequestsAre400WithTheField) {
        "chat_template_kwargs",
        "must not set"},
       {{{"messages", {user}}, {"max_completion_tokens", -1}}, "max_completion_tokens", "must be in"},
-      {{{"messages", {user}}, {"functions", json::array()}}, "functions", "Unrecognized request argument"},
+      {{{"messages", {user}}, {"functions", {json{{"name", "f"}}}}}, "functions", "not supported"},
+      {{{"messages", {user}}, {"function_call", "auto"}}, "function_call", "not supported"},
+      {{{"messages", {user}}, {"audio", {{"voice", "alloy"}}}}, "audio", "not supported"},
+      {{{"messages", {user}}, {"modalities", {"text", "audio"}}}, "modalities", "only [\"text\"]"},
+      {{{"messages", {user}}, {"web_search_options", json::object()}}, "web_search_options", "not supported"},
+      {{{"messages", {user}}, {"reasoning_effort", 3}}, "reasoning_effort", "expected a string"},
+      {{{"messages", {user}}, {"repetition_penalty", 1.1}, {"repeat_penalty", 1.2}},
+       "repeat_penalty",
+       "not both"},
+      {{{"messages", {user}}, {"n_predict", -2}}, "n_predict", "must be in [-1, 128]"},
+      {{{"messages", {user}}, {"grammar", "root ::= \"a\""}}, "grammar", "Unrecognized request argument"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.body.dump());
@@ -1105,6 +1115,99 @@ TEST(Server, BadChatRequestsAre400WithTheField) {
                 {{"messages", {json{{"role", "user"}, {"content", std::string(600, 'a')}}}}}, 400);
   EXPECT_EQ(longer["error"]["code"], "context_length_exceeded");
   EXPECT_EQ(longer["error"]["param"], "messages");
+}
+
+// What chat clients send: every optional OpenAI parameter, many as null (typed clients write them all), the
+// ones that change nothing here with values; no max_tokens, so the reply runs until the context is full (the
+// chat API has no default length; 16 is the legacy completions API's); the same endpoints without /v1, as
+// llama-server serves them; GET /v1/models/{model}; llama-server's n_predict and repeat_penalty.
+TEST(Server, ChatClientsParametersAndRoutes) {
+  ChatModel& m = chat_model();
+  ServerFixture f(m.model, m.tok, chat_options());
+  const json user = {{"role", "user"}, {"content", "hi"}};
+  json body = {{"messages", {user}},
+               {"ignore_eos", true},
+               {"temperature", 0},
+               {"service_tier", "auto"},
+               {"reasoning_effort", "low"},
+               {"prompt_cache_key", "k"},
+               {"safety_identifier", "u1"},
+               {"verbosity", "low"},
+               {"prediction", {{"type", "content"}, {"content", "x"}}},
+               {"modalities", {"text"}},
+               {"functions", json::array()},
+               {"function_call", "none"}};
+  for (const char* k : {"audio", "web_search_options", "max_tokens", "max_completion_tokens", "tools",
+                        "logit_bias", "stop", "seed", "n", "some_future_field"})
+    body[k] = nullptr;
+  const json r = post_json(f, "/v1/chat/completions", body);
+  const int64_t prompt = r["usage"]["prompt_tokens"].get<int64_t>();
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length") << r.dump();
+  // chatml-tiny's 128 positions: prompt + completion - 1 (the last token is sampled, not evaluated)
+  EXPECT_EQ(r["usage"]["completion_tokens"].get<int64_t>(), 129 - prompt) << r.dump();
+  // without /v1: the same answer
+  const json again = post_json(f, "/chat/completions", body);
+  EXPECT_EQ(again["choices"][0]["message"], r["choices"][0]["message"]);
+  // n_predict (llama-server's max_tokens): a number, or -1 for the whole context
+  body["n_predict"] = 5;
+  EXPECT_EQ(post_json(f, "/v1/chat/completions", body)["usage"]["completion_tokens"], 5);
+  body["n_predict"] = -1;
+  EXPECT_EQ(post_json(f, "/v1/chat/completions", body)["usage"]["completion_tokens"].get<int64_t>(),
+            129 - prompt);
+  // max_tokens still wins, and the legacy completions API keeps its 16
+  body["max_tokens"] = 3;
+  EXPECT_EQ(post_json(f, "/v1/chat/completions", body)["usage"]["completion_tokens"], 3);
+  const json c =
+      post_json(f, "/completions", {{"prompt", "hi"}, {"ignore_eos", true}, {"repeat_penalty", 1.3}});
+  EXPECT_EQ(c["usage"]["completion_tokens"], 16);
+  // models, with and without /v1, and one model by name
+  auto cl = f.client();
+  for (const char* path : {"/v1/models", "/models"}) {
+    auto res = cl.Get(path);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+    EXPECT_EQ(json::parse(res->body)["data"][0]["id"], "chatml-tiny");
+  }
+  auto res = cl.Get("/v1/models/chatml-tiny");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(json::parse(res->body)["id"], "chatml-tiny");
+  EXPECT_EQ(json::parse(res->body)["object"], "model");
+  res = cl.Get("/v1/models/gpt-4");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+  EXPECT_EQ(json::parse(res->body)["error"]["code"], "model_not_found");
+}
+
+// A special token the model samples (<|im_start|>) is counted but gives no text, as in llama-server and
+// transformers' decode(skip_special_tokens=True). The server always skips them, `generate` unless
+// --show-special.
+TEST(Server, SampledSpecialTokensGiveNoText) {
+  ChatModel& m = chat_model();
+  const auto start = m.tok.special_id("<|im_start|>");
+  ASSERT_TRUE(start.has_value());
+  EXPECT_TRUE(m.tok.is_special(*start));
+  const int32_t a = m.tok.encode("a").at(0);
+  EXPECT_FALSE(m.tok.is_special(a));
+  const int64_t V = m.model->config().n_vocab;
+  for (const bool skip : {true, false}) {
+    GenerateOptions o;
+    o.sampling.temperature = 0;
+    o.max_new_tokens = 3;
+    o.skip_special = skip;
+    Generator g(m.model->config(), &m.tok, o, {a});
+    for (const int32_t id : {a, *start, a}) {
+      std::vector<float> logits(size_t(V), 0.0f);
+      logits[size_t(id)] = 10;
+      g.push(logits);
+    }
+    EXPECT_EQ(g.result().tokens, (std::vector<int32_t>{a, *start, a}));
+    EXPECT_EQ(g.result().text, skip ? "aa" : "a<|im_start|>a") << skip;
+  }
+  // and through the server: parse_chat_request asks for it
+  const auto r = server::parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}]})", m.tok,
+                                            m.model->config(), {}, &m.tmpl);
+  EXPECT_TRUE(r.gen.skip_special);
 }
 
 // A template's raise_exception is a 400 with its message (code chat_template_error); a model without a

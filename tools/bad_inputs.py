@@ -260,6 +260,15 @@ def main():
     add("loader", "n_embd not divisible by n_head", info(model_dir("cfg-div", config=cfg(n_head=5))))
     add("loader", "n_layer = 2^40", info(model_dir("cfg-layers", config=cfg(n_layer=2 ** 40))))
     add("loader", "vocab_size = 0", info(model_dir("cfg-vocab0", config=cfg(vocab_size=0))))
+    add("loader", "config.json eos_token_id [1, \"a\"]", info(model_dir("cfg-eoslist", config=cfg(eos_token_id=[1, "a"]))))
+    # generation_config.json: the model's generation defaults (generate, serve, info, convert read it)
+    gcfg = lambda name, text: ["generate", "-m", model_dir(name, base=SHIPPED, extra={"generation_config.json": text}),
+                               "-p", "x", "-n", "2"]
+    add("loader", "generation_config.json not JSON", gcfg("gen-json", '{"top_p": '))
+    add("loader", "generation_config.json temperature \"hot\"", gcfg("gen-temp", '{"temperature": "hot"}'))
+    add("loader", "generation_config.json top_p 1.5", gcfg("gen-topp", '{"top_p": 1.5}'))
+    add("loader", "generation_config.json top_k 2.5", gcfg("gen-topk", '{"top_k": 2.5}'))
+    add("loader", "generation_config.json max_new_tokens 0", gcfg("gen-maxnew", '{"max_new_tokens": 0}'))
     add("loader", "layer_norm_epsilon = 1e300", info(model_dir("cfg-eps", config=cfg(layer_norm_epsilon=1e300))))
     add("loader", "activation_function swiglu", info(model_dir("cfg-act", config=cfg(activation_function="swiglu"))))
     add("loader", "model.safetensors missing", info(model_dir("st-missing", extra={"model.safetensors": None})))

@@ -49,6 +49,11 @@ def main():
             put("fuzz_config", m + ".json", f.read())
     put("fuzz_config", "minimal.json", json.dumps({"model_type": "gpt2", "n_layer": 1, "n_head": 1, "n_embd": 2,
                                                    "n_ctx": 4, "vocab_size": 3, "n_inner": None}))
+    put("fuzz_config", "eos-list.json", json.dumps({"model_type": "gpt2", "n_layer": 1, "n_head": 1, "n_embd": 2,
+                                                    "n_ctx": 4, "vocab_size": 3, "eos_token_id": [2, 1]}))
+    put("fuzz_config", "generation_config.json", json.dumps(
+        {"do_sample": True, "temperature": 0.7, "top_k": 20, "top_p": 0.9, "min_p": 0.05, "repetition_penalty": 1.1,
+         "eos_token_id": [2, 1], "max_new_tokens": 8, "suppress_tokens": [1]}))
 
     # A GPT-2 vocabulary subset: the 256 byte symbols, and the first merges whose parts are in it.
     with open(os.path.join(GPT2, "vocab.json"), encoding="utf-8") as f:

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace minigpt {
 
@@ -53,6 +54,10 @@ struct Config {
   // model's config), so these may be >= n_vocab; whoever uses them checks.
   int64_t bos_token_id = -1;
   int64_t eos_token_id = -1;
+  // Every id of config.json's eos_token_id, which may be a list (transformers stops at any of them);
+  // eos_token_id is the first. A config made otherwise (GGUF metadata, a random model) may leave it empty:
+  // then eos_token_id alone.
+  std::vector<int64_t> eos_token_ids;
 
   int64_t head_dim() const { return n_embd / n_head; }
   int64_t embd_io() const { return n_embd_io > 0 ? n_embd_io : n_embd; }

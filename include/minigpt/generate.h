@@ -39,7 +39,14 @@ struct GenerateOptions {
   std::vector<std::string>
       stop;  // generation ends at the first of these in the generated text, cut before it
   bool ignore_eos = false;
+  // The ids that end generation when not empty (generation_config.json's eos_token_id, which transformers
+  // prefers to config.json's); else the model's (Config::eos_token_ids, eos_token_id), else the tokenizer's.
+  std::vector<int64_t> eos_token_ids;
   ContextOverflow overflow = ContextOverflow::Error;
+  // Special tokens (Tokenizer::is_special) give no text, as in llama-server (without --special) and
+  // transformers' decode(skip_special_tokens=True); they still count as tokens. The server and `generate`
+  // (without --show-special) set it.
+  bool skip_special = false;
   bool logprobs = false;     // fill GeneratedToken::logprob
   int64_t top_logprobs = 0;  // fill GeneratedToken::top with this many alternatives
 };
@@ -127,8 +134,8 @@ class Generator {
   std::vector<int32_t> history_;
   std::optional<StreamDecoder> decoder_;
   GenerateResult r_;
-  int64_t eos_ = -1;
-  size_t shown_ = 0;  // bytes of r_.text passed to on_text
+  std::vector<int64_t> eos_;  // the ids that end generation (none: it ends otherwise)
+  size_t shown_ = 0;          // bytes of r_.text passed to on_text
   std::vector<Pending> pending_;
   std::chrono::steady_clock::time_point t0_, t_first_;
   bool done_ = false;

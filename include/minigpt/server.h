@@ -18,6 +18,7 @@
 
 #include "minigpt/chat_template.h"
 #include "minigpt/generate.h"
+#include "minigpt/generation_config.h"
 #include "minigpt/model.h"
 #include "minigpt/tokenizer.h"
 
@@ -46,6 +47,9 @@ struct RequestLimits {
   int64_t max_choices = 64;  // prompts x n
   int64_t max_stop = 16;     // stop strings
   int64_t max_top_logprobs = 5;
+  // The model's generation defaults (read_generation_defaults): the sampling settings a request leaves out,
+  // as llama-server takes a GGUF file's general.sampling.*, and the ids that end generation.
+  GenerationDefaults model_defaults;
 };
 
 // One /v1/completions request, checked.
@@ -53,7 +57,10 @@ struct CompletionRequest {
   std::string model;                          // as sent ("" if not)
   std::vector<std::vector<int32_t>> prompts;  // one per prompt, tokenized; an empty one starts from BOS
   int64_t n = 1;                              // choices per prompt
-  int64_t max_tokens = 16;                    // OpenAI's default; may be 0 (echo + logprobs scoring)
+  int64_t max_tokens = 16;  // the legacy completions API's default; may be 0 (echo + logprobs scoring)
+  // max_tokens (max_completion_tokens, n_predict >= 0) was given; a chat request without it runs until the
+  // context is full (max_tokens = the context)
+  bool max_tokens_given = false;
   bool stream = false;
   bool include_usage = false;       // stream_options.include_usage
   std::optional<int64_t> logprobs;  // null: none; else this many alternatives (0..5) with each token's own
@@ -99,6 +106,7 @@ struct ServerOptions {
   // may call the API from a browser; empty (the default): none, the browser's same-origin policy applies.
   std::vector<std::string> allowed_origins;
   std::optional<ChatTemplate> chat_template;  // the model's (load_chat_template()), if any
+  GenerationDefaults generation_defaults;     // the model's (read_generation_defaults()), if any
   int http_threads = 0;                       // 0: n_parallel + max_queue + 8
 };
 

@@ -121,6 +121,9 @@ class Tokenizer {
   // A character-level BPE (see above): no byte alphabet, no merges.
   bool char_level() const { return char_level_; }
   std::optional<int32_t> special_id(std::string_view text) const;
+  // Whether `id` is an added token marked special (<|endoftext|>, <|im_start|>; a GGUF file's control
+  // tokens): what transformers' decode(skip_special_tokens=True) and llama-server leave out of the text.
+  bool is_special(int32_t id) const;
   // <|endoftext|> when the vocabulary has it: GPT-2 uses it as both bos and eos.
   std::optional<int32_t> eos_id() const { return special_id("<|endoftext|>"); }
   std::optional<int32_t> bos_id() const { return eos_id(); }

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "minigpt/config.h"
 #include "minigpt/error.h"
@@ -32,6 +33,48 @@ inline int64_t get_int(const nlohmann::json& j, const char* key, const std::stri
                 std::string("field '") + key + "' = " + v.dump() + " is out of range (above 2^63 - 1)");
   }
   return v.get<int64_t>();
+}
+
+// A token id that may also be a list of ids (transformers accepts `eos_token_id: [50256, 50257]` and stops at
+// any of them): the ids in order, empty when the field is absent, null or []. Negative ids are dropped, as a
+// single negative id means "none".
+inline std::vector<int64_t> get_id_list(const nlohmann::json& j, const char* key, const std::string& source) {
+  std::vector<int64_t> ids;
+  if (!has(j, key)) return ids;
+  const nlohmann::json& v = j[key];
+  const auto one = [&](const nlohmann::json& e) {
+    if (!e.is_number_integer()) {
+      config_fail(source, std::string("field '") + key + "' must be an integer or a list of integers, got " +
+                              v.dump());
+    }
+    if (e.is_number_unsigned() && e.get<uint64_t>() > uint64_t(INT64_MAX)) {
+      config_fail(source,
+                  std::string("field '") + key + "' = " + e.dump() + " is out of range (above 2^63 - 1)");
+    }
+    if (e.get<int64_t>() >= 0) ids.push_back(e.get<int64_t>());
+  };
+  if (v.is_array()) {
+    for (const nlohmann::json& e : v) one(e);
+  } else {
+    one(v);
+  }
+  return ids;
+}
+
+// config.json's eos_token_id, an id or a list of them, into c.eos_token_id (the first, -1 for none) and
+// c.eos_token_ids (all of them).
+inline void read_eos(const nlohmann::json& j, const std::string& source, Config& c) {
+  c.eos_token_ids = get_id_list(j, "eos_token_id", source);
+  c.eos_token_id = c.eos_token_ids.empty() ? -1 : c.eos_token_ids.front();
+}
+
+// The inverse for to_json: an id, or the list when there are several.
+inline void write_eos(const Config& c, nlohmann::json& j) {
+  if (c.eos_token_ids.size() > 1) {
+    j["eos_token_id"] = c.eos_token_ids;
+  } else if (c.eos_token_id >= 0) {
+    j["eos_token_id"] = c.eos_token_id;
+  }
 }
 
 inline bool get_bool(const nlohmann::json& j, const char* key, const std::string& source, bool fallback) {

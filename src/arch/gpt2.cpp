@@ -47,7 +47,7 @@ void parse(const json& j, const std::string& source, Config& c) {
                 source + ": position_embedding_type '" + pos + "' is not supported (learned, sinusoidal)");
   }
   c.bos_token_id = get_int(j, "bos_token_id", source, false, -1);
-  c.eos_token_id = get_int(j, "eos_token_id", source, false, -1);
+  read_eos(j, source, c);
 }
 
 json to_json(const Config& c) {
@@ -69,7 +69,7 @@ json to_json(const Config& c) {
   };
   if (c.position_encoding == PositionEncoding::Sinusoidal) j["position_embedding_type"] = "sinusoidal";
   if (c.bos_token_id >= 0) j["bos_token_id"] = c.bos_token_id;
-  if (c.eos_token_id >= 0) j["eos_token_id"] = c.eos_token_id;
+  write_eos(c, j);
   return j;
 }
 

@@ -30,7 +30,7 @@ void parse(const json& j, const std::string& source, Config& c) {
   c.scale_attn_weights = get_bool(j, "scale_attn_weights", source, true);
   c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", source, true);
   c.bos_token_id = get_int(j, "bos_token_id", source, false, -1);
-  c.eos_token_id = get_int(j, "eos_token_id", source, false, -1);
+  read_eos(j, source, c);
 }
 
 json to_json(const Config& c) {
@@ -50,7 +50,7 @@ json to_json(const Config& c) {
       {"tie_word_embeddings", c.tie_word_embeddings},
   };
   if (c.bos_token_id >= 0) j["bos_token_id"] = c.bos_token_id;
-  if (c.eos_token_id >= 0) j["eos_token_id"] = c.eos_token_id;
+  write_eos(c, j);
   return j;
 }
 

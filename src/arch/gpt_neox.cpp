@@ -47,7 +47,7 @@ void parse(const json& j, const std::string& source, Config& c) {
     c.rotary_dim = int64_t(std::floor(double(c.n_embd / c.n_head) * pct));
   c.rope_theta = float(theta);
   c.bos_token_id = get_int(j, "bos_token_id", source, false, -1);
-  c.eos_token_id = get_int(j, "eos_token_id", source, false, -1);
+  read_eos(j, source, c);
   c.attn_bias = get_bool(j, "attention_bias", source, true);
 }
 
@@ -70,7 +70,7 @@ json to_json(const Config& c) {
       {"rotary_emb_base", c.rope_theta},
   };
   if (c.bos_token_id >= 0) j["bos_token_id"] = c.bos_token_id;
-  if (c.eos_token_id >= 0) j["eos_token_id"] = c.eos_token_id;
+  write_eos(c, j);
   return j;
 }
 

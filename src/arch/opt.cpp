@@ -37,7 +37,7 @@ void parse(const json& j, const std::string& source, Config& c) {
   c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", source, true);
   c.pos_offset = kOptPositionOffset;
   c.bos_token_id = get_int(j, "bos_token_id", source, false, -1);
-  c.eos_token_id = get_int(j, "eos_token_id", source, false, -1);
+  read_eos(j, source, c);
 }
 
 json to_json(const Config& c) {
@@ -58,7 +58,7 @@ json to_json(const Config& c) {
       {"tie_word_embeddings", c.tie_word_embeddings},
   };
   if (c.bos_token_id >= 0) j["bos_token_id"] = c.bos_token_id;
-  if (c.eos_token_id >= 0) j["eos_token_id"] = c.eos_token_id;
+  write_eos(c, j);
   return j;
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include "arch/arch.h"
 #include "minigpt/config.h"
 #include "minigpt/error.h"
+#include "minigpt/generation_config.h"
 #include "minigpt/gguf_writer.h"
 #include "minigpt/io.h"
 #include "minigpt/json_parse.h"
@@ -802,6 +804,62 @@ void read_hf_tensor(const SafeTensorsFile& f, const SafeTensor& t, bool transpos
   }
 }
 
+// gguf-py's Metadata.load_generation_config and set_gguf_meta_model: generation_config.json's sampling
+// settings as general.sampling.*, in its order and types (an integer key takes a JSON integer, a float key
+// any number, sequence a string). The file is first read as generate reads it (parse_generation_config), so
+// that a value minigpt would refuse at run time is refused here, with the same message.
+void add_sampling_metadata(const fs::path& dir, std::vector<std::pair<std::string, GgufValue>>& kv) {
+  const fs::path p = dir / "generation_config.json";
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(p, ec))) return;
+  const std::string text = read_regular_file(p, kMaxConfigBytes, "generation config");
+  parse_generation_config(text, p.string());
+  const json g = parse_json_bounded(true, text);
+  enum Kind { Str, Int, Flt };
+  static const struct {
+    const char* key;  // under general.sampling.
+    const char* field;
+    const char* alt;  // the field read when `field` is absent (penalty_repeat: repetition_penalty)
+    Kind kind;
+  } kKeys[] = {{"sequence", "sequence", nullptr, Str},
+               {"top_k", "top_k", nullptr, Int},
+               {"top_p", "top_p", nullptr, Flt},
+               {"min_p", "min_p", nullptr, Flt},
+               {"xtc_probability", "xtc_probability", nullptr, Flt},
+               {"xtc_threshold", "xtc_threshold", nullptr, Flt},
+               {"temp", "temperature", nullptr, Flt},
+               {"penalty_last_n", "penalty_last_n", nullptr, Int},
+               {"penalty_repeat", "penalty_repeat", "repetition_penalty", Flt},
+               {"mirostat", "mirostat", nullptr, Int},
+               {"mirostat_tau", "mirostat_tau", nullptr, Flt},
+               {"mirostat_eta", "mirostat_eta", nullptr, Flt}};
+  for (const auto& k : kKeys) {
+    const char* field = k.field;
+    if (!g.contains(field) && k.alt != nullptr) field = k.alt;
+    if (!g.contains(field) || g[field].is_null()) continue;
+    const json& v = g[field];
+    const std::string key = std::string("general.sampling.") + k.key;
+    const auto bad = [&](const char* want) {
+      throw Error(ErrorKind::Config,
+                  p.string() + ": field '" + field + "' must be " + want + ", got " + v.dump());
+    };
+    if (k.kind == Str) {
+      if (!v.is_string()) bad("a string");
+      kv.emplace_back(key, gguf_string(v.get<std::string>()));
+    } else if (k.kind == Int) {
+      if (!v.is_number_integer() || v.get<int64_t>() < INT32_MIN || v.get<int64_t>() > INT32_MAX ||
+          (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT32_MAX)))
+        bad("a 32-bit integer");
+      kv.emplace_back(key, gguf_i32(int32_t(v.get<int64_t>())));
+    } else {
+      if (!v.is_number() || !std::isfinite(v.get<double>()) ||
+          std::fabs(v.get<double>()) > double(std::numeric_limits<float>::max()))
+        bad("a number in 32-bit float range");
+      kv.emplace_back(key, gguf_f32(float(v.get<double>())));
+    }
+  }
+}
+
 Source read_hf(const fs::path& dir) {
   Source s;
   s.where = dir.string();
@@ -953,6 +1011,7 @@ Source read_hf(const fs::path& dir) {
   auto& kv = s.metadata;
   kv.emplace_back("general.architecture", gguf_string(ga));
   kv.emplace_back("general.type", gguf_string("model"));
+  add_sampling_metadata(dir, kv);
   kv.emplace_back("general.name", gguf_string(id_to_title(named.filename().string())));
   kv.emplace_back("general.size_label", gguf_string(size_label(total)));
   auto u32 = [&](const std::string& key, int64_t v) {

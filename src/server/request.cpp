@@ -147,29 +147,19 @@ json parse_body(std::string_view body) {
 }
 
 // The fields both endpoints take (parse_common reads them, logprobs aside), and `own` ones.
-const std::set<std::string> kCommonFields = {"model",
-                                             "max_tokens",
-                                             "temperature",
-                                             "top_p",
-                                             "n",
-                                             "stream",
-                                             "stream_options",
-                                             "logprobs",
-                                             "stop",
-                                             "seed",
-                                             "presence_penalty",
-                                             "frequency_penalty",
-                                             "logit_bias",
-                                             "user",
-                                             "top_k",
-                                             "min_p",
-                                             "repetition_penalty",
-                                             "ignore_eos",
-                                             "cache_prompt"};
+const std::set<std::string> kCommonFields = {"model", "max_tokens", "temperature", "top_p", "n", "stream",
+                                             "stream_options", "logprobs", "stop", "seed", "presence_penalty",
+                                             "frequency_penalty", "logit_bias", "user", "top_k", "min_p",
+                                             "repetition_penalty", "ignore_eos", "cache_prompt",
+                                             // llama-server's names: n_predict (-1: until the context is
+                                             // full), repeat_penalty (= repetition_penalty)
+                                             "n_predict", "repeat_penalty"};
 
 void check_known(const json& j, const std::set<std::string>& own) {
   for (const auto& [key, value] : j.items()) {
-    if (!kCommonFields.count(key) && !own.count(key)) {
+    // null is "not given" for every field, as for the OpenAI API's optional parameters (typed clients send
+    // each one, null when unset)
+    if (!value.is_null() && !kCommonFields.count(key) && !own.count(key)) {
       // The OpenAI API's own wording.
       throw ApiError(400, "Unrecognized request argument supplied: " + key, key);
     }
@@ -182,7 +172,11 @@ bool has(const json& j, const char* k) { return j.contains(k) && !j[k].is_null()
 // stream, stream_options, seed, stop, sampling, penalties, logit_bias, user, ignore_eos, cache_prompt.
 void parse_common(const json& j, CompletionRequest& r, const Config& c, const RequestLimits& limits,
                   const char* max_tokens_name) {
-  r.gen.sampling.top_k = 0;  // OpenAI's API has no top-k: off unless asked for
+  r.gen.sampling.top_k = 0;   // OpenAI's API has no top-k: off unless asked for
+  r.gen.skip_special = true;  // a sampled <|im_start|> is no part of the answer's text (llama-server's way)
+  // What the request leaves out, the model's generation_config.json (general.sampling.*) gives.
+  limits.model_defaults.apply(r.gen.sampling, [&j](const char* key) { return has(j, key); });
+  r.gen.eos_token_ids = limits.model_defaults.eos_token_ids;
   if (has(j, "model")) {
     if (!j["model"].is_string()) bad_type("model", j["model"], "a string");
     r.model = j["model"].get<std::string>();
@@ -193,7 +187,14 @@ void parse_common(const json& j, CompletionRequest& r, const Config& c, const Re
                  std::to_string(limits.max_choices) + " choices one request may ask for");
   }
   const int64_t n_ctx = limits.n_ctx > 0 ? limits.n_ctx : c.n_ctx;
-  if (has(j, max_tokens_name)) r.max_tokens = get_int(j[max_tokens_name], max_tokens_name, 0, n_ctx);
+  if (has(j, max_tokens_name)) {
+    r.max_tokens = get_int(j[max_tokens_name], max_tokens_name, 0, n_ctx);
+    r.max_tokens_given = true;
+  } else if (has(j, "n_predict")) {
+    const int64_t n = get_int(j["n_predict"], "n_predict", -1, n_ctx);
+    r.max_tokens = n < 0 ? n_ctx : n;
+    r.max_tokens_given = n >= 0;
+  }
   if (has(j, "stream")) r.stream = get_bool(j["stream"], "stream");
   if (has(j, "stream_options")) {
     const json& so = j["stream_options"];
@@ -258,15 +259,16 @@ void parse_common(const json& j, CompletionRequest& r, const Config& c, const Re
     if (!(t >= 0 && t <= 1)) bad("min_p", "must be in [0, 1], got " + short_dump(j["min_p"]));
     sp.min_p = float(t);
   }
-  if (has(j, "repetition_penalty")) {
-    const double t = get_number(j["repetition_penalty"], "repetition_penalty");
-    if (!(t > 0 && t <= 100)) {
-      bad("repetition_penalty", "must be in (0, 100], got " + short_dump(j["repetition_penalty"]));
+  for (const char* key : {"repetition_penalty", "repeat_penalty"}) {
+    if (!has(j, key)) continue;
+    if (std::string_view(key) == "repeat_penalty" && has(j, "repetition_penalty")) {
+      bad(key, "give repetition_penalty or repeat_penalty (llama-server's name for it), not both");
     }
+    const double t = get_number(j[key], key);
+    if (!(t > 0 && t <= 100)) bad(key, "must be in (0, 100], got " + short_dump(j[key]));
     if (float(t) < std::numeric_limits<float>::min()) {
-      bad("repetition_penalty",
-          short_dump(j["repetition_penalty"]) +
-              " is below the smallest normal 32-bit float (1.2e-38): give a larger value");
+      bad(key,
+          short_dump(j[key]) + " is below the smallest normal 32-bit float (1.2e-38): give a larger value");
     }
     sp.repetition_penalty = float(t);
   }
@@ -302,13 +304,18 @@ void finish_request(CompletionRequest& r, const Config& c, const RequestLimits& 
   for (size_t i = 0; i < r.prompts.size(); ++i) {
     const int64_t len = int64_t(r.prompts[i].size());
     if (len > n_ctx) {
+      const std::string where = r.chat ? "messages" : "prompt";
       throw ApiError(400,
-                     "This model's maximum context length is " + std::to_string(n_ctx) +
-                         " tokens, however you requested " + std::to_string(len + r.max_tokens) +
-                         " tokens (" + std::to_string(len) + " in your prompt; " +
-                         std::to_string(r.max_tokens) +
-                         " for the completion). Please reduce your prompt; or completion length.",
-                     r.chat ? "messages" : "prompt", "", "context_length_exceeded");
+                     r.max_tokens_given || !r.chat
+                         ? "This model's maximum context length is " + std::to_string(n_ctx) +
+                               " tokens, however you requested " + std::to_string(len + r.max_tokens) +
+                               " tokens (" + std::to_string(len) + " in your prompt; " +
+                               std::to_string(r.max_tokens) +
+                               " for the completion). Please reduce your prompt; or completion length."
+                         : "This model's maximum context length is " + std::to_string(n_ctx) +
+                               " tokens. However, your " + where + " resulted in " + std::to_string(len) +
+                               " tokens. Please reduce the length of the " + where + ".",
+                     where, "", "context_length_exceeded");
     }
   }
   r.gen.max_new_tokens = std::max<int64_t>(r.max_tokens, 1);
@@ -373,10 +380,40 @@ CompletionRequest parse_chat_request(std::string_view body, const Tokenizer& tok
                                      const RequestLimits& limits, const ChatTemplate* tmpl) {
   const json j = parse_body(body);
   static const std::set<std::string> known = {
-      "messages", "max_completion_tokens", "top_logprobs",         "response_format",
-      "tools",    "tool_choice",           "parallel_tool_calls",  "store",
-      "metadata", "chat_template_kwargs",  "add_generation_prompt"};
+      "messages", "max_completion_tokens", "top_logprobs", "response_format", "tools", "tool_choice",
+      "parallel_tool_calls", "store", "metadata", "chat_template_kwargs", "add_generation_prompt",
+      // the rest of the OpenAI chat API's parameters: those that change nothing here are accepted, those
+      // that would change the answer are refused below unless they ask for what minigpt does anyway
+      "functions", "function_call", "audio", "modalities", "web_search_options", "prediction",
+      "prompt_cache_key", "safety_identifier", "service_tier", "reasoning_effort", "verbosity"};
   check_known(j, known);
+  for (const char* key :
+       {"prompt_cache_key", "safety_identifier", "service_tier", "reasoning_effort", "verbosity"}) {
+    if (has(j, key) && !j[key].is_string()) bad_type(key, j[key], "a string");
+  }
+  if (has(j, "prediction") && !j["prediction"].is_object())
+    bad_type("prediction", j["prediction"], "an object");
+  if (has(j, "functions")) {
+    if (!j["functions"].is_array()) bad_type("functions", j["functions"], "an array");
+    if (!j["functions"].empty())
+      throw ApiError(400, "functions: not supported (minigpt does not parse function calls)", "functions");
+  }
+  if (has(j, "function_call") && !(j["function_call"].is_string() && j["function_call"] == "none")) {
+    throw ApiError(400, "function_call: not supported (only \"none\")", "function_call");
+  }
+  if (has(j, "audio")) throw ApiError(400, "audio: not supported (minigpt writes text only)", "audio");
+  if (has(j, "web_search_options")) {
+    throw ApiError(400, "web_search_options: not supported (minigpt does not search the web)",
+                   "web_search_options");
+  }
+  if (has(j, "modalities")) {
+    const json& m = j["modalities"];
+    if (!m.is_array()) bad_type("modalities", m, "an array");
+    for (const json& e : m) {
+      if (!(e.is_string() && e == "text"))
+        throw ApiError(400, "modalities: only [\"text\"] is supported, got " + short_dump(m), "modalities");
+    }
+  }
   if (tmpl == nullptr) {
     throw ApiError(400,
                    "this model has no chat template (no chat_template.jinja, no chat_template in its "
@@ -476,6 +513,9 @@ CompletionRequest parse_chat_request(std::string_view body, const Tokenizer& tok
   }
 
   parse_common(j, r, c, limits, has(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens");
+  // The chat API has no default length (16 is the legacy completions API's): without one, a reply runs
+  // until EOS, a stop string or a full context, as OpenAI's and llama-server's do.
+  if (!r.max_tokens_given) r.max_tokens = limits.n_ctx > 0 ? limits.n_ctx : c.n_ctx;
   bool logprobs = false;
   if (has(j, "logprobs")) logprobs = get_bool(j["logprobs"], "logprobs");
   int64_t top = 0;

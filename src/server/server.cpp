@@ -133,6 +133,22 @@ struct Server::Impl {
   Impl(std::shared_ptr<const Model> m, Tokenizer t, ServerOptions opt)
       : model(std::move(m)), tok(std::move(t)), o(std::move(opt)) {}
 
+  // The model as /v1/models lists it (OpenAI's fields, llama-server's "meta").
+  json model_object() const {
+    const Config& c = model->config();
+    return {{"id", o.model_id},
+            {"object", "model"},
+            {"created", started},
+            {"owned_by", "minigpt"},
+            {"meta",
+             {{"n_ctx", sched->n_ctx()},
+              {"n_ctx_train", c.n_ctx},
+              {"n_vocab", c.n_vocab},
+              {"n_embd", c.n_embd},
+              {"n_layer", c.n_layer},
+              {"n_parallel", o.n_parallel}}}};
+  }
+
   // --allowed-origins, lower-cased once (scheme and host compare without case, as browsers lower-case them
   // anyway); any_origin: "*" was given.
   std::vector<std::string> origins_lower;
@@ -695,35 +711,43 @@ void Server::Impl::setup_routes() {
         "/tokenize",       "/detokenize"};
     std::string path = "other";
     for (const char* k : kKnown) {
-      if (req.path == k) path = k;
+      // the endpoints without /v1 count as theirs; /v1/models/ID as /v1/models
+      const std::string_view v1(k);
+      if (req.path == k || (v1.starts_with("/v1/") && req.path == v1.substr(3)) ||
+          (v1 == "/v1/models" && (req.path.starts_with("/v1/models/") || req.path.starts_with("/models/"))))
+        path = k;
     }
     std::lock_guard<std::mutex> l(metrics_m);
     ++requests[{path, res.status}];
   });
 
-  svr.Post("/v1/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
-             completions(req, res, parse_completion_request(req.body, tok, model->config(), limits));
-           }));
-  svr.Post("/v1/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
-             completions(req, res,
-                         parse_chat_request(req.body, tok, model->config(), limits,
-                                            o.chat_template ? &*o.chat_template : nullptr));
-           }));
-  svr.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
-            const Config& c = model->config();
-            json m = {{"id", o.model_id},
-                      {"object", "model"},
-                      {"created", started},
-                      {"owned_by", "minigpt"},
-                      {"meta",
-                       {{"n_ctx", sched->n_ctx()},
-                        {"n_ctx_train", c.n_ctx},
-                        {"n_vocab", c.n_vocab},
-                        {"n_embd", c.n_embd},
-                        {"n_layer", c.n_layer},
-                        {"n_parallel", o.n_parallel}}}};
-            res.set_content(dump({{"object", "list"}, {"data", json::array({m})}}), "application/json");
-          }));
+  // Each endpoint also without the /v1 prefix, as llama-server serves them (a client whose base URL
+  // lacks /v1).
+  for (const std::string prefix : {"/v1", ""}) {
+    svr.Post(prefix + "/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
+               completions(req, res, parse_completion_request(req.body, tok, model->config(), limits));
+             }));
+    svr.Post(prefix + "/chat/completions",
+             guarded([this](const httplib::Request& req, httplib::Response& res) {
+               completions(req, res,
+                           parse_chat_request(req.body, tok, model->config(), limits,
+                                              o.chat_template ? &*o.chat_template : nullptr));
+             }));
+    svr.Get(prefix + "/models", guarded([this](const httplib::Request&, httplib::Response& res) {
+              res.set_content(dump({{"object", "list"}, {"data", json::array({model_object()})}}),
+                              "application/json");
+            }));
+    // The OpenAI API's GET /v1/models/{model} (client.models.retrieve).
+    svr.Get(prefix + "/models/(.+)", guarded([this](const httplib::Request& req, httplib::Response& res) {
+              const std::string id = req.matches[1].str();
+              if (id != o.model_id) {
+                throw ApiError(404,
+                               "The model '" + id + "' does not exist (this server has '" + o.model_id + "')",
+                               "model", "invalid_request_error", "model_not_found");
+              }
+              res.set_content(dump(model_object()), "application/json");
+            }));
+  }
   svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (draining) {
       res.status = 503;
@@ -811,6 +835,7 @@ Server::Server(std::shared_ptr<const Model> model, Tokenizer tokenizer, ServerOp
   so.max_queue = d.o.max_queue;
   d.sched = std::make_unique<Scheduler>(d.model, &d.tok, so);
   d.limits.n_ctx = d.sched->n_ctx();
+  d.limits.model_defaults = d.o.generation_defaults;
   d.limits.max_choices = std::min<int64_t>(64, d.o.max_queue);
   d.started = int64_t(std::time(nullptr));
   const int threads = d.o.http_threads > 0 ? d.o.http_threads

@@ -1153,6 +1153,12 @@ std::optional<int32_t> Tokenizer::special_id(std::string_view text) const {
   return std::nullopt;
 }
 
+bool Tokenizer::is_special(int32_t id) const {
+  for (const AddedToken& a : added_)
+    if (a.id == id && a.special) return true;
+  return false;
+}
+
 // --- UTF-8 for display --------------------------------------------------------------------------
 
 namespace {

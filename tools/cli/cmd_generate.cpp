@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -13,6 +14,7 @@
 #include "common.h"
 #include "minigpt/error.h"
 #include "minigpt/generate.h"
+#include "minigpt/generation_config.h"
 #include "minigpt/io.h"
 
 namespace minigpt::cli {
@@ -27,7 +29,8 @@ struct GenerateCliOptions {
   std::string file;
   bool no_echo = false;
   bool json_out = false;
-  bool special = false;
+  bool special = false;       // special tokens recognised in the prompt
+  bool show_special = false;  // generated special tokens shown as text
   int64_t top_logprobs = 0;
   std::string overflow = "error";
   std::optional<uint64_t> seed;
@@ -246,7 +249,7 @@ std::string read_prompt(const GenerateCliOptions& o) {
 // Valid UTF-8 for JSON output: the stream decoder only releases whole characters (or U+FFFD).
 std::string to_json_line(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-int run_generate(GenerateCliOptions& o) {
+int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& given) {
   const auto dir = resolve_model_dir(o.model);
   check_tokenizer_source(o.model.tokenizer, dir);
   auto model = Model::load(dir, load_options(o.model));
@@ -267,6 +270,25 @@ int run_generate(GenerateCliOptions& o) {
   }
 
   GenerateOptions g = o.gen;
+  // generation_config.json (general.sampling.* in a GGUF file) for the sampling flags not given, as
+  // llama.cpp takes a GGUF file's; its eos_token_id ends generation, as in transformers.
+  const GenerationDefaults defaults = read_generation_defaults(dir);
+  defaults.apply(g.sampling, given);
+  g.eos_token_ids = defaults.eos_token_ids;
+  g.skip_special = !o.show_special;  // as llama.cpp's CLI and server, and minigpt's server
+  if (!given("max_new_tokens")) {
+    if (const auto n = defaults.default_new_tokens(int64_t(prompt.size()))) g.max_new_tokens = *n;
+  }
+  if (!defaults.describe().empty() && !o.json_out) {
+    std::fprintf(stderr, "minigpt: %s: %s (flags override)\n", defaults.source.c_str(),
+                 defaults.describe().c_str());
+  }
+  if (!defaults.not_applied.empty()) {
+    std::string names;
+    for (const std::string& n : defaults.not_applied) names += (names.empty() ? "" : ", ") + n;
+    std::fprintf(stderr, "minigpt: %s: not applied: %s (transformers applies them: its tokens may differ)\n",
+                 defaults.source.c_str(), names.c_str());
+  }
   g.sampling.seed = o.seed ? *o.seed : std::random_device{}() * 0x100000001ull ^ std::random_device{}();
   g.overflow = o.overflow == "truncate" ? ContextOverflow::Truncate
                : o.overflow == "slide"  ? ContextOverflow::Slide
@@ -322,6 +344,12 @@ int run_generate(GenerateCliOptions& o) {
                     {"stop_reason", stop_reason_name(r.reason)},
                     {"slides", r.slides},
                     {"seed", g.sampling.seed},
+                    {"sampling",
+                     {{"temperature", g.sampling.temperature},
+                      {"top_k", g.sampling.top_k},
+                      {"top_p", g.sampling.top_p},
+                      {"min_p", g.sampling.min_p},
+                      {"repetition_penalty", g.sampling.repetition_penalty}}},
                     {"text", r.text}};
     write_stdout(to_json_line({{"summary", summary}}) + "\n");
   } else {
@@ -373,6 +401,9 @@ const bool registered_generate =
       app.add_option("--top-logprobs", o->top_logprobs, "With --json: this many alternatives per token")
           ->needs(json_flag);
       app.add_flag("--special", o->special, "Recognise special tokens such as <|endoftext|> in the prompt");
+      app.add_flag("--show-special", o->show_special,
+                   "Show the special tokens the model generates (otherwise they add no text, as in llama.cpp "
+                   "without its --special)");
       auto* interactive = app.add_flag(
           "-i,--interactive", o->interactive,
           "Chat-style turns with one KV cache: type a line, the model continues until a stop string "
@@ -383,7 +414,21 @@ const bool registered_generate =
              "Stop generating and give the turn back at this string, shown as what the next line follows "
              "(as llama.cpp's -r; without -i, the same as --stop)")
           ->allow_extra_args(false);
-      return [o] { return run_generate(*o); };
+      return [o, &app] {
+        // The flags given on the command line: the model's generation defaults fill in the others.
+        return run_generate(*o, [&app](const char* name) {
+          static const std::pair<const char*, const char*> kFlags[] = {
+              {"temperature", "--temperature"},
+              {"top_k", "--top-k"},
+              {"top_p", "--top-p"},
+              {"min_p", "--min-p"},
+              {"repetition_penalty", "--repetition-penalty"},
+              {"max_new_tokens", "--max-new-tokens"}};
+          for (const auto& [key, flag] : kFlags)
+            if (std::string_view(key) == name) return app.count(flag) > 0;
+          return false;
+        });
+      };
     });
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "common.h"
 #include "minigpt/cpu.h"
 #include "minigpt/error.h"
+#include "minigpt/generation_config.h"
 #include "minigpt/model.h"
 #include "minigpt/registry.h"
 #include "minigpt/tokenizer.h"
@@ -79,7 +80,8 @@ double bits_per_weight(const ModelSummary& s) {
 // layer's KV heads; `bench` reports the backend's own, which may hold 16-bit values on CUDA).
 int64_t kv_bytes_per_token(const Config& c) { return 2 * c.n_layer * c.kv_dim() * int64_t(sizeof(float)); }
 
-json model_json(const std::string& dir, const ModelSummary& s, const TokenizerSummary& tok) {
+json model_json(const std::string& dir, const ModelSummary& s, const TokenizerSummary& tok,
+                const GenerationDefaults& gd) {
   const Config& c = s.config;
   json j;
   j["dir"] = dir;
@@ -118,6 +120,17 @@ json model_json(const std::string& dir, const ModelSummary& s, const TokenizerSu
   j["files"] = s.files;
   j["bos_token_id"] = c.bos_token_id;
   j["eos_token_id"] = c.eos_token_id;
+  if (c.eos_token_ids.size() > 1) j["eos_token_ids"] = c.eos_token_ids;
+  if (!gd.empty()) {
+    json g = {{"source", gd.source}};
+    if (gd.temperature) g["temperature"] = *gd.temperature;
+    if (gd.top_k) g["top_k"] = *gd.top_k;
+    if (gd.top_p) g["top_p"] = *gd.top_p;
+    if (gd.min_p) g["min_p"] = *gd.min_p;
+    if (gd.repetition_penalty) g["repetition_penalty"] = *gd.repetition_penalty;
+    if (!gd.eos_token_ids.empty()) g["eos_token_ids"] = gd.eos_token_ids;
+    j["generation_defaults"] = g;
+  }
   if (tok.present) {
     j["tokenizer"] = {{"n_vocab", tok.n_vocab},
                       {"kind", tok.char_level ? "character-level BPE" : "byte-level BPE"},
@@ -129,7 +142,8 @@ json model_json(const std::string& dir, const ModelSummary& s, const TokenizerSu
   return j;
 }
 
-void print_model(const std::string& dir, const ModelSummary& s, const TokenizerSummary& tok) {
+void print_model(const std::string& dir, const ModelSummary& s, const TokenizerSummary& tok,
+                 const GenerationDefaults& gd) {
   const Config& c = s.config;
   std::printf("model:        %s\n", dir.c_str());
   std::printf("architecture: %s (%lld layers, %lld heads, n_embd %lld, n_inner %lld)\n", c.arch.c_str(),
@@ -171,7 +185,23 @@ void print_model(const std::string& dir, const ModelSummary& s, const TokenizerS
   }
   std::printf("bits/weight:  %.2f (every weight as stored)\n", bits_per_weight(s));
   std::printf("files:        %s\n", join(s.files, ", ").c_str());
-  std::printf("bos / eos:    %lld / %lld\n", (long long)c.bos_token_id, (long long)c.eos_token_id);
+  std::string eos = std::to_string(c.eos_token_id);
+  if (c.eos_token_ids.size() > 1) {
+    eos.clear();
+    for (const int64_t id : c.eos_token_ids) eos += (eos.empty() ? "[" : ", ") + std::to_string(id);
+    eos += "]";
+  }
+  std::printf("bos / eos:    %lld / %s\n", (long long)c.bos_token_id, eos.c_str());
+  if (!gd.empty()) {
+    std::string what = gd.describe();
+    if (!gd.eos_token_ids.empty()) {
+      std::string ids;
+      for (const int64_t id : gd.eos_token_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+      what += (what.empty() ? "" : ", ") + std::string("eos_token_id ") +
+              (gd.eos_token_ids.size() > 1 ? "[" + ids + "]" : ids);
+    }
+    std::printf("generation:   %s (%s)\n", what.c_str(), gd.source.c_str());
+  }
   if (tok.present) {
     std::printf("tokenizer:    %s, %d tokens%s\n", tok.char_level ? "character-level BPE" : "byte-level BPE",
                 tok.n_vocab, tok.eos ? (", <|endoftext|> = " + std::to_string(*tok.eos)).c_str() : "");
@@ -263,10 +293,11 @@ int run_info(const InfoOptions& o) {
   if (!o.model_dir.empty()) {
     const ModelSummary s = Model::inspect(o.model_dir);  // headers only: no weight is read
     const TokenizerSummary tok = tokenizer_summary(o.tokenizer, o.model_dir);
+    const GenerationDefaults gd = read_generation_defaults(o.model_dir);
     if (o.json) {
-      out["model"] = model_json(o.model_dir, s, tok);
+      out["model"] = model_json(o.model_dir, s, tok, gd);
     } else {
-      print_model(o.model_dir, s, tok);
+      print_model(o.model_dir, s, tok, gd);
     }
   }
   if (o.json) write_stdout(out.dump(2, ' ', false, json::error_handler_t::replace) + "\n");

@@ -10,6 +10,7 @@
 #include "common.h"
 #include "minigpt/chat_template.h"
 #include "minigpt/error.h"
+#include "minigpt/generation_config.h"
 #include "minigpt/server.h"
 
 namespace minigpt::cli {
@@ -46,6 +47,20 @@ int run_serve(ServeCliOptions& o) {
   so.model_id = !o.alias.empty() ? o.alias : fs::path(dir).lexically_normal().filename().string();
   if (so.model_id.empty()) so.model_id = fs::path(dir).lexically_normal().parent_path().filename().string();
   so.chat_template = load_chat_template(dir, tok);
+  so.generation_defaults = read_generation_defaults(dir);
+  const GenerationDefaults& gd = so.generation_defaults;
+  if (const std::string d = gd.describe(); !d.empty()) {
+    std::fprintf(stderr,
+                 "minigpt: %s: %s (for requests that leave them out; max_new_tokens and max_length "
+                 "are generate's)\n",
+                 gd.source.c_str(), d.c_str());
+  }
+  if (!gd.not_applied.empty()) {
+    std::string names;
+    for (const std::string& n : gd.not_applied) names += (names.empty() ? "" : ", ") + n;
+    std::fprintf(stderr, "minigpt: %s: not applied: %s (transformers applies them: its tokens may differ)\n",
+                 gd.source.c_str(), names.c_str());
+  }
   server::Server srv(model, std::move(tok), so);
   const int port = srv.bind();
 
