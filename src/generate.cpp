@@ -206,13 +206,28 @@ bool Generator::push(std::span<const float> logits) {
   if (o_.logprobs || o_.top_logprobs > 0) tok.logprob = log_prob(logits, id);
   if (o_.top_logprobs > 0) tok.top = top_log_probs(logits, o_.top_logprobs);
   // A model may have more ids than its tokenizer (a padded vocabulary): those print as nothing.
-  if (decoder_ && id < tokenizer_->n_vocab() && !(o_.skip_special && tokenizer_->is_special(id)))
-    tok.text = decoder_->push(id);
+  const bool skipped =
+      decoder_ && id < tokenizer_->n_vocab() && o_.skip_special && tokenizer_->is_special(id);
+  if (decoder_ && id < tokenizer_->n_vocab() && !skipped) tok.text = decoder_->push(id);
   history_.push_back(id);
   r_.tokens.push_back(id);
   const size_t begin = r_.text.size(), end = begin + tok.text.size();
   const std::string piece = tok.text;
   pending_.push_back({std::move(tok), begin, end});
+  if (skipped) {
+    // A stop string that is a special token's text ends generation at that token, though its text is not
+    // shown (llama.cpp matches a one-token reverse prompt by id); what was held back precedes it.
+    const std::string content = tokenizer_->token_bytes(id);
+    for (const auto& s : o_.stop) {
+      if (s != content) continue;
+      if (cb_.on_text && r_.text.size() > shown_) cb_.on_text(std::string_view(r_.text).substr(shown_));
+      shown_ = r_.text.size();
+      r_.stop = s;
+      release(Release::Stop);
+      finish(StopReason::Stop);
+      return false;
+    }
+  }
   if (!add_text(piece, false)) {
     release(Release::Stop);
     finish(StopReason::Stop);

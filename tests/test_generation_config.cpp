@@ -299,37 +299,79 @@ TEST(GenerationConfig, ServerRequestsTakeTheModelsDefaults) {
 TEST(GenerationConfig, BadFilesAreOneLineErrors) {
   test::TempDir tmp;
   const fs::path dir = gc_model_dir(tmp, "m", json::value_t::discarded, nullptr);
-  const std::pair<const char*, const char*> cases[] = {
-      {R"({"temperature": "hot"})", "field 'temperature' must be a number"},
-      {R"({"temperature": -1})", "field 'temperature' = -1 is out of range"},
-      {R"({"temperature": 1e300})", "field 'temperature' = 1e+300 is out of range"},
-      {R"({"top_k": 2.5})", "field 'top_k' must be an integer"},
-      {R"({"top_k": -3})", "field 'top_k' = -3 is out of range"},
-      {R"({"top_p": 1.5})", "field 'top_p' = 1.5 is out of range"},
-      {R"({"min_p": -0.1})", "field 'min_p' = -0.100000001 is out of range"},
-      {R"({"repetition_penalty": 0})", "field 'repetition_penalty' = 0 is out of range"},
-      {R"({"eos_token_id": [1, "a"]})", "field 'eos_token_id' must be an integer or a list of integers"},
-      {R"([1, 2])", "not a JSON object"},
-      {R"({"top_p": )", "not valid JSON"},
-      {R"({"do_sample": 1})", "field 'do_sample' must be true or false"},
-      {R"({"max_new_tokens": 0})", "field 'max_new_tokens' = 0 is out of range (>= 1)"},
+  struct Case {
+    const char* text;
+    const char* needle;
+    const char* flag;  // a flag that gives the setting, so the file's value is not used ("" for none)
+    bool info_fails, convert_fails;
   };
-  for (const auto& [text, needle] : cases) {
-    test::write_file(dir / "generation_config.json", text);
-    for (const std::string& cmd : {"generate -m " + dir.string() + " -p Hi -n 1", "info -m " + dir.string(),
-                                   "convert " + dir.string() + " " + (tmp / "out.gguf").string()}) {
+  // A sampling setting of the wrong type or out of range is an error only where it is used (a flag that
+  // gives the setting makes it irrelevant, as transformers fails only on a value it uses); convert writes
+  // values as llama.cpp's converter does (as given) and refuses the types its writer cannot write.
+  const Case cases[] = {
+      {R"({"temperature": "hot"})", "field 'temperature' must be a number", "--temperature 1", false, true},
+      {R"({"temperature": -1})", "field 'temperature' = -1 is out of range", "--temperature 1", false, false},
+      {R"({"temperature": 1e300})", "field 'temperature' must be a number", "--temperature 1", false, true},
+      {R"({"top_k": 2.5})", "field 'top_k' must be", "--top-k 5", false, true},
+      {R"({"top_p": 1.5})", "field 'top_p' = 1.5 is out of range", "--top-p 0.5", false, false},
+      {R"({"min_p": -0.1})", "field 'min_p' = -0.100000001 is out of range", "--min-p 0", false, false},
+      {R"({"repetition_penalty": 0})", "field 'repetition_penalty' = 0 is out of range",
+       "--repetition-penalty 1", false, false},
+      {R"({"eos_token_id": [1, "a"]})", "field 'eos_token_id' must be an integer or a list of integers", "",
+       true, false},
+      {R"([1, 2])", "not a JSON object", "", true, true},
+      {R"({"top_p": )", "not valid JSON", "", true, true},
+      {R"({"do_sample": 1})", "field 'do_sample' must be true or false", "", true, false},
+      {R"({"max_new_tokens": 0})", "field 'max_new_tokens' = 0 is out of range (>= 1)", "", true, false},
+  };
+  const std::string where = (dir / "generation_config.json").string() + ": ";
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    test::write_file(dir / "generation_config.json", c.text);
+    const auto fails = [&](const std::string& cmd) {
       const auto r = test::run_cli(cmd);
-      EXPECT_EQ(r.status, 1) << cmd << ": " << text;
+      EXPECT_EQ(r.status, 1) << cmd;
       EXPECT_EQ(test::line_count(r.err), 1u) << r.err;
-      EXPECT_NE(r.err.find((dir / "generation_config.json").string() + ": " + needle), std::string::npos)
-          << text << " -> " << r.err;
+      EXPECT_NE(r.err.find(where + c.needle), std::string::npos) << cmd << " -> " << r.err;
       EXPECT_TRUE(r.out.empty()) << cmd;
       EXPECT_FALSE(fs::exists(tmp / "out.gguf")) << cmd;
-    }
+    };
+    const auto works = [&](const std::string& cmd) {
+      const auto r = test::run_cli(cmd);
+      EXPECT_EQ(r.status, 0) << cmd << " -> " << r.err;
+      fs::remove(tmp / "out.gguf");
+    };
+    fails("generate -m " + dir.string() + " -p Hi -n 1");
+    if (*c.flag) works("generate -m " + dir.string() + " -p Hi -n 1 " + c.flag);
+    const std::string info = "info -m " + dir.string();
+    c.info_fails ? fails(info) : works(info);
+    const std::string convert = "convert " + dir.string() + " " + (tmp / "out.gguf").string();
+    c.convert_fails ? fails(convert) : works(convert);
   }
-  // top_p 0 keeps the top token, as transformers' top-p does (min_tokens_to_keep 1)
-  test::write_file(dir / "generation_config.json", R"({"top_p": 0})");
-  EXPECT_GT(read_generation_defaults(dir).top_p.value_or(0), 0.0f);
+  // top_p 0 keeps the top token, as transformers' top-p does (min_tokens_to_keep 1); a top_k below 0 is
+  // off, as llama.cpp reads the -1 its converter writes as given
+  test::write_file(dir / "generation_config.json", R"({"top_p": 0, "top_k": -1, "sequence": ""})");
+  const GenerationDefaults d = read_generation_defaults(dir);
+  EXPECT_GT(d.top_p.value_or(0), 0.0f);
+  EXPECT_EQ(d.top_k, 0);
+  const fs::path out = tmp / "k.gguf";
+  auto r = test::run_cli("convert " + dir.string() + " " + out.string() + " --outtype f32");
+  ASSERT_EQ(r.status, 0) << r.err;
+  {
+    const auto f = GgufFile::open(out);
+    EXPECT_EQ(f->get_int("general.sampling.top_k"), -1);             // as llama.cpp's converter writes it
+    EXPECT_EQ(f->find_value("general.sampling.sequence"), nullptr);  // gguf-py writes no empty string
+  }
+  const GenRun run = gen_cli(out, "-n 1 --seed 1");
+  EXPECT_EQ(run.summary["sampling"]["top_k"], 0);
+  // max_length at or below the prompt: transformers' generate() raises; so does generate (not 1 token)
+  test::write_file(dir / "generation_config.json", R"({"max_length": 2})");
+  r = test::run_cli("generate -m " + dir.string() + " -p \"The quick brown fox\"");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find(where + "max_length 2 leaves no room after the prompt's 4 tokens (give -n)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(test::run_cli("generate -m " + dir.string() + " -p \"The quick brown fox\" -n 2").status, 0);
 }
 
 }  // namespace

@@ -1154,8 +1154,12 @@ TEST(Server, ChatClientsParametersAndRoutes) {
   body["n_predict"] = -1;
   EXPECT_EQ(post_json(f, "/v1/chat/completions", body)["usage"]["completion_tokens"].get<int64_t>(),
             129 - prompt);
-  // max_tokens still wins, and the legacy completions API keeps its 16
+  // with max_tokens too, n_predict wins (llama-server's reading); max_tokens alone is the length, and the
+  // legacy completions API keeps its 16
   body["max_tokens"] = 3;
+  body["n_predict"] = 4;
+  EXPECT_EQ(post_json(f, "/v1/chat/completions", body)["usage"]["completion_tokens"], 4);
+  body.erase("n_predict");
   EXPECT_EQ(post_json(f, "/v1/chat/completions", body)["usage"]["completion_tokens"], 3);
   const json c =
       post_json(f, "/completions", {{"prompt", "hi"}, {"ignore_eos", true}, {"repeat_penalty", 1.3}});
@@ -1204,6 +1208,29 @@ TEST(Server, SampledSpecialTokensGiveNoText) {
     EXPECT_EQ(g.result().tokens, (std::vector<int32_t>{a, *start, a}));
     EXPECT_EQ(g.result().text, skip ? "aa" : "a<|im_start|>a") << skip;
   }
+  // A stop string that is a special token's text still ends generation there (llama.cpp matches a one-token
+  // reverse prompt by id); the text before it is shown whole.
+  GenerateOptions o;
+  o.sampling.temperature = 0;
+  o.max_new_tokens = 5;
+  o.skip_special = true;
+  o.stop = {"<|im_start|>"};
+  std::string shown;
+  GenerateCallbacks cb;
+  cb.on_text = [&](std::string_view t) { shown += t; };
+  Generator g(m.model->config(), &m.tok, o, {a}, cb);
+  bool going = true;
+  for (const int32_t id : {a, a, *start}) {
+    ASSERT_TRUE(going);
+    std::vector<float> logits(size_t(V), 0.0f);
+    logits[size_t(id)] = 10;
+    going = g.push(logits);
+  }
+  EXPECT_FALSE(going);
+  EXPECT_EQ(g.result().reason, StopReason::Stop);
+  EXPECT_EQ(g.result().stop, "<|im_start|>");
+  EXPECT_EQ(g.result().text, "aa");
+  EXPECT_EQ(shown, "aa");
   // and through the server: parse_chat_request asks for it
   const auto r = server::parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}]})", m.tok,
                                             m.model->config(), {}, &m.tmpl);

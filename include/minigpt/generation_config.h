@@ -9,8 +9,10 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "minigpt/error.h"
 #include "minigpt/sampler.h"
 
 namespace minigpt {
@@ -31,6 +33,10 @@ struct GenerationDefaults {
   // no_repeat_ngram_size, num_beams > 1, ...), each given a value that changes the tokens: `generate` and
   // `serve` name them on stderr, since transformers' tokens may then differ from minigpt's.
   std::vector<std::string> not_applied;
+  // Sampling settings whose value sampling cannot take (top_p 1.5, a string): (name as apply() asks, the
+  // one-line message naming the file and field). apply() throws that message for one the user does not
+  // give; a flag or a request field that gives it makes the file's value irrelevant.
+  std::vector<std::pair<std::string, std::string>> unusable;
   std::string source;  // the file they came from; empty when there is none
 
   bool empty() const {
@@ -50,6 +56,8 @@ struct GenerationDefaults {
   // repetition_penalty).
   template <typename Given>
   void apply(SamplingParams& p, Given&& given) const {
+    for (const auto& [name, message] : unusable)
+      if (!given(name.c_str())) throw Error(ErrorKind::Config, message);
     if (do_sample == false && !given("temperature")) p.temperature = 0;
     if (temperature && do_sample != false && !given("temperature")) p.temperature = *temperature;
     if (top_k && !given("top_k")) p.top_k = *top_k;
@@ -60,11 +68,11 @@ struct GenerationDefaults {
 };
 
 // `model` a directory: its generation_config.json if there is one (nothing otherwise); a .gguf file: its
-// general.sampling.{temp,top_k,top_p,min_p,penalty_repeat}; anything else: none. The keys llama.cpp's
-// converter copies are read (do_sample is not: sampling stays on unless --temperature 0 or the file's
-// temperature 0, as in llama.cpp). Throws Error(Format/Config) naming the file and the field when the JSON
-// does not parse or a value is of the wrong type or out of range (temperature >= 0, top_k >= 0, top_p and
-// min_p in [0, 1], repetition_penalty > 0; a top_p of 0 keeps the top token, as transformers' does).
+// general.sampling.{temp,top_k,top_p,min_p,penalty_repeat}; anything else: none. Throws Error(Format/Config)
+// naming the file when the JSON does not parse, or a field other than the sampling settings (do_sample,
+// max_new_tokens, max_length, eos_token_id) has a wrong type or value. A sampling setting out of range
+// (temperature < 0, top_p or min_p outside [0, 1], repetition_penalty <= 0) or of a wrong type goes to
+// `unusable`; a top_k below 0 is off (llama.cpp's reading), a top_p of 0 keeps the top token (transformers').
 GenerationDefaults read_generation_defaults(const std::filesystem::path& model);
 
 // The same from generation_config.json's text; `source` names it in errors.

@@ -44,8 +44,11 @@ inline std::vector<int64_t> get_id_list(const nlohmann::json& j, const char* key
   const nlohmann::json& v = j[key];
   const auto one = [&](const nlohmann::json& e) {
     if (!e.is_number_integer()) {
-      config_fail(source, std::string("field '") + key + "' must be an integer or a list of integers, got " +
-                              v.dump());
+      // at most 80 characters of the value: a list of 100,000 ids is not repeated in the message
+      std::string got = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      if (got.size() > 80) got = got.substr(0, 77) + "...";
+      config_fail(source,
+                  std::string("field '") + key + "' must be an integer or a list of integers, got " + got);
     }
     if (e.is_number_unsigned() && e.get<uint64_t>() > uint64_t(INT64_MAX)) {
       config_fail(source,

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <system_error>
@@ -29,25 +30,67 @@ std::string num(double v) {
   return b;
 }
 
-// Range checks shared by both sources; `name(key)` says where a value came from in a message.
-template <typename Name>
-void check(const GenerationDefaults& d, const std::string& where, Name&& name) {
-  const auto bad = [&](const char* key, double v, const char* want) {
-    fail(where, name(key) + " = " + num(v) + " is out of range (" + want + ")");
-  };
-  if (d.temperature && !(std::isfinite(*d.temperature) && *d.temperature >= 0))
-    bad("temperature", *d.temperature, ">= 0; 0: greedy");
-  if (d.top_k && *d.top_k < 0) bad("top_k", double(*d.top_k), ">= 0; 0: off");
-  if (d.top_p && !(*d.top_p >= 0 && *d.top_p <= 1)) bad("top_p", *d.top_p, "[0, 1]");
-  if (d.min_p && !(*d.min_p >= 0 && *d.min_p <= 1)) bad("min_p", *d.min_p, "[0, 1]");
-  if (d.repetition_penalty && !(std::isfinite(*d.repetition_penalty) && *d.repetition_penalty > 0))
-    bad("repetition_penalty", *d.repetition_penalty, "> 0; 1: off");
+// A JSON value for a message, at most 80 characters of it.
+std::string short_json(const json& v) {
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 80) s = s.substr(0, 77) + "...";
+  return s;
 }
 
-// A top_p of 0 (or below the smallest normal float) keeps the top token, as transformers' top-p does
-// (min_tokens_to_keep 1); SamplingParams takes a mass in (0, 1].
-void normalize(GenerationDefaults& d) {
+// The sampling settings (the names apply() asks `given` about) and where each is read: the
+// generation_config.json field and the GGUF key under general.sampling.
+struct Setting {
+  const char* name;
+  const char* gguf;
+};
+constexpr Setting kSettings[] = {{"temperature", "temp"},
+                                 {"top_k", "top_k"},
+                                 {"top_p", "top_p"},
+                                 {"min_p", "min_p"},
+                                 {"repetition_penalty", "penalty_repeat"}};
+
+// A value sampling cannot take, or one of another type, is set aside with its message (unusable): it is an
+// error only where it would be used, i.e. unless a flag or a request field gives that setting, as
+// transformers fails only on a value it uses. A top_k below 0 is off, as llama.cpp reads it (its
+// converter writes -1 as given).
+void settle(GenerationDefaults& d, const std::string& where, const std::string& (*label)(const Setting&)) {
+  const auto bad = [&](const Setting& s, double v, const char* want) {
+    d.unusable.emplace_back(s.name,
+                            where + ": " + label(s) + " = " + num(v) + " is out of range (" + want + ")");
+  };
+  if (d.temperature && !(std::isfinite(*d.temperature) && *d.temperature >= 0)) {
+    bad(kSettings[0], *d.temperature, ">= 0; 0: greedy");
+    d.temperature.reset();
+  }
+  if (d.top_k && *d.top_k < 0) d.top_k = 0;
+  if (d.top_p && !(*d.top_p >= 0 && *d.top_p <= 1)) {
+    bad(kSettings[2], *d.top_p, "[0, 1]");
+    d.top_p.reset();
+  }
+  if (d.min_p && !(*d.min_p >= 0 && *d.min_p <= 1)) {
+    bad(kSettings[3], *d.min_p, "[0, 1]");
+    d.min_p.reset();
+  }
+  if (d.repetition_penalty && !(std::isfinite(*d.repetition_penalty) && *d.repetition_penalty > 0)) {
+    bad(kSettings[4], *d.repetition_penalty, "> 0; 1: off");
+    d.repetition_penalty.reset();
+  }
+  // A top_p of 0 (or below the smallest normal float) keeps the top token, as transformers' top-p does
+  // (min_tokens_to_keep 1); SamplingParams takes a mass in (0, 1].
   if (d.top_p) *d.top_p = std::max(*d.top_p, std::numeric_limits<float>::min());
+}
+
+const std::string& json_label(const Setting& s) {
+  static std::string labels[std::size(kSettings)];
+  const size_t i = size_t(&s - kSettings);
+  if (labels[i].empty()) labels[i] = std::string("field '") + s.name + "'";
+  return labels[i];
+}
+const std::string& gguf_label(const Setting& s) {
+  static std::string labels[std::size(kSettings)];
+  const size_t i = size_t(&s - kSettings);
+  if (labels[i].empty()) labels[i] = std::string("general.sampling.") + s.gguf;
+  return labels[i];
 }
 
 }  // namespace
@@ -84,23 +127,34 @@ GenerationDefaults parse_generation_config(const std::string& text, const std::s
   if (!j.is_object()) fail(source, "not a JSON object");
   GenerationDefaults d;
   d.source = source;
-  const auto number = [&](const char* key) -> std::optional<float> {
-    if (!arch::has(j, key)) return std::nullopt;
-    if (!j[key].is_number())
-      fail(source, std::string("field '") + key + "' must be a number, got " + j[key].dump());
-    const double v = j[key].get<double>();
-    // Read as a double first: converting one beyond float's range (1e300) to float is undefined.
-    if (std::isfinite(v) && std::fabs(v) > double(std::numeric_limits<float>::max()))
-      fail(source, std::string("field '") + key + "' = " + j[key].dump() + " is out of range");
-    return float(v);
+  // A field of another type than the setting takes is unusable (an error where it is used).
+  const auto unusable = [&](const char* name, const char* key, const char* want) {
+    d.unusable.emplace_back(name,
+                            source + ": field '" + key + "' must be " + want + ", got " + short_json(j[key]));
   };
-  d.temperature = number("temperature");
-  if (arch::has(j, "top_k")) d.top_k = arch::get_int(j, "top_k", source, true, 0);
-  d.top_p = number("top_p");
-  d.min_p = number("min_p");
+  const auto number = [&](const char* name, const char* key) -> std::optional<float> {
+    if (!arch::has(j, key)) return std::nullopt;
+    // Read as a double first: converting one beyond float's range (1e300) to float is undefined.
+    if (!j[key].is_number() || std::fabs(j[key].get<double>()) > double(std::numeric_limits<float>::max())) {
+      unusable(name, key, "a number in a 32-bit float's range");
+      return std::nullopt;
+    }
+    return float(j[key].get<double>());
+  };
+  d.temperature = number("temperature", "temperature");
+  if (arch::has(j, "top_k")) {
+    if (j["top_k"].is_number_integer() &&
+        !(j["top_k"].is_number_unsigned() && j["top_k"].get<uint64_t>() > INT64_MAX)) {
+      d.top_k = j["top_k"].get<int64_t>();
+    } else {
+      unusable("top_k", "top_k", "an integer");
+    }
+  }
+  d.top_p = number("top_p", "top_p");
+  d.min_p = number("min_p", "min_p");
   // llama.cpp's converter: penalty_repeat, else repetition_penalty
-  d.repetition_penalty =
-      arch::has(j, "penalty_repeat") ? number("penalty_repeat") : number("repetition_penalty");
+  d.repetition_penalty = arch::has(j, "penalty_repeat") ? number("repetition_penalty", "penalty_repeat")
+                                                        : number("repetition_penalty", "repetition_penalty");
   d.eos_token_ids = arch::get_id_list(j, "eos_token_id", source);
   if (arch::has(j, "do_sample")) d.do_sample = arch::get_bool(j, "do_sample", source, true);
   for (const char* key : {"max_new_tokens", "max_length"}) {
@@ -145,11 +199,11 @@ GenerationDefaults parse_generation_config(const std::string& text, const std::s
                           "stop_strings",
                           "guidance_scale",
                           "top_h",
-                          "dola_layers"}) {
+                          "dola_layers",
+                          "watermarking_config"}) {
     if (!off(key)) d.not_applied.emplace_back(key);
   }
-  check(d, source, [](const char* key) { return std::string("field '") + key + "'"; });
-  normalize(d);
+  settle(d, source, json_label);
   return d;
 }
 
@@ -164,35 +218,27 @@ GenerationDefaults read_generation_defaults(const fs::path& model) {
   const auto f = GgufFile::open(model);
   GenerationDefaults d;
   const std::string where = model.string();
-  const auto flt = [&](const char* key) -> std::optional<float> {
-    const std::string k = std::string("general.sampling.") + key;
+  // Any number type (llama.cpp reads these keys through their text, so an F32 top_k of 40 is 40 there).
+  const auto value = [&](const Setting& st) -> std::optional<double> {
+    const std::string k = std::string("general.sampling.") + st.gguf;
     if (f->find_value(k) == nullptr) return std::nullopt;
     const auto v = f->get_float(k);
-    if (!v) fail(where, k + " must be a number");
-    if (std::isfinite(*v) && std::fabs(*v) > double(std::numeric_limits<float>::max()))
-      fail(where, k + " = " + num(*v) + " is out of range");
-    return float(*v);
+    if (!v || std::fabs(*v) > double(std::numeric_limits<float>::max()) ||
+        (std::string_view(st.name) == "top_k" && (*v != std::floor(*v) || std::fabs(*v) > 1e9))) {
+      d.unusable.emplace_back(st.name,
+                              where + ": " + k + " must be " +
+                                  (std::string_view(st.name) == "top_k" ? "an integer" : "a number"));
+      return std::nullopt;
+    }
+    return *v;
   };
-  d.temperature = flt("temp");
-  if (f->find_value("general.sampling.top_k") != nullptr) {
-    d.top_k = f->get_int("general.sampling.top_k");
-    if (!d.top_k) fail(where, "general.sampling.top_k must be an integer");
-  }
-  d.top_p = flt("top_p");
-  d.min_p = flt("min_p");
-  d.repetition_penalty = flt("penalty_repeat");
-  if (d.temperature || d.top_k || d.top_p || d.min_p || d.repetition_penalty) d.source = where;
-  static const std::pair<const char*, const char*> kKeys[] = {{"temperature", "temp"},
-                                                              {"top_k", "top_k"},
-                                                              {"top_p", "top_p"},
-                                                              {"min_p", "min_p"},
-                                                              {"repetition_penalty", "penalty_repeat"}};
-  check(d, where, [](const char* key) {
-    for (const auto& [name, k] : kKeys)
-      if (std::string(name) == key) return std::string("general.sampling.") + k;
-    return std::string(key);
-  });
-  normalize(d);
+  if (const auto v = value(kSettings[0])) d.temperature = float(*v);
+  if (const auto v = value(kSettings[1])) d.top_k = int64_t(*v);
+  if (const auto v = value(kSettings[2])) d.top_p = float(*v);
+  if (const auto v = value(kSettings[3])) d.min_p = float(*v);
+  if (const auto v = value(kSettings[4])) d.repetition_penalty = float(*v);
+  settle(d, where, gguf_label);
+  if (!d.empty() || !d.unusable.empty()) d.source = where;
   return d;
 }
 

@@ -806,15 +806,22 @@ void read_hf_tensor(const SafeTensorsFile& f, const SafeTensor& t, bool transpos
 
 // gguf-py's Metadata.load_generation_config and set_gguf_meta_model: generation_config.json's sampling
 // settings as general.sampling.*, in its order and types (an integer key takes a JSON integer, a float key
-// any number, sequence a string). The file is first read as generate reads it (parse_generation_config), so
-// that a value minigpt would refuse at run time is refused here, with the same message.
+// any number, sequence a non-empty string: gguf-py writes no empty one). Values are written as given, as
+// the converter writes them (top_k -1 included); a type its writer cannot write (a string for top_k, where
+// the converter stops with a Python traceback) is refused in one line, as is a file that is not JSON (which
+// the converter would skip without a word).
 void add_sampling_metadata(const fs::path& dir, std::vector<std::pair<std::string, GgufValue>>& kv) {
   const fs::path p = dir / "generation_config.json";
   std::error_code ec;
   if (!fs::exists(fs::symlink_status(p, ec))) return;
   const std::string text = read_regular_file(p, kMaxConfigBytes, "generation config");
-  parse_generation_config(text, p.string());
-  const json g = parse_json_bounded(true, text);
+  json g;
+  try {
+    g = parse_json_bounded(true, text);
+  } catch (const json::exception& e) {
+    throw Error(ErrorKind::Format, p.string() + ": not valid JSON: " + e.what());
+  }
+  if (!g.is_object()) throw Error(ErrorKind::Config, p.string() + ": not a JSON object");
   enum Kind { Str, Int, Flt };
   static const struct {
     const char* key;  // under general.sampling.
@@ -840,12 +847,13 @@ void add_sampling_metadata(const fs::path& dir, std::vector<std::pair<std::strin
     const json& v = g[field];
     const std::string key = std::string("general.sampling.") + k.key;
     const auto bad = [&](const char* want) {
-      throw Error(ErrorKind::Config,
-                  p.string() + ": field '" + field + "' must be " + want + ", got " + v.dump());
+      std::string got = v.dump(-1, ' ', false, json::error_handler_t::replace);
+      if (got.size() > 80) got = got.substr(0, 77) + "...";
+      throw Error(ErrorKind::Config, p.string() + ": field '" + field + "' must be " + want + ", got " + got);
     };
     if (k.kind == Str) {
       if (!v.is_string()) bad("a string");
-      kv.emplace_back(key, gguf_string(v.get<std::string>()));
+      if (!v.get<std::string>().empty()) kv.emplace_back(key, gguf_string(v.get<std::string>()));
     } else if (k.kind == Int) {
       if (!v.is_number_integer() || v.get<int64_t>() < INT32_MIN || v.get<int64_t>() > INT32_MAX ||
           (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT32_MAX)))

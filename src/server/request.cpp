@@ -187,13 +187,15 @@ void parse_common(const json& j, CompletionRequest& r, const Config& c, const Re
                  std::to_string(limits.max_choices) + " choices one request may ask for");
   }
   const int64_t n_ctx = limits.n_ctx > 0 ? limits.n_ctx : c.n_ctx;
-  if (has(j, max_tokens_name)) {
-    r.max_tokens = get_int(j[max_tokens_name], max_tokens_name, 0, n_ctx);
-    r.max_tokens_given = true;
-  } else if (has(j, "n_predict")) {
+  // llama-server's n_predict wins over max_tokens when both are given, as there.
+  if (has(j, "n_predict")) {
     const int64_t n = get_int(j["n_predict"], "n_predict", -1, n_ctx);
     r.max_tokens = n < 0 ? n_ctx : n;
     r.max_tokens_given = n >= 0;
+    if (has(j, max_tokens_name)) get_int(j[max_tokens_name], max_tokens_name, 0, n_ctx);  // still checked
+  } else if (has(j, max_tokens_name)) {
+    r.max_tokens = get_int(j[max_tokens_name], max_tokens_name, 0, n_ctx);
+    r.max_tokens_given = true;
   }
   if (has(j, "stream")) r.stream = get_bool(j["stream"], "stream");
   if (has(j, "stream_options")) {

@@ -277,9 +277,17 @@ int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& 
   g.eos_token_ids = defaults.eos_token_ids;
   g.skip_special = !o.show_special;  // as llama.cpp's CLI and server, and minigpt's server
   if (!given("max_new_tokens")) {
-    if (const auto n = defaults.default_new_tokens(int64_t(prompt.size()))) g.max_new_tokens = *n;
+    // An empty prompt is the BOS alone.
+    const int64_t n_prompt = std::max<int64_t>(1, int64_t(prompt.size()));
+    if (defaults.max_length && !defaults.max_new_tokens && *defaults.max_length <= n_prompt) {
+      // transformers' generate() raises here too
+      throw Error(ErrorKind::Config,
+                  defaults.source + ": max_length " + std::to_string(*defaults.max_length) +
+                      " leaves no room after the prompt's " + std::to_string(n_prompt) + " tokens (give -n)");
+    }
+    if (const auto n = defaults.default_new_tokens(n_prompt)) g.max_new_tokens = *n;
   }
-  if (!defaults.describe().empty() && !o.json_out) {
+  if (!defaults.describe().empty()) {
     std::fprintf(stderr, "minigpt: %s: %s (flags override)\n", defaults.source.c_str(),
                  defaults.describe().c_str());
   }

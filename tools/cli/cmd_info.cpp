@@ -121,7 +121,7 @@ json model_json(const std::string& dir, const ModelSummary& s, const TokenizerSu
   j["bos_token_id"] = c.bos_token_id;
   j["eos_token_id"] = c.eos_token_id;
   if (c.eos_token_ids.size() > 1) j["eos_token_ids"] = c.eos_token_ids;
-  if (!gd.empty()) {
+  if (!gd.empty() || !gd.unusable.empty()) {
     json g = {{"source", gd.source}};
     if (gd.temperature) g["temperature"] = *gd.temperature;
     if (gd.top_k) g["top_k"] = *gd.top_k;
@@ -129,6 +129,9 @@ json model_json(const std::string& dir, const ModelSummary& s, const TokenizerSu
     if (gd.min_p) g["min_p"] = *gd.min_p;
     if (gd.repetition_penalty) g["repetition_penalty"] = *gd.repetition_penalty;
     if (!gd.eos_token_ids.empty()) g["eos_token_ids"] = gd.eos_token_ids;
+    json unusable = json::array();
+    for (const auto& [name, message] : gd.unusable) unusable.push_back(message);
+    if (!unusable.empty()) g["unusable"] = unusable;
     j["generation_defaults"] = g;
   }
   if (tok.present) {
@@ -192,7 +195,7 @@ void print_model(const std::string& dir, const ModelSummary& s, const TokenizerS
     eos += "]";
   }
   std::printf("bos / eos:    %lld / %s\n", (long long)c.bos_token_id, eos.c_str());
-  if (!gd.empty()) {
+  if (!gd.empty() || !gd.unusable.empty()) {
     std::string what = gd.describe();
     if (!gd.eos_token_ids.empty()) {
       std::string ids;
@@ -200,7 +203,10 @@ void print_model(const std::string& dir, const ModelSummary& s, const TokenizerS
       what += (what.empty() ? "" : ", ") + std::string("eos_token_id ") +
               (gd.eos_token_ids.size() > 1 ? "[" + ids + "]" : ids);
     }
-    std::printf("generation:   %s (%s)\n", what.c_str(), gd.source.c_str());
+    if (!what.empty()) std::printf("generation:   %s (%s)\n", what.c_str(), gd.source.c_str());
+    for (const auto& [name, message] : gd.unusable)
+      std::printf("generation:   %s unusable (generate refuses it unless a flag gives it): %s\n",
+                  name.c_str(), message.c_str());
   }
   if (tok.present) {
     std::printf("tokenizer:    %s, %d tokens%s\n", tok.char_level ? "character-level BPE" : "byte-level BPE",
