@@ -395,14 +395,6 @@ CompletionRequest parse_chat_request(std::string_view body, const Tokenizer& tok
   }
   if (has(j, "prediction") && !j["prediction"].is_object())
     bad_type("prediction", j["prediction"], "an object");
-  if (has(j, "functions")) {
-    if (!j["functions"].is_array()) bad_type("functions", j["functions"], "an array");
-    if (!j["functions"].empty())
-      throw ApiError(400, "functions: not supported (minigpt does not parse function calls)", "functions");
-  }
-  if (has(j, "function_call") && !(j["function_call"].is_string() && j["function_call"] == "none")) {
-    throw ApiError(400, "function_call: not supported (only \"none\")", "function_call");
-  }
   if (has(j, "audio")) throw ApiError(400, "audio: not supported (minigpt writes text only)", "audio");
   if (has(j, "web_search_options")) {
     throw ApiError(400, "web_search_options: not supported (minigpt does not search the web)",
@@ -491,13 +483,21 @@ CompletionRequest parse_chat_request(std::string_view body, const Tokenizer& tok
   bool add_generation_prompt = true;
   if (has(j, "add_generation_prompt"))
     add_generation_prompt = get_bool(j["add_generation_prompt"], "add_generation_prompt");
-  if (has(j, "tools")) {
-    if (!j["tools"].is_array()) bad_type("tools", j["tools"], "an array");
-    if (!j["tools"].empty())
-      throw ApiError(400, "tools: not supported (minigpt does not parse tool calls)", "tools");
-  }
-  if (has(j, "tool_choice") && !(j["tool_choice"].is_string() && j["tool_choice"] == "none")) {
-    throw ApiError(400, "tool_choice: not supported (only \"none\")", "tool_choice");
+  // tools / tool_choice, and their former names functions / function_call: none, or "none"
+  static const struct {
+    const char *list, *choice, *what;
+  } kCalls[] = {{"tools", "tool_choice", "tool calls"}, {"functions", "function_call", "function calls"}};
+  for (const auto& c : kCalls) {
+    if (has(j, c.list)) {
+      if (!j[c.list].is_array()) bad_type(c.list, j[c.list], "an array");
+      if (!j[c.list].empty()) {
+        throw ApiError(400, std::string(c.list) + ": not supported (minigpt does not parse " + c.what + ")",
+                       c.list);
+      }
+    }
+    if (has(j, c.choice) && !(j[c.choice].is_string() && j[c.choice] == "none")) {
+      throw ApiError(400, std::string(c.choice) + ": not supported (only \"none\")", c.choice);
+    }
   }
   if (has(j, "parallel_tool_calls")) get_bool(j["parallel_tool_calls"], "parallel_tool_calls");
   if (has(j, "store") && get_bool(j["store"], "store")) {
