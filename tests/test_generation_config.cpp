@@ -286,6 +286,13 @@ TEST(GenerationConfig, ServerRequestsTakeTheModelsDefaults) {
   EXPECT_EQ(r.gen.sampling.top_p, 1.0f);
   EXPECT_FLOAT_EQ(r.gen.sampling.min_p, 0.05f);  // not in the request: the model's
   EXPECT_EQ(r.gen.eos_token_ids, (std::vector<int64_t>{50256}));
+  // a value sampling cannot take is refused where it is used (the server answers 500 with the message), not
+  // where the request gives the setting
+  lim.model_defaults = parse_generation_config(R"({"top_p": 1.5})", "generation_config.json");
+  test::expect_error([&] { server::parse_completion_request(R"({"prompt": "Hi"})", tok, c, lim); },
+                     ErrorKind::Config, {"generation_config.json: field 'top_p' = 1.5 is out of range"});
+  r = server::parse_completion_request(R"({"prompt": "Hi", "top_p": 0.5})", tok, c, lim);
+  EXPECT_FLOAT_EQ(r.gen.sampling.top_p, 0.5f);
   // without defaults: OpenAI's (temperature 1, top_p 1, no top-k)
   lim.model_defaults = {};
   r = server::parse_completion_request(R"({"prompt": "Hi"})", tok, c, lim);

@@ -55,6 +55,10 @@ int run_serve(ServeCliOptions& o) {
                  "are generate's)\n",
                  gd.source.c_str(), d.c_str());
   }
+  for (const auto& [name, message] : gd.unusable) {
+    std::fprintf(stderr, "minigpt: %s (a request that leaves %s out gets a 500 saying so)\n", message.c_str(),
+                 name.c_str());
+  }
   if (!gd.not_applied.empty()) {
     std::string names;
     for (const std::string& n : gd.not_applied) names += (names.empty() ? "" : ", ") + n;
