@@ -186,16 +186,16 @@ TEST_P(QuantKernelsAtLevel, GemvEqualsTheDequantizedProduct) {
   }
 }
 
-// The int8 GEMM of prefill (where the level has it: VNNI, AVX2): every kind it takes, panels of 1..16 rows
+// The int8 GEMM of prefill (where the level has it: VNNI, AVX-512, AVX2): every kind it takes, panels of 1..16 rows
 // from any first row, 1..11 tokens (a tile of 8 and the rest), K of one file block and several: y (+)= the
 // double dot of the dequantized weights with the activations as quantized per 32, within 1e-5 of sum |w x|.
 TEST_P(QuantKernelsAtLevel, Int8GemmEqualsTheDequantizedProduct) {
   if (GetParam() == "avx512bf16") {
     EXPECT_EQ(k().qgemm_kinds, 0x1Fu) << "VNNI's int8 GEMM takes every kind";
-  } else if (GetParam() == "avx2") {
-    EXPECT_EQ(k().qgemm_kinds, 0x1Eu) << "AVX2's: all but Q8_0";
+  } else if (GetParam() == "avx2" || GetParam() == "avx512") {
+    EXPECT_EQ(k().qgemm_kinds, 0x1Eu) << "vpmaddubsw's (no VNNI): all but Q8_0";
   }
-  if (k().qgemm == nullptr) {  // generic and avx512 (no VNNI) have none: prefill widens to F32 for sgemm
+  if (k().qgemm == nullptr) {  // generic has none: prefill widens to F32 for sgemm
     EXPECT_EQ(k().qgemm_kinds, 0u);
     return;
   }
