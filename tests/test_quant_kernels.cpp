@@ -186,9 +186,10 @@ TEST_P(QuantKernelsAtLevel, GemvEqualsTheDequantizedProduct) {
   }
 }
 
-// The int8 GEMM of prefill (where the level has it: VNNI, AVX-512, AVX2): every kind it takes, panels of 1..16 rows
-// from any first row, 1..11 tokens (a tile of 8 and the rest), K of one file block and several: y (+)= the
-// double dot of the dequantized weights with the activations as quantized per 32, within 1e-5 of sum |w x|.
+// The int8 GEMM of prefill (where the level has it: VNNI, AVX-512, AVX2): every kind it takes, panels
+// of 1..16 rows from any first row, 1..11 tokens (a tile of 8 and the rest), K of one file block and several:
+// y (+)= the double dot of the dequantized weights with the activations as quantized per 32, within 1e-5 of
+// sum |w x|.
 TEST_P(QuantKernelsAtLevel, Int8GemmEqualsTheDequantizedProduct) {
   if (GetParam() == "avx512bf16") {
     EXPECT_EQ(k().qgemm_kinds, 0x1Fu) << "VNNI's int8 GEMM takes every kind";
