@@ -144,10 +144,13 @@ TEST(InfoCli, SystemSaysWhatThisBuildAndMachineOffer) {
     EXPECT_NE(r.out.find("\n  cuda   unavailable "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find(why), std::string::npos) << r.out;
   }
-  // The kernel level it reports is the one the environment forces.
-  auto forced = test::run_minigpt({"info", "--system"}, {"MINIGPT_CPU=generic"});
+  // The kernel level it reports is the one the environment forces; so are OpenBLAS's kernels, and it says
+  // that the environment chose them.
+  auto forced = test::run_minigpt({"info", "--system"}, {"MINIGPT_CPU=generic", "OPENBLAS_CORETYPE=Haswell"});
   ASSERT_EQ(forced.status, 0) << forced.err;
   EXPECT_NE(forced.out.find("kernels:      generic "), std::string::npos) << forced.out;
+  EXPECT_NE(forced.out.find(" Haswell "), std::string::npos) << forced.out;
+  EXPECT_NE(forced.out.find(" (OPENBLAS_CORETYPE=Haswell)\n"), std::string::npos) << forced.out;
 }
 
 TEST(InfoCli, SystemAsJson) {
