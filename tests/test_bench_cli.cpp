@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "minigpt/config.h"
+#include "minigpt/cpu.h"
 #include "test_util.h"
 
 namespace minigpt {
@@ -23,6 +24,8 @@ TEST(BenchCli, JsonHasEveryTestAndConsistentRoofline) {
   const json& m = j.at("machine");
   EXPECT_FALSE(m.at("cpu").get<std::string>().empty());
   EXPECT_GE(m.at("cores").get<int>(), 1);
+  EXPECT_EQ(m.at("kernel_level"), cpu_info().kernel_level);  // what CPU figures depend on besides the CPU
+  EXPECT_EQ(m.at("blas"), cpu_info().blas);
   for (const char* t : {"1", "2"}) EXPECT_GT(m.at("read_bandwidth_gb_s").at(t).get<double>(), 0.0) << t;
 
   // 2 thread counts x 2 dtypes x (pp16, pp16@d8, tg4, tg4@d8), in that order: -d applies to prefill too,

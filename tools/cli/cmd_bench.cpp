@@ -10,6 +10,7 @@
 
 #include "command.h"
 #include "common.h"
+#include "minigpt/cpu.h"
 #include "minigpt/cuda.h"
 #include "minigpt/error.h"
 #include "minigpt/model.h"
@@ -162,6 +163,12 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
   const std::string model_name = o.random.empty() ? o.model_dir : o.random + " (random weights)";
   std::string kv_line;  // the first model's, for the footer
   json machine = {{"cpu", cpu_model_name()}, {"cores", cpu_count()}};
+  if (!on_gpu) {
+    // What CPU numbers depend on besides the CPU: minigpt's kernel level, and OpenBLAS's kernels (prefill).
+    const CpuInfo ci = cpu_info();
+    machine["kernel_level"] = ci.kernel_level;
+    machine["blas"] = ci.blas;
+  }
   json results = json::array();
   std::map<int, double> bandwidth;
   // A 256 MB buffer read between decode repetitions (CPU decode tests only).
@@ -376,6 +383,10 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
   } else {
     std::printf("\n%s\nmachine: %s, %d cores", kv_line.c_str(), machine["cpu"].get<std::string>().c_str(),
                 cpu_count());
+    if (machine.contains("kernel_level")) {
+      std::printf("; kernels %s, %s", machine["kernel_level"].get<std::string>().c_str(),
+                  machine["blas"].get<std::string>().c_str());
+    }
     if (on_gpu) {
       std::printf("; CUDA device %d, stated bandwidth %.1f GB/s (roofline = achieved / stated)\n", o.device,
                   bandwidth[1]);
