@@ -19,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include "minigpt/cpu.h"
 #include "minigpt/generate.h"
 #include "minigpt/sampler.h"
 #include "minigpt/server.h"
@@ -190,6 +191,7 @@ class ServerFixture {
 server::ServerOptions default_options() {
   server::ServerOptions o;
   o.n_parallel = 4;
+  o.system_fingerprint = "minigpt-test-fp";
   return o;
 }
 
@@ -324,6 +326,7 @@ TEST(Server, CompletionsEqualGenerateStreamingOrNot) {
     }
     EXPECT_EQ(got["usage"]["completion_tokens"], 40);
     EXPECT_EQ(got["usage"]["prompt_tokens"], seq.size());
+    EXPECT_EQ(got["system_fingerprint"], "minigpt-test-fp");
 
     body["stream"] = true;
     body["stream_options"] = {{"include_usage", true}};
@@ -337,6 +340,7 @@ TEST(Server, CompletionsEqualGenerateStreamingOrNot) {
     std::string text;
     json tokens = json::array();
     std::string finish;
+    for (const json& e : evs) EXPECT_EQ(e["system_fingerprint"], "minigpt-test-fp");
     for (size_t i = 0; i + 1 < evs.size(); ++i) {
       ASSERT_EQ(evs[i]["choices"].size(), 1u);
       const json& d = evs[i]["choices"][0];
@@ -677,6 +681,77 @@ TEST(Server, NoCharacterIsSplitAcrossStreamedChunks) {
   EXPECT_GT(multibyte, 0);
 }
 
+// The bytes a completions token string stands for: "bytes:" and \xNN escapes (read as lm-evaluation-harness
+// reads OpenAI's: the escapes, then latin-1), or the text itself.
+std::string token_string_bytes(const std::string& t) {
+  if (!t.starts_with("bytes:")) return t;
+  std::string out;
+  for (size_t i = 6; i < t.size(); i += 4) {
+    EXPECT_TRUE(i + 4 <= t.size() && t[i] == '\\' && t[i + 1] == 'x') << t;
+    if (i + 4 > t.size()) break;
+    out += char(std::stoi(t.substr(i + 2, 2), nullptr, 16));
+  }
+  return out;
+}
+
+TEST(ServerLogprobs, TokenStringsArePartsOfCharactersAsBytes) {
+  EXPECT_EQ(server::legacy_token_string("abc"), "abc");
+  EXPECT_EQ(server::legacy_token_string(""), "");
+  EXPECT_EQ(server::legacy_token_string("caf\xc3\xa9"), "caf\xc3\xa9");  // whole characters: the text
+  EXPECT_EQ(server::legacy_token_string("\xe2\x80"), "bytes:\\xe2\\x80");
+  EXPECT_EQ(server::legacy_token_string(" \xf0\x9f"), "bytes:\\x20\\xf0\\x9f");
+  EXPECT_EQ(server::legacy_token_string("\xff"), "bytes:\\xff");
+}
+
+// Over a byte-level vocabulary half the tokens are parts of characters: in the completions API's logprobs
+// (no bytes field) each shows as "bytes:\xNN", so the top_logprobs of a position keep every alternative
+// apart (as U+FFFD they merged into one key) and the tokens' bytes make up the text.
+TEST(Server, CompletionsLogprobsShowPartsOfCharactersAsBytes) {
+  Config c = test::tiny_config();
+  c.n_vocab = 256;
+  c.n_ctx = 128;
+  c.bos_token_id = 10;
+  c.eos_token_id = -1;
+  server::ServerOptions o = default_options();
+  o.model_id = "random";
+  ServerFixture f(Model::random(c, LoadOptions::threads(2)), shipped_model().tok, o);
+  const std::string prompt = "Caf\u00e9 \U0001F600!";
+  const json got = post_json(f, "/v1/completions",
+                             {{"prompt", prompt},
+                              {"max_tokens", 40},
+                              {"echo", true},
+                              {"logprobs", 5},
+                              {"seed", 7},
+                              {"temperature", 1.0},
+                              {"ignore_eos", true}});
+  const json& ch = got["choices"][0];
+  const json& lp = ch["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), prompt.size() + 40);  // one byte per token
+  std::string bytes;
+  int partial = 0;
+  for (size_t i = 0; i < lp["tokens"].size(); ++i) {
+    const std::string t = lp["tokens"][i];
+    const std::string b = token_string_bytes(t);
+    ASSERT_EQ(b.size(), 1u) << t;
+    EXPECT_EQ(t.starts_with("bytes:"), (unsigned char)b[0] >= 0x80) << t;
+    partial += t.starts_with("bytes:");
+    bytes += b;
+    if (i == 0) continue;
+    ASSERT_EQ(lp["top_logprobs"][i].size(), 5u) << "position " << i << ": " << lp["top_logprobs"][i].dump();
+  }
+  EXPECT_EQ(bytes.substr(0, prompt.size()), prompt);
+  EXPECT_EQ(utf8_sanitize(bytes), ch["text"].get<std::string>());
+  EXPECT_GE(partial, 6);  // the prompt's é and emoji at least
+  int partial_alternatives = 0;
+  for (size_t i = 1; i < lp["top_logprobs"].size(); ++i) {
+    for (const auto& [k, v] : lp["top_logprobs"][i].items()) {
+      EXPECT_EQ(token_string_bytes(k).size(), 1u) << k;
+      partial_alternatives += k.starts_with("bytes:");
+    }
+  }
+  EXPECT_GT(partial_alternatives, 20);
+}
+
 // Four concurrent streams with different prompts and seeds each give exactly the tokens they give alone,
 // whichever slot and batch they share.
 TEST(Server, ConcurrentStreamsGiveWhatTheyGiveAlone) {
@@ -735,6 +810,22 @@ TEST(Server, BadRequestsGetTheirStatus) {
          "max_tokens");
   expect(c.Post("/v1/completions", R"({"prompt":"a","foo":1})", "application/json"), 400, "Unrecognized");
   expect(c.Get("/v1/nothing"), 404, "no such endpoint: GET /v1/nothing");
+  expect(c.Post("/v1/tokenize", "{}", "application/json"), 404, "no such endpoint: POST /v1/tokenize");
+  // A route asked with a method it does not take: 405 and the methods it does (Allow).
+  auto wrong_method = [&](httplib::Result res, const std::string& needle, const std::string& allow) {
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->get_header_value("Allow"), allow) << needle;
+    expect(std::move(res), 405, needle);
+  };
+  wrong_method(c.Get("/v1/completions"), "method GET is not allowed for /v1/completions", "POST, OPTIONS");
+  wrong_method(c.Get("/chat/completions"), "method GET is not allowed for /chat/completions",
+               "POST, OPTIONS");
+  wrong_method(c.Post("/v1/models", "{}", "application/json"), "method POST is not allowed for /v1/models",
+               "GET, HEAD, OPTIONS");
+  wrong_method(c.Delete("/v1/models/shakespeare-char"), "method DELETE is not allowed", "GET, HEAD, OPTIONS");
+  wrong_method(c.Put("/health", "", "text/plain"), "method PUT is not allowed for /health",
+               "GET, HEAD, OPTIONS");
+  wrong_method(c.Get("/detokenize"), "method GET is not allowed for /detokenize", "POST, OPTIONS");
   expect(
       c.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}]})", "application/json"),
       400, "no chat template");
@@ -813,8 +904,13 @@ TEST(Server, CorsHeadersOnlyForAllowedOrigins) {
     auto c = shared_server().client();
     auto pre = c.Options("/v1/completions", preflight);
     ASSERT_TRUE(pre);
-    EXPECT_EQ(pre->status, 404);
+    EXPECT_EQ(pre->status, 204);  // the methods the route takes, but no CORS header: the page may not call
+    EXPECT_EQ(pre->get_header_value("Allow"), "POST, OPTIONS");
     EXPECT_FALSE(pre->has_header("Access-Control-Allow-Origin"));
+    EXPECT_FALSE(pre->has_header("Access-Control-Allow-Methods"));
+    auto none = c.Options("/v1/nothing", preflight);
+    ASSERT_TRUE(none);
+    EXPECT_EQ(none->status, 404);
     auto r = c.Get("/v1/models", httplib::Headers{{"Origin", "http://localhost:3000"}});
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 200);
@@ -1537,6 +1633,8 @@ TEST(ServeCli, SignalsEndStreamsCleanlyAndExitZero) {
     EXPECT_TRUE(done) << "the stream was cut, not ended";
     ASSERT_FALSE(evs.empty());
     EXPECT_EQ(evs.back()["choices"][0]["finish_reason"], "length");  // it ran to its end
+    // The build, the back-end and the kernels a seed's tokens depend on.
+    EXPECT_EQ(evs.back()["system_fingerprint"], "minigpt-0.1.0-cpu-" + cpu_info().kernel_level);
     int st = 0;
     ASSERT_EQ(::waitpid(pid, &st, 0), pid);
     while (true) {

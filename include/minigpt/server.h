@@ -92,6 +92,11 @@ CompletionRequest parse_chat_request(std::string_view body, const Tokenizer& tok
 // browser sends it, scheme://host[:port], no path.
 std::string origin_problem(std::string_view origin);
 
+// A token's text as the OpenAI completions API's logprobs show it (they have no bytes field): the text when
+// it is UTF-8, else "bytes:" and each byte as \xNN (a part of a character: "bytes:\xe2\x80"), so that
+// two such tokens stay apart in top_logprobs.
+std::string legacy_token_string(std::string_view text);
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;            // 0: any free port (bind() returns it)
@@ -102,6 +107,8 @@ struct ServerOptions {
   size_t max_body = 1 << 20;  // request bytes; more: 413
   std::string api_key;        // non-empty: every endpoint but /health needs "Authorization: Bearer KEY"
   std::string model_id;       // what /v1/models and responses call the model
+  // The responses' system_fingerprint (OpenAI: the configuration a seed's results depend on); empty: null.
+  std::string system_fingerprint;
   // CORS: the origins ("https://app.example:8443", "null" for a file:// page, or "*" for any) whose web pages
   // may call the API from a browser; empty (the default): none, the browser's same-origin policy applies.
   std::vector<std::string> allowed_origins;

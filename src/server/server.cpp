@@ -85,6 +85,18 @@ struct Piece {
 
 }  // namespace
 
+std::string legacy_token_string(std::string_view text) {
+  if (utf8_sanitize(text) == text) return std::string(text);
+  std::string out = "bytes:";
+  for (const unsigned char ch : text) {
+    static const char kHex[] = "0123456789abcdef";
+    out += "\\x";
+    out += kHex[ch >> 4];
+    out += kHex[ch & 15];
+  }
+  return out;
+}
+
 std::string origin_problem(std::string_view origin) {
   const std::string q = "'" + std::string(origin) + "'";
   if (origin == "*" || origin == "null") return "";
@@ -165,14 +177,20 @@ struct Server::Impl {
     return std::find(origins_lower.begin(), origins_lower.end(), got) != origins_lower.end();
   }
 
+  // A chat token's text (its "bytes" field carries what U+FFFD stands for).
   std::string token_text(int32_t id) const {
     if (id < 0 || id >= tok.n_vocab()) return "";
     return utf8_sanitize(tok.decode(std::span<const int32_t>(&id, 1)));
   }
+  // A completions token's text, where there is no bytes field: "bytes:\\xNN..." for a part of a character.
+  std::string legacy_token_text(int32_t id) const {
+    if (id < 0 || id >= tok.n_vocab()) return "";
+    return legacy_token_string(tok.decode(std::span<const int32_t>(&id, 1)));
+  }
   json top_json(const std::vector<std::pair<int32_t, double>>& top) const {
     json d = json::object();
     for (const auto& [id, lp] : top) {
-      const std::string k = token_text(id);
+      const std::string k = legacy_token_text(id);
       if (!d.contains(k)) d[k] = lp;  // tokens with the same text: the likelier one (listed first)
     }
     return d;
@@ -227,8 +245,8 @@ EchoPrompt echo_prompt(const Tokenizer& tok, const std::vector<int32_t>& ids) {
   int64_t chars = 0;
   for (int32_t id : ids) {
     e.offsets.push_back(chars);
-    e.token_texts.push_back(id < tok.n_vocab() ? utf8_sanitize(tok.decode(std::span<const int32_t>(&id, 1)))
-                                               : "");
+    e.token_texts.push_back(
+        id < tok.n_vocab() ? legacy_token_string(tok.decode(std::span<const int32_t>(&id, 1))) : "");
     const std::string piece = id < tok.n_vocab() ? dec.push(id) : "";
     chars += code_points(piece);
     e.text += piece;
@@ -325,6 +343,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
   const char* chunk_object = chat ? "chat.completion.chunk" : "text_completion";
   const int64_t created = int64_t(std::time(nullptr));
   const std::string model_id = o.model_id;
+  const json fingerprint = o.system_fingerprint.empty() ? json(nullptr) : json(o.system_fingerprint);
   const bool logprobs = cr.logprobs.has_value();
   const int64_t n = cr.n;
 
@@ -353,7 +372,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
         for (const auto& [tid, lp] : e.token.top) entry["top_logprobs"].push_back(chat_logprob(tid, lp));
         p.content.push_back(std::move(entry));
       } else if (logprobs) {
-        p.tokens.push_back(token_text(e.token.id));
+        p.tokens.push_back(legacy_token_text(e.token.id));
         p.token_logprobs.push_back(e.token.logprob);
         p.top_logprobs.push_back(top_json(e.token.top));
         p.text_offset.push_back(chars[ci]);
@@ -414,9 +433,13 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
                          {"logprobs", logprobs ? pieces[i].logprobs_json() : json(nullptr)},
                          {"finish_reason", reasons[i]}});
     }
-    json out = {{"id", id},           {"object", object},
-                {"created", created}, {"model", model_id},
-                {"choices", choices}, {"usage", usage_json(prompt_tokens, completion_tokens, cached)}};
+    json out = {{"id", id},
+                {"object", object},
+                {"created", created},
+                {"model", model_id},
+                {"system_fingerprint", fingerprint},
+                {"choices", choices},
+                {"usage", usage_json(prompt_tokens, completion_tokens, cached)}};
     res.set_content(dump(out), "application/json");
     return;
   }
@@ -442,6 +465,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
                     {"object", chunk_object},
                     {"created", created},
                     {"model", model_id},
+                    {"system_fingerprint", fingerprint},
                     {"choices", choices}};
           if (include_usage) j["usage"] = usage;
           return "data: " + dump(j) + "\n\n";
@@ -515,6 +539,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
                       {"object", chunk_object},
                       {"created", created},
                       {"model", model_id},
+                      {"system_fingerprint", fingerprint},
                       {"choices", json::array()},
                       {"usage", usage_json(prompt_tokens, st->completion_tokens, st->cached)}};
             out += "data: " + dump(j) + "\n\n";
@@ -606,6 +631,17 @@ std::optional<ApiError> bad_content_length(const httplib::Request& req) {
     return std::nullopt;
   return ApiError(400, "the Content-Length header '" + length.substr(0, 40) + "' is not a number of bytes");
 }
+// The methods a route of this server takes ("" for a path it does not serve), for the Allow header. Every
+// endpoint is also served without /v1 (as llama-server does); httplib answers HEAD with the GET handler.
+std::string allowed_methods(const std::string& path) {
+  const std::string_view p =
+      std::string_view(path).starts_with("/v1/") ? std::string_view(path).substr(3) : std::string_view(path);
+  if (p == "/completions" || p == "/chat/completions") return "POST, OPTIONS";
+  if (p == "/models" || (p.starts_with("/models/") && p.size() > 8)) return "GET, HEAD, OPTIONS";
+  if (path == "/tokenize" || path == "/detokenize") return "POST, OPTIONS";
+  if (path == "/health" || path == "/metrics") return "GET, HEAD, OPTIONS";
+  return "";
+}
 }  // namespace
 
 void Server::Impl::setup_routes() {
@@ -692,6 +728,18 @@ void Server::Impl::setup_routes() {
     } else if (res.status == 400 && req.method == "POST" && !has_length &&
                !req.has_header("Transfer-Encoding")) {
       send_error(res, ApiError(400, "a POST needs a Content-Length header (or Transfer-Encoding: chunked)"));
+    } else if (res.status == 404 && !allowed_methods(req.path).empty()) {
+      // A route that exists, asked with another method: 405 with the methods it takes (RFC 9110 15.5.6),
+      // as the OpenAI API answers a GET /v1/completions. OPTIONS (not a CORS preflight, answered above)
+      // says them too.
+      const std::string allow = allowed_methods(req.path);
+      res.set_header("Allow", allow);
+      if (req.method == "OPTIONS") {
+        res.status = 204;
+        return;
+      }
+      send_error(res, ApiError(405, "method " + req.method + " is not allowed for " + req.path +
+                                        " (it takes " + allow + ")"));
     } else if (res.status == 404) {
       send_error(res, ApiError(404, "no such endpoint: " + req.method + " " + req.path));
     } else {

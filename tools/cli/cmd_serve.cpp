@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <thread>
@@ -9,6 +10,7 @@
 #include "command.h"
 #include "common.h"
 #include "minigpt/chat_template.h"
+#include "minigpt/cpu.h"
 #include "minigpt/error.h"
 #include "minigpt/generation_config.h"
 #include "minigpt/server.h"
@@ -46,6 +48,11 @@ int run_serve(ServeCliOptions& o) {
   so.n_ctx = context_size(o.ctx_size, model->config().n_ctx);
   so.model_id = !o.alias.empty() ? o.alias : fs::path(dir).lexically_normal().filename().string();
   if (so.model_id.empty()) so.model_id = fs::path(dir).lexically_normal().parent_path().filename().string();
+  // What a seed's tokens depend on: this build, the back-end and, on the CPU, the kernels chosen.
+  so.system_fingerprint = kVersion;
+  std::replace(so.system_fingerprint.begin(), so.system_fingerprint.end(), ' ', '-');
+  so.system_fingerprint += "-" + model->backend().name();
+  if (model->backend().device() == Device::Host) so.system_fingerprint += "-" + cpu_info().kernel_level;
   so.chat_template = load_chat_template(dir, tok);
   so.generation_defaults = read_generation_defaults(dir);
   const GenerationDefaults& gd = so.generation_defaults;
