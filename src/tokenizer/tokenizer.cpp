@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <list>
@@ -392,6 +393,31 @@ tokenizer_detail::RawAdded read_added_token(const json& a, int64_t id, const std
   return r;
 }
 
+// The ids the reference gives added tokens, whatever ids the file wrote: tokenizers (AddedVocabulary's
+// add_tokens, and so transformers over a tokenizer.json) takes them in order, and a text that the vocabulary
+// or an earlier added token has keeps that id; any other gets the vocabulary's size, or one past the largest
+// id given so far once that is beyond it. A file that tokenizers or transformers wrote agrees; a hand-edited
+// one may not (an added "hello" at 60000 is the vocabulary's 31373 there, and two texts at one id get two
+// ids).
+void assign_added_ids(RawTokenizer& raw) {
+  std::unordered_map<std::string_view, int64_t> vocab, given;
+  vocab.reserve(raw.vocab.size());
+  for (const auto& [sym, id] : raw.vocab) vocab.emplace(sym, id);
+  const int64_t n = int64_t(raw.vocab.size());
+  int64_t max_given = -1;
+  for (auto& a : raw.added) {
+    if (const auto g = given.find(a.content); g != given.end()) {
+      a.id = g->second;
+    } else if (const auto v = vocab.find(a.content); v != vocab.end()) {
+      a.id = v->second;
+    } else {
+      a.id = max_given >= n ? max_given + 1 : n;
+    }
+    given.emplace(a.content, a.id);
+    max_given = std::max(max_given, a.id);
+  }
+}
+
 RawTokenizer read_tokenizer_json(std::string_view text, const std::string& where) {
   RawTokenizer raw;
   json j = parse_json(text, where);
@@ -451,8 +477,15 @@ RawTokenizer read_tokenizer_json(std::string_view text, const std::string& where
         !a["content"].is_string())
       throw Error(ErrorKind::Format,
                   where + ": an added token lacks an integer \"id\" or a string \"content\"");
-    raw.added.push_back(read_added_token(a, a["id"].get<int64_t>(), where));
+    // tokenizers reads the id as a u32 and then gives the token its own (assign_added_ids).
+    const int64_t id =
+        a["id"].is_number_unsigned() && a["id"].get<uint64_t>() <= UINT32_MAX ? a["id"].get<int64_t>() : -1;
+    if (id < 0)
+      throw Error(ErrorKind::Format, where + ": added token " + json_quote(a["content"].get<std::string>()) +
+                                         ": id " + a["id"].dump() + " is not in [0, 2^32)");
+    raw.added.push_back(read_added_token(a, id, where));
   }
+  assign_added_ids(raw);
   return raw;
 }
 
@@ -482,6 +515,11 @@ void read_tokenizer_config(std::string_view text, const std::string& where, RawT
       throw Error(ErrorKind::Format, at + ": no string \"content\"");
     raw.added.push_back(read_added_token(a, std::stoll(key), at));
   }
+  // transformers adds them in the order of their ids, then gives each the id tokenizers would.
+  std::stable_sort(
+      raw.added.begin(), raw.added.end(),
+      [](const tokenizer_detail::RawAdded& x, const tokenizer_detail::RawAdded& y) { return x.id < y.id; });
+  assign_added_ids(raw);
 }
 
 }  // namespace
