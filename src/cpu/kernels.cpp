@@ -4,6 +4,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include <emmintrin.h>
 #endif
 
 #include <cmath>
@@ -290,90 +291,111 @@ void read_quant_block(uint8_t* blk, const uint8_t* w, int64_t n, int64_t j, int6
                       QuantLayout layout);
 }  // namespace
 
+namespace {
+// One 32-column piece of row r into its panel block at dst: the values (4 columns per 4 bytes, row r's at 4 r
+// of each 64), then for Q6_K (two_halves) dw, -128 sum(q) of columns 0..15, dw2, -128 sum(q) of 16..31; for
+// the other kinds dw, -128 sum(q), and ow.
+inline void panel_piece(uint8_t* dst, int64_t r, const int8_t* v, float dw, float dw2, float ow,
+                        bool two_halves) {
+  for (int g = 0; g < 8; ++g) std::memcpy(dst + 64 * g + 4 * r, v + 4 * g, 4);
+  // The sums of the two halves: SSE2's psadbw (x86-64's baseline) on the values offset to unsigned bytes, as
+  // the compiler left the loop scalar.
+  const __m128i bias = _mm_set1_epi8(char(0x80)), zero = _mm_setzero_si128();
+  const __m128i lo =
+      _mm_sad_epu8(_mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v)), bias), zero);
+  const __m128i hi =
+      _mm_sad_epu8(_mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + 16)), bias), zero);
+  const int32_t sum = _mm_cvtsi128_si32(lo) + _mm_extract_epi16(lo, 4) - 128 * 16;
+  const int32_t sum2 = _mm_cvtsi128_si32(hi) + _mm_extract_epi16(hi, 4) - 128 * 16;
+  const auto put = [&](int64_t at, auto x) { std::memcpy(dst + at + 4 * r, &x, 4); };
+  put(512, dw);
+  if (two_halves) {
+    put(576, int32_t(-128 * sum));
+    put(640, dw2);
+    put(704, int32_t(-128 * sum2));
+  } else {
+    put(576, int32_t(-128 * (sum + sum2)));
+    put(768, ow);
+  }
+}
+}  // namespace
+
+// Row by row, each file block read once and its 32-column pieces decoded with the kind fixed: packing ran 8
+// times slower when the kind was tested and Q4_K's block gathered again for every piece (bench_gemv's int8
+// GEMM times the packing with the product).
 void qgemm_pack(uint8_t* panel, QKind kind, const uint8_t* w, int64_t r0, int64_t rows, int64_t k) {
-  const bool kquant = kind != QKind::Q8_0 && kind != QKind::Q4_0;
-  const int64_t block = kquant ? 256 : 32;
-  const int64_t bytes = kind == QKind::Q8_0   ? 34
-                        : kind == QKind::Q4_0 ? 18
-                        : kind == QKind::Q4_K ? 144
-                        : kind == QKind::Q5_K ? 176
-                                              : 210;
-  const int64_t nb = k / block;
   // Every byte a tile reads is written below for 16 rows; fewer leave rows of zeros.
   if (rows < kQgemmRows) std::memset(panel, 0, size_t(qgemm_panel_bytes(k)));
-  auto put = [](uint8_t* at, int64_t r, auto v) { std::memcpy(at + 4 * r, &v, 4); };
+  if (kind == QKind::Q8_0 || kind == QKind::Q4_0) {
+    // SplitScales: per block of a 4-row group, the 4 F16 scales, then the 4 rows' values
+    const bool q8 = kind == QKind::Q8_0;
+    const int64_t bytes = q8 ? 34 : 18, nb = k / 32;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t n = r0 + r, rr = n % 4;
+      const uint8_t* group = w + (n / 4) * 4 * nb * bytes;
+      for (int64_t j = 0; j < nb; ++j) {
+        const uint8_t* blk = group + j * 4 * bytes;
+        int8_t v[32];
+        if (q8) {
+          std::memcpy(v, blk + 8 + 32 * rr, 32);
+        } else {
+          const uint8_t* qs = blk + 8 + 16 * rr;
+          for (int i = 0; i < 16; ++i) {
+            v[i] = int8_t((qs[i] & 0xF) - 8);
+            v[i + 16] = int8_t((qs[i] >> 4) - 8);
+          }
+        }
+        panel_piece(panel + j * kQgemmBlockBytes, r, v, half_at(blk + 2 * rr), 0, 0, false);
+      }
+    }
+    return;
+  }
+  const int64_t nb = k / 256;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t n = r0 + r;
     for (int64_t j = 0; j < nb; ++j) {
-      // Each 32-column block of this file block: values v, scales dw (dw2 for columns 16..31 of Q6_K), ow.
-      for (int64_t s = 0; s < block / 32; ++s) {
-        int8_t v[32];
-        float dw = 0, dw2 = 0, ow = 0;
-        if (!kquant) {
-          // split: per block of a 4-row group, the 4 F16 scales, then the 4 rows' values
-          const uint8_t* blk = w + (n / 4) * 4 * nb * bytes + j * 4 * bytes;
-          const int64_t rr = n % 4;
-          dw = half_at(blk + 2 * rr);
-          if (kind == QKind::Q8_0) {
-            std::memcpy(v, blk + 8 + 32 * rr, 32);
-          } else {
-            const uint8_t* qs = blk + 8 + 16 * rr;
-            for (int i = 0; i < 16; ++i) {
-              v[i] = int8_t((qs[i] & 0xF) - 8);
-              v[i + 16] = int8_t((qs[i] >> 4) - 8);
-            }
-          }
+      uint8_t* dst = panel + j * 8 * kQgemmBlockBytes;
+      int8_t v[32];
+      if (kind == QKind::Q6_K) {
+        const uint8_t* b = w + QuantInterleave::block_index(n, j, nb) * 210;
+        const float d = half_at(b + 208);
+        for (int64_t s = 0; s < 8; ++s) {
+          const int64_t h = s / 4, g = s % 4;  // half of 128 values, 32-value group in it
+          const uint8_t* ql = b + 64 * h + 32 * (g & 1);
+          const uint8_t* qh = b + 128 + 32 * h;
+          const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * h);
+          const int shift = g < 2 ? 0 : 4;
+          for (int l = 0; l < 32; ++l)
+            v[l] = int8_t((((ql[l] >> shift) & 0xF) | (((qh[l] >> (2 * g)) & 3) << 4)) - 32);
+          panel_piece(dst + s * kQgemmBlockBytes, r, v, d * float(sc[2 * g]), d * float(sc[2 * g + 1]), 0,
+                      true);
+        }
+        continue;
+      }
+      // Q4_K (gathered from its group's 576 bytes) or Q5_K (in place)
+      const bool q5 = kind == QKind::Q5_K;
+      uint8_t gathered[144];
+      const uint8_t* b;
+      if (q5) {
+        b = w + QuantInterleave::block_index(n, j, nb) * 176;
+      } else {
+        read_quant_block(gathered, w, n, j, nb, 144, QuantLayout::Q4KPacked);
+        b = gathered;
+      }
+      const float d = half_at(b), dmin = half_at(b + 2);
+      const uint8_t* qs0 = b + (q5 ? 48 : 16);
+      for (int64_t s = 0; s < 8; ++s) {
+        const uint8_t* qs = qs0 + 32 * (s / 2);
+        const int shift = s % 2 == 0 ? 0 : 4;
+        if (q5) {
+          for (int l = 0; l < 32; ++l)
+            v[l] = int8_t(((qs[l] >> shift) & 0xF) | (((b[16 + l] >> s) & 1) << 4));
         } else {
-          // The block in place, or (Q4KPacked) gathered from its group's 576 bytes.
-          uint8_t blk[144];
-          const uint8_t* b = w + QuantInterleave::block_index(n, j, nb) * bytes;
-          if (kind == QKind::Q4_K) {
-            read_quant_block(blk, w, n, j, nb, bytes, QuantLayout::Q4KPacked);
-            b = blk;
-          }
-          if (kind == QKind::Q6_K) {
-            const int64_t h = s / 4, g = s % 4;  // half of 128 values, 32-value group in it
-            const uint8_t* ql = b + 64 * h;
-            const uint8_t* qh = b + 128 + 32 * h;
-            const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * h);
-            for (int l = 0; l < 32; ++l) {
-              const uint8_t lb = ql[l + 32 * (g & 1)];
-              v[l] = int8_t(((g < 2 ? lb & 0xF : lb >> 4) | (((qh[l] >> (2 * g)) & 3) << 4)) - 32);
-            }
-            const float d = half_at(b + 208);
-            dw = d * float(sc[2 * g]);
-            dw2 = d * float(sc[2 * g + 1]);
-          } else {
-            const bool q5 = kind == QKind::Q5_K;
-            const uint8_t* qs = b + (q5 ? 48 : 16) + 32 * (s / 2);
-            for (int l = 0; l < 32; ++l) {
-              int q = s % 2 == 0 ? qs[l] & 0xF : qs[l] >> 4;
-              if (q5) q |= ((b[16 + l] >> s) & 1) << 4;
-              v[l] = int8_t(q);
-            }
-            int sc, m;
-            scale_min_k4(int(s), b + 4, &sc, &m);
-            dw = half_at(b) * float(sc);
-            ow = -half_at(b + 2) * float(m);
-          }
+          for (int l = 0; l < 32; ++l) v[l] = int8_t((qs[l] >> shift) & 0xF);
         }
-        uint8_t* dst = panel + (j * (block / 32) + s) * kQgemmBlockBytes;
-        for (int g = 0; g < 8; ++g) std::memcpy(dst + 64 * g + 4 * r, v + 4 * g, 4);
-        int32_t sum = 0, sum2 = 0;
-        for (int i = 0; i < 16; ++i) {
-          sum += v[i];
-          sum2 += v[i + 16];
-        }
-        if (kind == QKind::Q6_K) {
-          put(dst + 512, r, dw);
-          put(dst + 576, r, int32_t(-128 * sum));
-          put(dst + 640, r, dw2);
-          put(dst + 704, r, int32_t(-128 * sum2));
-        } else {
-          put(dst + 512, r, dw);
-          put(dst + 576, r, int32_t(-128 * (sum + sum2)));
-          put(dst + 768, r, ow);
-        }
+        int sc, m;
+        scale_min_k4(int(s), b + 4, &sc, &m);
+        panel_piece(dst + s * kQgemmBlockBytes, r, v, d * float(sc), 0, -dmin * float(m), false);
       }
     }
   }
