@@ -4,6 +4,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#endif
+#if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
@@ -298,8 +300,9 @@ namespace {
 inline void panel_piece(uint8_t* dst, int64_t r, const int8_t* v, float dw, float dw2, float ow,
                         bool two_halves) {
   for (int g = 0; g < 8; ++g) std::memcpy(dst + 64 * g + 4 * r, v + 4 * g, 4);
+#if defined(__SSE2__)
   // The sums of the two halves: SSE2's psadbw (x86-64's baseline) on the values offset to unsigned bytes, as
-  // the compiler left the loop scalar.
+  // the compiler left the loop below scalar.
   const __m128i bias = _mm_set1_epi8(char(0x80)), zero = _mm_setzero_si128();
   const __m128i lo =
       _mm_sad_epu8(_mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v)), bias), zero);
@@ -307,6 +310,13 @@ inline void panel_piece(uint8_t* dst, int64_t r, const int8_t* v, float dw, floa
       _mm_sad_epu8(_mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + 16)), bias), zero);
   const int32_t sum = _mm_cvtsi128_si32(lo) + _mm_extract_epi16(lo, 4) - 128 * 16;
   const int32_t sum2 = _mm_cvtsi128_si32(hi) + _mm_extract_epi16(hi, 4) - 128 * 16;
+#else
+  int32_t sum = 0, sum2 = 0;
+  for (int i = 0; i < 16; ++i) {
+    sum += v[i];
+    sum2 += v[i + 16];
+  }
+#endif
   const auto put = [&](int64_t at, auto x) { std::memcpy(dst + at + 4 * r, &x, 4); };
   put(512, dw);
   if (two_halves) {
