@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "id_list.h"
+#include "minigpt/gguf.h"
 #include "minigpt/model.h"
 #include "minigpt/random_weights.h"
 #include "minigpt/tokenizer.h"
@@ -31,6 +32,38 @@ void parse_and_touch(const std::vector<uint8_t>& v) {
   for (const auto& t : f->tensors())
     if (t.nbytes) sum += t.data[t.nbytes - 1];
   ADD_FAILURE() << "accepted (sum " << sum << ")";
+}
+
+// fuzz_gguf: a tensor of 2^62 + 16 F32 values "took" 64 bytes, its byte count (numel x 4) wrapping past 2^64,
+// so a file could hold a tensor whose size disagrees with its shape. The crash input, then the smallest such
+// file: one 1-D F32 tensor and its 64 bytes.
+TEST(FuzzRegressions, GgufTensorBytesThatWrapAreRefused) {
+  const std::string crash =
+      test::read_file(test::source_dir() / "tests/fuzz/regressions/gguf_nbytes_wrap.gguf");
+  ASSERT_FALSE(crash.empty());
+  expect_error(
+      [&] {
+        GgufFile::from_memory(reinterpret_cast<const uint8_t*>(crash.data()), crash.size(), "crash.gguf");
+      },
+      ErrorKind::Format, {"crash.gguf", "values is larger than 2^64 bytes"});
+  std::string f;
+  const auto u32 = [&](uint32_t v) { f.append(reinterpret_cast<const char*>(&v), 4); };
+  const auto u64 = [&](uint64_t v) { f.append(reinterpret_cast<const char*>(&v), 8); };
+  f += "GGUF";
+  u32(3);
+  u64(1);  // tensors
+  u64(0);  // metadata
+  u64(1);
+  f += "x";
+  u32(1);                         // dimensions
+  u64((uint64_t(1) << 62) + 16);  // x 4 bytes = 2^64 + 64
+  u32(0);                         // F32
+  u64(0);                         // offset
+  f.resize(32 * ((f.size() + 31) / 32) + 64, '\0');
+  expect_error(
+      [&] { GgufFile::from_memory(reinterpret_cast<const uint8_t*>(f.data()), f.size(), "wrap.gguf"); },
+      ErrorKind::Format,
+      {"wrap.gguf", "tensor 'x' of 4611686018427387920 F32 values is larger than 2^64 bytes"});
 }
 
 TEST(FuzzRegressions, ConfigNumberOverflow) {

@@ -321,7 +321,14 @@ void GgufFile::parse(uint64_t file_size) {
       c.fail("tensor '" + t.name + "': its rows of " + std::to_string(t.ne[0]) + " are not whole " +
              info->name + " blocks of " + std::to_string(info->block_size));
     }
-    t.nbytes = uint64_t(numel / info->block_size) * uint64_t(info->block_bytes);  // <= 8 * numel: no overflow
+    // numel fits an int64, but its bytes need not fit a uint64: 2^62 + 16 F32 values "took" 64 bytes (the
+    // product wrapped), a tensor whose size disagreed with its shape (found by fuzz_gguf).
+    const uint64_t blocks = uint64_t(numel / info->block_size);
+    if (blocks > std::numeric_limits<uint64_t>::max() / uint64_t(info->block_bytes)) {
+      c.fail("tensor '" + t.name + "' of " + std::to_string(numel) + " " + info->name +
+             " values is larger than 2^64 bytes");
+    }
+    t.nbytes = blocks * uint64_t(info->block_bytes);
     const uint64_t off = c.get<uint64_t>("a tensor offset");
     if (off % alignment_ != 0) {
       c.fail("tensor '" + t.name + "' at offset " + std::to_string(off) +

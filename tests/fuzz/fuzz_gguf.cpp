@@ -13,7 +13,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& t : f->tensors()) {
       if (t.offset > size || t.nbytes > size - t.offset) std::abort();
       const auto* info = minigpt::ggml_type_info(uint32_t(t.type));
-      if (info == nullptr || uint64_t(t.numel() / info->block_size * info->block_bytes) != t.nbytes)
+      // nbytes = blocks x block bytes, compared without a product that could wrap
+      if (info == nullptr || t.nbytes % uint64_t(info->block_bytes) != 0 ||
+          t.nbytes / uint64_t(info->block_bytes) != uint64_t(t.numel() / info->block_size))
         std::abort();
       std::vector<uint8_t> buf(t.nbytes);
       f->read(t, buf.data());
