@@ -177,16 +177,14 @@ struct Server::Impl {
     return std::find(origins_lower.begin(), origins_lower.end(), got) != origins_lower.end();
   }
 
+  // A token's decoded bytes ("" for an id past the tokenizer's vocabulary).
+  std::string token_piece(int32_t id) const {
+    return id < 0 || id >= tok.n_vocab() ? "" : tok.decode(std::span<const int32_t>(&id, 1));
+  }
   // A chat token's text (its "bytes" field carries what U+FFFD stands for).
-  std::string token_text(int32_t id) const {
-    if (id < 0 || id >= tok.n_vocab()) return "";
-    return utf8_sanitize(tok.decode(std::span<const int32_t>(&id, 1)));
-  }
+  std::string token_text(int32_t id) const { return utf8_sanitize(token_piece(id)); }
   // A completions token's text, where there is no bytes field: "bytes:\\xNN..." for a part of a character.
-  std::string legacy_token_text(int32_t id) const {
-    if (id < 0 || id >= tok.n_vocab()) return "";
-    return legacy_token_string(tok.decode(std::span<const int32_t>(&id, 1)));
-  }
+  std::string legacy_token_text(int32_t id) const { return legacy_token_string(token_piece(id)); }
   json top_json(const std::vector<std::pair<int32_t, double>>& top) const {
     json d = json::object();
     for (const auto& [id, lp] : top) {
@@ -728,11 +726,10 @@ void Server::Impl::setup_routes() {
     } else if (res.status == 400 && req.method == "POST" && !has_length &&
                !req.has_header("Transfer-Encoding")) {
       send_error(res, ApiError(400, "a POST needs a Content-Length header (or Transfer-Encoding: chunked)"));
-    } else if (res.status == 404 && !allowed_methods(req.path).empty()) {
+    } else if (const std::string allow = res.status == 404 ? allowed_methods(req.path) : ""; !allow.empty()) {
       // A route that exists, asked with another method: 405 with the methods it takes (RFC 9110 15.5.6),
       // as the OpenAI API answers a GET /v1/completions. OPTIONS (not a CORS preflight, answered above)
       // says them too.
-      const std::string allow = allowed_methods(req.path);
       res.set_header("Allow", allow);
       if (req.method == "OPTIONS") {
         res.status = 204;
