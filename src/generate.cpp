@@ -192,7 +192,7 @@ bool Generator::add_text(const std::string& piece, bool final) {
 
 bool Generator::push(std::span<const float> logits) {
   if (done_) throw Error(ErrorKind::Argument, "Generator::push: generation has ended");
-  const int32_t id = sampler_.sample(logits, history_);
+  const int32_t id = sampler_.sample(logits, history_, r_.tokens);
   if (!sampled_) {
     sampled_ = true;
     t_first_ = clock_type::now();

@@ -44,6 +44,17 @@ void SamplingParams::validate() const {
   if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty)) {
     bad("--repetition-penalty", "must be a finite number > 0 (1 = off), got " + num(repetition_penalty));
   }
+  if (!std::isfinite(presence_penalty))
+    bad("--presence-penalty", "must be a finite number (0 = off), got " + num(presence_penalty));
+  if (!std::isfinite(frequency_penalty))
+    bad("--frequency-penalty", "must be a finite number (0 = off), got " + num(frequency_penalty));
+  for (const auto& [id, b] : logit_bias) {
+    if (id < 0) bad("--logit-bias", "token id " + std::to_string(id) + " is negative");
+    // +inf would make the draw's softmax inf / inf; -inf is "never", as llama.cpp reads it
+    if (!std::isfinite(b) && b != kNegInf)
+      bad("--logit-bias",
+          "the bias of token " + std::to_string(id) + " must be finite or -inf, got " + num(b));
+  }
 }
 
 namespace processors {
@@ -58,6 +69,22 @@ void repetition_penalty(std::span<float> scores, std::span<const int32_t> ids, f
     gathered[i] = v < 0 ? v * penalty : v / penalty;
   }
   for (size_t i = 0; i < ids.size(); ++i) scores[size_t(ids[i])] = gathered[i];
+}
+
+void presence_frequency_penalty(std::span<float> scores, std::span<const int32_t> ids, float presence,
+                                float frequency, std::vector<int32_t>& counts) {
+  for (int32_t id : ids) ++counts[size_t(id)];
+  // Each id once (its count then back to 0), in float as torch and vLLM compute it: first the frequency
+  // term, then the presence term.
+  for (int32_t id : ids) {
+    int32_t& c = counts[size_t(id)];
+    if (c == 0) continue;
+    float& s = scores[size_t(id)];
+    const float f = float(c) * frequency;
+    s = s - f;
+    s = s - presence;
+    c = 0;
+  }
 }
 
 void repetition_penalty(std::span<float> scores, std::span<const int32_t> ids, float penalty) {
@@ -117,6 +144,28 @@ Sampler::Sampler(const SamplingParams& params, int64_t n_vocab)
       scores_(size_t(n_vocab)),
       scratch_(size_t(n_vocab)) {
   params_.validate();
+  // One bias per token, the last one given (as a JSON object's last key, and transformers' sequence_bias)
+  auto& bias = params_.logit_bias;
+  for (const auto& [id, b] : bias) {
+    if (id >= n_vocab) {
+      bad("--logit-bias", "token id " + std::to_string(id) + " is not in the vocabulary [0, " +
+                              std::to_string(n_vocab) + ")");
+    }
+  }
+  std::stable_sort(bias.begin(), bias.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  size_t n = 0;
+  for (size_t i = 0; i < bias.size(); ++i) {
+    if (n > 0 && bias[n - 1].first == bias[i].first) --n;  // a later bias of the same token replaces it
+    bias[n++] = bias[i];
+  }
+  bias.resize(n);
+  const auto banned =
+      std::count_if(bias.begin(), bias.end(), [](const auto& b) { return b.second == kNegInf; });
+  if (n_vocab > 0 && banned == n_vocab) {
+    bad("--logit-bias", "every token of the vocabulary is -inf: none is left to choose");
+  }
+  if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f)
+    counts_.assign(size_t(n_vocab), 0);
   cand_score_.reserve(size_t(n_vocab));
   cand_id_.reserve(size_t(n_vocab));
 }
@@ -139,11 +188,17 @@ bool Sampler::greedy(std::span<const float> scores) const {
   return !std::isfinite(m / params_.temperature);
 }
 
-std::span<const float> Sampler::process(std::span<const float> logits, std::span<const int32_t> history) {
+std::span<const float> Sampler::process(std::span<const float> logits, std::span<const int32_t> history,
+                                        std::span<const int32_t> generated) {
   std::copy(logits.begin(), logits.end(), scores_.begin());
   std::span<float> s(scores_);
+  for (const auto& [id, b] : params_.logit_bias) scores_[size_t(id)] += b;
   if (params_.repetition_penalty != 1.0f) {
     processors::repetition_penalty(s, history, params_.repetition_penalty, gathered_);
+  }
+  if (!counts_.empty()) {
+    processors::presence_frequency_penalty(s, generated, params_.presence_penalty, params_.frequency_penalty,
+                                           counts_);
   }
   greedy_ = greedy(s);
   if (greedy_) return s;  // greedy: the warpers are for sampling only
@@ -177,8 +232,9 @@ std::span<const float> Sampler::process(std::span<const float> logits, std::span
   return s;
 }
 
-int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
-  process(logits, history);
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history,
+                        std::span<const int32_t> generated) {
+  process(logits, history, generated);
   // First maximum, as torch.argmax.
   const size_t best = size_t(std::max_element(scores_.begin(), scores_.end()) - scores_.begin());
   if (greedy_ || scores_[best] == -std::numeric_limits<float>::infinity()) return int32_t(best);

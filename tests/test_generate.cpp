@@ -63,6 +63,72 @@ TEST(Sampler, ProcessorChainInTransformersOrder) {
   }
 }
 
+std::vector<std::pair<int32_t, float>> logit_bias(const json& j) {
+  std::vector<std::pair<int32_t, float>> out;
+  for (const auto& e : j) out.emplace_back(e[0].get<int32_t>(), e[1].is_null() ? kNegInf : e[1].get<float>());
+  return out;
+}
+
+// The logit bias and the OpenAI API's presence and frequency penalties (over the generated ids only) in the
+// chain transformers builds around them (penalties.json, tools/make_penalty_reference.py).
+TEST(Sampler, BiasAndOpenAIPenaltiesInTransformersOrder) {
+  const json j = load_json("penalties.json");
+  ASSERT_GE(j["chains"].size(), 10u);
+  for (const auto& c : j["chains"]) {
+    SamplingParams p;
+    const json& cfg = c["config"];
+    p.temperature = cfg.value("temperature", 1.0f);
+    p.top_k = cfg.value("top_k", int64_t(0));
+    p.top_p = cfg.value("top_p", 1.0f);
+    p.min_p = cfg.value("min_p", 0.0f);
+    p.repetition_penalty = cfg.value("repetition_penalty", 1.0f);
+    p.presence_penalty = c["presence_penalty"];
+    p.frequency_penalty = c["frequency_penalty"];
+    p.logit_bias = logit_bias(c["logit_bias"]);
+    const auto scores = c["scores"].get<std::vector<float>>();
+    auto history = c["prompt"].get<std::vector<int32_t>>();
+    const auto generated = c["generated"].get<std::vector<int32_t>>();
+    history.insert(history.end(), generated.begin(), generated.end());
+    Sampler sampler(p, int64_t(scores.size()));
+    const std::string what = c["order"].dump() + " " + c.value("logit_bias", json()).dump();
+    expect_scores(sampler.process(scores, history, generated), c["expected"], what);
+    // Called again, the same: the counts are left zero between calls
+    expect_scores(sampler.process(scores, history, generated), c["expected"], what + " (again)");
+  }
+}
+
+TEST(Sampler, LogitBiasTakesTheLastBiasOfATokenAndRefusesBadOnes) {
+  const std::vector<float> logits = {1.0f, 2.0f, 3.0f};
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.logit_bias = {{2, kNegInf}, {0, 5.0f}, {2, 0.5f}, {0, kNegInf}};  // 2: +0.5 (3.5), 0: never
+  Sampler s(p, 3);
+  EXPECT_EQ(s.sample(logits, {}), 2);
+  const auto got = s.process(logits, {});
+  EXPECT_EQ(got[0], kNegInf);
+  EXPECT_EQ(got[1], 2.0f);
+  EXPECT_EQ(got[2], 3.5f);
+  const auto refused = [](std::vector<std::pair<int32_t, float>> bias, int64_t vocab,
+                          const std::string& needle) {
+    SamplingParams q;
+    q.logit_bias = std::move(bias);
+    test::expect_error([&] { Sampler(q, vocab); }, ErrorKind::Argument, {"--logit-bias: " + needle});
+  };
+  refused({{3, 1.0f}}, 3, "token id 3 is not in the vocabulary [0, 3)");
+  refused({{-1, 1.0f}}, 3, "token id -1 is negative");
+  refused({{1, INFINITY}}, 3, "the bias of token 1 must be finite or -inf, got inf");
+  refused({{1, std::nanf("")}}, 3, "the bias of token 1 must be finite or -inf, got nan");
+  refused({{0, kNegInf}, {1, kNegInf}, {2, kNegInf}}, 3, "every token of the vocabulary is -inf");
+  SamplingParams q;
+  q.presence_penalty = INFINITY;
+  test::expect_error([&] { q.validate(); }, ErrorKind::Argument,
+                     {"--presence-penalty: must be a finite number"});
+  q.presence_penalty = 0;
+  q.frequency_penalty = std::nanf("");
+  test::expect_error([&] { q.validate(); }, ErrorKind::Argument,
+                     {"--frequency-penalty: must be a finite number"});
+}
+
 TEST(Sampler, DrawsOnlyWhatTheFiltersKeepAndFollowsTheDistribution) {
   std::vector<float> logits = {0.0f, std::log(3.0f), -5.0f, std::log(6.0f), -9.0f};
   SamplingParams p;
@@ -118,6 +184,31 @@ TEST(Generate, GreedyEqualsTransformersGenerate) {
     auto r = generate(s, nullptr, c["prompt"].get<std::vector<int32_t>>(), greedy(int64_t(want.size())));
     EXPECT_EQ(r.tokens, want) << c["model"];
     EXPECT_EQ(r.reason, StopReason::Length);
+  }
+}
+
+// The shipped model's greedy text with the penalties and biases (its plain greedy text repeats itself, so
+// every setting changes the tokens): transformers' generate() with the same settings.
+TEST(Generate, PenaltiesAndBiasEqualTransformersGenerate) {
+  const json j = load_json("penalties.json");
+  ASSERT_EQ(j["greedy"].size(), 5u);
+  auto model = Model::load(test::source_dir() / "models" / "shakespeare-char", LoadOptions::threads(2));
+  std::vector<int32_t> plain;
+  for (const auto& c : j["greedy"]) {
+    const auto want = c["generated"].get<std::vector<int32_t>>();
+    GenerateOptions o = greedy(int64_t(want.size()));
+    o.sampling.presence_penalty = c["presence_penalty"];
+    o.sampling.frequency_penalty = c["frequency_penalty"];
+    o.sampling.repetition_penalty = c["repetition_penalty"];
+    o.sampling.logit_bias = logit_bias(c["logit_bias"]);
+    Session s(model);
+    auto r = generate(s, nullptr, c["prompt"].get<std::vector<int32_t>>(), o);
+    EXPECT_EQ(r.tokens, want) << c.dump().substr(0, 120);
+    if (plain.empty()) {
+      plain = want;
+    } else {
+      EXPECT_NE(want, plain) << "a setting that changes nothing tests nothing";
+    }
   }
 }
 

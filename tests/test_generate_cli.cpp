@@ -101,6 +101,47 @@ TEST(GenerateCli, JsonLinesPerTokenThenASummary) {
   EXPECT_EQ(s["seed"], 3);
 }
 
+// --presence-penalty, --frequency-penalty and --logit-bias (llama.cpp's syntax) on the shipped model: the
+// greedy tokens transformers' generate() gives with them (tests/fixtures/generate/penalties.json), and
+// --json's summary names them.
+TEST(GenerateCli, PenaltiesAndLogitBiasEqualTransformers) {
+  const json ref = json::parse(
+      test::read_file(test::source_dir() / "tests" / "fixtures" / "generate" / "penalties.json"))["greedy"];
+  ASSERT_EQ(ref.size(), 5u);
+  test::TempDir tmp;
+  for (const json& c : ref) {
+    const auto prompt = c["prompt"].get<std::vector<int32_t>>();
+    const auto want = c["generated"].get<std::vector<int32_t>>();
+    test::write_file(tmp / "prompt.txt", std::string(prompt.begin(), prompt.end()));  // id = byte
+    std::string flags;
+    for (const json& b : c["logit_bias"]) {
+      const double v = b[1].is_null() ? -INFINITY : b[1].get<double>();
+      char arg[64];
+      std::snprintf(arg, sizeof arg, " --logit-bias %d%+g", b[0].get<int>(), v);
+      flags += arg;
+    }
+    auto r = test::run_cli(
+        "generate -m " + (test::source_dir() / "models" / "shakespeare-char").string() + " --file " +
+        (tmp / "prompt.txt").string() + " --json --temperature 0 -n " + std::to_string(want.size()) +
+        " --presence-penalty " + c["presence_penalty"].dump() + " --frequency-penalty " +
+        c["frequency_penalty"].dump() + " --repetition-penalty " + c["repetition_penalty"].dump() + flags);
+    ASSERT_EQ(r.status, 0) << flags << ": " << r.err;
+    std::istringstream in(r.out);
+    std::string line;
+    std::vector<int32_t> got;
+    json summary;
+    while (std::getline(in, line)) {
+      const json j = json::parse(line);
+      j.contains("summary") ? void(summary = j["summary"]) : got.push_back(j["id"].get<int32_t>());
+    }
+    EXPECT_EQ(got, want) << flags;
+    EXPECT_FLOAT_EQ(summary["sampling"]["presence_penalty"].get<float>(), c["presence_penalty"].get<float>());
+    EXPECT_FLOAT_EQ(summary["sampling"]["frequency_penalty"].get<float>(),
+                    c["frequency_penalty"].get<float>());
+    EXPECT_EQ(summary["sampling"]["logit_bias"].size(), c["logit_bias"].size());
+  }
+}
+
 // One generated token has no decode step after it: the summary says so (null, "n/a") instead of a rate of 0,
 // and gives a rate again from two tokens on.
 TEST(GenerateCli, OneTokenHasNoDecodeRate) {
@@ -181,6 +222,12 @@ TEST(GenerateCli, BadInputIsOneLineAndNothingElse) {
       {cm.m() + "--file " + (tmp / "long.txt").string(), "longer than the model's context of 24"},
       {cm.m() + "-p hi --file " + (tmp / "long.txt").string(), "excludes"},
       {cm.m() + "-p hi --cache-type f8", "--cache-type"},
+      {cm.m() + "-p hi --presence-penalty nan", "--presence-penalty: must be a finite number"},
+      {cm.m() + "-p hi --frequency-penalty inf", "--frequency-penalty: must be a finite number"},
+      {cm.m() + "-p hi --logit-bias 65", "--logit-bias: \"65\" has no + or - after the token id"},
+      {cm.m() + "-p hi --logit-bias 65+inf", "is +inf: a bias must be finite, or -inf"},
+      {cm.m() + "-p hi --logit-bias 65+0x1p3", "has no number after the sign"},
+      {cm.m() + "-p hi --logit-bias 256+1", "--logit-bias: token id 256 is not in the vocabulary [0, 256)"},
   };
   for (const auto& [args, needle] : cases) {
     auto r = test::run_cli("generate " + args);

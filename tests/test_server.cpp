@@ -123,9 +123,21 @@ TEST(ServerRequest, BadBodiesAre400NamingTheField) {
       {R"({"prompt":"a","seed":-2})", "seed: must be >= 0 (or -1: a random seed), got -2"},
       {R"({"prompt":"a","repetition_penalty":1e-300})",
        "repetition_penalty: 1e-300 is below the smallest normal 32-bit float"},
-      {R"({"prompt":"a","presence_penalty":0.5})", "presence_penalty: not supported"},
+      {R"({"prompt":"a","presence_penalty":"x"})", "presence_penalty: expected a number"},
       {R"({"prompt":"a","frequency_penalty":-3})", "frequency_penalty: must be in [-2, 2]"},
-      {R"({"prompt":"a","logit_bias":{"1":5}})", "logit_bias: not supported"},
+      {R"({"prompt":"a","logit_bias":5})",
+       "logit_bias: expected an object of token ids to biases, got integer"},
+      {R"({"prompt":"a","logit_bias":{"a":5}})", R"(logit_bias["a"]: the key must be a token id)"},
+      {R"({"prompt":"a","logit_bias":{"01":5}})", R"(logit_bias["01"]: the key must be a token id)"},
+      {R"({"prompt":"a","logit_bias":{"-1":5}})", R"(logit_bias["-1"]: the key must be a token id)"},
+      {R"({"prompt":"a","logit_bias":{"1":500}})",
+       R"(logit_bias["1"]: the bias must be in [-100, 100], got 500)"},
+      {R"({"prompt":"a","logit_bias":{"1":"x"}})", R"(logit_bias["1"]: expected a number in [-100, 100])"},
+      {R"({"prompt":"a","logit_bias":{"1":true}})", R"(logit_bias["1"]: expected a number in [-100, 100])"},
+      {R"({"prompt":"a","logit_bias":{"9999999999":1}})",
+       "token id 9999999999 is outside the vocabulary [0, "},
+      {R"({"prompt":"a","logit_bias":[[1]]})", "logit_bias[0]: expected a [token id, bias] pair"},
+      {R"({"prompt":"a","logit_bias":[[-1,1]]})", "logit_bias[0][0]: must be in [0, "},
       {R"({"prompt":"a","best_of":3})", "best_of: not supported"},
       {R"({"prompt":"a","suffix":"b"})", "suffix: not supported"},
       {R"({"prompt":"a","model":3})", "model: expected a string"},
@@ -279,6 +291,40 @@ TEST(Server, HealthModelsAndMetrics) {
 
 // Text and logprobs equal generate()'s for the same seed and options, sampled and greedy, and the stream
 // carries the same text and tokens as the whole response.
+// The OpenAI penalties and logit_bias reach the sampler: the shipped model's greedy tokens with them, as
+// transformers' generate() gives them (tests/fixtures/generate/penalties.json,
+// tools/make_penalty_reference.py), with the bias as the OpenAI API's object and as llama-server's array of
+// pairs (false: never).
+TEST(Server, PenaltiesAndLogitBiasEqualTransformers) {
+  auto& f = shared_server();
+  const json ref = json::parse(
+      test::read_file(test::source_dir() / "tests" / "fixtures" / "generate" / "penalties.json"))["greedy"];
+  ASSERT_EQ(ref.size(), 5u);
+  for (const json& c : ref) {
+    const auto want = c["generated"].get<std::vector<int32_t>>();
+    json object = json::object(), pairs = json::array();
+    for (const json& b : c["logit_bias"]) {
+      const json v = b[1].is_null() ? json(false) : b[1];
+      object[std::to_string(b[0].get<int>())] = v;
+      pairs.push_back({b[0], v});
+    }
+    for (const json& bias : {object, pairs}) {
+      json body = {{"prompt", c["prompt"]},
+                   {"max_tokens", want.size()},
+                   {"temperature", 0},
+                   {"presence_penalty", c["presence_penalty"]},
+                   {"frequency_penalty", c["frequency_penalty"]},
+                   {"repetition_penalty", c["repetition_penalty"]},
+                   {"logit_bias", bias},
+                   {"logprobs", 0}};
+      const json got = post_json(f, "/v1/completions", body);
+      std::string text(want.begin(), want.end());  // the byte-level vocabulary: id = byte
+      EXPECT_EQ(got["choices"][0]["text"], text) << bias.dump();
+      EXPECT_EQ(got["choices"][0]["logprobs"]["tokens"].size(), want.size());
+    }
+  }
+}
+
 TEST(Server, CompletionsEqualGenerateStreamingOrNot) {
   auto& f = shared_server();
   Shipped& s = shipped_model();
@@ -300,6 +346,16 @@ TEST(Server, CompletionsEqualGenerateStreamingOrNot) {
   cases[2].o.sampling.top_k = 0;
   cases[2].o.sampling.min_p = 0.05f;
   cases[2].o.sampling.repetition_penalty = 1.3f;
+  cases.push_back({"KING RICHARD:",
+                   {{"temperature", 1.0},
+                    {"presence_penalty", 0.5},
+                    {"frequency_penalty", 0.4},
+                    {"logit_bias", {{"32", -2}, {"101", false}}}},
+                   {}});
+  cases[3].o.sampling.top_k = 0;
+  cases[3].o.sampling.presence_penalty = 0.5f;
+  cases[3].o.sampling.frequency_penalty = 0.4f;
+  cases[3].o.sampling.logit_bias = {{32, -2.0f}, {101, -std::numeric_limits<float>::infinity()}};
   for (const Case& k : cases) {
     json body = {{"prompt", k.prompt}, {"max_tokens", 40}, {"seed", 1234}, {"logprobs", 2}};
     body.update(k.extra);

@@ -136,6 +136,9 @@ def main():
     put("fuzz_llmc", "tiny_bf16", llmc(5, 2, 3, 1, 1, 2, 4))
     for i, s in enumerate(["15496 995", "0\n1\t2  50256\n", "2147483647", "", "  7  ", "12a", "-1", "2147483648"]):
         put("fuzz_id_list", "ids%d" % i, s)
+    # the same target reads --logit-bias values too
+    for i, s in enumerate(["15043+1", "198-inf", "5-0.5", "1+1e38", "7+.5e-3"]):
+        put("fuzz_id_list", "bias%d" % i, s)
     # /v1/completions bodies (minigpt serve): the shapes clients send, lm-evaluation-harness's scoring among them.
     bodies = [
         {"model": "m", "prompt": "ROMEO:", "max_tokens": 16, "temperature": 0.7, "top_p": 0.9, "seed": 1},
@@ -143,6 +146,8 @@ def main():
         {"prompt": [[1, 2, 3], [4, 5]], "max_tokens": 0, "echo": True, "logprobs": 5},
         {"prompt": [10, 20, 30], "top_k": 5, "min_p": 0.1, "repetition_penalty": 1.2, "ignore_eos": True},
         {"prompt": "", "presence_penalty": 0, "frequency_penalty": 0.0, "logit_bias": {}, "best_of": 1, "user": "u"},
+        {"prompt": "x", "presence_penalty": 0.5, "frequency_penalty": -1.2, "logit_bias": {"10": -100, "3": False, "01": 2}},
+        {"prompt": "x", "logit_bias": [[1, 5.5], [2, False], [3]]},
     ]
     for i, b in enumerate(bodies):
         put("fuzz_server_request", "body%d" % i, json.dumps(b))

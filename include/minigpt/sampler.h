@@ -1,9 +1,12 @@
-// Choosing the next token: transformers' logits processors, applied in transformers' order
-// (repetition penalty, then temperature, top-k, top-p, min-p), then greedy argmax or a seeded draw.
+// Choosing the next token: transformers' logits processors, applied in transformers' order (a logit bias
+// (its SequenceBiasLogitsProcessor), the repetition penalty, then the OpenAI API's presence and frequency
+// penalties where transformers puts a processor passed to generate(), then temperature, top-k, top-p,
+// min-p), then greedy argmax or a seeded draw.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace minigpt {
@@ -16,6 +19,13 @@ struct SamplingParams {
   float top_p = 1.0f;               // 1: off
   float min_p = 0.0f;               // 0: off
   float repetition_penalty = 1.0f;  // 1: off. CTRL's penalty over every id in the sequence so far
+  // The OpenAI API's penalties over the tokens generated so far (not the prompt's), as its documentation
+  // gives them: logit -= count x frequency_penalty + (count > 0) x presence_penalty. 0: off.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  // Added to these tokens' logits before everything else (the OpenAI API's logit_bias, llama.cpp's
+  // --logit-bias); -inf: never chosen. A token given twice takes its last bias.
+  std::vector<std::pair<int32_t, float>> logit_bias;
   uint64_t seed = 0;
   // Throws Error(Argument) naming the flag (--temperature, --top-k, ...) when a value is out of range.
   void validate() const;
@@ -28,6 +38,9 @@ namespace processors {
 void repetition_penalty(std::span<float> scores, std::span<const int32_t> ids, float penalty);
 void repetition_penalty(std::span<float> scores, std::span<const int32_t> ids, float penalty,
                         std::vector<float>& scratch);
+// counts: [scores.size()] zeros, left zero again; ids: the generated tokens.
+void presence_frequency_penalty(std::span<float> scores, std::span<const int32_t> ids, float presence,
+                                float frequency, std::vector<int32_t>& counts);
 void temperature(std::span<float> scores, float t);
 void top_k(std::span<float> scores, int64_t k);
 void top_p(std::span<float> scores, float p);
@@ -38,13 +51,16 @@ class Sampler {
  public:
   Sampler(const SamplingParams& params, int64_t n_vocab);
 
-  // The next token given the model's logits [n_vocab] and every id of the sequence so far (prompt and
-  // generated, for the repetition penalty). Allocates nothing after construction.
-  int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+  // The next token given the model's logits [n_vocab], every id of the sequence so far (prompt and
+  // generated, for the repetition penalty) and the generated ones (for the presence and frequency
+  // penalties). Allocates nothing after construction.
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history,
+                 std::span<const int32_t> generated = {});
 
   // The scores after the processors (removed tokens -inf), as transformers' processor chain for these
   // parameters would leave them; sample() draws from their softmax. Valid until the next call.
-  std::span<const float> process(std::span<const float> logits, std::span<const int32_t> history);
+  std::span<const float> process(std::span<const float> logits, std::span<const int32_t> history,
+                                 std::span<const int32_t> generated = {});
 
   const SamplingParams& params() const { return params_; }
 
@@ -61,6 +77,7 @@ class Sampler {
   std::vector<float> cand_score_;  // the tokens top-k kept, in id order
   std::vector<int32_t> cand_id_;
   std::vector<float> gathered_;  // the repetition penalty's gathered scores
+  std::vector<int32_t> counts_;  // [V] zeros between calls: the frequency penalty's counts
 };
 
 // log_softmax of the model's raw distribution, for --json: logprob of `id`, and the `n` most likely.

@@ -168,6 +168,46 @@ void check_known(const json& j, const std::set<std::string>& own) {
 
 bool has(const json& j, const char* k) { return j.contains(k) && !j[k].is_null(); }
 
+// logit_bias: the OpenAI API's object of token ids (as strings) to a bias in [-100, 100]; also llama-server's
+// array of [id, bias] pairs, and its `false` for "never" (-inf).
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& b, int64_t n_vocab) {
+  std::vector<std::pair<int32_t, float>> out;
+  const auto entry = [&](const std::string& where, int64_t id, const json& v) {
+    if (id < 0 || id >= n_vocab) {
+      bad(where, "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                     std::to_string(n_vocab) + ")");
+    }
+    if (v.is_boolean() && !v.get<bool>()) {
+      out.emplace_back(int32_t(id), -std::numeric_limits<float>::infinity());
+      return;
+    }
+    if (!v.is_number()) bad_type(where, v, "a number in [-100, 100] (or false: never)");
+    const double x = v.get<double>();
+    if (!(x >= -100 && x <= 100)) bad(where, "the bias must be in [-100, 100], got " + short_dump(v));
+    out.emplace_back(int32_t(id), float(x));
+  };
+  if (b.is_object()) {
+    for (const auto& [key, value] : b.items()) {
+      // a decimal id, as the OpenAI API's keys are: no sign, space or leading zero
+      const bool id = !key.empty() && key.size() <= 10 && (key == "0" || key[0] != '0') &&
+                      key.find_first_not_of("0123456789") == std::string::npos;
+      const std::string where = "logit_bias[" + short_dump(json(key)) + "]";
+      if (!id) bad(where, "the key must be a token id (a decimal integer), got " + short_dump(json(key)));
+      entry(where, std::stoll(key), value);
+    }
+  } else if (b.is_array()) {
+    for (size_t i = 0; i < b.size(); ++i) {
+      const std::string where = "logit_bias[" + std::to_string(i) + "]";
+      const json& e = b[i];
+      if (!e.is_array() || e.size() != 2 || !is_int(e[0])) bad_type(where, e, "a [token id, bias] pair");
+      entry(where, get_int(e[0], where + "[0]", 0, n_vocab - 1), e[1]);
+    }
+  } else {
+    bad_type("logit_bias", b, "an object of token ids to biases");
+  }
+  return out;
+}
+
 // The fields /v1/completions and /v1/chat/completions share: model, n, max_tokens (`max_tokens_name`),
 // stream, stream_options, seed, stop, sampling, penalties, logit_bias, user, ignore_eos, cache_prompt.
 void parse_common(const json& j, CompletionRequest& r, const Config& c, const RequestLimits& limits,
@@ -274,20 +314,14 @@ void parse_common(const json& j, CompletionRequest& r, const Config& c, const Re
     }
     sp.repetition_penalty = float(t);
   }
+  // The OpenAI API's penalties, over the tokens generated (its documentation's formula, vLLM's reading)
   for (const char* pen : {"presence_penalty", "frequency_penalty"}) {
     if (!has(j, pen)) continue;
     const double t = get_number(j[pen], pen);
     if (t < -2 || t > 2) bad(pen, "must be in [-2, 2], got " + short_dump(j[pen]));
-    if (t != 0) {
-      throw ApiError(
-          400, std::string(pen) + ": not supported (only 0); repetition_penalty is minigpt's penalty", pen);
-    }
+    (std::string_view(pen) == "presence_penalty" ? sp.presence_penalty : sp.frequency_penalty) = float(t);
   }
-  if (has(j, "logit_bias")) {
-    const json& b = j["logit_bias"];
-    if (!b.is_object()) bad_type("logit_bias", b, "an object");
-    if (!b.empty()) throw ApiError(400, "logit_bias: not supported", "logit_bias");
-  }
+  if (has(j, "logit_bias")) sp.logit_bias = parse_logit_bias(j["logit_bias"], c.n_vocab);
   if (has(j, "user") && !j["user"].is_string()) bad_type("user", j["user"], "a string");
   if (has(j, "ignore_eos")) r.gen.ignore_eos = get_bool(j["ignore_eos"], "ignore_eos");
   if (has(j, "cache_prompt")) r.cache_prompt = get_bool(j["cache_prompt"], "cache_prompt");

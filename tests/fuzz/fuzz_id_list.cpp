@@ -1,5 +1,8 @@
-// libFuzzer target: the id list of `minigpt tokenize --decode` (tools/cli/id_list.h).
+// libFuzzer target: the id list of `minigpt tokenize --decode` and generate's --logit-bias values
+// (tools/cli/id_list.h).
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -20,6 +23,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (minigpt::cli::parse_ids(again) != ids) std::abort();
     if (minigpt::cli::parse_ids(listed + "]") != ids) std::abort();
+  } catch (const minigpt::Error&) {
+  }
+  try {
+    // A bias that parses is an id >= 0 with a finite bias or -inf, and prints and parses back the same.
+    const auto [id, bias] = minigpt::cli::parse_logit_bias(s);
+    if (id < 0 || std::isnan(bias) || bias == INFINITY) std::abort();
+    char again[64];
+    std::snprintf(again, sizeof again, "%d%+.9g", id, double(bias));
+    const auto back = minigpt::cli::parse_logit_bias(again);
+    if (back.first != id || !(back.second == bias)) std::abort();
   } catch (const minigpt::Error&) {
   }
   return 0;

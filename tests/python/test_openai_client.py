@@ -166,6 +166,19 @@ class OpenAIClient(unittest.TestCase):
             self.assertAlmostEqual(got, want["logprob"], delta=1e-4)  # a prefill step, not decode steps
         self.assertEqual(r.usage.completion_tokens, 0)
 
+    def test_penalties_and_logit_bias_equal_generate_json(self):
+        # The client's presence_penalty, frequency_penalty and logit_bias ({"101": -100}: no "e") as the same
+        # generate flags give them.
+        lines, summary = generate_json("ROMEO:", 7, 60, 0.8, extra=("--presence-penalty", "0.6",
+                                                                    "--frequency-penalty", "0.3",
+                                                                    "--logit-bias", "101-100"))
+        r = self.complete(prompt="ROMEO:", max_tokens=60, temperature=0.8, seed=7, presence_penalty=0.6,
+                          frequency_penalty=0.3, logit_bias={"101": -100}, extra_body={"cache_prompt": False})
+        self.assertEqual(r.choices[0].text, summary["text"])
+        self.assertNotIn("e", r.choices[0].text)
+        self.assertEqual(summary["sampling"]["logit_bias"], {"101": -100.0})
+        self.assertEqual(len(lines), 60)
+
     def test_stop_string_spanning_tokens_is_never_streamed(self):
         _, summary = generate_json("ROMEO:", 0, 30, 0.0)
         stop = summary["text"][5:8]
@@ -182,8 +195,11 @@ class OpenAIClient(unittest.TestCase):
             self.complete(prompt="x", max_tokens=-1)
         self.assertIn("max_tokens", str(e.exception))
         with self.assertRaises(openai.BadRequestError) as e:
-            self.complete(prompt="x", presence_penalty=1.0)
-        self.assertIn("presence_penalty: not supported", str(e.exception))
+            self.complete(prompt="x", presence_penalty=3.0)
+        self.assertIn("presence_penalty: must be in [-2, 2], got 3.0", str(e.exception))
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.complete(prompt="x", logit_bias={"256": 1})
+        self.assertIn("token id 256 is outside the vocabulary [0, 256)", str(e.exception))
         with self.assertRaises(openai.BadRequestError) as e:
             self.complete(prompt="x" * 500)
         self.assertIn("maximum context length", str(e.exception))

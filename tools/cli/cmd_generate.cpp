@@ -7,11 +7,13 @@
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "command.h"
 #include "common.h"
+#include "id_list.h"
 #include "minigpt/error.h"
 #include "minigpt/generate.h"
 #include "minigpt/generation_config.h"
@@ -36,11 +38,21 @@ struct GenerateCliOptions {
   std::optional<uint64_t> seed;
   std::optional<int64_t> ctx_size;
   bool interactive = false;
+  std::vector<std::string> logit_bias;  // --logit-bias as given, read by run_generate
   GenerateOptions gen;
 };
 
 // Ctrl-C in interactive mode: counted by the handler, read between tokens (and after a line is read).
 std::atomic<int> g_interrupts{0};
+
+// --json's logit_bias: {"id": bias} as the OpenAI API writes it, a token's last bias, -inf as null.
+json bias_json(const std::vector<std::pair<int32_t, float>>& bias) {
+  std::map<int32_t, float> last;
+  for (const auto& [id, b] : bias) last[id] = b;
+  json out = json::object();
+  for (const auto& [id, b] : last) out[std::to_string(id)] = std::isinf(b) ? json(nullptr) : json(b);
+  return out;
+}
 
 // `generate -i`: one Session and its KV cache across turns. Each turn appends the user's line (and a newline)
 // to the sequence, evaluating only the new tokens, and generates until a stop string (--stop,
@@ -357,7 +369,10 @@ int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& 
                       {"top_k", g.sampling.top_k},
                       {"top_p", g.sampling.top_p},
                       {"min_p", g.sampling.min_p},
-                      {"repetition_penalty", g.sampling.repetition_penalty}}},
+                      {"repetition_penalty", g.sampling.repetition_penalty},
+                      {"presence_penalty", g.sampling.presence_penalty},
+                      {"frequency_penalty", g.sampling.frequency_penalty},
+                      {"logit_bias", bias_json(g.sampling.logit_bias)}}},
                     {"text", r.text}};
     write_stdout(to_json_line({{"summary", summary}}) + "\n");
   } else {
@@ -393,6 +408,17 @@ const bool registered_generate =
                      "Drop tokens below min_p x the top probability (default 0 = off)");
       app.add_option("--repetition-penalty", o->gen.sampling.repetition_penalty,
                      "CTRL repetition penalty (default 1.0 = off)");
+      app.add_option("--presence-penalty", o->gen.sampling.presence_penalty,
+                     "The OpenAI API's: minus this from the logit of every token generated so far "
+                     "(default 0 = off)");
+      app.add_option(
+          "--frequency-penalty", o->gen.sampling.frequency_penalty,
+          "The OpenAI API's: minus this x the times a token was generated so far (default 0 = off)");
+      app.add_option(
+             "--logit-bias", o->logit_bias,
+             "Add BIAS to a token's logit, as llama.cpp: TOKEN_ID+BIAS or TOKEN_ID-BIAS (15043+1; 198-inf: "
+             "never); repeatable")
+          ->allow_extra_args(false);
       // "-1" (which CLI11 would read as 2^64 - 1) is refused by main.cpp's check of every integer option.
       app.add_option_function<uint64_t>(
           "--seed", [o](const uint64_t& s) { o->seed = s; }, "Random seed (default: random)");
@@ -423,6 +449,7 @@ const bool registered_generate =
              "(as llama.cpp's -r; without -i, the same as --stop)")
           ->allow_extra_args(false);
       return [o, &app] {
+        for (const auto& b : o->logit_bias) o->gen.sampling.logit_bias.push_back(parse_logit_bias(b));
         // The flags given on the command line: the model's generation defaults fill in the others.
         return run_generate(*o, [&app](const char* name) {
           static const std::pair<const char*, const char*> kFlags[] = {
