@@ -44,6 +44,10 @@ void SamplingParams::validate() const {
   if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty)) {
     bad("--repetition-penalty", "must be a finite number > 0 (1 = off), got " + num(repetition_penalty));
   }
+  if (repeat_last_n < -1) {
+    bad("--repeat-last-n",
+        "must be >= -1 (-1 = the whole sequence, 0 = off), got " + std::to_string(repeat_last_n));
+  }
   if (!std::isfinite(presence_penalty))
     bad("--presence-penalty", "must be a finite number (0 = off), got " + num(presence_penalty));
   if (!std::isfinite(frequency_penalty))
@@ -194,7 +198,10 @@ std::span<const float> Sampler::process(std::span<const float> logits, std::span
   std::span<float> s(scores_);
   for (const auto& [id, b] : params_.logit_bias) scores_[size_t(id)] += b;
   if (params_.repetition_penalty != 1.0f) {
-    processors::repetition_penalty(s, history, params_.repetition_penalty, gathered_);
+    // --repeat-last-n: the last ids only
+    const size_t n =
+        params_.repeat_last_n < 0 ? history.size() : std::min(history.size(), size_t(params_.repeat_last_n));
+    processors::repetition_penalty(s, history.last(n), params_.repetition_penalty, gathered_);
   }
   if (!counts_.empty()) {
     processors::presence_frequency_penalty(s, generated, params_.presence_penalty, params_.frequency_penalty,

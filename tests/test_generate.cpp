@@ -69,11 +69,12 @@ std::vector<std::pair<int32_t, float>> logit_bias(const json& j) {
   return out;
 }
 
-// The logit bias and the OpenAI API's presence and frequency penalties (over the generated ids only) in the
-// chain transformers builds around them (penalties.json, tools/make_penalty_reference.py).
+// The logit bias, the OpenAI API's presence and frequency penalties (over the generated ids only) and the
+// repetition penalty over the last n ids (--repeat-last-n) in the chain transformers builds around them
+// (penalties.json, tools/make_penalty_reference.py).
 TEST(Sampler, BiasAndOpenAIPenaltiesInTransformersOrder) {
   const json j = load_json("penalties.json");
-  ASSERT_GE(j["chains"].size(), 10u);
+  ASSERT_GE(j["chains"].size(), 18u);
   for (const auto& c : j["chains"]) {
     SamplingParams p;
     const json& cfg = c["config"];
@@ -82,6 +83,7 @@ TEST(Sampler, BiasAndOpenAIPenaltiesInTransformersOrder) {
     p.top_p = cfg.value("top_p", 1.0f);
     p.min_p = cfg.value("min_p", 0.0f);
     p.repetition_penalty = cfg.value("repetition_penalty", 1.0f);
+    p.repeat_last_n = c.value("repeat_last_n", int64_t(-1));
     p.presence_penalty = c["presence_penalty"];
     p.frequency_penalty = c["frequency_penalty"];
     p.logit_bias = logit_bias(c["logit_bias"]);
@@ -191,7 +193,7 @@ TEST(Generate, GreedyEqualsTransformersGenerate) {
 // every setting changes the tokens): transformers' generate() with the same settings.
 TEST(Generate, PenaltiesAndBiasEqualTransformersGenerate) {
   const json j = load_json("penalties.json");
-  ASSERT_EQ(j["greedy"].size(), 5u);
+  ASSERT_EQ(j["greedy"].size(), 7u);
   auto model = Model::load(test::source_dir() / "models" / "shakespeare-char", LoadOptions::threads(2));
   std::vector<int32_t> plain;
   for (const auto& c : j["greedy"]) {
@@ -200,6 +202,7 @@ TEST(Generate, PenaltiesAndBiasEqualTransformersGenerate) {
     o.sampling.presence_penalty = c["presence_penalty"];
     o.sampling.frequency_penalty = c["frequency_penalty"];
     o.sampling.repetition_penalty = c["repetition_penalty"];
+    o.sampling.repeat_last_n = c["repeat_last_n"];
     o.sampling.logit_bias = logit_bias(c["logit_bias"]);
     Session s(model);
     auto r = generate(s, nullptr, c["prompt"].get<std::vector<int32_t>>(), o);

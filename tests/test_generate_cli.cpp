@@ -101,13 +101,14 @@ TEST(GenerateCli, JsonLinesPerTokenThenASummary) {
   EXPECT_EQ(s["seed"], 3);
 }
 
-// --presence-penalty, --frequency-penalty and --logit-bias (llama.cpp's syntax) on the shipped model: the
-// greedy tokens transformers' generate() gives with them (tests/fixtures/generate/penalties.json), and
+// --presence-penalty, --frequency-penalty, --logit-bias (llama.cpp's syntax) and --repeat-last-n on the
+// shipped model: the greedy tokens transformers' generate() gives with them
+// (tests/fixtures/generate/penalties.json), and
 // --json's summary names them.
 TEST(GenerateCli, PenaltiesAndLogitBiasEqualTransformers) {
   const json ref = json::parse(
       test::read_file(test::source_dir() / "tests" / "fixtures" / "generate" / "penalties.json"))["greedy"];
-  ASSERT_EQ(ref.size(), 5u);
+  ASSERT_EQ(ref.size(), 7u);
   test::TempDir tmp;
   for (const json& c : ref) {
     const auto prompt = c["prompt"].get<std::vector<int32_t>>();
@@ -124,7 +125,8 @@ TEST(GenerateCli, PenaltiesAndLogitBiasEqualTransformers) {
         "generate -m " + (test::source_dir() / "models" / "shakespeare-char").string() + " --file " +
         (tmp / "prompt.txt").string() + " --json --temperature 0 -n " + std::to_string(want.size()) +
         " --presence-penalty " + c["presence_penalty"].dump() + " --frequency-penalty " +
-        c["frequency_penalty"].dump() + " --repetition-penalty " + c["repetition_penalty"].dump() + flags);
+        c["frequency_penalty"].dump() + " --repetition-penalty " + c["repetition_penalty"].dump() +
+        " --repeat-last-n " + c["repeat_last_n"].dump() + flags);
     ASSERT_EQ(r.status, 0) << flags << ": " << r.err;
     std::istringstream in(r.out);
     std::string line;
@@ -139,6 +141,7 @@ TEST(GenerateCli, PenaltiesAndLogitBiasEqualTransformers) {
     EXPECT_FLOAT_EQ(summary["sampling"]["frequency_penalty"].get<float>(),
                     c["frequency_penalty"].get<float>());
     EXPECT_EQ(summary["sampling"]["logit_bias"].size(), c["logit_bias"].size());
+    EXPECT_EQ(summary["sampling"]["repeat_last_n"], c["repeat_last_n"]);
   }
 }
 
@@ -222,6 +225,8 @@ TEST(GenerateCli, BadInputIsOneLineAndNothingElse) {
       {cm.m() + "--file " + (tmp / "long.txt").string(), "longer than the model's context of 24"},
       {cm.m() + "-p hi --file " + (tmp / "long.txt").string(), "excludes"},
       {cm.m() + "-p hi --cache-type f8", "--cache-type"},
+      {cm.m() + "-p hi --repeat-last-n -2",
+       "--repeat-last-n: must be >= -1 (-1 = the whole sequence, 0 = off)"},
       {cm.m() + "-p hi --presence-penalty nan", "--presence-penalty: must be a finite number"},
       {cm.m() + "-p hi --frequency-penalty inf", "--frequency-penalty: must be a finite number"},
       {cm.m() + "-p hi --logit-bias 65", "--logit-bias: \"65\" has no + or - after the token id"},

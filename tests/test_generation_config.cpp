@@ -264,6 +264,46 @@ TEST(GenerationConfig, ConvertWritesLlamaCppsSamplingKeysAndGenerateUsesThem) {
   EXPECT_FLOAT_EQ(run.summary["sampling"]["temperature"].get<float>(), 1.0f);
 }
 
+// penalty_last_n (llama.cpp's repeat-last-n): convert copies it from generation_config.json, as llama.cpp's
+// converter does, and a GGUF file's is the default window of the repetition penalty, as llama.cpp takes it; a
+// Hugging Face directory's is not read (transformers knows no such setting: its penalty covers everything).
+TEST(GenerationConfig, PenaltyLastNIsAGgufDefaultOnly) {
+  test::TempDir tmp;
+  const fs::path dir =
+      gc_model_dir(tmp, "m", json::value_t::discarded, {{"repetition_penalty", 1.8}, {"penalty_last_n", 3}});
+  const fs::path out = tmp / "m.gguf";
+  auto r = test::run_cli("convert " + dir.string() + " " + out.string() + " --outtype f32");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(GgufFile::open(out)->get_int("general.sampling.penalty_last_n"), 3);
+  // greedy (the converter does not copy do_sample): the tokens depend on the window only
+  const GenRun hf = gen_cli(dir, "-n 24 --temperature 0");
+  const GenRun gguf = gen_cli(out, "-n 24 --temperature 0");
+  EXPECT_EQ(hf.summary["sampling"]["repeat_last_n"], -1);
+  EXPECT_EQ(gguf.summary["sampling"]["repeat_last_n"], 3);
+  // the same F32 weights: the GGUF's default window is the flag's
+  EXPECT_EQ(gguf.ids, gen_cli(dir, "-n 24 --temperature 0 --repeat-last-n 3").ids);
+  EXPECT_EQ(hf.ids, gen_cli(out, "-n 24 --temperature 0 --repeat-last-n -1").ids);
+  EXPECT_NE(hf.ids, gguf.ids) << "the window changes nothing here: the test could not fail";
+  r = test::run_cli("generate -m " + out.string() + " -p Hi -n 1");
+  EXPECT_NE(r.err.find("repetition_penalty 1.8, penalty_last_n 3 (flags override)"), std::string::npos)
+      << r.err;
+  // a window llama.cpp's reading cannot take is an error where it is used
+  test::write_file(dir / "generation_config.json", R"({"penalty_last_n": -4})");
+  ASSERT_EQ(
+      test::run_cli("convert " + dir.string() + " " + (tmp / "bad.gguf").string() + " --outtype f32").status,
+      0);
+  r = test::run_cli("generate -m " + (tmp / "bad.gguf").string() + " -p Hi -n 1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(
+      r.err.find(
+          "general.sampling.penalty_last_n = -4 is out of range (>= -1; -1: the whole sequence, 0: off)"),
+      std::string::npos)
+      << r.err;
+  EXPECT_EQ(
+      test::run_cli("generate -m " + (tmp / "bad.gguf").string() + " -p Hi -n 1 --repeat-last-n 5").status,
+      0);
+}
+
 // serve: a request that leaves a setting out gets the model's, one that gives it keeps its own; the
 // model's eos_token_id list ends each choice.
 TEST(GenerationConfig, ServerRequestsTakeTheModelsDefaults) {

@@ -291,15 +291,15 @@ TEST(Server, HealthModelsAndMetrics) {
 
 // Text and logprobs equal generate()'s for the same seed and options, sampled and greedy, and the stream
 // carries the same text and tokens as the whole response.
-// The OpenAI penalties and logit_bias reach the sampler: the shipped model's greedy tokens with them, as
-// transformers' generate() gives them (tests/fixtures/generate/penalties.json,
+// The OpenAI penalties, logit_bias and llama-server's repeat_last_n reach the sampler: the shipped model's
+// greedy tokens with them, as transformers' generate() gives them (tests/fixtures/generate/penalties.json,
 // tools/make_penalty_reference.py), with the bias as the OpenAI API's object and as llama-server's array of
 // pairs (false: never).
 TEST(Server, PenaltiesAndLogitBiasEqualTransformers) {
   auto& f = shared_server();
   const json ref = json::parse(
       test::read_file(test::source_dir() / "tests" / "fixtures" / "generate" / "penalties.json"))["greedy"];
-  ASSERT_EQ(ref.size(), 5u);
+  ASSERT_EQ(ref.size(), 7u);
   for (const json& c : ref) {
     const auto want = c["generated"].get<std::vector<int32_t>>();
     json object = json::object(), pairs = json::array();
@@ -310,6 +310,7 @@ TEST(Server, PenaltiesAndLogitBiasEqualTransformers) {
     }
     for (const json& bias : {object, pairs}) {
       json body = {{"prompt", c["prompt"]},
+                   {"repeat_last_n", c["repeat_last_n"]},
                    {"max_tokens", want.size()},
                    {"temperature", 0},
                    {"presence_penalty", c["presence_penalty"]},

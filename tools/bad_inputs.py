@@ -348,6 +348,7 @@ def main():
     add("generate", "--temperature '' (an unset variable)", g("--temperature", ""))
     add("generate", "--top-p 1e-300 (0 as a float)", g("--top-p", "1e-300"))
     add("generate", "--repetition-penalty 1e300", g("--repetition-penalty", "1e300"))
+    add("generate", "--repeat-last-n -2", g("--repeat-last-n", "-2"))
     add("generate", "--presence-penalty nan", g("--presence-penalty", "nan"))
     add("generate", "--logit-bias 101 (no sign and bias)", g("--logit-bias", "101"))
     add("generate", "--logit-bias 101+inf", g("--logit-bias", "101+inf"))

@@ -15,7 +15,9 @@ Writes tests/fixtures/generate/penalties.json:
   - "chains": transformers' processor chain (GPT2LMHeadModel._get_logits_processor, do_sample=True) on fixed
     random scores, prompt + generated ids, with its order,
   - "greedy": generate(do_sample=False) token ids of the shipped model (models/shakespeare-char) with the
-    penalties and biases.
+    penalties and biases,
+and the repetition penalty over the last n ids only (llama.cpp's --repeat-last-n: LastNRepetitionPenalty,
+transformers' own processor given the window) in both.
 
 Re-run from the repository root:  python3 tools/make_penalty_reference.py
 """
@@ -26,7 +28,7 @@ import numpy as np
 import torch
 import transformers
 from transformers import GenerationConfig, GPT2LMHeadModel
-from transformers.generation.logits_process import LogitsProcessor, LogitsProcessorList
+from transformers.generation.logits_process import LogitsProcessor, LogitsProcessorList, RepetitionPenaltyLogitsProcessor
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "fixtures" / "generate" / "penalties.json"
@@ -47,6 +49,16 @@ class OpenAIPenalties(LogitsProcessor):
             out[row] = out[row] - counts * self.frequency
             out[row] = out[row] - (counts > 0).to(torch.float32) * self.presence
         return out
+
+
+class LastNRepetitionPenalty(LogitsProcessor):
+    """llama.cpp's --repeat-last-n: transformers' own RepetitionPenaltyLogitsProcessor on the last n ids only."""
+
+    def __init__(self, n, penalty):
+        self.n, self.inner = n, RepetitionPenaltyLogitsProcessor(penalty=penalty)
+
+    def __call__(self, input_ids, scores):
+        return scores if self.n == 0 else self.inner(input_ids[:, -self.n:], scores)
 
 
 def as_list(t):
@@ -95,6 +107,22 @@ def main():
                            "order": [type(p).__name__ for p in procs], "prompt": prompt, "generated": gen,
                            "scores": s.tolist(), "expected": as_list(out[0])})
 
+    # The repetition penalty over the last n ids (llama.cpp's --repeat-last-n): transformers' processor on the
+    # window, passed as a caller's processor in place of GenerationConfig's (so in the same place of the chain).
+    for n, rep, pres, temp in [(4, 1.5, 0.0, 1.0), (1, 0.7, 0.3, 0.8), (0, 2.0, 0.0, 1.0), (30, 1.3, 0.0, 1.0)]:
+        gc = GenerationConfig(do_sample=True, top_k=0, temperature=temp)
+        s = rng.normal(0.0, 2.5, size=vocab).astype(np.float32)
+        prompt = rng.integers(0, vocab, size=6).tolist()
+        gen = rng.integers(0, vocab, size=9).tolist()
+        procs = model._get_logits_processor(
+            generation_config=gc, input_ids_seq_length=len(prompt), device="cpu", model_kwargs={},
+            logits_processor=LogitsProcessorList([LastNRepetitionPenalty(n, rep), OpenAIPenalties(len(prompt), pres, 0.0)]))
+        out = procs(torch.tensor([prompt + gen]), torch.tensor(s)[None, :])
+        chains.append({"config": {"temperature": temp, "repetition_penalty": rep}, "repeat_last_n": n,
+                       "presence_penalty": pres, "frequency_penalty": 0.0, "logit_bias": [],
+                       "order": [type(p).__name__ for p in procs], "prompt": prompt, "generated": gen,
+                       "scores": s.tolist(), "expected": as_list(out[0])})
+
     # Greedy on the shipped model: its text repeats itself without penalties (README's sample), so each setting
     # changes the tokens.
     d = ROOT / "models" / "shakespeare-char"
@@ -107,16 +135,23 @@ def main():
         (0.8, 0.0, [], 1.0),
         (0.3, 0.2, [(ord("e"), float("-inf")), (ord("!"), 4.0)], 1.0),
         (0.4, 0.1, [(ord(" "), -1.5)], 1.2),
+        (0.0, 0.0, [], (1.5, 8)),  # (penalty, last n): llama.cpp's --repeat-last-n
+        (0.0, 0.0, [], (1.5, 64)),
     ]:
-        procs = LogitsProcessorList([OpenAIPenalties(len(prompt), pres, freq)])
+        last_n = -1
+        if isinstance(rep, tuple):
+            rep, last_n = rep
+        procs = [LastNRepetitionPenalty(last_n, rep)] if last_n >= 0 else []
+        procs = LogitsProcessorList(procs + [OpenAIPenalties(len(prompt), pres, freq)])
         with torch.no_grad():
             out = m.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=m.config.n_positions - len(prompt),
-                             repetition_penalty=rep, sequence_bias=sequence_bias(bias), logits_processor=procs,
+                             repetition_penalty=rep if last_n < 0 else None, sequence_bias=sequence_bias(bias),
+                             logits_processor=procs,
                              attention_mask=torch.ones(1, len(prompt), dtype=torch.long), pad_token_id=0)
         ids = out[0, len(prompt):].tolist()
         greedy.append({"presence_penalty": pres, "frequency_penalty": freq, "logit_bias": bias_json(bias),
-                       "repetition_penalty": rep, "prompt": prompt, "generated": ids})
-        print(f"presence {pres} frequency {freq} bias {bias} repetition {rep}: {bytes(ids).decode('utf-8', 'replace')!r}")
+                       "repetition_penalty": rep, "repeat_last_n": last_n, "prompt": prompt, "generated": ids})
+        print(f"presence {pres} frequency {freq} bias {bias} repetition {rep} last {last_n}: {bytes(ids).decode('utf-8', 'replace')!r}")
 
     meta = {"generator": "tools/make_penalty_reference.py", "transformers": transformers.__version__,
             "torch": torch.__version__}

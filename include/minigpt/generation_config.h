@@ -23,6 +23,8 @@ struct GenerationDefaults {
   std::optional<float> top_p;               // top_p, general.sampling.top_p
   std::optional<float> min_p;               // min_p, general.sampling.min_p
   std::optional<float> repetition_penalty;  // repetition_penalty (or penalty_repeat), .penalty_repeat
+  std::optional<int64_t> repeat_last_n;     // general.sampling.penalty_last_n (GGUF only: transformers
+                                            // ignores a generation_config.json's penalty_last_n)
   std::vector<int64_t> eos_token_ids;       // generation_config.json's eos_token_id (an id or a list)
   // generation_config.json only (llama.cpp's converter copies neither): do_sample false makes greedy the
   // default, as transformers' generate() decodes then; max_new_tokens (or max_length, which counts the
@@ -40,8 +42,8 @@ struct GenerationDefaults {
   std::string source;  // the file they came from; empty when there is none
 
   bool empty() const {
-    return !temperature && !top_k && !top_p && !min_p && !repetition_penalty && eos_token_ids.empty() &&
-           !do_sample && !max_new_tokens && !max_length;
+    return !temperature && !top_k && !top_p && !min_p && !repetition_penalty && !repeat_last_n &&
+           eos_token_ids.empty() && !do_sample && !max_new_tokens && !max_length;
   }
   // The default number of new tokens for a prompt of `prompt_tokens`: max_new_tokens, else max_length less
   // the prompt (at least 1), else nullopt.
@@ -53,7 +55,7 @@ struct GenerationDefaults {
   // The sampling settings given, as "temperature 0.7, top_k 20" (empty when none).
   std::string describe() const;
   // Sets in `p` each value given here whose `given(name)` is false (name: temperature, top_k, top_p, min_p,
-  // repetition_penalty).
+  // repetition_penalty, repeat_last_n).
   template <typename Given>
   void apply(SamplingParams& p, Given&& given) const {
     for (const auto& [name, message] : unusable)
@@ -64,15 +66,17 @@ struct GenerationDefaults {
     if (top_p && !given("top_p")) p.top_p = *top_p;
     if (min_p && !given("min_p")) p.min_p = *min_p;
     if (repetition_penalty && !given("repetition_penalty")) p.repetition_penalty = *repetition_penalty;
+    if (repeat_last_n && !given("repeat_last_n")) p.repeat_last_n = *repeat_last_n;
   }
 };
 
 // `model` a directory: its generation_config.json if there is one (nothing otherwise); a .gguf file: its
-// general.sampling.{temp,top_k,top_p,min_p,penalty_repeat}; anything else: none. Throws Error(Format/Config)
-// naming the file when the JSON does not parse, or a field other than the sampling settings (do_sample,
-// max_new_tokens, max_length, eos_token_id) has a wrong type or value. A sampling setting out of range
-// (temperature < 0, top_p or min_p outside [0, 1], repetition_penalty <= 0) or of a wrong type goes to
-// `unusable`; a top_k below 0 is off (llama.cpp's reading), a top_p of 0 keeps the top token (transformers').
+// general.sampling.{temp,top_k,top_p,min_p,penalty_repeat,penalty_last_n}; anything else: none. Throws
+// Error(Format/Config) naming the file when the JSON does not parse, or a field other than the sampling
+// settings (do_sample, max_new_tokens, max_length, eos_token_id) has a wrong type or value. A sampling
+// setting out of range (temperature < 0, top_p or min_p outside [0, 1], repetition_penalty <= 0) or of a
+// wrong type goes to `unusable`; a top_k below 0 is off (llama.cpp's reading), a top_p of 0 keeps the top
+// token (transformers').
 GenerationDefaults read_generation_defaults(const std::filesystem::path& model);
 
 // The same from generation_config.json's text; `source` names it in errors.

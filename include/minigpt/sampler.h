@@ -19,6 +19,8 @@ struct SamplingParams {
   float top_p = 1.0f;               // 1: off
   float min_p = 0.0f;               // 0: off
   float repetition_penalty = 1.0f;  // 1: off. CTRL's penalty over every id in the sequence so far
+  int64_t repeat_last_n = -1;       // the repetition penalty's window: -1 the whole sequence (transformers),
+                                    // 0 none, N the last N ids (llama.cpp's --repeat-last-n, 64 there)
   // The OpenAI API's penalties over the tokens generated so far (not the prompt's), as its documentation
   // gives them: logit -= count x frequency_penalty + (count > 0) x presence_penalty. 0: off.
   float presence_penalty = 0.0f;

@@ -42,12 +42,16 @@ std::string short_json(const json& v) {
 struct Setting {
   const char* name;
   const char* gguf;
+  const char* field;  // in generation_config.json
+  bool integer;
 };
-constexpr Setting kSettings[] = {{"temperature", "temp"},
-                                 {"top_k", "top_k"},
-                                 {"top_p", "top_p"},
-                                 {"min_p", "min_p"},
-                                 {"repetition_penalty", "penalty_repeat"}};
+constexpr Setting kSettings[] = {{"temperature", "temp", "temperature", false},
+                                 {"top_k", "top_k", "top_k", true},
+                                 {"top_p", "top_p", "top_p", false},
+                                 {"min_p", "min_p", "min_p", false},
+                                 {"repetition_penalty", "penalty_repeat", "repetition_penalty", false},
+                                 // llama.cpp's repeat-last-n: GGUF only (below)
+                                 {"repeat_last_n", "penalty_last_n", "penalty_last_n", true}};
 
 // A value sampling cannot take, or one of another type, is set aside with its message (unusable): it is an
 // error only where it would be used, i.e. unless a flag or a request field gives that setting, as
@@ -75,6 +79,10 @@ void settle(GenerationDefaults& d, const std::string& where, const std::string& 
     bad(kSettings[4], *d.repetition_penalty, "> 0; 1: off");
     d.repetition_penalty.reset();
   }
+  if (d.repeat_last_n && *d.repeat_last_n < -1) {
+    bad(kSettings[5], double(*d.repeat_last_n), ">= -1; -1: the whole sequence, 0: off");
+    d.repeat_last_n.reset();
+  }
   // A top_p of 0 (or below the smallest normal float) keeps the top token, as transformers' top-p does
   // (min_tokens_to_keep 1); SamplingParams takes a mass in (0, 1].
   if (d.top_p) *d.top_p = std::max(*d.top_p, std::numeric_limits<float>::min());
@@ -83,7 +91,7 @@ void settle(GenerationDefaults& d, const std::string& where, const std::string& 
 const std::string& json_label(const Setting& s) {
   static std::string labels[std::size(kSettings)];
   const size_t i = size_t(&s - kSettings);
-  if (labels[i].empty()) labels[i] = std::string("field '") + s.name + "'";
+  if (labels[i].empty()) labels[i] = std::string("field '") + s.field + "'";
   return labels[i];
 }
 const std::string& gguf_label(const Setting& s) {
@@ -112,6 +120,7 @@ std::string GenerationDefaults::describe() const {
   if (top_p) add("top_p", num(*top_p));
   if (min_p) add("min_p", num(*min_p));
   if (repetition_penalty) add("repetition_penalty", num(*repetition_penalty));
+  if (repeat_last_n) add("penalty_last_n", std::to_string(*repeat_last_n));
   if (max_new_tokens) add("max_new_tokens", std::to_string(*max_new_tokens));
   if (max_length) add("max_length", std::to_string(*max_length));
   return s;
@@ -141,15 +150,18 @@ GenerationDefaults parse_generation_config(const std::string& text, const std::s
     }
     return float(j[key].get<double>());
   };
-  d.temperature = number("temperature", "temperature");
-  if (arch::has(j, "top_k")) {
-    if (j["top_k"].is_number_integer() &&
-        !(j["top_k"].is_number_unsigned() && j["top_k"].get<uint64_t>() > INT64_MAX)) {
-      d.top_k = j["top_k"].get<int64_t>();
-    } else {
-      unusable("top_k", "top_k", "an integer");
+  const auto integer = [&](const char* name, const char* key) -> std::optional<int64_t> {
+    if (!arch::has(j, key)) return std::nullopt;
+    if (j[key].is_number_integer() && !(j[key].is_number_unsigned() && j[key].get<uint64_t>() > INT64_MAX)) {
+      return j[key].get<int64_t>();
     }
-  }
+    unusable(name, key, "an integer");
+    return std::nullopt;
+  };
+  d.temperature = number("temperature", "temperature");
+  d.top_k = integer("top_k", "top_k");
+  // penalty_last_n is not read here: transformers does not know it (its repetition penalty covers the whole
+  // sequence); llama.cpp's converter copies it into a GGUF file, where it is read, as llama.cpp reads it.
   d.top_p = number("top_p", "top_p");
   d.min_p = number("min_p", "min_p");
   // llama.cpp's converter: penalty_repeat, else repetition_penalty
@@ -224,10 +236,9 @@ GenerationDefaults read_generation_defaults(const fs::path& model) {
     if (f->find_value(k) == nullptr) return std::nullopt;
     const auto v = f->get_float(k);
     if (!v || std::fabs(*v) > double(std::numeric_limits<float>::max()) ||
-        (std::string_view(st.name) == "top_k" && (*v != std::floor(*v) || std::fabs(*v) > 1e9))) {
+        (st.integer && (*v != std::floor(*v) || std::fabs(*v) > 1e9))) {
       d.unusable.emplace_back(st.name,
-                              where + ": " + k + " must be " +
-                                  (std::string_view(st.name) == "top_k" ? "an integer" : "a number"));
+                              where + ": " + k + " must be " + (st.integer ? "an integer" : "a number"));
       return std::nullopt;
     }
     return *v;
@@ -237,6 +248,7 @@ GenerationDefaults read_generation_defaults(const fs::path& model) {
   if (const auto v = value(kSettings[2])) d.top_p = float(*v);
   if (const auto v = value(kSettings[3])) d.min_p = float(*v);
   if (const auto v = value(kSettings[4])) d.repetition_penalty = float(*v);
+  if (const auto v = value(kSettings[5])) d.repeat_last_n = int64_t(*v);
   settle(d, where, gguf_label);
   if (!d.empty() || !d.unusable.empty()) d.source = where;
   return d;

@@ -153,7 +153,7 @@ const std::set<std::string> kCommonFields = {"model", "max_tokens", "temperature
                                              "repetition_penalty", "ignore_eos", "cache_prompt",
                                              // llama-server's names: n_predict (-1: until the context is
                                              // full), repeat_penalty (= repetition_penalty)
-                                             "n_predict", "repeat_penalty"};
+                                             "n_predict", "repeat_penalty", "repeat_last_n"};
 
 void check_known(const json& j, const std::set<std::string>& own) {
   for (const auto& [key, value] : j.items()) {
@@ -313,6 +313,10 @@ void parse_common(const json& j, CompletionRequest& r, const Config& c, const Re
           short_dump(j[key]) + " is below the smallest normal 32-bit float (1.2e-38): give a larger value");
     }
     sp.repetition_penalty = float(t);
+  }
+  // llama-server's window of the repetition penalty (-1: the whole sequence, 0: none)
+  if (has(j, "repeat_last_n")) {
+    sp.repeat_last_n = get_int(j["repeat_last_n"], "repeat_last_n", -1, std::numeric_limits<int64_t>::max());
   }
   // The OpenAI API's penalties, over the tokens generated (its documentation's formula, vLLM's reading)
   for (const char* pen : {"presence_penalty", "frequency_penalty"}) {

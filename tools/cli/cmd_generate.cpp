@@ -370,6 +370,7 @@ int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& 
                       {"top_p", g.sampling.top_p},
                       {"min_p", g.sampling.min_p},
                       {"repetition_penalty", g.sampling.repetition_penalty},
+                      {"repeat_last_n", g.sampling.repeat_last_n},
                       {"presence_penalty", g.sampling.presence_penalty},
                       {"frequency_penalty", g.sampling.frequency_penalty},
                       {"logit_bias", bias_json(g.sampling.logit_bias)}}},
@@ -408,6 +409,10 @@ const bool registered_generate =
                      "Drop tokens below min_p x the top probability (default 0 = off)");
       app.add_option("--repetition-penalty", o->gen.sampling.repetition_penalty,
                      "CTRL repetition penalty (default 1.0 = off)");
+      app.add_option(
+          "--repeat-last-n", o->gen.sampling.repeat_last_n,
+          "The repetition penalty's window, as llama.cpp's: the last N tokens (default -1 = the whole "
+          "sequence, as transformers; 0 = none)");
       app.add_option("--presence-penalty", o->gen.sampling.presence_penalty,
                      "The OpenAI API's: minus this from the logit of every token generated so far "
                      "(default 0 = off)");
@@ -458,6 +463,7 @@ const bool registered_generate =
               {"top_p", "--top-p"},
               {"min_p", "--min-p"},
               {"repetition_penalty", "--repetition-penalty"},
+              {"repeat_last_n", "--repeat-last-n"},
               {"max_new_tokens", "--max-new-tokens"}};
           for (const auto& [key, flag] : kFlags)
             if (std::string_view(key) == name) return app.count(flag) > 0;
