@@ -1644,6 +1644,104 @@ TEST(Server, TenThousandMalformedRequestsLeaveItUp) {
 }
 
 // The CLI: SIGTERM (and SIGINT) while a stream runs: no new requests, the stream ends with [DONE], exit 0.
+// `minigpt serve ARGS` on port 0: the process, its stderr so far and the port it printed.
+struct ServeProcess {
+  pid_t pid = -1;
+  int err_fd = -1;
+  int port = 0;
+  std::string err;
+  explicit ServeProcess(std::vector<std::string> args) {
+    int err_pipe[2];
+    if (::pipe(err_pipe) != 0) return;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
+    posix_spawn_file_actions_addclose(&fa, err_pipe[0]);
+    args.insert(args.begin(), {MINIGPT_CLI_PATH, "serve", "--port", "0"});
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(err_pipe[1]);
+    err_fd = err_pipe[0];
+    if (rc != 0) return;
+    char buf[256];
+    while (port == 0) {
+      const ssize_t n = ::read(err_fd, buf, sizeof buf);
+      if (n <= 0) break;
+      err.append(buf, size_t(n));
+      const auto at = err.find("http://127.0.0.1:");
+      if (at != std::string::npos && err.find(' ', at) != std::string::npos)
+        port = std::stoi(err.substr(at + 17));
+    }
+  }
+  // SIGTERM, then the exit status (and the rest of stderr in err)
+  int stop() {
+    int st = -1;
+    if (pid > 0) {
+      ::kill(pid, SIGTERM);
+      ::waitpid(pid, &st, 0);
+      pid = -1;
+    }
+    char buf[256];
+    ssize_t n;
+    while (err_fd >= 0 && (n = ::read(err_fd, buf, sizeof buf)) > 0) err.append(buf, size_t(n));
+    if (err_fd >= 0) ::close(err_fd);
+    err_fd = -1;
+    return st;
+  }
+  ~ServeProcess() { stop(); }
+};
+
+// serve's sampling flags (llama-server's names as aliases) are the defaults of a request that leaves the
+// setting out: the shipped model's greedy tokens with the repetition penalty over the last 8 ids, as
+// transformers gives them (penalties.json); a request's own fields win (the plain greedy tokens).
+TEST(ServeCli, SamplingFlagsAreRequestDefaults) {
+  const json ref = json::parse(
+      test::read_file(test::source_dir() / "tests" / "fixtures" / "generate" / "penalties.json"))["greedy"];
+  const json* windowed = nullptr;
+  for (const json& c : ref) {
+    if (c["repeat_last_n"] == 8) windowed = &c;
+  }
+  ASSERT_NE(windowed, nullptr);
+  ASSERT_EQ(ref[0]["repetition_penalty"], 1.0);  // the plain greedy case
+  ServeProcess srv({"-m", (test::source_dir() / "models" / "shakespeare-char").string(), "-t", "1", "--temp",
+                    "0", "--repeat-penalty", (*windowed)["repetition_penalty"].dump(), "--repeat-last-n",
+                    "8"});
+  ASSERT_GT(srv.port, 0) << srv.err;
+  EXPECT_NE(srv.err.find("the command line: temperature 0, repetition_penalty 1.5, penalty_last_n 8"),
+            std::string::npos)
+      << srv.err;
+  httplib::Client c("127.0.0.1", srv.port);
+  c.set_read_timeout(60, 0);
+  const auto text = [](const json& ids) {
+    const auto v = ids.get<std::vector<int32_t>>();
+    return std::string(v.begin(), v.end());  // the byte-level vocabulary: id = byte
+  };
+  const size_t n = (*windowed)["generated"].size();
+  json body = {{"prompt", (*windowed)["prompt"]}, {"max_tokens", n}};
+  auto res = c.Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(json::parse(res->body)["choices"][0]["text"], text((*windowed)["generated"]));
+  body["repetition_penalty"] = 1;
+  res = c.Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(json::parse(res->body)["choices"][0]["text"], text(ref[0]["generated"]).substr(0, n));
+  EXPECT_EQ(srv.stop(), 0) << srv.err;
+  // a flag's bad value is one line before the server listens
+  ServeProcess bad(
+      {"-m", (test::source_dir() / "models" / "shakespeare-char").string(), "--repeat-last-n", "-3"});
+  EXPECT_EQ(bad.port, 0);
+  const int st = bad.stop();
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << st;
+  EXPECT_NE(bad.err.find("minigpt: error: --repeat-last-n: must be >= -1"), std::string::npos) << bad.err;
+  EXPECT_EQ(test::line_count(bad.err), 1u) << bad.err;
+}
+
 TEST(ServeCli, SignalsEndStreamsCleanlyAndExitZero) {
   for (int sig : {SIGTERM, SIGINT}) {
     int err_pipe[2];

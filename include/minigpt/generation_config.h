@@ -25,7 +25,9 @@ struct GenerationDefaults {
   std::optional<float> repetition_penalty;  // repetition_penalty (or penalty_repeat), .penalty_repeat
   std::optional<int64_t> repeat_last_n;     // general.sampling.penalty_last_n (GGUF only: transformers
                                             // ignores a generation_config.json's penalty_last_n)
-  std::vector<int64_t> eos_token_ids;       // generation_config.json's eos_token_id (an id or a list)
+  // Never in a file: `serve`'s --presence-penalty and --frequency-penalty, request defaults as the others.
+  std::optional<float> presence_penalty, frequency_penalty;
+  std::vector<int64_t> eos_token_ids;  // generation_config.json's eos_token_id (an id or a list)
   // generation_config.json only (llama.cpp's converter copies neither): do_sample false makes greedy the
   // default, as transformers' generate() decodes then; max_new_tokens (or max_length, which counts the
   // prompt) the default length.
@@ -43,7 +45,8 @@ struct GenerationDefaults {
 
   bool empty() const {
     return !temperature && !top_k && !top_p && !min_p && !repetition_penalty && !repeat_last_n &&
-           eos_token_ids.empty() && !do_sample && !max_new_tokens && !max_length;
+           !presence_penalty && !frequency_penalty && eos_token_ids.empty() && !do_sample &&
+           !max_new_tokens && !max_length;
   }
   // The default number of new tokens for a prompt of `prompt_tokens`: max_new_tokens, else max_length less
   // the prompt (at least 1), else nullopt.
@@ -55,7 +58,7 @@ struct GenerationDefaults {
   // The sampling settings given, as "temperature 0.7, top_k 20" (empty when none).
   std::string describe() const;
   // Sets in `p` each value given here whose `given(name)` is false (name: temperature, top_k, top_p, min_p,
-  // repetition_penalty, repeat_last_n).
+  // repetition_penalty, repeat_last_n, presence_penalty, frequency_penalty).
   template <typename Given>
   void apply(SamplingParams& p, Given&& given) const {
     for (const auto& [name, message] : unusable)
@@ -67,6 +70,8 @@ struct GenerationDefaults {
     if (min_p && !given("min_p")) p.min_p = *min_p;
     if (repetition_penalty && !given("repetition_penalty")) p.repetition_penalty = *repetition_penalty;
     if (repeat_last_n && !given("repeat_last_n")) p.repeat_last_n = *repeat_last_n;
+    if (presence_penalty && !given("presence_penalty")) p.presence_penalty = *presence_penalty;
+    if (frequency_penalty && !given("frequency_penalty")) p.frequency_penalty = *frequency_penalty;
   }
 };
 

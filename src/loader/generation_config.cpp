@@ -121,6 +121,8 @@ std::string GenerationDefaults::describe() const {
   if (min_p) add("min_p", num(*min_p));
   if (repetition_penalty) add("repetition_penalty", num(*repetition_penalty));
   if (repeat_last_n) add("penalty_last_n", std::to_string(*repeat_last_n));
+  if (presence_penalty) add("presence_penalty", num(*presence_penalty));
+  if (frequency_penalty) add("frequency_penalty", num(*frequency_penalty));
   if (max_new_tokens) add("max_new_tokens", std::to_string(*max_new_tokens));
   if (max_length) add("max_length", std::to_string(*max_length));
   return s;

@@ -401,13 +401,13 @@ const bool registered_generate =
       app.add_flag("--no-echo", o->no_echo, "Do not print the prompt before the generated text");
       app.add_option("-n,--max-new-tokens", o->gen.max_new_tokens,
                      "Tokens to generate at most (default 128; -n as llama.cpp's)");
-      app.add_option("--temperature", o->gen.sampling.temperature,
+      app.add_option("--temperature,--temp", o->gen.sampling.temperature,
                      "Sampling temperature; 0 = greedy (default 1.0)");
       app.add_option("--top-k", o->gen.sampling.top_k, "Keep the k most likely tokens; 0 = off (default 50)");
       app.add_option("--top-p", o->gen.sampling.top_p, "Nucleus sampling mass in (0, 1] (default 1.0 = off)");
       app.add_option("--min-p", o->gen.sampling.min_p,
                      "Drop tokens below min_p x the top probability (default 0 = off)");
-      app.add_option("--repetition-penalty", o->gen.sampling.repetition_penalty,
+      app.add_option("--repetition-penalty,--repeat-penalty", o->gen.sampling.repetition_penalty,
                      "CTRL repetition penalty (default 1.0 = off)");
       app.add_option(
           "--repeat-last-n", o->gen.sampling.repeat_last_n,

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdio>
 #include <thread>
+#include <type_traits>
 
 #include "command.h"
 #include "common.h"
@@ -23,12 +24,44 @@ namespace fs = std::filesystem;
 std::atomic<int> g_signals{0};
 static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs a lock-free counter");
 
+// Request defaults given on the command line (llama-server's sampling flags): they win over the model's
+// generation_config.json / general.sampling.*, and a request's own fields win over them.
+struct ServeSampling {
+  std::optional<float> temperature, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty;
+  std::optional<int64_t> top_k, repeat_last_n;
+};
+
 struct ServeCliOptions {
   ModelOptions model;
   server::ServerOptions server;
   std::optional<int64_t> ctx_size;
   std::string alias;
+  ServeSampling sampling;
 };
+
+// The flags over the file's defaults; a flag also makes the file's unusable value of that setting moot.
+void apply_sampling_flags(const ServeSampling& f, GenerationDefaults& gd) {
+  SamplingParams check;  // the flags' values, refused as generate refuses them
+  bool any = false;
+  const auto set = [&](const char* name, auto& field, const auto& flag, auto& param) {
+    if (!flag) return;
+    field = *flag;
+    param = *flag;
+    any = true;
+    std::erase_if(gd.unusable, [&](const auto& u) { return u.first == name; });
+  };
+  set("temperature", gd.temperature, f.temperature, check.temperature);
+  if (f.temperature) gd.do_sample.reset();  // the flag's temperature, as generate's flag wins over do_sample
+  set("top_k", gd.top_k, f.top_k, check.top_k);
+  set("top_p", gd.top_p, f.top_p, check.top_p);
+  set("min_p", gd.min_p, f.min_p, check.min_p);
+  set("repetition_penalty", gd.repetition_penalty, f.repetition_penalty, check.repetition_penalty);
+  set("repeat_last_n", gd.repeat_last_n, f.repeat_last_n, check.repeat_last_n);
+  set("presence_penalty", gd.presence_penalty, f.presence_penalty, check.presence_penalty);
+  set("frequency_penalty", gd.frequency_penalty, f.frequency_penalty, check.frequency_penalty);
+  check.validate();
+  if (any) gd.source = gd.source.empty() ? "the command line" : gd.source + " and the command line";
+}
 
 int run_serve(ServeCliOptions& o) {
   // SIGINT and SIGTERM only count (the handler may run on any thread, OpenBLAS's included); a watcher
@@ -55,6 +88,7 @@ int run_serve(ServeCliOptions& o) {
   if (model->backend().device() == Device::Host) so.system_fingerprint += "-" + cpu_info().kernel_level;
   so.chat_template = load_chat_template(dir, tok);
   so.generation_defaults = read_generation_defaults(dir);
+  apply_sampling_flags(o.sampling, so.generation_defaults);
   const GenerationDefaults& gd = so.generation_defaults;
   if (const std::string d = gd.describe(); !d.empty()) {
     std::fprintf(stderr,
@@ -159,6 +193,27 @@ const bool registered_serve =
           ->check(CLI::Validator([](std::string& v) { return server::origin_problem(v); }, "ORIGIN"));
       app.add_option("--alias", o->alias,
                      "The model's name in the API (default: the model's file or folder name)");
+      // Request defaults, as llama-server's sampling flags (a request's own field wins)
+      const auto opt = [&](const char* names, auto& field, const char* what) {
+        using T = typename std::remove_reference_t<decltype(field)>::value_type;
+        app.add_option_function<T>(
+               names, [&field](const T& v) { field = v; }, what)
+            ->group("Request defaults");
+      };
+      ServeSampling& s = o->sampling;
+      opt("--temperature,--temp", s.temperature,
+          "For requests without temperature (default: the model's, else 1)");
+      opt("--top-k", s.top_k, "For requests without top_k (default: the model's, else 0 = off)");
+      opt("--top-p", s.top_p, "For requests without top_p (default: the model's, else 1)");
+      opt("--min-p", s.min_p, "For requests without min_p (default: the model's, else 0)");
+      opt("--repetition-penalty,--repeat-penalty", s.repetition_penalty,
+          "For requests without repetition_penalty (default: the model's, else 1 = off)");
+      opt("--repeat-last-n", s.repeat_last_n,
+          "For requests without repeat_last_n: the repetition penalty's window (default: the model's, else "
+          "-1 "
+          "= the whole sequence)");
+      opt("--presence-penalty", s.presence_penalty, "For requests without presence_penalty (default 0)");
+      opt("--frequency-penalty", s.frequency_penalty, "For requests without frequency_penalty (default 0)");
       return [o] { return run_serve(*o); };
     });
 
