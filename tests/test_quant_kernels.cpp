@@ -190,6 +190,54 @@ TEST_P(QuantKernelsAtLevel, GemvEqualsTheDequantizedProduct) {
 // of 1..16 rows from any first row, 1..11 tokens (a tile of 8 and the rest), K of one file block and several:
 // y (+)= the double dot of the dequantized weights with the activations as quantized per 32, within 1e-5 of
 // sum |w x|.
+// The F32 GEMM of prefill (cpu::fgemm, AVX-512 levels only): y += W x for every token, against the product
+// in double, on shapes with every tail (rows past a multiple of 12 and of 4, tokens past a multiple of 32,
+// odd K), leading dimensions wider than the data, and nothing written outside [nt, rows).
+TEST_P(QuantKernelsAtLevel, F32GemmEqualsTheDoubleProduct) {
+  const bool avx512 = GetParam() == "avx512" || GetParam() == "avx512bf16";
+  if (!avx512) {  // the other levels have none: prefill runs OpenBLAS's sgemm
+    EXPECT_EQ(k().fgemm, nullptr) << GetParam();
+    return;
+  }
+  ASSERT_NE(k().fgemm, nullptr) << GetParam();
+  std::mt19937 rng(29);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int64_t K : {1, 7, 64, 100}) {
+    for (int64_t N : {1, 5, 12, 13, 29}) {
+      for (int64_t T : {1, 31, 32, 33, 70}) {
+        const int64_t ldw = K + 3, ldx = K + 5, ldy = N + 2;
+        std::vector<float> w(size_t(N * ldw)), x(size_t(T * ldx)), y(size_t((T + 1) * ldy));
+        for (auto& v : w) v = nd(rng);
+        for (auto& v : x) v = nd(rng);
+        for (auto& v : y) v = nd(rng);
+        const std::vector<float> y0 = y;
+        std::vector<float> buf(size_t(cpu::fgemm_packed_floats(T, K)) + 16);
+        float* xp = buf.data() + (16 - (reinterpret_cast<uintptr_t>(buf.data()) / 4) % 16) % 16;
+        cpu::fgemm_pack_x(xp, x.data(), ldx, T, K, 0, T);
+        k().fgemm(y.data(), ldy, w.data(), ldw, N, xp, T, K);
+        for (int64_t t = 0; t <= T; ++t) {
+          for (int64_t n = 0; n < ldy; ++n) {
+            const size_t i = size_t(t * ldy + n);
+            if (t == T || n >= N) {
+              EXPECT_EQ(y[i], y0[i]) << "written outside: t " << t << " n " << n;
+              continue;
+            }
+            double want = y0[i], mag = std::fabs(y0[i]);
+            for (int64_t c = 0; c < K; ++c) {
+              want += double(w[size_t(n * ldw + c)]) * x[size_t(t * ldx + c)];
+              mag += std::fabs(double(w[size_t(n * ldw + c)]) * x[size_t(t * ldx + c)]);
+            }
+            // F32 sums of up to 101 terms: 2e-6 of the terms' magnitude is far above their rounding
+            // (~K x 6e-8) and far below a missing or doubled term
+            ASSERT_NEAR(y[i], want, 2e-6 * mag + 1e-6)
+                << "K " << K << " N " << N << " T " << T << " t " << t << " n " << n;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_P(QuantKernelsAtLevel, Int8GemmEqualsTheDequantizedProduct) {
   if (GetParam() == "avx512bf16") {
     EXPECT_EQ(k().qgemm_kinds, 0x1Fu) << "VNNI's int8 GEMM takes every kind";

@@ -2,6 +2,7 @@
 // (what this build and machine offer) and -m (a model directory, read from its headers only).
 #include <nlohmann/json.hpp>
 
+#include "cpu/kernels.h"
 #include "minigpt/cpu.h"
 #include "minigpt/cuda.h"
 #include "minigpt/model.h"
@@ -151,6 +152,53 @@ TEST(InfoCli, SystemSaysWhatThisBuildAndMachineOffer) {
   EXPECT_NE(forced.out.find("kernels:      generic "), std::string::npos) << forced.out;
   EXPECT_NE(forced.out.find(" Haswell "), std::string::npos) << forced.out;
   EXPECT_NE(forced.out.find(" (OPENBLAS_CORETYPE=Haswell)\n"), std::string::npos) << forced.out;
+}
+
+// Prefill's product of unquantized weights: minigpt's AVX-512 GEMM or OpenBLAS's sgemm (MINIGPT_SGEMM, else
+// chosen from OpenBLAS's kernels); both give the shipped model's perplexity (F32, and F16 widened) to F32
+// rounding, and info says which runs. Where the level has no GEMM of its own, asking for it is one line.
+TEST(CpuGemm, MinigptsAndOpenBlasGiveTheSamePerplexity) {
+  test::TempDir tmp;
+  const std::string text =
+      test::read_file(test::source_dir() / "tests" / "fixtures" / "data" / "tinyshakespeare.txt");
+  test::write_file(tmp / "t.txt", text.substr(0, 3000));
+  const std::string shipped = (test::source_dir() / "models" / "shakespeare-char").string();
+  const std::string f16 = (tmp / "f16.gguf").string();
+  ASSERT_EQ(test::run_cli("convert " + shipped + " " + f16 + " --outtype f16").status, 0);
+  const bool own = cpu::fgemm_available();
+  for (const std::string& m : {shipped, f16}) {
+    const std::vector<std::string> args = {
+        "perplexity", "-m", m, "-f", (tmp / "t.txt").string(), "--json", "--no-progress", "-t", "2"};
+    const auto blas = test::run_minigpt(args, {"MINIGPT_SGEMM=openblas"});
+    ASSERT_EQ(blas.status, 0) << blas.err;
+    const auto ours = test::run_minigpt(args, {"MINIGPT_SGEMM=minigpt"});
+    if (!own) {
+      EXPECT_EQ(ours.status, 1);
+      EXPECT_NE(ours.err.find("MINIGPT_SGEMM=minigpt: the kernel level " + cpu_info().kernel_level +
+                              " has no GEMM of its own (it needs AVX-512)"),
+                std::string::npos)
+          << ours.err;
+      continue;
+    }
+    ASSERT_EQ(ours.status, 0) << ours.err;
+    const double a = nlohmann::json::parse(blas.out)["nll_mean"],
+                 b = nlohmann::json::parse(ours.out)["nll_mean"];
+    // 1449 scored tokens' F32 log-probabilities, each product summed in another order: ~1e-7 apart here
+    EXPECT_NEAR(a, b, 1e-5 * a) << m;
+  }
+  const auto info = test::run_minigpt({"info", "--system"}, {"MINIGPT_SGEMM=openblas"});
+  EXPECT_NE(info.out.find("gemm:         OpenBLAS's sgemm"), std::string::npos) << info.out;
+  if (own) {
+    // OpenBLAS's AVX2 kernels on an AVX-512 CPU: ours; its AVX-512 ones: its own
+    auto r = test::run_minigpt({"info", "--system"}, {"MINIGPT_SGEMM=", "OPENBLAS_CORETYPE=Haswell"});
+    EXPECT_NE(r.out.find("gemm:         minigpt's (" + cpu_info().kernel_level + ")"), std::string::npos)
+        << r.out;
+    r = test::run_minigpt({"info", "--system"}, {"MINIGPT_SGEMM=", "OPENBLAS_CORETYPE=SkylakeX"});
+    EXPECT_NE(r.out.find("gemm:         OpenBLAS's sgemm"), std::string::npos) << r.out;
+  }
+  const auto bad = test::run_minigpt({"info", "--system"}, {"MINIGPT_SGEMM=mkl"});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("MINIGPT_SGEMM='mkl': minigpt or openblas"), std::string::npos) << bad.err;
 }
 
 TEST(InfoCli, SystemAsJson) {

@@ -22,6 +22,8 @@ struct CpuInfo {
   std::string kernel_level;  // the kernel level chosen (or forced by MINIGPT_CPU)
   std::vector<std::string> levels;  // the levels this binary has that this CPU runs
   std::string blas;                 // the BLAS library and its configuration
+  std::string
+      gemm;  // prefill's product of unquantized weights: "minigpt's (avx512bf16)" or "OpenBLAS's sgemm"
 };
 CpuInfo cpu_info();
 

@@ -3,12 +3,46 @@
 
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "cpu/kernels.h"
 #include "minigpt/cpu.h"
+#include "minigpt/error.h"
 #include "minigpt/sysinfo.h"
 
 namespace minigpt {
+
+namespace cpu {
+// OpenBLAS 0.3.21's F32 GEMM on its AVX-512 kernels (Cooperlake) is as fast as fgemm or a little faster;
+// on its AVX2 ones (Haswell, which OPENBLAS_CORETYPE=Haswell forces on an AVX-512 machine) fgemm is 1.7x
+// faster (bench pp512, F32 124M, 2 threads, Zen 5: see the closing note of stop 48).
+bool own_sgemm() {
+  static const bool own = [] {
+    if (const char* v = std::getenv("MINIGPT_SGEMM"); v != nullptr && *v != '\0') {
+      const std::string_view s(v);
+      if (s != "minigpt" && s != "openblas") {
+        throw Error(ErrorKind::Argument, "MINIGPT_SGEMM='" + std::string(s) +
+                                             "': minigpt or openblas (or unset: chosen by the CPU)");
+      }
+      if (s == "openblas") return false;
+      if (!fgemm_available()) {
+        throw Error(ErrorKind::Argument, "MINIGPT_SGEMM=minigpt: the kernel level " +
+                                             std::string(kernel_level_name()) +
+                                             " has no GEMM of its own (it needs AVX-512)");
+      }
+      return true;
+    }
+    if (!fgemm_available()) return false;
+    const char* core = openblas_get_corename();
+    const std::string_view name = core != nullptr ? core : "";
+    for (const char* avx512 : {"SkylakeX", "Cooperlake", "SapphireRapids"}) {
+      if (name == avx512) return false;
+    }
+    return true;
+  }();
+  return own;
+}
+}  // namespace cpu
 
 CpuInfo cpu_info() {
   CpuInfo c;
@@ -25,6 +59,7 @@ CpuInfo cpu_info() {
   // the Cooperlake kernels OpenBLAS 0.3.21 picks itself), so say so.
   if (const char* forced = std::getenv("OPENBLAS_CORETYPE"); forced != nullptr)
     c.blas += std::string(" (OPENBLAS_CORETYPE=") + forced + ")";
+  c.gemm = cpu::own_sgemm() ? "minigpt's (" + c.kernel_level + ")" : "OpenBLAS's sgemm";
   return c;
 }
 

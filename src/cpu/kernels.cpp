@@ -9,6 +9,7 @@
 #include <emmintrin.h>
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -261,6 +262,28 @@ int64_t quant_prefetch_bytes() {
   return bytes;
 }
 
+bool fgemm_available() { return kernels().fgemm != nullptr; }
+void fgemm_pack_x(float* xp, const float* x, int64_t ldx, int64_t nt, int64_t k, int64_t t0, int64_t t1) {
+  for (int64_t b = t0; b < t1; b += 32) {
+    float* blk = xp + b * k;
+    const int64_t n = std::min<int64_t>(32, nt - b);
+    // 32 x 32 squares: read 32 rows of 32, write 32 columns of 32 (the writes stay within 4 KB)
+    for (int64_t j0 = 0; j0 < k; j0 += 32) {
+      const int64_t j1 = std::min(k, j0 + 32);
+      for (int64_t t = 0; t < n; ++t) {
+        const float* xt = x + (b + t) * ldx;
+        for (int64_t j = j0; j < j1; ++j) blk[j * 32 + t] = xt[j];
+      }
+      for (int64_t t = n; t < 32; ++t) {
+        for (int64_t j = j0; j < j1; ++j) blk[j * 32 + t] = 0.0f;
+      }
+    }
+  }
+}
+void fgemm(float* y, int64_t ldy, const float* w, int64_t ldw, int64_t rows, const float* xp, int64_t nt,
+           int64_t k) {
+  kernels().fgemm(y, ldy, w, ldw, rows, xp, nt, k);
+}
 bool qgemm_available() { return kernels().qgemm != nullptr; }
 bool qgemm_takes(QKind kind) {
   return kernels().qgemm != nullptr && ((kernels().qgemm_kinds >> int(kind)) & 1u);

@@ -168,6 +168,23 @@ void qgemm_pack(uint8_t* panel, QKind kind, const uint8_t* w, int64_t r0, int64_
 void qgemm(QKind kind, float* y, int64_t ldy, const uint8_t* panel, const uint8_t* xu, int64_t ldxu,
            const float* xd, const float* xo, int64_t ldxd, int64_t nt, int64_t rows, int64_t k);
 
+// The prefill product of unquantized weights with AVX-512 (fgemm_available; elsewhere OpenBLAS's sgemm):
+// y[t][r] += sum_k W[r][k] x_t[k] for r < rows, t < nt, W row-major F32 (row r at w + r * ldw), the tokens'
+// activations packed by fgemm_pack_x. Each output is one F32 sum in k order.
+bool fgemm_available();
+// Whether the backend's prefill of unquantized weights runs fgemm, not OpenBLAS's sgemm (cpu_info.cpp):
+// MINIGPT_SGEMM=minigpt|openblas says; by default fgemm where the level has it and OpenBLAS's kernels (chosen
+// at its load from the CPU, or OPENBLAS_CORETYPE) are not AVX-512 ones. Throws Error(Argument) for another
+// MINIGPT_SGEMM value.
+bool own_sgemm();
+// xp = x [nt, k] (row t at x + t * ldx) as blocks of 32 tokens, each k-major ([k][32], the last block's
+// missing tokens zero): fgemm_packed_floats(nt, k) floats, 64-byte aligned. Tokens [t0, t1) of it (t0 a
+// multiple of 32), so that threads can share the work.
+inline int64_t fgemm_packed_floats(int64_t nt, int64_t k) { return (nt + 31) / 32 * 32 * k; }
+void fgemm_pack_x(float* xp, const float* x, int64_t ldx, int64_t nt, int64_t k, int64_t t0, int64_t t1);
+void fgemm(float* y, int64_t ldy, const float* w, int64_t ldw, int64_t rows, const float* xp, int64_t nt,
+           int64_t k);
+
 // One level's kernels (the functions above, same meaning and signatures).
 struct KernelTable {
   const char* name;
@@ -195,6 +212,8 @@ struct KernelTable {
                 int64_t, int64_t, int64_t, int64_t);
   // The kinds qgemm takes (bit 1 << kind): those it beats widening to F32 for sgemm on.
   unsigned qgemm_kinds;
+  // null at the levels without it
+  void (*fgemm)(float*, int64_t, const float*, int64_t, int64_t, const float*, int64_t, int64_t);
 };
 
 // The level in use (chosen on first call: MINIGPT_CPU, else the best this CPU runs; throws Error

@@ -168,6 +168,7 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
     const CpuInfo ci = cpu_info();
     machine["kernel_level"] = ci.kernel_level;
     machine["blas"] = ci.blas;
+    machine["gemm"] = ci.gemm;
   }
   json results = json::array();
   std::map<int, double> bandwidth;

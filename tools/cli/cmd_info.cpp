@@ -248,7 +248,8 @@ json system_json(const CpuInfo& cpu, const std::vector<BackendStatus>& bs) {
   j["cuda_module_built"] = kCudaBuilt;
   j["cpu"] = {{"model", cpu.model},       {"threads", cpu.cores},
               {"features", cpu.features}, {"kernel_level", cpu.kernel_level},
-              {"levels", cpu.levels},     {"blas", cpu.blas}};
+              {"levels", cpu.levels},     {"blas", cpu.blas},
+              {"gemm", cpu.gemm}};
   json list = json::array();
   for (const auto& b : bs) {
     json e = {{"name", b.info->name}, {"description", b.info->description}, {"available", b.available}};
@@ -270,6 +271,8 @@ void print_system(const CpuInfo& cpu, const std::vector<BackendStatus>& bs) {
   std::printf("kernels:      %s (this binary has and this CPU runs: %s)\n", cpu.kernel_level.c_str(),
               join(cpu.levels).c_str());
   std::printf("blas:         %s\n", cpu.blas.c_str());
+  std::printf("gemm:         %s (prefill of F32/F16/BF16 weights; MINIGPT_SGEMM=minigpt|openblas chooses)\n",
+              cpu.gemm.c_str());
   std::printf("backends:\n");
   for (const auto& b : bs) {
     std::printf("  %-6s %-12s %s\n", b.info->name.c_str(), b.available ? "available" : "unavailable",
