@@ -83,6 +83,23 @@ TEST(ServerRequest, EdgeValuesAreTakenAsMeant) {
   EXPECT_EQ(parse(R"({"prompt":"a","seed":18446744073709551615})").seed,
             std::numeric_limits<uint64_t>::max());
   EXPECT_EQ(parse(R"({"prompt":"a","seed":0})").seed, 0u);
+  // a logit_bias that bans every token leaves nothing to sample: a 400 (it ended the server, a sampler's
+  // error in the scheduler's thread); one token left, or one given back by a later pair, is a request
+  json all = json::array();
+  for (int i = 0; i < 256; ++i) all.push_back({i, false});
+  try {
+    parse(json{{"prompt", "a"}, {"logit_bias", all}}.dump());
+    ADD_FAILURE() << "accepted a bias that bans every token";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_NE(std::string(e.what()).find("logit_bias: bans all 256 tokens of the vocabulary"),
+              std::string::npos)
+        << e.what();
+  }
+  all.push_back({7, 0});
+  EXPECT_EQ(parse(json{{"prompt", "a"}, {"logit_bias", all}}.dump()).gen.sampling.logit_bias.size(), 257u);
+  all.erase(all.end() - 2, all.end());
+  EXPECT_EQ(parse(json{{"prompt", "a"}, {"logit_bias", all}}.dump()).gen.sampling.logit_bias.size(), 255u);
 }
 
 TEST(ServerRequest, BadBodiesAre400NamingTheField) {
@@ -324,6 +341,12 @@ TEST(Server, PenaltiesAndLogitBiasEqualTransformers) {
       EXPECT_EQ(got["choices"][0]["logprobs"]["tokens"].size(), want.size());
     }
   }
+  // a bias that bans every token is refused, and the server goes on
+  json all = json::object();
+  for (int i = 0; i < 256; ++i) all[std::to_string(i)] = false;
+  const json refused = post_json(f, "/v1/completions", {{"prompt", "a"}, {"logit_bias", all}}, 400);
+  EXPECT_NE(refused.dump().find("bans all 256 tokens"), std::string::npos) << refused.dump();
+  EXPECT_EQ(post_json(f, "/v1/completions", {{"prompt", "a"}, {"max_tokens", 2}})["choices"].size(), 1u);
 }
 
 TEST(Server, CompletionsEqualGenerateStreamingOrNot) {

@@ -205,6 +205,13 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& b, int64_t n
   } else {
     bad_type("logit_bias", b, "an object of token ids to biases");
   }
+  std::set<int32_t> banned;  // a token's last bias counts
+  for (const auto& [id, bias] : out)
+    bias == -std::numeric_limits<float>::infinity() ? void(banned.insert(id)) : void(banned.erase(id));
+  if (int64_t(banned.size()) == n_vocab) {
+    bad("logit_bias",
+        "bans all " + std::to_string(n_vocab) + " tokens of the vocabulary: none is left to choose");
+  }
   return out;
 }
 
@@ -335,6 +342,9 @@ void parse_common(const json& j, CompletionRequest& r, const Config& c, const Re
 void finish_request(CompletionRequest& r, const Config& c, const RequestLimits& limits) {
   try {
     r.gen.sampling.validate();
+    // what the choices' samplers will check (the logit bias against the vocabulary): here, as a 400, not as
+    // a failure in the scheduler
+    (void)Sampler(r.gen.sampling, c.n_vocab);
   } catch (const Error& e) {
     throw ApiError(400, e.what());
   }
