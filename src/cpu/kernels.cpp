@@ -264,6 +264,11 @@ int64_t quant_prefetch_bytes() {
 
 bool fgemm_available() { return kernels().fgemm != nullptr; }
 void fgemm_pack_x(float* xp, const float* x, int64_t ldx, int64_t nt, int64_t k, int64_t t0, int64_t t1) {
+  if (kernels().fgemm_pack_x != nullptr) {
+    kernels().fgemm_pack_x(xp, x, ldx, nt, k, t0, t1);
+    return;
+  }
+  // the layout, for tests at the levels without fgemm
   for (int64_t b = t0; b < t1; b += 32) {
     float* blk = xp + b * k;
     const int64_t n = std::min<int64_t>(32, nt - b);

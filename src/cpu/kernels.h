@@ -214,6 +214,7 @@ struct KernelTable {
   unsigned qgemm_kinds;
   // null at the levels without it
   void (*fgemm)(float*, int64_t, const float*, int64_t, int64_t, const float*, int64_t, int64_t);
+  void (*fgemm_pack_x)(float*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t);
 };
 
 // The level in use (chosen on first call: MINIGPT_CPU, else the best this CPU runs; throws Error
