@@ -46,16 +46,23 @@ TEST(Sampler, EachProcessorMatchesTransformers) {
   }
 }
 
+// A GenerationConfig's sampling settings as the fixtures give them (transformers' defaults where left out;
+// top_k's as the fixture's config had it).
+SamplingParams params_of(const json& cfg, int64_t top_k) {
+  SamplingParams p;
+  p.temperature = cfg.value("temperature", 1.0f);
+  p.top_k = cfg.value("top_k", top_k);
+  p.top_p = cfg.value("top_p", 1.0f);
+  p.min_p = cfg.value("min_p", 0.0f);
+  p.repetition_penalty = cfg.value("repetition_penalty", 1.0f);
+  return p;
+}
+
 TEST(Sampler, ProcessorChainInTransformersOrder) {
   const json j = load_json("processors.json");
   for (const auto& c : j["chains"]) {
-    SamplingParams p;
     const json& cfg = c["config"];
-    p.temperature = cfg.value("temperature", 1.0f);
-    p.top_k = cfg.value("top_k", int64_t(50));
-    p.top_p = cfg.value("top_p", 1.0f);
-    p.min_p = cfg.value("min_p", 0.0f);
-    p.repetition_penalty = cfg.value("repetition_penalty", 1.0f);
+    SamplingParams p = params_of(cfg, 50);
     const auto scores = c["scores"].get<std::vector<float>>();
     const auto ids = c["input_ids"].get<std::vector<int32_t>>();
     Sampler sampler(p, int64_t(scores.size()));
@@ -76,13 +83,7 @@ TEST(Sampler, BiasAndOpenAIPenaltiesInTransformersOrder) {
   const json j = load_json("penalties.json");
   ASSERT_GE(j["chains"].size(), 18u);
   for (const auto& c : j["chains"]) {
-    SamplingParams p;
-    const json& cfg = c["config"];
-    p.temperature = cfg.value("temperature", 1.0f);
-    p.top_k = cfg.value("top_k", int64_t(0));
-    p.top_p = cfg.value("top_p", 1.0f);
-    p.min_p = cfg.value("min_p", 0.0f);
-    p.repetition_penalty = cfg.value("repetition_penalty", 1.0f);
+    SamplingParams p = params_of(c["config"], 0);
     p.repeat_last_n = c.value("repeat_last_n", int64_t(-1));
     p.presence_penalty = c["presence_penalty"];
     p.frequency_penalty = c["frequency_penalty"];

@@ -1701,11 +1701,15 @@ struct ServeProcess {
         port = std::stoi(err.substr(at + 17));
     }
   }
-  // SIGTERM, then the exit status (and the rest of stderr in err)
-  int stop() {
+  // SIGTERM (or `sig`), then the exit status (and the rest of stderr in err)
+  int stop(int sig = SIGTERM) {
+    if (pid > 0) ::kill(pid, sig);
+    return wait();
+  }
+  // The exit status, once the process ends (and the rest of stderr in err)
+  int wait() {
     int st = -1;
     if (pid > 0) {
-      ::kill(pid, SIGTERM);
       ::waitpid(pid, &st, 0);
       pid = -1;
     }
@@ -1767,34 +1771,9 @@ TEST(ServeCli, SamplingFlagsAreRequestDefaults) {
 
 TEST(ServeCli, SignalsEndStreamsCleanlyAndExitZero) {
   for (int sig : {SIGTERM, SIGINT}) {
-    int err_pipe[2];
-    ASSERT_EQ(::pipe(err_pipe), 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
-    posix_spawn_file_actions_addclose(&fa, err_pipe[0]);
-    std::vector<std::string> args = {MINIGPT_CLI_PATH, "serve", "--port", "0", "-np", "2", "-t", "1"};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = -1;
-    ASSERT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    ::close(err_pipe[1]);
-    std::string err;
-    int port = 0;
-    char buf[256];
-    while (port == 0) {
-      const ssize_t n = ::read(err_pipe[0], buf, sizeof buf);
-      if (n <= 0) break;
-      err.append(buf, size_t(n));
-      const auto at = err.find("http://127.0.0.1:");
-      if (at != std::string::npos && err.find(' ', at) != std::string::npos)
-        port = std::stoi(err.substr(at + 17));
-    }
-    ASSERT_GT(port, 0) << err;
+    ServeProcess srv({"-np", "2", "-t", "1"});
+    const int port = srv.port;
+    ASSERT_GT(port, 0) << srv.err;
     httplib::Client c("127.0.0.1", port);
     c.set_read_timeout(60, 0);
     auto stream = std::async(std::launch::async, [&] {
@@ -1803,7 +1782,7 @@ TEST(ServeCli, SignalsEndStreamsCleanlyAndExitZero) {
                     "application/json");
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    ::kill(pid, sig);
+    ::kill(srv.pid, sig);
     auto res = stream.get();
     ASSERT_TRUE(res);
     bool done = false;
@@ -1813,16 +1792,9 @@ TEST(ServeCli, SignalsEndStreamsCleanlyAndExitZero) {
     EXPECT_EQ(evs.back()["choices"][0]["finish_reason"], "length");  // it ran to its end
     // The build, the back-end and the kernels a seed's tokens depend on.
     EXPECT_EQ(evs.back()["system_fingerprint"], "minigpt-0.1.0-cpu-" + cpu_info().kernel_level);
-    int st = 0;
-    ASSERT_EQ(::waitpid(pid, &st, 0), pid);
-    while (true) {
-      const ssize_t n = ::read(err_pipe[0], buf, sizeof buf);
-      if (n <= 0) break;
-      err.append(buf, size_t(n));
-    }
-    ::close(err_pipe[0]);
-    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st << "\n" << err;
-    EXPECT_NE(err.find("minigpt: stopped"), std::string::npos) << err;
+    const int st = srv.wait();
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st << "\n" << srv.err;
+    EXPECT_NE(srv.err.find("minigpt: stopped"), std::string::npos) << srv.err;
   }
 }
 
