@@ -474,13 +474,7 @@ class CpuBackend final : public Backend {
       return false;
     }
     if (cpu::own_sgemm()) {
-      const float* xp = pack_x(in);
-      pool_.parallel_chunks(N, chunk(N, 12), [&](int64_t n0, int64_t n1) {
-        init_out(out, lin, accumulate, n0, n1);
-        cpu::fgemm(out.ptr<float>() + n0, out.stride, lin.w.ptr<float>() + n0 * lin.w.stride, lin.w.stride,
-                   n1 - n0, xp, T, K);
-        if (act) apply_act(out, n0, n1, *act);
-      });
+      gemm_own(out, in, lin, accumulate, act);
       return true;
     }
     pool_.run([&](int ith, int nth) {
@@ -813,18 +807,22 @@ class CpuBackend final : public Backend {
     });
   }
 
-  // out (+)= in W^T for a batch: blocks of W (16-bit or quantized) widened to F32, then sgemm. Holds a lock:
-  // the widening scratch is shared by every session of this backend.
-  void gemm_widened(Tensor out, const Tensor& in, const Linear& lin, bool accumulate, const Activation* act) {
+  // out (+)= in W^T for a batch through minigpt's GEMM (cpu::own_sgemm): the activations packed once, the
+  // weight rows split over the threads in chunks of 12-row blocks. F32 weights are read where they are;
+  // 16-bit or quantized ones are widened 12 rows at a time into the thread's own buffer (in L1 or L2), then
+  // run against every token: each weight read once, as stored (bench pp512, 124M, 2 threads, Zen 5, 3 rounds
+  // alternating with widening 16 MB blocks first for every thread's rows: F16 1777-1847 against 1682-1820
+  // tok/s, BF16 1805-1851 against 1781-1797).
+  void gemm_own(Tensor out, const Tensor& in, const Linear& lin, bool accumulate, const Activation* act) {
     const int64_t N = lin.n_out, K = lin.n_in;
-    if (cpu::own_sgemm()) {
-      // 12 rows at a time widened into the thread's own buffer (in L1 or L2), then run against every token:
-      // each weight read once, as stored (bench pp512, 124M, 2 threads, Zen 5, 3 rounds alternating with
-      // widening 16 MB blocks first for every thread's rows: F16 1777-1847 against 1682-1820 tok/s, BF16
-      // 1805-1851 against 1781-1797)
-      const float* xp = pack_x(in);
-      pool_.parallel_chunks(N, chunk(N, 12), [&](int64_t n0, int64_t n1) {
-        init_out(out, lin, accumulate, n0, n1);
+    const bool f32 = lin.layout == kOutInF32;
+    const float* xp = pack_x(in);
+    pool_.parallel_chunks(N, chunk(N, 12), [&](int64_t n0, int64_t n1) {
+      init_out(out, lin, accumulate, n0, n1);
+      if (f32) {
+        cpu::fgemm(out.ptr<float>() + n0, out.stride, lin.w.ptr<float>() + n0 * lin.w.stride, lin.w.stride,
+                   n1 - n0, xp, in.rows, K);
+      } else {
         thread_local std::vector<float> wf;
         wf.resize(size_t(12 * K));
         for (int64_t r = n0; r < n1; r += 12) {
@@ -832,10 +830,19 @@ class CpuBackend final : public Backend {
           widen(wf.data(), lin, r, rows);
           cpu::fgemm(out.ptr<float>() + r, out.stride, wf.data(), K, rows, xp, in.rows, K);
         }
-        if (act) apply_act(out, n0, n1, *act);
-      });
+      }
+      if (act) apply_act(out, n0, n1, *act);
+    });
+  }
+
+  // out (+)= in W^T for a batch: blocks of W (16-bit or quantized) widened to F32, then sgemm (minigpt's GEMM
+  // where cpu::own_sgemm). Holds a lock: the widening scratch is shared by every session of this backend.
+  void gemm_widened(Tensor out, const Tensor& in, const Linear& lin, bool accumulate, const Activation* act) {
+    if (cpu::own_sgemm()) {
+      gemm_own(out, in, lin, accumulate, act);
       return;
     }
+    const int64_t N = lin.n_out, K = lin.n_in;
     std::lock_guard<std::mutex> lock(gemm_mutex_);
     const int64_t block = std::max<int64_t>(64, (int64_t(4) << 20) / K);  // ~16 MB of F32 per block
     if (gemm_scratch_.size() < size_t(std::min(block, N) * K))
