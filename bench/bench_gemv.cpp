@@ -62,9 +62,11 @@ int main(int argc, char** argv) {
   int8_t* xq = xq_store.data() + (32 - reinterpret_cast<uintptr_t>(xq_store.data()) % 32) % 32;
   std::vector<float> xd(size_t(kMaxRows * K / 32));
   std::vector<int16_t> xs(size_t(kMaxRows * K / 16));
+  std::vector<int16_t> xq16_store(size_t(kMaxRows * K + 32));
+  int16_t* xq16 = xq16_store.data() + (64 - reinterpret_cast<uintptr_t>(xq16_store.data()) % 64) % 64 / 2;
   std::vector<cpu::QAct> acts;
   for (int64_t t = 0; t < kMaxRows; ++t)
-    acts.push_back({xq + t * K, xd.data() + t * K / 32, xs.data() + t * K / 16});
+    acts.push_back({xq + t * K, xd.data() + t * K / 32, xs.data() + t * K / 16, xq16 + t * K});
   for (const QuantCase& q :
        {QuantCase{"Q8_0", cpu::QKind::Q8_0, 32, 34}, QuantCase{"Q4_0", cpu::QKind::Q4_0, 32, 18},
         QuantCase{"Q4_K", cpu::QKind::Q4_K, 256, 144}, QuantCase{"Q5_K", cpu::QKind::Q5_K, 256, 176},
@@ -84,9 +86,13 @@ int main(int argc, char** argv) {
         const auto t0 = std::chrono::steady_clock::now();
         for (int64_t l = 0; l < loops; ++l)
           for (int64_t m = 0; m < qmats; ++m) {
-            for (int64_t t = 0; t < nx; ++t)
-              cpu::quantize_acts(x.data() + t * ld, K, xq + t * K, xd.data() + t * K / 32,
-                                 xs.data() + t * K / 16, cpu::act_block_size(q.kind));
+            for (int64_t t = 0; t < nx; ++t) {
+              if (cpu::acts_int16(q.kind))
+                cpu::quantize_acts16(x.data() + t * ld, K, xq16 + t * K, xd.data() + t * K / 32);
+              else
+                cpu::quantize_acts(x.data() + t * ld, K, xq + t * K, xd.data() + t * K / 32,
+                                   xs.data() + t * K / 16, cpu::act_block_size(q.kind));
+            }
             cpu::gemv_quant(q.kind, y.data(), ld, &wq[size_t(m * rb * N)], 0, acts.data(), nx, N, K, true);
           }
         best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -63,20 +63,36 @@ std::vector<uint8_t> random_blocks(const Kind& t, int64_t n, int64_t k, std::mt1
   return w;
 }
 
-// Quantized activations of x, one row, as the level makes them.
+// Quantized activations of x, one row, as the level makes them: int8 per `block`, or int16 per 32.
 struct Acts {
-  std::vector<int8_t> q;  // over-allocated for 32-byte alignment
+  std::vector<int8_t> q;  // over-allocated for 64-byte alignment
+  std::vector<int16_t> q16;
   std::vector<float> d;
   std::vector<int16_t> s;
   int8_t* qa = nullptr;
+  int16_t* q16a = nullptr;
   int64_t block;
-  Acts(const cpu::KernelTable& kt, const float* x, int64_t k, int64_t block_ = 32)
-      : q(size_t(k + 32)), d(size_t(k / block_)), s(size_t(k / 16)), block(block_) {
-    qa = q.data() + (32 - reinterpret_cast<uintptr_t>(q.data()) % 32) % 32;
-    kt.quantize_acts(x, k, qa, d.data(), s.data(), block);
+  bool wide;
+  Acts(const cpu::KernelTable& kt, const float* x, int64_t k, int64_t block_ = 32, bool wide_ = false)
+      : q(size_t(k + 64)),
+        q16(size_t(k + 32)),
+        d(size_t(k / block_)),
+        s(size_t(k / 16)),
+        block(block_),
+        wide(wide_) {
+    qa = q.data() + (64 - reinterpret_cast<uintptr_t>(q.data()) % 64) % 64;
+    q16a = q16.data() + (64 - reinterpret_cast<uintptr_t>(q16.data()) % 64) % 64 / 2;
+    if (wide)
+      kt.quantize_acts16(x, k, q16a, d.data());
+    else
+      kt.quantize_acts(x, k, qa, d.data(), s.data(), block);
   }
-  cpu::QAct view() const { return {qa, d.data(), s.data()}; }
-  float value(int64_t i) const { return float(qa[i]) * d[size_t(i / block)]; }
+  Acts(const cpu::KernelTable& kt, const float* x, int64_t k, cpu::QKind kind)
+      : Acts(kt, x, k, cpu::act_block_size(kind), cpu::acts_int16(kind)) {}
+  cpu::QAct view() const {
+    return wide ? cpu::QAct{nullptr, d.data(), nullptr, q16a} : cpu::QAct{qa, d.data(), s.data(), nullptr};
+  }
+  float value(int64_t i) const { return float(wide ? q16a[i] : qa[i]) * d[size_t(i / block)]; }
 };
 
 class QuantKernelsAtLevel : public ::testing::TestWithParam<std::string> {
@@ -116,6 +132,26 @@ TEST_P(QuantKernelsAtLevel, QuantizedActivationsAreWithinHalfAStepAndEqualAtEver
       EXPECT_EQ(a.d[0], 1e3f / 127.0f);  // the block of the large value: its scale
     }
   }
+  // Q8_0's 16-bit activations (per 32): the same properties with 32767 steps (a step 127 / 32767 of the
+  // int8 one's), the block's largest value at +-32767.
+  const Acts a(k(), x.data(), K, 32, true);
+  const Acts g(cpu::kernels_for("generic"), x.data(), K, 32, true);
+  const Acts a8(k(), x.data(), K, 32);
+  for (int64_t i = 0; i < K; ++i) {
+    EXPECT_LE(std::fabs(a.value(i) - x[size_t(i)]), a.d[size_t(i / 32)] * 0.5f * (1 + 1e-5f) + 1e-30f) << i;
+    EXPECT_EQ(a.q16a[i], g.q16a[i]) << i;
+  }
+  EXPECT_EQ(a.q16a[200], 32767);
+  EXPECT_EQ(a.d[2], 0.0f);
+  EXPECT_EQ(a.d[6], 1e3f / 32767.0f);
+  for (int64_t j = 0; j < K / 32; ++j) {
+    int16_t top = 0;
+    for (int i = 0; i < 32; ++i) top = std::max<int16_t>(top, int16_t(std::abs(a.q16a[32 * j + i])));
+    EXPECT_EQ(top, j == 2 ? 0 : 32767) << "block " << j;
+    if (j != 2) {
+      EXPECT_NEAR(a.d[size_t(j)] / a8.d[size_t(j)], 127.0 / 32767.0, 1e-6) << "block " << j;
+    }
+  }
 }
 
 // Every kind, 1..9 rows (the 4-row groups and the rows left over), 1 and 3 rows of activations, K of one
@@ -146,7 +182,7 @@ TEST_P(QuantKernelsAtLevel, GemvEqualsTheDequantizedProduct) {
           std::vector<cpu::QAct> views;
           for (auto& x : xs) {
             for (auto& v : x) v = nd(rng);
-            acts.emplace_back(k(), x.data(), K, cpu::act_block_size(t.kind));
+            acts.emplace_back(k(), x.data(), K, t.kind);
           }
           for (const auto& a : acts) views.push_back(a.view());
           const int64_t ldy = N + 2;
@@ -186,10 +222,6 @@ TEST_P(QuantKernelsAtLevel, GemvEqualsTheDequantizedProduct) {
   }
 }
 
-// The int8 GEMM of prefill (where the level has it: VNNI, AVX-512, AVX2): every kind it takes, panels
-// of 1..16 rows from any first row, 1..11 tokens (a tile of 8 and the rest), K of one file block and several:
-// y (+)= the double dot of the dequantized weights with the activations as quantized per 32, within 1e-5 of
-// sum |w x|.
 // The F32 GEMM of prefill (cpu::fgemm, AVX-512 levels only): y += W x for every token, against the product
 // in double, on shapes with every tail (rows past a multiple of 12 and of 4, tokens past a multiple of 32,
 // odd K), leading dimensions wider than the data, and nothing written outside [nt, rows).
@@ -238,11 +270,13 @@ TEST_P(QuantKernelsAtLevel, F32GemmEqualsTheDoubleProduct) {
   }
 }
 
+// The int8 GEMM of prefill (where the level has it: VNNI, AVX-512, AVX2): every kind it takes, panels
+// of 1..16 rows from any first row, 1..11 tokens (a tile of 8 and the rest), K of one file block and several:
+// y (+)= the double dot of the dequantized weights with the activations as quantized per 32, within 1e-5 of
+// sum |w x|.
 TEST_P(QuantKernelsAtLevel, Int8GemmEqualsTheDequantizedProduct) {
-  if (GetParam() == "avx512bf16") {
-    EXPECT_EQ(k().qgemm_kinds, 0x1Fu) << "VNNI's int8 GEMM takes every kind";
-  } else if (GetParam() == "avx2" || GetParam() == "avx512") {
-    EXPECT_EQ(k().qgemm_kinds, 0x1Eu) << "vpmaddubsw's (no VNNI): all but Q8_0";
+  if (GetParam() != "generic") {
+    EXPECT_EQ(k().qgemm_kinds, 0x1Eu) << "every kind but Q8_0 (16-bit activations: cpu::acts_int16)";
   }
   if (k().qgemm == nullptr) {  // generic has none: prefill widens to F32 for sgemm
     EXPECT_EQ(k().qgemm_kinds, 0u);

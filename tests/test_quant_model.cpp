@@ -201,12 +201,18 @@ namespace {
 
 // The quality line, measured by the tools users have: the shipped model quantized to Q8_0 by
 // `minigpt quantize` against its F32 self over the first 30,000 bytes of its validation text, through
-// `perplexity --save-logits` / `--kl-divergence`. Measured 99.08% on a Zen 3 (98.91% over the whole
-// validation split, the same as llama.cpp's Q8_0 bytes would give: the quantizer is byte-identical); the
-// bound 98.5% catches a quantizer or kernel that loses precision, which costs several points. Where the
-// kernel level has VNNI (avx512bf16), the prefill's Q8_0 products take int8 activations (cpu::qgemm, as
-// llama.cpp's do) and the same text measured 98.66%, mean KLD 7.0e-4 against 3.6e-4 (a Xeon with AVX-512
-// BF16/VNNI, 2026-11-27).
+// `perplexity --save-logits` / `--kl-divergence` (llama.cpp's recipe: 128-token chunks, the second half of
+// each scored, 14,742 tokens). Q8_0's activations are 16-bit (cpu::acts_int16) in decode and batched decode
+// (the GEMV, -b 16 here) and F32 in prefill (its blocks widened for the F32 GEMM, the default -b 512): both
+// measured 99.08%, mean KLD 3.6e-4 (Zen 5, 2026-11-28), as the avx2 level's F32 prefill had on a Zen 3. With
+// int8 activations (llama.cpp's; minigpt's GEMV at every level and prefill with VNNI before) the same text
+// measured 98.61% (decode) / 98.66% (prefill), mean KLD 7.0e-4, and llama.cpp's own Q8_0 of these bytes
+// 98.69%, 7.1e-4 (llama-perplexity --kl-divergence, same chunks). Over every token (transformers' --stride
+// recipe, 29,999 tokens) 16-bit activations measured 98.96%, int8 ones 98.54%. Over the whole validation
+// split (111,540 bytes, 54,873 tokens scored; too long for a test) 98.91%, KLD 3.7e-4: the Q8_0 weights' own
+// loss (transformers on their gguf.quants round trip: 98.908%), where int8 activations gave 98.48% and
+// llama.cpp 98.52%, 7.3e-4. The bounds: 99% on this part of the split, and a KLD between the two (5e-4),
+// which int8 activations in either path fail.
 TEST(QuantModelCli, ShippedModelQ8_0AgreesWithF32) {
   test::TempDir tmp;
   const auto shipped = test::source_dir() / "models" / "shakespeare-char";
@@ -228,9 +234,9 @@ TEST(QuantModelCli, ShippedModelQ8_0AgreesWithF32) {
   r = test::run_cli("perplexity -m " + shipped.string() + " -f " + val.string() + " --save-logits " +
                     ref.string() + " --no-progress -t 2");
   ASSERT_EQ(r.status, 0) << r.err;
-  auto compare = [&](const std::filesystem::path& file, const char* what) {
+  auto compare = [&](const std::filesystem::path& file, const char* what, const std::string& extra = "") {
     r = test::run_cli("perplexity -m " + file.string() + " -f " + val.string() + " --kl-divergence " +
-                      ref.string() + " --no-progress --json -t 2");
+                      ref.string() + " --no-progress --json -t 2" + extra);
     EXPECT_EQ(r.status, 0) << r.err;
     const json kl = json::parse(r.out)["kl_divergence"];
     std::printf(
@@ -240,15 +246,16 @@ TEST(QuantModelCli, ShippedModelQ8_0AgreesWithF32) {
     return std::pair{kl["top1_agreement"].get<double>(), kl["mean"].get<double>()};
   };
   const auto [top1, kld] = compare(q8, "Q8_0");
-  EXPECT_GE(top1, 0.985);
-  EXPECT_LT(kld, 1e-3);
+  EXPECT_GE(top1, 0.99);
+  EXPECT_LT(kld, 5e-4);
+  const auto [top1_gemv, kld_gemv] = compare(q8, "Q8_0 in steps of 16 tokens (the GEMV)", " -b 16");
+  EXPECT_GE(top1_gemv, 0.99);
+  EXPECT_LT(kld_gemv, 5e-4);
   // llama-quantize's --output-tensor-type f16: the tied head (token_embd) in F16, every other matrix Q8_0.
   // The head's Q8_0 is most of the weights' loss on this model (tools/quant_sensitivity.py: 99.06% top-1 over
-  // the whole validation text with only it quantized, 99.48% with all but it): with F32 activations (the
-  // levels without VNNI) measured 99.57%, mean KLD 7.4e-5, a fifth of the Q8_0 head's; with VNNI's int8
-  // activations in the other matrices 98.95% and 4.3e-4 (they then carry most of the loss). So the bound is
-  // the level's: closer to F32 than the Q8_0 head in both measures, and with F32 activations the 99%
-  // and half the KLD.
+  // the whole validation text with only it quantized, 99.48% with all but it): measured 99.57%, mean KLD
+  // 7.4e-5, a fifth of the Q8_0 head's (with int8 activations in the other matrices it was 98.95% and 4.3e-4:
+  // they then carried most of the loss).
   const auto q8h = tmp.path() / "q8-f16-head.gguf";
   r = test::run_cli("quantize " + shipped.string() + " " + q8h.string() +
                     " --type q8_0 --output-tensor-type f16");
@@ -267,11 +274,7 @@ TEST(QuantModelCli, ShippedModelQ8_0AgreesWithF32) {
   EXPECT_EQ(q8_matrices, 16);
   const auto [top1h, kldh] = compare(q8h, "Q8_0 with an F16 head");
   EXPECT_GE(top1h, top1);
-  EXPECT_LT(kldh, kld);
-  if (!cpu::qgemm_takes(cpu::QKind::Q8_0)) {
-    EXPECT_GE(top1h, 0.99);
-    EXPECT_LT(kldh, kld / 2);
-  }
+  EXPECT_LT(kldh, kld / 2);
 }
 
 }  // namespace

@@ -108,22 +108,33 @@ cpu::QuantLayout layout_of(GgmlType t) {
 // each thread that runs a product has its own (the session's thread; the pool's threads only read it).
 class QuantActs {
  public:
-  // Quantizes the rows of x in blocks of `block` values (k a multiple of it).
-  void quantize(const Tensor& x, int64_t block) {
-    const int64_t k = x.cols, n = x.rows;
-    const size_t q_bytes = size_t(k), per_row = q_bytes + size_t(k / 32) * 4 + size_t(k / 16) * 2 + 32;
-    const size_t need = per_row * size_t(n) + 32;
+  // Quantizes the rows of x as a kind's kernels take them (cpu::acts_int16, cpu::act_block_size; k a
+  // multiple of the block).
+  void quantize(const Tensor& x, cpu::QKind kind) {
+    const int64_t k = x.cols, n = x.rows, block = cpu::act_block_size(kind);
+    const bool wide = cpu::acts_int16(kind);
+    // Per row: the values (int8 or int16), the scales, the sums of 16 (int8 only), rounded up to 64 bytes so
+    // that every row's values start 64-byte aligned.
+    const size_t q_bytes = size_t(k) * (wide ? 2 : 1);
+    const size_t per_row = (q_bytes + size_t(k / 32) * 4 + (wide ? 0 : size_t(k / 16) * 2) + 63) / 64 * 64;
+    const size_t need = per_row * size_t(n) + 64;
     if (bytes_.size() < need) bytes_.resize(need);
     rows_.resize(size_t(n));
     auto base = reinterpret_cast<uintptr_t>(bytes_.data());
-    uint8_t* p = bytes_.data() + ((32 - base % 32) % 32);
-    for (int64_t t = 0; t < n; ++t) {
-      int8_t* q = reinterpret_cast<int8_t*>(p);
+    uint8_t* p = bytes_.data() + ((64 - base % 64) % 64);
+    for (int64_t t = 0; t < n; ++t, p += per_row) {
+      const float* xt = x.ptr<float>() + t * x.stride;
       float* d = reinterpret_cast<float*>(p + q_bytes);
-      int16_t* s = reinterpret_cast<int16_t*>(p + q_bytes + size_t(k / 32) * 4);
-      cpu::quantize_acts(x.ptr<float>() + t * x.stride, k, q, d, s, block);
-      rows_[size_t(t)] = {q, d, s};
-      p += (per_row - 32 + 31) / 32 * 32;  // the next row's q 32-byte aligned again
+      if (wide) {
+        int16_t* q16 = reinterpret_cast<int16_t*>(p);
+        cpu::quantize_acts16(xt, k, q16, d);
+        rows_[size_t(t)] = {nullptr, d, nullptr, q16};
+      } else {
+        int8_t* q = reinterpret_cast<int8_t*>(p);
+        int16_t* s = reinterpret_cast<int16_t*>(p + q_bytes + size_t(k / 32) * 4);
+        cpu::quantize_acts(xt, k, q, d, s, block);
+        rows_[size_t(t)] = {q, d, s, nullptr};
+      }
     }
   }
   const cpu::QAct* rows() const { return rows_.data(); }
@@ -746,7 +757,7 @@ class CpuBackend final : public Backend {
     if (quant_kind(lin.format.quant, &kind)) {
       // The caller's own buffer: a thread_local named inside the lambda would be each worker's.
       thread_local QuantActs acts;
-      acts.quantize(in, cpu::act_block_size(kind));
+      acts.quantize(in, kind);
       const cpu::QAct* xq = acts.rows();
       pool_.parallel_chunks(N, chunk(N, 4), [&](int64_t n0, int64_t n1) {
         init_out(out, lin, accumulate, n0, n1);

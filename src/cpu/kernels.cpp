@@ -235,6 +235,9 @@ void gemv_f32_rows(float* y, int64_t ldy, const float* w, int64_t ldw, const flo
 void quantize_acts(const float* x, int64_t k, int8_t* q, float* d, int16_t* s, int64_t block) {
   kernels().quantize_acts(x, k, q, d, s, block);
 }
+void quantize_acts16(const float* x, int64_t k, int16_t* q, float* d) {
+  kernels().quantize_acts16(x, k, q, d);
+}
 void gemv_quant(QKind kind, float* y, int64_t ldy, const uint8_t* w, int64_t r0, const QAct* x, int64_t nx,
                 int64_t n, int64_t k, bool accumulate) {
   kernels().gemv_quant(kind, y, ldy, w, r0, x, nx, n, k, accumulate, quant_prefetch_bytes());
@@ -364,24 +367,21 @@ inline void panel_piece(uint8_t* dst, int64_t r, const int8_t* v, float dw, floa
 void qgemm_pack(uint8_t* panel, QKind kind, const uint8_t* w, int64_t r0, int64_t rows, int64_t k) {
   // Every byte a tile reads is written below for 16 rows; fewer leave rows of zeros.
   if (rows < kQgemmRows) std::memset(panel, 0, size_t(qgemm_panel_bytes(k)));
-  if (kind == QKind::Q8_0 || kind == QKind::Q4_0) {
+  if (kind == QKind::Q8_0)  // its activations are 16-bit (acts_int16): no level's qgemm_kinds
+    throw Error(ErrorKind::Argument, "qgemm_pack: Q8_0 does not run through the int8 GEMM");
+  if (kind == QKind::Q4_0) {
     // SplitScales: per block of a 4-row group, the 4 F16 scales, then the 4 rows' values
-    const bool q8 = kind == QKind::Q8_0;
-    const int64_t bytes = q8 ? 34 : 18, nb = k / 32;
+    const int64_t bytes = 18, nb = k / 32;
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t n = r0 + r, rr = n % 4;
       const uint8_t* group = w + (n / 4) * 4 * nb * bytes;
       for (int64_t j = 0; j < nb; ++j) {
         const uint8_t* blk = group + j * 4 * bytes;
         int8_t v[32];
-        if (q8) {
-          std::memcpy(v, blk + 8 + 32 * rr, 32);
-        } else {
-          const uint8_t* qs = blk + 8 + 16 * rr;
-          for (int i = 0; i < 16; ++i) {
-            v[i] = int8_t((qs[i] & 0xF) - 8);
-            v[i + 16] = int8_t((qs[i] >> 4) - 8);
-          }
+        const uint8_t* qs = blk + 8 + 16 * rr;
+        for (int i = 0; i < 16; ++i) {
+          v[i] = int8_t((qs[i] & 0xF) - 8);
+          v[i + 16] = int8_t((qs[i] >> 4) - 8);
         }
         panel_piece(panel + j * kQgemmBlockBytes, r, v, half_at(blk + 2 * rr), 0, 0, false);
       }
