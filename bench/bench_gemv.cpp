@@ -2,7 +2,8 @@
 // larger than the last-level cache (so every byte comes from DRAM, as in a decode step), and for the
 // multi-row kernels (batched decode, nx rows of activations) the effective GFLOP/s as well.
 // Usage: bench_gemv [K] [N] [cache]   (default: GPT-2's c_fc, 768 x 3072; MINIGPT_CPU picks the level)
-// Where the level has prefill's int8 GEMM it is timed too (weights in cache, 512 tokens: GFLOP/s).
+// Where the level has prefill's int8 GEMM (and Q8_0's 16-bit one) it is timed too (weights in cache, 512
+// tokens: GFLOP/s).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -109,9 +110,8 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> xu(size_t(T * K), 0x93);
     std::vector<float> xdq(size_t(2 * T * (K / 32)), 0.01f);
     for (const QuantCase& q :
-         {QuantCase{"Q8_0", cpu::QKind::Q8_0, 32, 34}, QuantCase{"Q4_0", cpu::QKind::Q4_0, 32, 18},
-          QuantCase{"Q4_K", cpu::QKind::Q4_K, 256, 144}, QuantCase{"Q5_K", cpu::QKind::Q5_K, 256, 176},
-          QuantCase{"Q6_K", cpu::QKind::Q6_K, 256, 210}}) {
+         {QuantCase{"Q4_0", cpu::QKind::Q4_0, 32, 18}, QuantCase{"Q4_K", cpu::QKind::Q4_K, 256, 144},
+          QuantCase{"Q5_K", cpu::QKind::Q5_K, 256, 176}, QuantCase{"Q6_K", cpu::QKind::Q6_K, 256, 210}}) {
       if (K % q.block != 0 || !cpu::qgemm_takes(q.kind)) continue;
       if (const char* only = std::getenv("BENCH_QUANT_ONLY");
           only != nullptr && *only != '\0' && std::string(only) != "1" && std::string(only) != q.name)
@@ -132,6 +132,31 @@ int main(int argc, char** argv) {
       std::printf("%-34s %7.1f GFLOP/s\n", (std::string(q.name) + " int8 GEMM, 512 tokens").c_str(),
                   2.0 * double(K) * double(R) * double(T) / best / 1e9);
     }
+  }
+  // Q8_0's 16-bit GEMM where the level has it (VNNI): the same shape, the activations' packing (done once per
+  // product, not per panel) outside the timing, the panels' widening inside.
+  if (cpu::q8gemm_available() && K % 32 == 0) {
+    const int64_t T = 512, R = 256;
+    std::vector<float> xf(size_t(T * K));
+    for (size_t i = 0; i < xf.size(); ++i) xf[i] = float(int64_t(i % 17) - 8) * 0.01f;
+    std::vector<uint8_t> xbuf(size_t(cpu::q8gemm_x_bytes(T, K)) + 64),
+        pbuf(size_t(cpu::q8gemm_panel_bytes(K)) + 64);
+    uint8_t* xp = xbuf.data() + (64 - reinterpret_cast<uintptr_t>(xbuf.data()) % 64) % 64;
+    uint8_t* panel = pbuf.data() + (64 - reinterpret_cast<uintptr_t>(pbuf.data()) % 64) % 64;
+    cpu::q8gemm_pack_x(xp, xf.data(), K, T, K, 0, T);
+    std::vector<uint8_t> wq(size_t(R * (K / 32) * 34), 0x11);
+    std::vector<float> yq(size_t(T * R));
+    double best = 1e30;
+    for (int rep = 0; rep < 30; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int64_t p = 0; p < R; p += cpu::kQ8gemmRows) {
+        cpu::q8gemm_pack_w(panel, wq.data(), p, cpu::kQ8gemmRows, K);
+        cpu::q8gemm(yq.data() + p, R, panel, xp, T, cpu::kQ8gemmRows, K);
+      }
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::printf("%-34s %7.1f GFLOP/s\n", "Q8_0 16-bit GEMM, 512 tokens",
+                2.0 * double(K) * double(R) * double(T) / best / 1e9);
   }
   if (std::getenv("BENCH_QUANT_ONLY") != nullptr) return 0;
   // Multi-row kernels: nx rows of x against each weight, read once.

@@ -3,9 +3,11 @@
 // double-precision dot product.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "cpu/kernels.h"
@@ -263,6 +265,69 @@ TEST_P(QuantKernelsAtLevel, F32GemmEqualsTheDoubleProduct) {
             // (~K x 6e-8) and far below a missing or doubled term
             ASSERT_NEAR(y[i], want, 2e-6 * mag + 1e-6)
                 << "K " << K << " N " << N << " T " << T << " t " << t << " n " << n;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Q8_0's 16-bit GEMM of prefill (cpu::q8gemm, VNNI only): panels of 1..8 rows from a first row of 0 or 4,
+// 1..70 tokens (a block of 32 and the rest), K of one block and several: y (+)= the double dot of the
+// dequantized weights with the activations as the GEMV quantizes them (quantize_acts16), within 1e-5 of
+// sum |w x|; nothing written past the rows or tokens.
+TEST_P(QuantKernelsAtLevel, Q8GemmEqualsTheDequantizedProduct) {
+  if (GetParam() != "avx512bf16") {  // the others widen Q8_0 to F32 tiles for the F32 GEMM
+    EXPECT_EQ(k().q8gemm, nullptr) << GetParam();
+    EXPECT_EQ(k().q8gemm_pack_x, nullptr) << GetParam();
+    return;
+  }
+  ASSERT_NE(k().q8gemm, nullptr);
+  std::mt19937 rng(31);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const Kind& t = kKinds[0];
+  ASSERT_EQ(t.kind, cpu::QKind::Q8_0);
+  for (int64_t K : {int64_t(32), int64_t(96), int64_t(768)}) {
+    const int64_t N = 13, nb = K / 32;
+    const std::vector<uint8_t> w = random_blocks(t, N, K, rng);
+    std::vector<float> wf(size_t(N * K));
+    dequantize(t.type, w.data(), wf.data(), N * K);
+    std::vector<uint8_t> wi(size_t(cpu::QuantInterleave::padded_rows(N) * nb * t.bytes));
+    cpu::interleave_quant_rows(wi.data(), w.data(), N, nb, t.bytes, cpu::quant_layout(t.kind));
+    for (int64_t T : {1, 5, 32, 33, 70}) {
+      const int64_t ldx = K + 3;
+      std::vector<float> x(size_t(T * ldx));
+      for (auto& v : x) v = nd(rng);
+      std::vector<uint8_t> xbuf(size_t(cpu::q8gemm_x_bytes(T, K)) + 64);
+      uint8_t* xp = xbuf.data() + (64 - reinterpret_cast<uintptr_t>(xbuf.data()) % 64) % 64;
+      k().q8gemm_pack_x(xp, x.data(), ldx, T, K, 0, std::min<int64_t>(T, 32));
+      if (T > 32) k().q8gemm_pack_x(xp, x.data(), ldx, T, K, 32, T);  // a second thread's share
+      std::vector<Acts> acts;
+      for (int64_t s = 0; s < T; ++s) acts.emplace_back(k(), x.data() + s * ldx, K, t.kind);
+      std::vector<uint8_t> pbuf(size_t(cpu::q8gemm_panel_bytes(K)) + 64);
+      uint8_t* panel = pbuf.data() + (64 - reinterpret_cast<uintptr_t>(pbuf.data()) % 64) % 64;
+      for (const auto& [r0, rows] : {std::pair<int64_t, int64_t>{0, 8}, {4, 8}, {8, 5}, {0, 1}, {4, 3}}) {
+        const int64_t ldy = rows + 2;
+        std::vector<float> y(size_t((T + 1) * ldy));
+        for (auto& v : y) v = nd(rng);
+        const std::vector<float> y0 = y;
+        cpu::q8gemm_pack_w(panel, wi.data(), r0, rows, K);
+        k().q8gemm(y.data(), ldy, panel, xp, T, rows, K);
+        for (int64_t s = 0; s <= T; ++s) {
+          for (int64_t i = 0; i < ldy; ++i) {
+            const size_t at = size_t(s * ldy + i);
+            if (s == T || i >= rows) {
+              ASSERT_EQ(y[at], y0[at]) << "written outside: token " << s << " row " << i;
+              continue;
+            }
+            double want = y0[at], mag = std::fabs(y0[at]);
+            for (int64_t c = 0; c < K; ++c) {
+              const double p = double(wf[size_t((r0 + i) * K + c)]) * double(acts[size_t(s)].value(c));
+              want += p;
+              mag += std::fabs(p);
+            }
+            ASSERT_NEAR(y[at], want, 1e-5 * mag + 1e-6) << "K " << K << " T " << T << " r0 " << r0 << " rows "
+                                                        << rows << " token " << s << " row " << i;
           }
         }
       }

@@ -458,6 +458,10 @@ class CpuBackend final : public Backend {
         gemm_int8(out, in, lin, accumulate, act, kind);
         return true;
       }
+      if (lin.format.quant == GgmlType::Q8_0 && cpu::q8gemm_available()) {
+        gemm_q8(out, in, lin, accumulate, act);
+        return true;
+      }
       gemm_widened(out, in, lin, accumulate, act);
       return true;
     }
@@ -813,6 +817,32 @@ class CpuBackend final : public Backend {
         const int64_t rows = std::min<int64_t>(cpu::kQgemmRows, n1 - p);
         cpu::qgemm_pack(panel.data(), kind, w, p, rows, K);
         cpu::qgemm(kind, out.ptr<float>() + p, out.stride, panel.data(), xu, K, xd, xo, nb, T, rows, K);
+      }
+      if (act) apply_act(out, n0, n1, *act);
+    });
+  }
+
+  // out (+)= in W^T for a batch and Q8_0 weights through the 16-bit GEMM (cpu::q8gemm, VNNI): the activations
+  // quantized and packed once, split over the threads by blocks of 32 tokens; then the weight rows go out in
+  // chunks of 8-row panels, each widened by the thread that takes it and run against every token.
+  void gemm_q8(Tensor out, const Tensor& in, const Linear& lin, bool accumulate, const Activation* act) {
+    const int64_t N = lin.n_out, K = lin.n_in, T = in.rows;
+    thread_local std::vector<uint8_t> buf;  // the caller's, named by pointer in the lambdas
+    buf.resize(size_t(cpu::q8gemm_x_bytes(T, K)) + 64);
+    uint8_t* xp = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
+    pool_.parallel_chunks((T + 31) / 32, 1, [&](int64_t b0, int64_t b1) {
+      cpu::q8gemm_pack_x(xp, in.ptr<float>(), in.stride, T, K, 32 * b0, std::min(T, 32 * b1));
+    });
+    const uint8_t* w = lin.w.ptr<uint8_t>();
+    pool_.parallel_chunks(N, chunk(N, cpu::kQ8gemmRows), [&](int64_t n0, int64_t n1) {
+      init_out(out, lin, accumulate, n0, n1);
+      thread_local std::vector<uint8_t> panel;
+      panel.resize(size_t(cpu::q8gemm_panel_bytes(K)) + 64);
+      uint8_t* pp = panel.data() + (64 - reinterpret_cast<uintptr_t>(panel.data()) % 64) % 64;
+      for (int64_t p = n0; p < n1; p += cpu::kQ8gemmRows) {
+        const int64_t rows = std::min<int64_t>(cpu::kQ8gemmRows, n1 - p);
+        cpu::q8gemm_pack_w(pp, w, p, rows, K);
+        cpu::q8gemm(out.ptr<float>() + p, out.stride, pp, xp, T, rows, K);
       }
       if (act) apply_act(out, n0, n1, *act);
     });

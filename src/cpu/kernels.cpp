@@ -292,6 +292,14 @@ void fgemm(float* y, int64_t ldy, const float* w, int64_t ldw, int64_t rows, con
            int64_t k) {
   kernels().fgemm(y, ldy, w, ldw, rows, xp, nt, k);
 }
+bool q8gemm_available() { return kernels().q8gemm != nullptr; }
+void q8gemm_pack_x(uint8_t* xp, const float* x, int64_t ldx, int64_t nt, int64_t k, int64_t t0, int64_t t1) {
+  kernels().q8gemm_pack_x(xp, x, ldx, nt, k, t0, t1);
+}
+void q8gemm(float* y, int64_t ldy, const uint8_t* panel, const uint8_t* xp, int64_t nt, int64_t rows,
+            int64_t k) {
+  kernels().q8gemm(y, ldy, panel, xp, nt, rows, k);
+}
 bool qgemm_available() { return kernels().qgemm != nullptr; }
 bool qgemm_takes(QKind kind) {
   return kernels().qgemm != nullptr && ((kernels().qgemm_kinds >> int(kind)) & 1u);
@@ -360,6 +368,26 @@ inline void panel_piece(uint8_t* dst, int64_t r, const int8_t* v, float dw, floa
   }
 }
 }  // namespace
+
+void q8gemm_pack_w(uint8_t* panel, const uint8_t* w, int64_t r0, int64_t rows, int64_t k) {
+  const int64_t nb = k / 32;
+  if (rows < kQ8gemmRows) std::memset(panel, 0, size_t(q8gemm_panel_bytes(k)));
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t n = r0 + r, rr = n % 4;
+    const uint8_t* group = w + (n / 4) * 4 * nb * 34;  // SplitScales: 4 F16 scales, then the 4 rows' values
+    for (int64_t j = 0; j < nb; ++j) {
+      const uint8_t* blk = group + j * 4 * 34;
+      const int8_t* v = reinterpret_cast<const int8_t*>(blk + 8 + 32 * rr);
+      uint8_t* dst = panel + j * kQ8gemmWBlockBytes;
+      for (int p = 0; p < 16; ++p) {
+        const int16_t pair[2] = {v[2 * p], v[2 * p + 1]};
+        std::memcpy(dst + 32 * p + 4 * r, pair, 4);
+      }
+      const float d = half_at(blk + 2 * rr);
+      std::memcpy(dst + 512 + 4 * r, &d, 4);
+    }
+  }
+}
 
 // Row by row, each file block read once and its 32-column pieces decoded with the kind fixed: packing ran 8
 // times slower when the kind was tested and Q4_K's block gathered again for every piece (bench_gemv's int8

@@ -171,8 +171,9 @@ inline constexpr int64_t kQgemmBlockBytes = 512 + 5 * 64;  // values, dw, corr, 
 inline int64_t qgemm_panel_bytes(int64_t k) { return k / 32 * kQgemmBlockBytes; }
 bool qgemm_available();
 // Whether prefill runs weights of this kind through qgemm at this level: every kind but Q8_0, whose
-// prefill, as its decode, keeps its activations' precision (acts_int16): its blocks are widened to F32 for
-// fgemm / sgemm. (With VNNI Q8_0 ran here 2.3x faster, at the int8 activations' accuracy.)
+// prefill, as its decode, keeps its activations' precision (acts_int16): q8gemm with VNNI, else its blocks
+// widened to F32 for fgemm / sgemm. (With VNNI Q8_0 ran here 1.4x faster than through q8gemm, at the int8
+// activations' accuracy.)
 bool qgemm_takes(QKind kind);
 // panel = rows [r0, r0 + rows) (rows <= 16; the rest zero) of a QuantInterleave matrix of K = k.
 void qgemm_pack(uint8_t* panel, QKind kind, const uint8_t* w, int64_t r0, int64_t rows, int64_t k);
@@ -181,6 +182,34 @@ void qgemm_pack(uint8_t* panel, QKind kind, const uint8_t* w, int64_t r0, int64_
 // where qgemm_available().
 void qgemm(QKind kind, float* y, int64_t ldy, const uint8_t* panel, const uint8_t* xu, int64_t ldxu,
            const float* xd, const float* xo, int64_t ldxd, int64_t nt, int64_t rows, int64_t k);
+
+// Q8_0's prefill product as a 16-bit integer GEMM, where the level has it (q8gemm_available: VNNI's
+// vpdpwssd, 16 tokens x 2 products per instruction; elsewhere Q8_0's blocks are widened to F32 tiles for
+// fgemm / sgemm, which ran 1.35x slower than it: pp512, 124M, 2 threads, Zen 5, MINIGPT_CPU=avx512 against
+// avx512bf16). With VNNI but without AVX-512 (AVX-VNNI) there is none: vpmaddwd + vpaddd would match fgemm's
+// 16 products per instruction at best. The activations are quantized as the GEMV's (quantize_acts16) and
+// packed by q8gemm_pack_x in blocks of 32 tokens: per 32-column block (kQ8gemmXBlockBytes), for each of its
+// 16 column pairs the 32 tokens' pairs of int16 (128 bytes), then the 32 tokens' scales (F32). The weights, 8
+// rows at a time (q8gemm_pack_w), per 32-column block (kQ8gemmWBlockBytes): for each column pair the 8 rows'
+// pairs of int16 (32 bytes), then the 8 rows' scales (F32). Each block's product is an exact integer, scaled
+// by dw dx and summed in F32 in k order.
+inline constexpr int64_t kQ8gemmRows = 8;
+inline constexpr int64_t kQ8gemmXBlockBytes = 16 * 128 + 32 * 4;
+inline constexpr int64_t kQ8gemmWBlockBytes = 16 * 32 + 8 * 4;
+inline int64_t q8gemm_x_bytes(int64_t nt, int64_t k) {
+  return (nt + 31) / 32 * (k / 32) * kQ8gemmXBlockBytes;
+}
+inline int64_t q8gemm_panel_bytes(int64_t k) { return k / 32 * kQ8gemmWBlockBytes; }
+bool q8gemm_available();
+// Tokens [t0, t1) (t0 a multiple of 32) of x [nt, k] (row t at x + t * ldx) into xp (q8gemm_x_bytes(nt, k),
+// 64-byte aligned; the last block's missing tokens zero), so that threads can share the work.
+void q8gemm_pack_x(uint8_t* xp, const float* x, int64_t ldx, int64_t nt, int64_t k, int64_t t0, int64_t t1);
+// panel = rows [r0, r0 + rows) (r0 a multiple of 4, rows <= 8; the rest zero) of a Q8_0 QuantInterleave
+// matrix of K = k.
+void q8gemm_pack_w(uint8_t* panel, const uint8_t* w, int64_t r0, int64_t rows, int64_t k);
+// y[t][r] += sum_k W[r, k] x_t[k] for r < rows, t < nt, row t of y at y + t * ldy.
+void q8gemm(float* y, int64_t ldy, const uint8_t* panel, const uint8_t* xp, int64_t nt, int64_t rows,
+            int64_t k);
 
 // The prefill product of unquantized weights with AVX-512 (fgemm_available; elsewhere OpenBLAS's sgemm):
 // y[t][r] += sum_k W[r][k] x_t[k] for r < rows, t < nt, W row-major F32 (row r at w + r * ldw), the tokens'
@@ -230,6 +259,9 @@ struct KernelTable {
   // null at the levels without it
   void (*fgemm)(float*, int64_t, const float*, int64_t, int64_t, const float*, int64_t, int64_t);
   void (*fgemm_pack_x)(float*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t);
+  // null at the levels without it
+  void (*q8gemm)(float*, int64_t, const uint8_t*, const uint8_t*, int64_t, int64_t, int64_t);
+  void (*q8gemm_pack_x)(uint8_t*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t);
 };
 
 // The level in use (chosen on first call: MINIGPT_CPU, else the best this CPU runs; throws Error
