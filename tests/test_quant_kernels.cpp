@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -96,6 +97,47 @@ struct Acts {
   }
   float value(int64_t i) const { return float(wide ? q16a[i] : qa[i]) * d[size_t(i / block)]; }
 };
+
+// y (T + 1 rows of ldy) for a GEMM's output: random, and -0.0 outside the T x N results, where a kernel that
+// adds even a zero (to a row of another thread's: a race) leaves +0.0.
+std::vector<float> gemm_canvas(int64_t ldy, int64_t T, int64_t N, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> y(size_t((T + 1) * ldy));
+  for (int64_t t = 0; t <= T; ++t)
+    for (int64_t n = 0; n < ldy; ++n) y[size_t(t * ldy + n)] = t < T && n < N ? nd(rng) : -0.0f;
+  return y;
+}
+
+// A GEMM's output: y (T + 1 rows of ldy) equals y0 plus sum over c < K of product(t, n, c) for t < T, n < N,
+// within rel of the sum of the terms' magnitudes (and of y0's), and is y0, bit for bit, everywhere else.
+// Returns false at the first difference (reported with `what`).
+template <class Product>
+bool gemm_output_is(const std::vector<float>& y, const std::vector<float>& y0, int64_t ldy, int64_t T,
+                    int64_t N, int64_t K, double rel, Product product, const std::string& what) {
+  for (int64_t t = 0; t <= T; ++t) {
+    for (int64_t n = 0; n < ldy; ++n) {
+      const size_t i = size_t(t * ldy + n);
+      if (t == T || n >= N) {
+        if (std::memcmp(&y[i], &y0[i], sizeof(float)) != 0) {
+          ADD_FAILURE() << what << ": written outside: token " << t << " row " << n;
+          return false;
+        }
+        continue;
+      }
+      double want = y0[i], mag = std::fabs(y0[i]);
+      for (int64_t c = 0; c < K; ++c) {
+        const double p = product(t, n, c);
+        want += p;
+        mag += std::fabs(p);
+      }
+      if (std::fabs(double(y[i]) - want) > rel * mag + 1e-6) {
+        ADD_FAILURE() << what << ": token " << t << " row " << n << ": " << y[i] << " against " << want;
+        return false;
+      }
+    }
+  }
+  return true;
+}
 
 class QuantKernelsAtLevel : public ::testing::TestWithParam<std::string> {
  protected:
@@ -240,33 +282,22 @@ TEST_P(QuantKernelsAtLevel, F32GemmEqualsTheDoubleProduct) {
     for (int64_t N : {1, 5, 12, 13, 29}) {
       for (int64_t T : {1, 31, 32, 33, 70}) {
         const int64_t ldw = K + 3, ldx = K + 5, ldy = N + 2;
-        std::vector<float> w(size_t(N * ldw)), x(size_t(T * ldx)), y(size_t((T + 1) * ldy));
+        std::vector<float> w(size_t(N * ldw)), x(size_t(T * ldx)), y = gemm_canvas(ldy, T, N, rng);
         for (auto& v : w) v = nd(rng);
         for (auto& v : x) v = nd(rng);
-        for (auto& v : y) v = nd(rng);
         const std::vector<float> y0 = y;
         std::vector<float> buf(size_t(cpu::fgemm_packed_floats(T, K)) + 16);
         float* xp = buf.data() + (16 - (reinterpret_cast<uintptr_t>(buf.data()) / 4) % 16) % 16;
         cpu::fgemm_pack_x(xp, x.data(), ldx, T, K, 0, T);
         k().fgemm(y.data(), ldy, w.data(), ldw, N, xp, T, K);
-        for (int64_t t = 0; t <= T; ++t) {
-          for (int64_t n = 0; n < ldy; ++n) {
-            const size_t i = size_t(t * ldy + n);
-            if (t == T || n >= N) {
-              EXPECT_EQ(y[i], y0[i]) << "written outside: t " << t << " n " << n;
-              continue;
-            }
-            double want = y0[i], mag = std::fabs(y0[i]);
-            for (int64_t c = 0; c < K; ++c) {
-              want += double(w[size_t(n * ldw + c)]) * x[size_t(t * ldx + c)];
-              mag += std::fabs(double(w[size_t(n * ldw + c)]) * x[size_t(t * ldx + c)]);
-            }
-            // F32 sums of up to 101 terms: 2e-6 of the terms' magnitude is far above their rounding
-            // (~K x 6e-8) and far below a missing or doubled term
-            ASSERT_NEAR(y[i], want, 2e-6 * mag + 1e-6)
-                << "K " << K << " N " << N << " T " << T << " t " << t << " n " << n;
-          }
-        }
+        // F32 sums of up to 101 terms: 2e-6 of the terms' magnitude is far above their rounding (~K x 6e-8)
+        // and far below a missing or doubled term
+        ASSERT_TRUE(gemm_output_is(
+            y, y0, ldy, T, N, K, 2e-6,
+            [&](int64_t t, int64_t n, int64_t c) {
+              return double(w[size_t(n * ldw + c)]) * x[size_t(t * ldx + c)];
+            },
+            "K " + std::to_string(K) + " N " + std::to_string(N) + " T " + std::to_string(T)));
       }
     }
   }
@@ -308,28 +339,17 @@ TEST_P(QuantKernelsAtLevel, Q8GemmEqualsTheDequantizedProduct) {
       uint8_t* panel = pbuf.data() + (64 - reinterpret_cast<uintptr_t>(pbuf.data()) % 64) % 64;
       for (const auto& [r0, rows] : {std::pair<int64_t, int64_t>{0, 8}, {4, 8}, {8, 5}, {0, 1}, {4, 3}}) {
         const int64_t ldy = rows + 2;
-        std::vector<float> y(size_t((T + 1) * ldy));
-        for (auto& v : y) v = nd(rng);
+        std::vector<float> y = gemm_canvas(ldy, T, rows, rng);
         const std::vector<float> y0 = y;
         cpu::q8gemm_pack_w(panel, wi.data(), r0, rows, K);
         k().q8gemm(y.data(), ldy, panel, xp, T, rows, K);
-        for (int64_t s = 0; s <= T; ++s) {
-          for (int64_t i = 0; i < ldy; ++i) {
-            const size_t at = size_t(s * ldy + i);
-            if (s == T || i >= rows) {
-              ASSERT_EQ(y[at], y0[at]) << "written outside: token " << s << " row " << i;
-              continue;
-            }
-            double want = y0[at], mag = std::fabs(y0[at]);
-            for (int64_t c = 0; c < K; ++c) {
-              const double p = double(wf[size_t((r0 + i) * K + c)]) * double(acts[size_t(s)].value(c));
-              want += p;
-              mag += std::fabs(p);
-            }
-            ASSERT_NEAR(y[at], want, 1e-5 * mag + 1e-6) << "K " << K << " T " << T << " r0 " << r0 << " rows "
-                                                        << rows << " token " << s << " row " << i;
-          }
-        }
+        ASSERT_TRUE(gemm_output_is(
+            y, y0, ldy, T, rows, K, 1e-5,
+            [&](int64_t t, int64_t n, int64_t c) {
+              return double(wf[size_t((r0 + n) * K + c)]) * double(acts[size_t(t)].value(c));
+            },
+            "K " + std::to_string(K) + " T " + std::to_string(T) + " r0 " + std::to_string(r0) + " rows " +
+                std::to_string(rows)));
       }
     }
   }
@@ -383,23 +403,17 @@ TEST_P(QuantKernelsAtLevel, Int8GemmEqualsTheDequantizedProduct) {
           std::vector<uint8_t> panel(size_t(cpu::qgemm_panel_bytes(K)));
           cpu::qgemm_pack(panel.data(), t.kind, wi.data(), r0, rows, K);
           const int64_t ldy = 19;
-          std::vector<float> y(size_t(T * ldy), 0.5f);
+          std::vector<float> y = gemm_canvas(ldy, T, rows, rng);
+          const std::vector<float> y0 = y;
           k().qgemm(t.kind, y.data(), ldy, panel.data(), xu.data(), K, xd.data(), xd.data() + T * nq, nq, T,
                     rows, K);
-          for (int64_t i = 0; i < T; ++i) {
-            for (int64_t r = 0; r < rows; ++r) {
-              double want = 0.5, mag = 0;
-              for (int64_t c = 0; c < K; ++c) {
-                const double p = double(wf[size_t((r0 + r) * K + c)]) * xv[size_t(i * K + c)];
-                want += p;
-                mag += std::fabs(p);
-              }
-              EXPECT_NEAR(y[size_t(i * ldy + r)], want, 1e-5 * mag + 1e-6)
-                  << t.name << " K " << K << " T " << T << " rows " << r0 << "+" << rows << " token " << i
-                  << " row " << r;
-            }
-            for (int64_t r = rows; r < ldy; ++r) EXPECT_EQ(y[size_t(i * ldy + r)], 0.5f) << "past the rows";
-          }
+          EXPECT_TRUE(gemm_output_is(
+              y, y0, ldy, T, rows, K, 1e-5,
+              [&](int64_t i, int64_t r, int64_t c) {
+                return double(wf[size_t((r0 + r) * K + c)]) * xv[size_t(i * K + c)];
+              },
+              std::string(t.name) + " K " + std::to_string(K) + " T " + std::to_string(T) + " rows " +
+                  std::to_string(r0) + "+" + std::to_string(rows)));
         }
       }
     }
