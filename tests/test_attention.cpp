@@ -1,4 +1,4 @@
-// Attention maps against transformers' output_attentions (fixtures from tools/make_attention_reference.py),
+// Attention maps against transformers' output_attentions (fixtures from tools/reference/make_attention_reference.py),
 // and `minigpt attention` as a user runs it: JSON, PNG, SVG, HTML, and one clear line for every mistake.
 #include <nlohmann/json.hpp>
 

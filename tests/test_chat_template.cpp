@@ -1,6 +1,6 @@
 // Chat templates (minigpt/chat_template.h) against transformers' apply_chat_template: real models' templates
 // (tests/fixtures/chat/templates.json) and a tiny ChatML model (tests/fixtures/models/chatml-tiny), both from
-// tools/make_chat_reference.py.
+// tools/reference/make_chat_reference.py.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 

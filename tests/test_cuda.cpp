@@ -935,7 +935,7 @@ TEST(CudaBackend, DevicesAreListed) {
 }
 
 // Quantized weights held as their blocks on the device (tests/fixtures/gguf/gpt2-quant-mix.gguf: every block
-// type in one model, tools/make_quant_model_reference.py): prefill (the blocks widened to F16 hi + lo halves,
+// type in one model, tools/reference/make_quant_model_reference.py): prefill (the blocks widened to F16 hi + lo halves,
 // three cuBLAS GEMMs with the activations' halves: the F32 product to ~2^-21) and token-by-token decode (the
 // quantized GEMV, F32 activations) are the F32 product of the dequantized weights, so within 2e-4 of
 // transformers on them (the CPU's bound for F32 products; logits up to ~10; measured 3.9e-6), with an F32 KV

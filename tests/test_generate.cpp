@@ -1,5 +1,5 @@
 // Sampling and generation against transformers (processors.json, greedy.json from
-// tools/make_sampler_reference.py), and the generation loop's own guarantees.
+// tools/reference/make_sampler_reference.py), and the generation loop's own guarantees.
 #include <nlohmann/json.hpp>
 
 #include "minigpt/generate.h"
@@ -78,7 +78,7 @@ std::vector<std::pair<int32_t, float>> logit_bias(const json& j) {
 
 // The logit bias, the OpenAI API's presence and frequency penalties (over the generated ids only) and the
 // repetition penalty over the last n ids (--repeat-last-n) in the chain transformers builds around them
-// (penalties.json, tools/make_penalty_reference.py).
+// (penalties.json, tools/reference/make_penalty_reference.py).
 TEST(Sampler, BiasAndOpenAIPenaltiesInTransformersOrder) {
   const json j = load_json("penalties.json");
   ASSERT_GE(j["chains"].size(), 18u);

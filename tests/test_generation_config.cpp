@@ -1,5 +1,5 @@
 // A model's own generation defaults (generation_config.json, general.sampling.*) and eos_token_id lists,
-// against tools/make_generation_config_reference.py: transformers' greedy tokens with an eos_token_id list
+// against tools/reference/make_generation_config_reference.py: transformers' greedy tokens with an eos_token_id list
 // and what llama.cpp's converter writes from a generation_config.json.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The GGUF reader against what the `gguf` package (llama.cpp's Python library) reads from the same files
-// (tools/make_gguf_reference.py), and against broken files: every truncation, hostile counts and sizes.
+// (tools/reference/make_gguf_reference.py), and against broken files: every truncation, hostile counts and sizes.
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>

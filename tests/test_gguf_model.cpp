@@ -1,6 +1,6 @@
 // A GGUF file written by llama.cpp's own converter (convert_hf_to_gguf.py) loads as the model it came from:
 // the logits and greedy tokens of transformers on the original, and the tokenizer of the original's files
-// (tools/make_gguf_model_reference.py).
+// (tools/reference/make_gguf_model_reference.py).
 #include <nlohmann/json.hpp>
 
 #include "minigpt/generate.h"
@@ -129,7 +129,7 @@ TEST(GgufModel, ATokenListOfAnotherSizeThanTheEmbeddingsIsRefused) {
 namespace minigpt {
 namespace {
 
-// The families' GGUF names and metadata as llama.cpp's converter writes them (tools/make_family_gguf.py,
+// The families' GGUF names and metadata as llama.cpp's converter writes them (tools/reference/make_family_gguf.py,
 // from the transformers fixtures): gptneox (its query_key_value reordered by the converter, rotary dimensions
 // from rope.dimension_count) and starcoder (multi-query, head_count_kv = 1). Logits against transformers' on
 // the original checkpoint, F32: 1e-4, as for the safetensors fixtures.

@@ -1,4 +1,4 @@
-// llm.c checkpoints (-m FILE.bin): the F32 and BF16 files tools/make_llmc_reference.py wrote as llm.c's
+// llm.c checkpoints (-m FILE.bin): the F32 and BF16 files tools/reference/make_llmc_reference.py wrote as llm.c's
 // write_model does give transformers' logits and greedy tokens; the padded vocabulary rows are never read;
 // every malformed header is one line; the CLI asks for --tokenizer.
 #include <limits>

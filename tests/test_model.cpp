@@ -1,4 +1,4 @@
-// The forward pass against transformers' logits (fixtures from tools/make_reference.py), and the
+// The forward pass against transformers' logits (fixtures from tools/reference/make_reference.py), and the
 // session's guarantees: KV cache == full prefill, chunking, independent sessions.
 #include <algorithm>
 #include <array>
@@ -347,7 +347,7 @@ namespace minigpt {
 namespace {
 
 // Greedy generation through the KV cache equals transformers' generate(do_sample=False) on each family's
-// fixtures (tools/make_family_reference.py: 16 tokens after an 8-token prompt).
+// fixtures (tools/reference/make_family_reference.py: 16 tokens after an 8-token prompt).
 class FamilyGreedy : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(FamilyGreedy, EqualsTransformersGenerate) {

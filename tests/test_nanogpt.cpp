@@ -1,4 +1,4 @@
-// nanoGPT checkpoints converted by tools/convert_nanogpt.py (fixtures from tools/make_nanogpt_reference.py,
+// nanoGPT checkpoints converted by tools/convert_nanogpt.py (fixtures from tools/reference/make_nanogpt_reference.py,
 // which also checks the converter against transformers and on bad inputs): minigpt gives nanoGPT's own
 // logits and greedy tokens. "bias": GPT-2-like biases, 3 heads, vocabulary 65, the causal-mask buffers of a
 // model built without flash attention; "nobias": train.py's defaults (bias=False: zero biases written,

@@ -1,5 +1,5 @@
 // Perplexity by llama.cpp's chunks and transformers' strided windows, against the same recipes computed
-// from transformers' logits (tools/make_perplexity_reference.py), and the command's errors.
+// from transformers' logits (tools/reference/make_perplexity_reference.py), and the command's errors.
 #include <nlohmann/json.hpp>
 
 #include "minigpt/perplexity.h"

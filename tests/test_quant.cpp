@@ -1,5 +1,5 @@
 // Dequantization of ggml's block types, bit for bit as the gguf package's gguf.quants.dequantize (the
-// reference; tools/make_gguf_reference.py wrote random blocks and its output side by side in quants.gguf).
+// reference; tools/reference/make_gguf_reference.py wrote random blocks and its output side by side in quants.gguf).
 #include <cstring>
 
 #include "minigpt/gguf.h"

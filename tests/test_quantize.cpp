@@ -1,4 +1,4 @@
-// The quantizers against their references byte for byte (tools/make_quantize_reference.py: gguf.quants for
+// The quantizers against their references byte for byte (tools/reference/make_quantize_reference.py: gguf.quants for
 // the 32-value types, llama.cpp's libggml for the K types), and round trips through dequantize().
 #include <cmath>
 #include <cstring>

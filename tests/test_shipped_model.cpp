@@ -1,5 +1,5 @@
 // The model minigpt ships (models/shakespeare-char): greedy generation equals transformers', token for
-// token (golden from tools/make_generate_reference.py).
+// token (golden from tools/reference/make_generate_reference.py).
 #include <nlohmann/json.hpp>
 
 #include "minigpt/generate.h"

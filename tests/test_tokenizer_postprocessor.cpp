@@ -1,7 +1,7 @@
 // tokenizer.json's post_processor: the special tokens `tokenizers` adds around the text with
 // add_special_tokens=True (a TemplateProcessing's BOS / EOS), applied by encode_with_specials(), the
 // `tokenize` command and `generate`'s prompt, or refused in one line. Golden ids from `tokenizers` itself:
-// tools/make_postprocessor_reference.py -> tests/fixtures/tokenizer/postprocessor/.
+// tools/reference/make_postprocessor_reference.py -> tests/fixtures/tokenizer/postprocessor/.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>

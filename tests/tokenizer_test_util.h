@@ -25,7 +25,7 @@ inline nlohmann::json read_json(const std::filesystem::path& p) {
   return nlohmann::json::parse(read_file(p));
 }
 
-// The same FNV-1a 64 as tools/make_tokenizer_reference.py: each value as 4 little-endian bytes.
+// The same FNV-1a 64 as tools/reference/make_tokenizer_reference.py: each value as 4 little-endian bytes.
 template <typename Seq>
 std::string fnv1a64(const Seq& values) {
   uint64_t h = 0xCBF29CE484222325ull;

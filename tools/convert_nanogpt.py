@@ -39,7 +39,7 @@ missing or unexpected tensors, wrong shapes, NaN/Inf) is refused with one line o
 The directory is written under a temporary name next to OUT_DIR and renamed into place at the end; an
 existing non-empty OUT_DIR is replaced only with --force.
 
-Reference and tests: tools/make_nanogpt_reference.py, tests/test_nanogpt.cpp.
+Reference and tests: tools/reference/make_nanogpt_reference.py, tests/test_nanogpt.cpp.
 """
 
 import argparse

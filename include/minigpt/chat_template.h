@@ -6,7 +6,7 @@
 // documents (null unless given), the tokenizer's special tokens (bos_token, eos_token, ...), and the
 // functions raise_exception and strftime_now), on minja, Google's C++ Jinja engine for chat templates (MIT;
 // scripts/fetch_minja.sh). Checked against transformers on real models' templates:
-// tests/fixtures/chat/templates.json, made by tools/make_chat_reference.py.
+// tests/fixtures/chat/templates.json, made by tools/reference/make_chat_reference.py.
 //
 // A template comes from a model file (untrusted): its source is capped in size and nesting before minja
 // parses it (tests/fuzz/fuzz_chat_template.cpp), and every failure is one line: Error(Format) for a template

@@ -8,7 +8,7 @@
 //     type, the layers that get more bits, the fallbacks of K types for rows that are not a multiple of 256),
 //     its tensor order, general.file_type and general.quantization_version; from a GGUF file all metadata is
 //     kept, as llama-quantize keeps it.
-// `minigpt convert` and `minigpt quantize` (tools/cli/cmd_quantize.cpp) are thin wrappers over write_gguf().
+// `minigpt convert` and `minigpt quantize` (cli/cmd_quantize.cpp) are thin wrappers over write_gguf().
 #pragma once
 
 #include <cstdint>

@@ -6,7 +6,7 @@
 //                                 runs when no importance matrix is given,
 //   F16, BF16                     round to nearest even (numpy's astype(float16); ggml's fp32 -> bf16, NaN
 //                                 quieted), F32 a copy.
-// (tools/make_quantize_reference.py writes the expected bytes; tests/test_quantize.cpp compares.)
+// (tools/reference/make_quantize_reference.py writes the expected bytes; tests/test_quantize.cpp compares.)
 #pragma once
 
 #include <cstdint>

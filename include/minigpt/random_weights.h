@@ -1,6 +1,6 @@
 // Models with random weights in the exact Hugging Face layout, for tests and benchmarks of shapes whose
 // trained weights are not at hand. The values come from a counter-based generator that
-// tools/make_reference.py implements too, so transformers' logits for the same weights can be committed
+// tools/reference/make_reference.py implements too, so transformers' logits for the same weights can be committed
 // without committing the weights:
 //   seed = splitmix64(fnv1a64(bare name)); z = splitmix64(seed + j) for element j (row-major);
 //   u = ((z >> 40) + 0.5) / 2^24; value = float((2u - 1) * sqrt(3) * std + mean), in double, in this order;

@@ -1,5 +1,5 @@
 // libFuzzer target: the id list of `minigpt tokenize --decode` and generate's --logit-bias values
-// (tools/cli/id_list.h).
+// (cli/id_list.h).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>

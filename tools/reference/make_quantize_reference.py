@@ -12,7 +12,7 @@ Writes tests/fixtures/quantize/:
                      The script also checks that libggml's quantize_row_{q8_0,q4_0,q4_1,q5_0,q5_1}_ref give the
                      same bytes as the gguf package (they must: the package was written to match them).
   gpt2-tiny-hf/      config.json and model.safetensors of the random GPT-2 from which
-                     tools/make_gguf_model_reference.py made tests/fixtures/gguf/gpt2-tiny-f32.gguf (same seed,
+                     tools/reference/make_gguf_model_reference.py made tests/fixtures/gguf/gpt2-tiny-f32.gguf (same seed,
                      same transformers): the HF input of the `minigpt convert` test. The script converts it again
                      with llama.cpp's convert_hf_to_gguf.py and checks that every tensor equals the committed file's.
   llama-quantize-types.json
@@ -30,7 +30,7 @@ byte for byte with gguf.quants.quantize of the F32 tensor of `minigpt convert --
 Needs numpy, gguf (0.19.0), torch + transformers (gpt2-tiny-hf), and llama.cpp: its source (convert_hf_to_gguf.py)
 and a build (libggml-base.so, llama-quantize), e.g. bench/peer.sh's:
 
-    python3 tools/make_quantize_reference.py --llama-cpp /path/to/llama_cpp_python-X/vendor/llama.cpp \\
+    python3 tools/reference/make_quantize_reference.py --llama-cpp /path/to/llama_cpp_python-X/vendor/llama.cpp \\
         --llama-build ~/.cache/minigpt-peer/llama.cpp/build [--gpt2-f32 ~/.cache/minigpt-peer/gpt2-124m-f32.gguf]
 """
 
@@ -48,7 +48,7 @@ import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as T
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "tests", "fixtures", "quantize")
 TOK = os.path.join(ROOT, "tests", "fixtures", "gpt2-tokenizer")
 N = 256  # values per row: one K super-block, eight 32-blocks
@@ -133,7 +133,7 @@ def make_blocks(build):
     lib = ctypes.CDLL(find_lib(build, "libggml-base.so"))
     x = rows()
     w = gguf.GGUFWriter(os.path.join(OUT, "blocks.gguf"), "minigpt-quantize-test")
-    w.add_string("minigpt.generator", "tools/make_quantize_reference.py")
+    w.add_string("minigpt.generator", "tools/reference/make_quantize_reference.py")
     w.add_tensor("x", x)
     with np.errstate(all="ignore"):
         for qtype in (T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1):
@@ -156,7 +156,7 @@ def make_blocks(build):
 
 
 def tiny_hf_dir(dst):
-    """The random GPT-2 of tools/make_gguf_model_reference.py (same seed and config), saved by transformers."""
+    """The random GPT-2 of tools/reference/make_gguf_model_reference.py (same seed and config), saved by transformers."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
     torch.manual_seed(20261123)
@@ -270,7 +270,7 @@ def dry_run(quantize_bin, lib_dir, path, preset, options=()):
 def make_type_choices(build, gpt2_f32):
     quantize_bin = find_lib(build, "llama-quantize")
     lib_dir = os.path.dirname(find_lib(build, "libllama.so"))
-    result = {"generator": "tools/make_quantize_reference.py", "tool": "llama-quantize --dry-run", "models": {}}
+    result = {"generator": "tools/reference/make_quantize_reference.py", "tool": "llama-quantize --dry-run", "models": {}}
     with tempfile.TemporaryDirectory() as tmp:
         models = [("gpt2-124m", gpt2_f32, 12),
                   ("gpt2-tiny", os.path.join(ROOT, "tests", "fixtures", "gguf", "gpt2-tiny-f32.gguf"), 2)]

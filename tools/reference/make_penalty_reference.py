@@ -19,7 +19,7 @@ Writes tests/fixtures/generate/penalties.json:
 and the repetition penalty over the last n ids only (llama.cpp's --repeat-last-n: LastNRepetitionPenalty,
 transformers' own processor given the window) in both.
 
-Re-run from the repository root:  python3 tools/make_penalty_reference.py
+Re-run from the repository root:  python3 tools/reference/make_penalty_reference.py
 """
 import json
 import pathlib
@@ -30,7 +30,7 @@ import transformers
 from transformers import GenerationConfig, GPT2LMHeadModel
 from transformers.generation.logits_process import LogitsProcessor, LogitsProcessorList, RepetitionPenaltyLogitsProcessor
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 OUT = ROOT / "tests" / "fixtures" / "generate" / "penalties.json"
 torch.set_num_threads(1)
 
@@ -153,7 +153,7 @@ def main():
                        "repetition_penalty": rep, "repeat_last_n": last_n, "prompt": prompt, "generated": ids})
         print(f"presence {pres} frequency {freq} bias {bias} repetition {rep} last {last_n}: {bytes(ids).decode('utf-8', 'replace')!r}")
 
-    meta = {"generator": "tools/make_penalty_reference.py", "transformers": transformers.__version__,
+    meta = {"generator": "tools/reference/make_penalty_reference.py", "transformers": transformers.__version__,
             "torch": torch.__version__}
     OUT.write_text(json.dumps({"meta": meta, "chains": chains, "greedy": greedy}, indent=0) + "\n")
     print(f"wrote {OUT.relative_to(ROOT)}: {len(chains)} chains, {len(greedy)} greedy runs")

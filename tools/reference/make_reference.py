@@ -11,8 +11,8 @@ reference holds tokens, argmax, logits_last, vocab_ids and logits_sub.
 
 Re-run from the repository root (deterministic; needs torch, transformers, safetensors, numpy):
 
-    python3 tools/make_reference.py            # all fixtures, then reload-and-compare checks
-    python3 tools/make_reference.py tiny f16   # only fixtures whose name contains one of the words
+    python3 tools/reference/make_reference.py            # all fixtures, then reload-and-compare checks
+    python3 tools/reference/make_reference.py tiny f16   # only fixtures whose name contains one of the words
 """
 
 import json
@@ -32,10 +32,10 @@ from safetensors.torch import load_file as pt_load_file
 from safetensors.torch import save_file as pt_save_file
 from transformers import GPT2Config, GPT2LMHeadModel
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "tests", "fixtures", "models")
 METADATA = {
-    "generator": "tools/make_reference.py",
+    "generator": "tools/reference/make_reference.py",
     "transformers": transformers.__version__,
     "torch": torch.__version__.split("+")[0],
 }

@@ -3,7 +3,7 @@
 
 Writes tests/fixtures/models/<name>/: a random checkpoint as transformers' save_pretrained writes it
 (config.json + model.safetensors) and reference.safetensors with the input `tokens` and transformers'
-float32 eager-attention `logits`, exactly like tools/make_reference.py does for GPT-2. Weights: each
+float32 eager-attention `logits`, exactly like tools/reference/make_reference.py does for GPT-2. Weights: each
 family's own init with initializer_range 0.2 (peaked attention: a wrong scale or rotation moves the logits
 by 1e-2 or more), then every bias and layer-norm parameter gets +0.1 * randn. F16/BF16 fixtures store the
 rounded weights and hold float32 logits of the rounded weights.
@@ -14,8 +14,8 @@ on/off, tied/untied; gpt_bigcode multi-query and multi-head, tied/untied. Head c
 
 Re-run from the repository root (deterministic; needs torch, transformers, safetensors, numpy):
 
-    python3 tools/make_family_reference.py            # all
-    python3 tools/make_family_reference.py neox       # names containing a word
+    python3 tools/reference/make_family_reference.py            # all
+    python3 tools/reference/make_family_reference.py neox       # names containing a word
 """
 
 import json
@@ -69,7 +69,7 @@ def save(name, model, seed, T, dtype=None):
         out = again.generate(prompt, max_new_tokens=n_new, min_new_tokens=n_new, do_sample=False,
                              pad_token_id=0, eos_token_id=None)
     with open(os.path.join(d, "greedy.json"), "w") as f:
-        json.dump({"generator": "tools/make_family_reference.py", "prompt": tok[:8].tolist(),
+        json.dump({"generator": "tools/reference/make_family_reference.py", "prompt": tok[:8].tolist(),
                    "greedy": out[0, 8:].tolist()}, f)
         f.write("\n")
     with open(os.path.join(d, "config.json")) as f:

@@ -12,7 +12,7 @@ writes to tests/fixtures/gguf/:
 llama.cpp's source comes from the llama_cpp_python sdist on PyPI (see bench/peer.sh):
 
     pip download --no-deps --no-binary :all: llama_cpp_python   # then unpack it
-    python3 tools/make_gguf_model_reference.py --llama-cpp /path/to/llama_cpp_python-X/vendor/llama.cpp
+    python3 tools/reference/make_gguf_model_reference.py --llama-cpp /path/to/llama_cpp_python-X/vendor/llama.cpp
 
 Deterministic given the same transformers, torch and llama.cpp (the file records the converter's version
 in its metadata).
@@ -31,7 +31,7 @@ import transformers
 from tokenizers import Tokenizer
 from transformers import GPT2Config, GPT2LMHeadModel
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "tests", "fixtures", "gguf")
 TOK = os.path.join(ROOT, "tests", "fixtures", "gpt2-tokenizer")
 PROMPT = "Hello world, this is a test of the GGUF loader."
@@ -60,7 +60,7 @@ def main():
         logits = model(input_ids=torch.tensor([ids])).logits[0]
         greedy = model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=12,
                                 pad_token_id=50256)[0].tolist()
-    ref = {"generator": "tools/make_gguf_model_reference.py", "transformers": transformers.__version__,
+    ref = {"generator": "tools/reference/make_gguf_model_reference.py", "transformers": transformers.__version__,
            "torch": torch.__version__.split("+")[0], "prompt": PROMPT, "ids": ids,
            "logits": [[round(float(x), 7) for x in row] for row in logits[:, :64]],
            "logits_argmax": logits.argmax(-1).tolist(), "greedy": greedy[len(ids):]}

@@ -2,10 +2,10 @@
 """Builds small tokenizers shaped like those of GPT-NeoX/Pythia, OPT and StarCoder (gpt_bigcode) with Hugging
 Face `tokenizers`, and the golden ids `tokenizers` gives for them (tests/test_tokenizer_families.cpp).
 
-Usage: python3 tools/make_family_tokenizers.py [--fixtures tests/fixtures] [--out tests/fixtures/tokenizer]
+Usage: python3 tools/reference/make_family_tokenizers.py [--fixtures tests/fixtures] [--out tests/fixtures/tokenizer]
 
 No pretrained tokenizer can be downloaded here, so each one is trained (BpeTrainer, deterministic) on
-FIXTURES/data/tinyshakespeare.txt plus the hand-picked strings of tools/make_tokenizer_reference.py (so that
+FIXTURES/data/tinyshakespeare.txt plus the hand-picked strings of tools/reference/make_tokenizer_reference.py (so that
 accented letters, CJK and emoji get merges too), with a small vocabulary, and given the structure of the real
 file. Deterministic: re-running it gives byte-identical files (checked with tokenizers 0.23.3, transformers
 5.23.0).
@@ -35,7 +35,7 @@ to "ids"), "ids_add" (add_special_tokens=True, omitted when equal to "ids_specia
 chunks (each encoded on its own, no special tokens): chunk byte offsets, count and FNV-1a of the ids of each.
 neox/nfc.json: the normalizer's output over (almost) all of Unicode, as block hashes, plus the decompositions of
 all composed characters (Hangul: every 37th); starcoder/digits.json: the pre-token boundaries of
-Sequence[Digits, ByteLevel] over Unicode, as tools/make_tokenizer_reference.py's codepoints.json does for GPT-2;
+Sequence[Digits, ByteLevel] over Unicode, as tools/reference/make_tokenizer_reference.py's codepoints.json does for GPT-2;
 starcoder/contiguous.json: the ids of the digit cases with Digits(individual_digits=false) instead.
 """
 import argparse
@@ -47,11 +47,11 @@ import tempfile
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def load_reference_module():
-    """tools/make_tokenizer_reference.py: its hand-picked strings, random text and hash."""
+    """tools/reference/make_tokenizer_reference.py: its hand-picked strings, random text and hash."""
     spec = importlib.util.spec_from_file_location("make_tokenizer_reference",
                                                   os.path.join(ROOT, "tools", "make_tokenizer_reference.py"))
     mod = importlib.util.module_from_spec(spec)
@@ -276,7 +276,7 @@ def golden(d, cases, shakes):
         "encode_special_tokens=True; ids_special = the same recognising special tokens (omitted: = ids); "
         "ids_add = encode(text) (omitted: = ids_special); decoded = decode(ids_special) (omitted: = text); "
         "shakespeare: tinyshakespeare.txt cut at the offsets, each chunk encoded alone (ids). Made by "
-        "tools/make_family_tokenizers.py"),
+        "tools/reference/make_family_tokenizers.py"),
         ' "shakespeare": {"file": "data/tinyshakespeare.txt", "head": %s, "chunks": [' % json.dumps(first)]
     lines += ["  " + json.dumps(c) + ("," if i + 1 < len(chunks) else "") for i, c in enumerate(chunks)]
     lines.append(' ]},')
@@ -334,7 +334,7 @@ def write_nfc(neox_dir):
         json.dump({"what": "tokenizers' NFC normalizer (neox/tokenizer.json): blocks: fnv1a64 of the UTF-8 bytes "
                            "of normalize(text) where text is, for each code point c in [lo, hi) but surrogates, "
                            "\"a\" c MARKS \" \" c \"\\n\"; decomposed: NFD of composed characters, joined by |, "
-                           "and fnv1a64 of its NFC. Made by tools/make_family_tokenizers.py",
+                           "and fnv1a64 of its NFC. Made by tools/reference/make_family_tokenizers.py",
                    "marks": NFC_MARKS, "blocks": blocks, "decomposed": text, "decomposed_nfc_fnv1a64": utf8_hash(nfc),
                    "decomposed_nfc_changes": nfc != text}, f, ensure_ascii=True, indent=0)
         f.write("\n")
@@ -348,8 +348,8 @@ def write_digits(starcoder_dir):
         blocks.append({"lo": lo, "hi": hi, "pieces": len(lengths), "fnv1a64": fnv1a64(lengths)})
     with open(os.path.join(starcoder_dir, "digits.json"), "w") as f:
         json.dump({"what": "pre-token byte lengths of Sequence[Digits(individual_digits=true), ByteLevel] "
-                           "(starcoder/tokenizer.json) over tools/make_tokenizer_reference.py's codepoint_text "
-                           "of each block. Made by tools/make_family_tokenizers.py", "blocks": blocks}, f, indent=0)
+                           "(starcoder/tokenizer.json) over tools/reference/make_tokenizer_reference.py's codepoint_text "
+                           "of each block. Made by tools/reference/make_family_tokenizers.py", "blocks": blocks}, f, indent=0)
         f.write("\n")
 
 
@@ -365,7 +365,7 @@ def write_contiguous(starcoder_dir, cases):
     out = [{"name": n, "text": t, "ids": tok.encode(t, add_special_tokens=False).ids} for n, t in picked]
     lines = ['{"what": %s,' % json.dumps("starcoder/tokenizer.json with its Digits' individual_digits set to false: "
                                          "ids = encode(text, add_special_tokens=False) with encode_special_tokens="
-                                         "True. Made by tools/make_family_tokenizers.py"), ' "cases": [']
+                                         "True. Made by tools/reference/make_family_tokenizers.py"), ' "cases": [']
     lines += ["  " + json.dumps(c) + ("," if i + 1 < len(out) else "") for i, c in enumerate(out)]
     lines.append(" ]}")
     with open(os.path.join(starcoder_dir, "contiguous.json"), "w", encoding="ascii") as f:

@@ -14,7 +14,7 @@ On the tiny random GPT-2 of tests/fixtures/quantize/gpt2-tiny-hf (GPT-2's tokeni
     general.sampling.* keys' types and values (gguf-py's GGUFReader).
 Writes tests/fixtures/generate/generation_config.json.
 
-    python3 tools/make_generation_config_reference.py --llama-cpp /path/to/llama_cpp_python-X/vendor/llama.cpp
+    python3 tools/reference/make_generation_config_reference.py --llama-cpp /path/to/llama_cpp_python-X/vendor/llama.cpp
 
 (see bench/peer.sh for the llama.cpp source). Deterministic given the same transformers, torch and llama.cpp.
 """
@@ -32,7 +32,7 @@ import transformers
 from tokenizers import Tokenizer
 from transformers import GPT2LMHeadModel
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODEL = os.path.join(ROOT, "tests", "fixtures", "quantize", "gpt2-tiny-hf")
 TOK = os.path.join(ROOT, "tests", "fixtures", "gpt2-tokenizer")
 OUT = os.path.join(ROOT, "tests", "fixtures", "generate", "generation_config.json")

@@ -4,10 +4,10 @@ writes them (conversion/gptneox.py, conversion/starcoder.py): gguf-py's tensor n
 architecture, GPT-NeoX's fused query_key_value reordered from per-head [q k v] groups to q | k | v, and the
 metadata keys each converter's set_gguf_parameters writes. F32, no tokenizer (the tests compare logits).
 
-Input: the transformers fixtures of tools/make_family_reference.py; the reference logits stay theirs.
+Input: the transformers fixtures of tools/reference/make_family_reference.py; the reference logits stay theirs.
 Output: tests/fixtures/gguf/<name>.gguf. Re-run from the repository root (needs gguf, safetensors, torch):
 
-    python3 tools/make_family_gguf.py
+    python3 tools/reference/make_family_gguf.py
 """
 
 import json
@@ -17,7 +17,7 @@ import gguf
 import numpy as np
 from safetensors.numpy import load_file
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODELS = os.path.join(ROOT, "tests", "fixtures", "models")
 OUT = os.path.join(ROOT, "tests", "fixtures", "gguf")
 

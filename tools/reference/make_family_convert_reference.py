@@ -14,7 +14,7 @@ own fallback): under transformers 5, AutoConfig folds GPT-NeoX's rotary_pct into
 converter's GPT-NeoX code does not read (KeyError 'rotary_pct'); every Pythia on the hub has rotary_pct.
 
     pip download --no-deps --no-binary :all: llama_cpp_python   # then unpack it; build llama-quantize
-    python3 tools/make_family_convert_reference.py --llama-cpp DIR/vendor/llama.cpp --quantize BUILD/bin/llama-quantize \
+    python3 tools/reference/make_family_convert_reference.py --llama-cpp DIR/vendor/llama.cpp --quantize BUILD/bin/llama-quantize \
         [--commit C]
 
 (bench/peer.sh builds both into ~/.cache/minigpt-peer.)
@@ -37,7 +37,7 @@ from safetensors.numpy import save_file
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_reference import fnv1a64, splitmix64_int, splitmix64_np  # noqa: E402  (minigpt's generator)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOK = os.path.join(ROOT, "tests", "fixtures", "gpt2-tokenizer")
 OUT = os.path.join(ROOT, "tests", "fixtures", "quantize", "family-converter.json")
 M64 = (1 << 64) - 1

@@ -19,7 +19,7 @@ Writes to tests/fixtures/gguf/:
 The model's weights are the dequantized values: minigpt holding the blocks must give these logits up to its
 activation quantization, and minigpt widening them to F32 (--dtype f32) must give them to F32 rounding.
 
-    python3 tools/make_quant_model_reference.py
+    python3 tools/reference/make_quant_model_reference.py
 """
 
 import json
@@ -34,7 +34,7 @@ from gguf.quants import dequantize, quantize
 from transformers import GPT2Config, GPT2LMHeadModel
 from transformers.convert_slow_tokenizer import bytes_to_unicode  # GPT-2's byte-level symbols
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "tests", "fixtures", "gguf")
 PROMPT = "To be, or not to be: that is the question."
 N_NEW = 12
@@ -156,7 +156,7 @@ def main():
     with torch.no_grad():
         logits = model(torch.tensor([ids])).logits[0].float().numpy()
         gen = model.generate(torch.tensor([ids]), max_new_tokens=N_NEW, do_sample=False, pad_token_id=0)
-    ref = {"generator": "tools/make_quant_model_reference.py", "transformers": transformers.__version__,
+    ref = {"generator": "tools/reference/make_quant_model_reference.py", "transformers": transformers.__version__,
            "types": {k: v.name for k, v in TYPES.items()}, "prompt": PROMPT, "ids": ids,
            "logits": [[round(float(x), 6) for x in row] for row in logits],
            "greedy": gen[0, len(ids):].tolist()}

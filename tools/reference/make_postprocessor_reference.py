@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the post-processor fixtures of tests/test_tokenizer_postprocessor.cpp with Hugging Face `tokenizers`.
 
-Usage: python3 tools/make_postprocessor_reference.py [--fixtures tests/fixtures]
+Usage: python3 tools/reference/make_postprocessor_reference.py [--fixtures tests/fixtures]
                                                       [--out tests/fixtures/tokenizer/postprocessor]
 
 Every tokenizer.json here is built and saved by `tokenizers` itself (checked with 0.23.3) from a reduced
@@ -63,7 +63,7 @@ def build_base(tokdir):
 
 def main():
     ap = argparse.ArgumentParser()
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     ap.add_argument("--fixtures", default=os.path.join(root, "tests", "fixtures"))
     ap.add_argument("--out", default=os.path.join(root, "tests", "fixtures", "tokenizer", "postprocessor"))
     args = ap.parse_args()
@@ -110,7 +110,7 @@ def main():
     # One case a line: readable diffs, and a small file.
     lines = ['{"what": %s,' % json.dumps("tokenizers.Tokenizer.from_file(dir/tokenizer.json).encode(text, "
                                           "add_special_tokens=...).ids; dir relative to this file; made by "
-                                          "tools/make_postprocessor_reference.py"),
+                                          "tools/reference/make_postprocessor_reference.py"),
              ' "specials": %s,' % json.dumps(sid), ' "fixtures": [']
     for k, fx in enumerate(golden):
         lines.append('  {"dir": %s, "cases": [' % json.dumps(fx["dir"]))

@@ -22,7 +22,7 @@ Models and texts:
 
 Re-run from the repository root (deterministic; needs torch, transformers, numpy):
 
-    python3 tools/make_perplexity_reference.py     # writes tests/fixtures/perplexity/reference.json
+    python3 tools/reference/make_perplexity_reference.py     # writes tests/fixtures/perplexity/reference.json
 """
 
 import json
@@ -34,7 +34,7 @@ import torch
 import transformers
 from transformers import GPT2LMHeadModel
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "tests", "fixtures", "perplexity", "reference.json")
 TEXT = os.path.join(ROOT, "tests", "fixtures", "data", "tinyshakespeare.txt")
 
@@ -144,7 +144,7 @@ def main():
                       "n_ctx": n_ctx, **extra, "windows": w, **summary(nll)})
 
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    meta = {"generator": "tools/make_perplexity_reference.py", "transformers": transformers.__version__,
+    meta = {"generator": "tools/reference/make_perplexity_reference.py", "transformers": transformers.__version__,
             "torch": torch.__version__.split("+")[0]}
     with open(OUT, "w") as f:
         json.dump({"metadata": meta, "cases": cases}, f, indent=1)

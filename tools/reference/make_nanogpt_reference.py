@@ -22,7 +22,7 @@ exactly one line on stderr that says what is wrong, and nothing left at the outp
 Any mismatch raises (non-zero exit). Re-run from the repository root (needs torch, transformers,
 safetensors, numpy):
 
-    python3 tools/make_nanogpt_reference.py
+    python3 tools/reference/make_nanogpt_reference.py
 """
 
 import json
@@ -44,11 +44,11 @@ from safetensors.numpy import load_file as np_load_file
 from safetensors.numpy import save_file as np_save_file
 from transformers import AutoTokenizer, GPT2LMHeadModel
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "tests", "fixtures", "nanogpt")
 CONVERTER = os.path.join(ROOT, "tools", "convert_nanogpt.py")
 METADATA = {
-    "generator": "tools/make_nanogpt_reference.py",
+    "generator": "tools/reference/make_nanogpt_reference.py",
     "torch": torch.__version__.split("+")[0],
     "transformers": transformers.__version__,
 }

@@ -2,7 +2,7 @@
 """Golden ids for GPT-2's vocab.json + merges.txt with a tokenizer_config.json beside them (no tokenizer.json),
 as transformers loads such a folder (tests/test_tokenizer.cpp, TokenizerConfig.*).
 
-Usage: python3 tools/make_tokenizer_config_reference.py [--fixtures tests/fixtures]
+Usage: python3 tools/reference/make_tokenizer_config_reference.py [--fixtures tests/fixtures]
 
 Writes FIXTURES/tokenizer/gpt2_config/tokenizer_config.json (GPT-2's, plus a non-special added token "[USER]"
 as id 50257 and a special "<|sep|>" as id 50258, with lstrip) and golden.json: for each text, the ids of
@@ -19,7 +19,7 @@ import tempfile
 
 import transformers
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CASES = ["Hello[USER]world", "[USER]", " [USER] hi", "a<|sep|>b", "a <|sep|> b", "x<|endoftext|>y",
          "[USE R] [user]", "Hello world"]
 DECODE = [[50257], [15496, 50257, 6894], [50258, 64], [50256]]
@@ -46,7 +46,7 @@ def main():
         tok = transformers.AutoTokenizer.from_pretrained(d)
         golden = {"what": "transformers %s AutoTokenizer.from_pretrained(vocab.json + merges.txt + "
                           "tokenizer_config.json): encode(text, add_special_tokens=False); decode(ids). Made by "
-                          "tools/make_tokenizer_config_reference.py" % transformers.__version__,
+                          "tools/reference/make_tokenizer_config_reference.py" % transformers.__version__,
                   "cases": [{"text": t, "ids": tok.encode(t, add_special_tokens=False)} for t in CASES],
                   "decode": [{"ids": ids, "text": tok.decode(ids)} for ids in DECODE],
                   "n_tokens": len(tok)}

@@ -3,7 +3,7 @@
 transformers' apply_chat_template renders (its jinja2 sandbox: trim_blocks, lstrip_blocks, loopcontrols,
 raise_exception, strftime_now, its own tojson) for real models' templates, and a tiny chat model.
 
-Usage: python3 tools/make_chat_reference.py [--templates DIR] [--names FILE]
+Usage: python3 tools/reference/make_chat_reference.py [--templates DIR] [--names FILE]
 
 1. tests/fixtures/chat/templates.json: the chat templates of real models as llama.cpp's source keeps them
    (models/templates/*.jinja of the llama.cpp that the llama_cpp_python sdist on PyPI vendors; --templates
@@ -32,7 +32,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, 
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 from transformers.utils import chat_template_utils
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIX = os.path.join(ROOT, "tests", "fixtures")
 DEFAULT_TEMPLATES = os.path.expanduser("~/.cache/minigpt-peer/llama.cpp/models/templates")
 NOW = dt.datetime(2024, 7, 26, 14, 5, 9)

@@ -2,7 +2,7 @@
 """Writes tests/fixtures/tokenizer/added_ids/: GPT-2's tokenizer with added tokens whose file ids disagree with
 the ids the reference gives them, and what `tokenizers` / `transformers` encode with them.
 
-Usage: python3 tools/make_added_ids_reference.py [--fixtures tests/fixtures]
+Usage: python3 tools/reference/make_added_ids_reference.py [--fixtures tests/fixtures]
 
 Neither reference takes an added token's id from the file. `tokenizers` (Tokenizer.from_file, and so
 transformers' AutoTokenizer over a tokenizer.json) adds the tokens in file order: a text the vocabulary or an
@@ -82,7 +82,7 @@ def golden_transformers(d):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--fixtures", default=os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures"))
+    ap.add_argument("--fixtures", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures"))
     args = ap.parse_args()
     src = os.path.join(args.fixtures, "gpt2-tokenizer")
     out = os.path.join(args.fixtures, "tokenizer", "added_ids")
@@ -106,7 +106,7 @@ def main():
         golden = {"what": "tokenizers.Tokenizer.from_file over GPT-2's tokenizer.json with these added_tokens, and "
                           "transformers.AutoTokenizer over GPT-2's vocab.json + merges.txt with a "
                           "tokenizer_config.json holding this added_tokens_decoder: the ids they give the added "
-                          "tokens and encode to. Made by tools/make_added_ids_reference.py",
+                          "tokens and encode to. Made by tools/reference/make_added_ids_reference.py",
                   "added_tokens": ADDED, "added_tokens_decoder": ADDED_DECODER,
                   "tokenizer.json": golden_tokenizers(tj), "tokenizer_config": golden_transformers(cfg_dir)}
     with open(os.path.join(out, "golden.json"), "w", encoding="ascii") as f:

@@ -11,7 +11,7 @@ attprojw (L, C, C), attprojb (L, C), ln2w, ln2b (L, C), fcw (L, 4C, C), fcb (L, 
 fcprojb (L, C), lnfw, lnfb (C).
 
 Writes tests/fixtures/llmc/:
-  gpt2-f32.bin          version 3, a random GPT2LMHeadModel (tools/make_reference.py's make_model: init 0.2,
+  gpt2-f32.bin          version 3, a random GPT2LMHeadModel (tools/reference/make_reference.py's make_model: init 0.2,
                         every bias and layer-norm parameter perturbed, so that attention is peaked)
   gpt2-bf16.bin         version 5, the same weights rounded to bfloat16 (round to nearest even, as torch's
                         .to(torch.bfloat16) and llm.c's write_bf16 do)
@@ -25,7 +25,7 @@ GPT2LMHeadModel, which must give the reference logits bit for bit.
 
 Re-run from the repository root (deterministic; needs torch, transformers, safetensors, numpy):
 
-    python3 tools/make_llmc_reference.py
+    python3 tools/reference/make_llmc_reference.py
 """
 
 import os
@@ -40,7 +40,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_reference  # noqa: E402  (make_model, run_logits, write_reference: the other fixtures' recipe)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "tests", "fixtures", "llmc")
 
 MAGIC = 20240326
@@ -177,7 +177,7 @@ def main():
     files = {"float32": os.path.join(OUT, "gpt2-f32.bin"), "bfloat16": os.path.join(OUT, "gpt2-bf16.bin")}
     for dtype, path in files.items():
         write_llmc(model, path, dtype)
-    make_reference.METADATA = {"generator": "tools/make_llmc_reference.py",
+    make_reference.METADATA = {"generator": "tools/reference/make_llmc_reference.py",
                                "transformers": transformers.__version__,
                                "torch": torch.__version__.split("+")[0]}
     make_reference.write_reference(OUT, **ref)

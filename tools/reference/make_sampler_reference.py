@@ -8,7 +8,7 @@ Writes tests/fixtures/generate/processors.json:
 and tests/fixtures/generate/greedy.json: transformers' generate(do_sample=False) token ids on the
 committed fixture models (tests/fixtures/models/*).
 
-Re-run from the repository root:  python3 tools/make_sampler_reference.py
+Re-run from the repository root:  python3 tools/reference/make_sampler_reference.py
 """
 import json
 import pathlib
@@ -25,7 +25,7 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 OUT = ROOT / "tests" / "fixtures" / "generate"
 torch.set_num_threads(1)
 
@@ -83,7 +83,7 @@ def main():
                            "scores": s.tolist(), "expected": as_list(out[0])})
 
     OUT.mkdir(parents=True, exist_ok=True)
-    meta = {"generator": "tools/make_sampler_reference.py", "transformers": transformers.__version__, "torch": torch.__version__}
+    meta = {"generator": "tools/reference/make_sampler_reference.py", "transformers": transformers.__version__, "torch": torch.__version__}
     (OUT / "processors.json").write_text(json.dumps({"meta": meta, "single": cases, "chains": chains}, indent=0) + "\n")
 
     # Greedy generation on the fixture models transformers can load as they are.

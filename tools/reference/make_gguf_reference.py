@@ -18,7 +18,7 @@ Writes tests/fixtures/gguf/:
 
 Re-run from the repository root (deterministic; needs gguf, numpy):
 
-    python3 tools/make_gguf_reference.py
+    python3 tools/reference/make_gguf_reference.py
 """
 
 import json
@@ -28,7 +28,7 @@ import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as T
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "tests", "fixtures", "gguf")
 
 
@@ -161,7 +161,7 @@ def write_quants(path):
 def main():
     os.makedirs(OUT, exist_ok=True)
     write_quants(os.path.join(OUT, "quants.gguf"))
-    expected = {"generator": "tools/make_gguf_reference.py", "gguf": gguf.__version__ if hasattr(gguf, "__version__") else "0.19.0"}
+    expected = {"generator": "tools/reference/make_gguf_reference.py", "gguf": gguf.__version__ if hasattr(gguf, "__version__") else "0.19.0"}
     for name, alignment in [("mixed.gguf", None), ("aligned64.gguf", 64)]:
         path = os.path.join(OUT, name)
         write(path, alignment)

@@ -15,7 +15,7 @@ Writes tests/fixtures/quantize/shipped-q8_0-greedy.json:
                        tokens a Q8_0 file gives there.
   quantized            the Hugging Face names of those matrices
 
-    python3 tools/make_q8_0_greedy_reference.py
+    python3 tools/reference/make_q8_0_greedy_reference.py
 """
 
 import json
@@ -28,7 +28,7 @@ from gguf import GGMLQuantizationType
 from gguf.quants import dequantize, quantize
 from transformers import AutoTokenizer, GPT2LMHeadModel
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODEL = os.path.join(ROOT, "models", "shakespeare-char")
 OUT = os.path.join(ROOT, "tests", "fixtures", "quantize", "shipped-q8_0-greedy.json")
 PROMPTS = ["ROMEO:", "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\n"]

@@ -1,5 +1,5 @@
 // minigpt attention: the attention probabilities of every layer and head for a prompt, as JSON, a PNG or
-// SVG heatmap, or an HTML page (tools/cli/attention_render.cpp), by the output file's extension.
+// SVG heatmap, or an HTML page (cli/attention_render.cpp), by the output file's extension.
 #include <charconv>
 #include <cstdio>
 #include <filesystem>

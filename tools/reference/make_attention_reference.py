@@ -10,7 +10,7 @@ output_attentions=True) on a fixed list of token ids and writes tests/fixtures/a
 
 `attentions` is transformers' own output (full square rows, zeros above the diagonal), each value the
 float32 written as the shortest decimal that reads back to it. The fixture models are those of
-tools/make_reference.py (tests/fixtures/models/<name>): `tiny` (learned positions), `tiny-sinusoidal`
+tools/reference/make_reference.py (tests/fixtures/models/<name>): `tiny` (learned positions), `tiny-sinusoidal`
 (transformers' GPT-2 has no sinusoidal positions: as make_reference.py does, the model is loaded and the
 sinusoidal table copied into wpe), `tiny-untied` (3 heads, scale_attn_by_inverse_layer_idx) and
 `tiny-relu-legacy` (scale_attn_weights=False, a legacy checkpoint). `shakespeare-char` is the shipped model
@@ -19,8 +19,8 @@ sinusoidal table copied into wpe), `tiny-untied` (3 heads, scale_attn_by_inverse
 Ids are drawn from a fixed seed per fixture, so re-runs are byte-identical for the same versions.
 Re-run from the repository root (needs torch, transformers, tokenizers, numpy):
 
-    python3 tools/make_attention_reference.py          # all fixtures
-    python3 tools/make_attention_reference.py tiny     # only those whose name contains a word
+    python3 tools/reference/make_attention_reference.py          # all fixtures
+    python3 tools/reference/make_attention_reference.py tiny     # only those whose name contains a word
 """
 
 import json
@@ -32,7 +32,7 @@ import torch
 import transformers
 from transformers import GPT2LMHeadModel
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "tests", "fixtures", "attention")
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from make_reference import sinusoidal_table  # noqa: E402  (the same table the fixture was made with)
@@ -68,7 +68,7 @@ def f32(x):
 def make(name, rel, seed, arg):
     d = os.path.join(ROOT, rel)
     model = load_model(d)
-    fixture = {"generator": "tools/make_attention_reference.py", "transformers": transformers.__version__,
+    fixture = {"generator": "tools/reference/make_attention_reference.py", "transformers": transformers.__version__,
                "torch": torch.__version__.split("+")[0], "model": rel}
     if seed is None:
         from tokenizers import Tokenizer
