@@ -8,9 +8,9 @@
 #include "attention_render.h"
 #include "command.h"
 #include "common.h"
+#include "io/io.h"
 #include "minigpt/attention.h"
 #include "minigpt/error.h"
-#include "minigpt/io.h"
 #include "minigpt/tokenizer.h"
 
 namespace minigpt::cli {

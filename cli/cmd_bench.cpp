@@ -10,14 +10,14 @@
 
 #include "command.h"
 #include "common.h"
-#include "minigpt/cpu.h"
-#include "minigpt/cuda.h"
+#include "cpu/cpu.h"
+#include "cpu/sysinfo.h"
+#include "cuda/cuda.h"
 #include "minigpt/error.h"
 #include "minigpt/model.h"
-#include "minigpt/random_weights.h"
 #include "minigpt/registry.h"
 #include "minigpt/session.h"
-#include "minigpt/sysinfo.h"
+#include "model/random_weights.h"
 
 namespace minigpt::cli {
 namespace {

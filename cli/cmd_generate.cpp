@@ -14,10 +14,10 @@
 #include "command.h"
 #include "common.h"
 #include "id_list.h"
+#include "io/io.h"
 #include "minigpt/error.h"
 #include "minigpt/generate.h"
 #include "minigpt/generation_config.h"
-#include "minigpt/io.h"
 
 namespace minigpt::cli {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "command.h"
 #include "common.h"
-#include "minigpt/cpu.h"
+#include "cpu/cpu.h"
 #include "minigpt/error.h"
 #include "minigpt/generation_config.h"
 #include "minigpt/model.h"

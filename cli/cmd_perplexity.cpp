@@ -16,11 +16,11 @@
 
 #include "command.h"
 #include "common.h"
+#include "io/io.h"
 #include "minigpt/error.h"
-#include "minigpt/io.h"
-#include "minigpt/kl_divergence.h"
 #include "minigpt/perplexity.h"
 #include "minigpt/tokenizer.h"
+#include "run/kl_divergence.h"
 
 namespace minigpt::cli {
 namespace {

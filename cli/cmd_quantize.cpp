@@ -9,10 +9,10 @@
 
 #include "command.h"
 #include "common.h"
+#include "io/io.h"
 #include "minigpt/error.h"
 #include "minigpt/gguf_convert.h"
-#include "minigpt/io.h"
-#include "minigpt/quantize.h"
+#include "quant/quantize.h"
 
 namespace minigpt::cli {
 namespace {

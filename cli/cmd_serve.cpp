@@ -1,4 +1,4 @@
-// minigpt serve: the OpenAI-compatible HTTP server (minigpt/server.h).
+// minigpt serve: the OpenAI-compatible HTTP server (src/server/server.h).
 #include <pthread.h>
 #include <signal.h>
 
@@ -10,11 +10,11 @@
 
 #include "command.h"
 #include "common.h"
-#include "minigpt/chat_template.h"
-#include "minigpt/cpu.h"
+#include "cpu/cpu.h"
 #include "minigpt/error.h"
 #include "minigpt/generation_config.h"
-#include "minigpt/server.h"
+#include "server/chat_template.h"
+#include "server/server.h"
 
 namespace minigpt::cli {
 namespace {

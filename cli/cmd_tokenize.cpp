@@ -7,8 +7,8 @@
 #include "command.h"
 #include "common.h"
 #include "id_list.h"
+#include "io/io.h"
 #include "minigpt/error.h"
-#include "minigpt/io.h"
 #include "minigpt/tokenizer.h"
 
 namespace minigpt::cli {

@@ -7,10 +7,10 @@
 #include <cstdio>
 #include <cstring>
 
+#include "arch/llmc.h"
+#include "cpu/sysinfo.h"
 #include "minigpt/error.h"
-#include "minigpt/llmc.h"
 #include "minigpt/registry.h"
-#include "minigpt/sysinfo.h"
 
 namespace minigpt::cli {
 

@@ -4,10 +4,10 @@
 #include <set>
 
 #include "arch/arch.h"
+#include "formats/safetensors.h"
 #include "minigpt/error.h"
 #include "minigpt/model.h"
-#include "minigpt/random_weights.h"
-#include "minigpt/safetensors.h"
+#include "model/random_weights.h"
 #include "test_util.h"
 
 namespace minigpt {

@@ -1,10 +1,11 @@
-// Attention maps against transformers' output_attentions (fixtures from tools/reference/make_attention_reference.py),
-// and `minigpt attention` as a user runs it: JSON, PNG, SVG, HTML, and one clear line for every mistake.
+// Attention maps against transformers' output_attentions (fixtures from
+// tools/reference/make_attention_reference.py), and `minigpt attention` as a user runs it: JSON, PNG, SVG,
+// HTML, and one clear line for every mistake.
 #include <nlohmann/json.hpp>
 
 #include "minigpt/attention.h"
 #include "minigpt/model.h"
-#include "minigpt/random_weights.h"
+#include "model/random_weights.h"
 #include "test_util.h"
 
 namespace minigpt {

@@ -3,10 +3,10 @@
 
 #include <cmath>
 
-#include "minigpt/cpu.h"
+#include "cpu/cpu.h"
 #include "minigpt/error.h"
-#include "minigpt/random_weights.h"
 #include "minigpt/session.h"
+#include "model/random_weights.h"
 #include "test_util.h"
 
 namespace minigpt {

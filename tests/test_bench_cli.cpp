@@ -2,8 +2,8 @@
 // and one clear line for a bad flag. Timings are never asserted, only that they are there and consistent.
 #include <nlohmann/json.hpp>
 
+#include "cpu/cpu.h"
 #include "minigpt/config.h"
-#include "minigpt/cpu.h"
 #include "test_util.h"
 
 namespace minigpt {

@@ -1,20 +1,20 @@
-// Chat templates (minigpt/chat_template.h) against transformers' apply_chat_template: real models' templates
-// (tests/fixtures/chat/templates.json) and a tiny ChatML model (tests/fixtures/models/chatml-tiny), both from
-// tools/reference/make_chat_reference.py.
+// Chat templates (src/server/chat_template.h) against transformers' apply_chat_template: real models'
+// templates (tests/fixtures/chat/templates.json) and a tiny ChatML model (tests/fixtures/models/chatml-tiny),
+// both from tools/reference/make_chat_reference.py.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <fstream>
 #include <sstream>
 
-#include "minigpt/chat_template.h"
+#include "formats/gguf.h"
 #include "minigpt/error.h"
 #include "minigpt/generate.h"
-#include "minigpt/gguf.h"
 #include "minigpt/gguf_convert.h"
 #include "minigpt/model.h"
 #include "minigpt/session.h"
 #include "minigpt/tokenizer.h"
+#include "server/chat_template.h"
 #include "test_util.h"
 
 namespace minigpt {

@@ -1,7 +1,7 @@
 // The CLI as a user meets it: output, and one clear line plus a non-zero exit for every mistake.
 #include <nlohmann/json.hpp>
 
-#include "minigpt/random_weights.h"
+#include "model/random_weights.h"
 #include "test_util.h"
 
 namespace minigpt {

@@ -8,15 +8,15 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "cpu/cpu.h"
+#include "cuda/cuda.h"
+#include "formats/gguf.h"
 #include "minigpt/backend.h"
-#include "minigpt/cpu.h"
-#include "minigpt/cuda.h"
 #include "minigpt/generate.h"
-#include "minigpt/gguf.h"
 #include "minigpt/model.h"
-#include "minigpt/random_weights.h"
 #include "minigpt/registry.h"
 #include "minigpt/session.h"
+#include "model/random_weights.h"
 #include "test_util.h"
 
 namespace minigpt {
@@ -935,11 +935,11 @@ TEST(CudaBackend, DevicesAreListed) {
 }
 
 // Quantized weights held as their blocks on the device (tests/fixtures/gguf/gpt2-quant-mix.gguf: every block
-// type in one model, tools/reference/make_quant_model_reference.py): prefill (the blocks widened to F16 hi + lo halves,
-// three cuBLAS GEMMs with the activations' halves: the F32 product to ~2^-21) and token-by-token decode (the
-// quantized GEMV, F32 activations) are the F32 product of the dequantized weights, so within 2e-4 of
-// transformers on them (the CPU's bound for F32 products; logits up to ~10; measured 3.9e-6), with an F32 KV
-// cache; greedy tokens equal. (Written without a GPU: this test is what checks them when one is lent.)
+// type in one model, tools/reference/make_quant_model_reference.py): prefill (the blocks widened to F16 hi +
+// lo halves, three cuBLAS GEMMs with the activations' halves: the F32 product to ~2^-21) and token-by-token
+// decode (the quantized GEMV, F32 activations) are the F32 product of the dequantized weights, so within 2e-4
+// of transformers on them (the CPU's bound for F32 products; logits up to ~10; measured 3.9e-6), with an F32
+// KV cache; greedy tokens equal. (Written without a GPU: this test is what checks them when one is lent.)
 TEST(CudaModel, QuantizedBlocksGiveTransformersLogitsOnTheDequantizedWeights) {
   SKIP_WITHOUT_CUDA();
   using json = nlohmann::json;

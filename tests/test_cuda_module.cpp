@@ -1,6 +1,6 @@
 // The CUDA backend lives in a module (libminigpt-cuda.so) that the core dlopens only when CUDA is asked
-// for (src/cuda_loader.cpp): a CPU run neither maps nor needs the CUDA libraries, and a CUDA request on a
-// machine without them fails in one line that says why.
+// for (src/backend/cuda_loader.cpp): a CPU run neither maps nor needs the CUDA libraries, and a CUDA request
+// on a machine without them fails in one line that says why.
 #include <elf.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -13,8 +13,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "cuda/cuda.h"
 #include "minigpt/backend.h"
-#include "minigpt/cuda.h"
 #include "test_util.h"
 
 extern char** environ;

@@ -10,11 +10,11 @@
 #include <limits>
 #include <set>
 
-#include "minigpt/io.h"
+#include "io/io.h"
 #include "minigpt/model.h"
-#include "minigpt/random_weights.h"
 #include "minigpt/sampler.h"
 #include "minigpt/session.h"
+#include "model/random_weights.h"
 #include "test_util.h"
 
 namespace minigpt {

@@ -10,8 +10,8 @@
 #include <csignal>
 #include <nlohmann/json.hpp>
 
-#include "minigpt/cpu.h"
-#include "minigpt/random_weights.h"
+#include "cpu/cpu.h"
+#include "model/random_weights.h"
 #include "test_util.h"
 
 namespace minigpt {

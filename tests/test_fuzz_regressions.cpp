@@ -4,11 +4,11 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "formats/gguf.h"
 #include "id_list.h"
-#include "minigpt/gguf.h"
 #include "minigpt/model.h"
-#include "minigpt/random_weights.h"
 #include "minigpt/tokenizer.h"
+#include "model/random_weights.h"
 #include "test_util.h"
 
 namespace minigpt {

@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "minigpt/generate.h"
-#include "minigpt/random_weights.h"
+#include "model/random_weights.h"
 #include "test_util.h"
 
 namespace minigpt {

@@ -1,9 +1,9 @@
 // `minigpt generate` as a user runs it: output, JSON, and one clear line for every mistake.
 #include <nlohmann/json.hpp>
 
+#include "cpu/sysinfo.h"
 #include "minigpt/generate.h"
-#include "minigpt/random_weights.h"
-#include "minigpt/sysinfo.h"
+#include "model/random_weights.h"
 #include "test_util.h"
 
 namespace minigpt {

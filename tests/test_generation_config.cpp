@@ -1,6 +1,6 @@
 // A model's own generation defaults (generation_config.json, general.sampling.*) and eos_token_id lists,
-// against tools/reference/make_generation_config_reference.py: transformers' greedy tokens with an eos_token_id list
-// and what llama.cpp's converter writes from a generation_config.json.
+// against tools/reference/make_generation_config_reference.py: transformers' greedy tokens with an
+// eos_token_id list and what llama.cpp's converter writes from a generation_config.json.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "formats/gguf.h"
 #include "minigpt/generation_config.h"
-#include "minigpt/gguf.h"
-#include "minigpt/server.h"
 #include "minigpt/tokenizer.h"
+#include "server/server.h"
 #include "test_util.h"
 
 namespace minigpt {

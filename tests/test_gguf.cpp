@@ -1,10 +1,11 @@
 // The GGUF reader against what the `gguf` package (llama.cpp's Python library) reads from the same files
-// (tools/reference/make_gguf_reference.py), and against broken files: every truncation, hostile counts and sizes.
+// (tools/reference/make_gguf_reference.py), and against broken files: every truncation, hostile counts and
+// sizes.
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "minigpt/gguf.h"
+#include "formats/gguf.h"
 #include "test_util.h"
 
 namespace minigpt {

@@ -3,9 +3,9 @@
 // (tools/reference/make_gguf_model_reference.py).
 #include <nlohmann/json.hpp>
 
+#include "formats/gguf.h"
+#include "formats/gguf_writer.h"
 #include "minigpt/generate.h"
-#include "minigpt/gguf.h"
-#include "minigpt/gguf_writer.h"
 #include "test_util.h"
 
 namespace minigpt {
@@ -129,10 +129,11 @@ TEST(GgufModel, ATokenListOfAnotherSizeThanTheEmbeddingsIsRefused) {
 namespace minigpt {
 namespace {
 
-// The families' GGUF names and metadata as llama.cpp's converter writes them (tools/reference/make_family_gguf.py,
-// from the transformers fixtures): gptneox (its query_key_value reordered by the converter, rotary dimensions
-// from rope.dimension_count) and starcoder (multi-query, head_count_kv = 1). Logits against transformers' on
-// the original checkpoint, F32: 1e-4, as for the safetensors fixtures.
+// The families' GGUF names and metadata as llama.cpp's converter writes them
+// (tools/reference/make_family_gguf.py, from the transformers fixtures): gptneox (its query_key_value
+// reordered by the converter, rotary dimensions from rope.dimension_count) and starcoder (multi-query,
+// head_count_kv = 1). Logits against transformers' on the original checkpoint, F32: 1e-4, as for the
+// safetensors fixtures.
 class FamilyGguf : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
 
 TEST_P(FamilyGguf, LoadsAsTheTransformersModelItCameFrom) {

@@ -8,8 +8,8 @@
 
 #include "cpu/kernels.h"
 #include "minigpt/backend.h"
-#if __has_include("minigpt/cpu.h")
-#include "minigpt/cpu.h"  // make_cpu_backend
+#if __has_include("cpu/cpu.h")
+#include "cpu/cpu.h"  // make_cpu_backend
 #endif
 #include "minigpt/error.h"
 #include "minigpt/tensor.h"

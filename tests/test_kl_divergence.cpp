@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "minigpt/kl_divergence.h"
+#include "run/kl_divergence.h"
 #include "test_util.h"
 
 namespace minigpt {

@@ -1,12 +1,12 @@
-// llm.c checkpoints (-m FILE.bin): the F32 and BF16 files tools/reference/make_llmc_reference.py wrote as llm.c's
-// write_model does give transformers' logits and greedy tokens; the padded vocabulary rows are never read;
-// every malformed header is one line; the CLI asks for --tokenizer.
+// llm.c checkpoints (-m FILE.bin): the F32 and BF16 files tools/reference/make_llmc_reference.py wrote as
+// llm.c's write_model does give transformers' logits and greedy tokens; the padded vocabulary rows are never
+// read; every malformed header is one line; the CLI asks for --tokenizer.
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "arch/llmc.h"
 #include "minigpt/generate.h"
-#include "minigpt/llmc.h"
 #include "test_util.h"
 
 namespace minigpt {

@@ -2,7 +2,7 @@
 #include <cstring>
 
 #include "minigpt/model.h"
-#include "minigpt/random_weights.h"
+#include "model/random_weights.h"
 #include "test_util.h"
 
 namespace minigpt {

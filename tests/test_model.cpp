@@ -6,11 +6,11 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "minigpt/cpu.h"
+#include "cpu/cpu.h"
 #include "minigpt/generate.h"
 #include "minigpt/model.h"
-#include "minigpt/random_weights.h"
 #include "minigpt/session.h"
+#include "model/random_weights.h"
 #include "test_util.h"
 
 namespace minigpt {

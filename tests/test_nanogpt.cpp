@@ -1,8 +1,8 @@
-// nanoGPT checkpoints converted by tools/convert_nanogpt.py (fixtures from tools/reference/make_nanogpt_reference.py,
-// which also checks the converter against transformers and on bad inputs): minigpt gives nanoGPT's own
-// logits and greedy tokens. "bias": GPT-2-like biases, 3 heads, vocabulary 65, the causal-mask buffers of a
-// model built without flash attention; "nobias": train.py's defaults (bias=False: zero biases written,
-// torch.compile's `_orig_mod.` keys).
+// nanoGPT checkpoints converted by tools/convert_nanogpt.py (fixtures from
+// tools/reference/make_nanogpt_reference.py, which also checks the converter against transformers and on bad
+// inputs): minigpt gives nanoGPT's own logits and greedy tokens. "bias": GPT-2-like biases, 3 heads,
+// vocabulary 65, the causal-mask buffers of a model built without flash attention; "nobias": train.py's
+// defaults (bias=False: zero biases written, torch.compile's `_orig_mod.` keys).
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>

@@ -1,9 +1,10 @@
 // Dequantization of ggml's block types, bit for bit as the gguf package's gguf.quants.dequantize (the
-// reference; tools/reference/make_gguf_reference.py wrote random blocks and its output side by side in quants.gguf).
+// reference; tools/reference/make_gguf_reference.py wrote random blocks and its output side by side in
+// quants.gguf).
 #include <cstring>
 
-#include "minigpt/gguf.h"
-#include "minigpt/quant.h"
+#include "formats/gguf.h"
+#include "quant/quant.h"
 #include "test_util.h"
 
 namespace minigpt {

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "cpu/kernels.h"
-#include "minigpt/quant.h"
 #include "minigpt/tensor.h"
+#include "quant/quant.h"
 
 namespace minigpt {
 namespace {

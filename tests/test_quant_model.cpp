@@ -1,7 +1,7 @@
 // A GGUF model whose matrices are in every quantized type minigpt reads (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
-// Q4_K, Q5_K, Q6_K; tools/reference/make_quant_model_reference.py), against transformers holding the dequantized
-// weights: held in its blocks (decode through the integer kernels, prefill through F32 tiles) and widened to
-// F32 at load (--dtype f32).
+// Q4_K, Q5_K, Q6_K; tools/reference/make_quant_model_reference.py), against transformers holding the
+// dequantized weights: held in its blocks (decode through the integer kernels, prefill through F32 tiles) and
+// widened to F32 at load (--dtype f32).
 #include <nlohmann/json.hpp>
 
 #include "cpu/kernels.h"
@@ -26,13 +26,13 @@ const json& quant_model_reference() {
 
 // max over positions and vocabulary of |logit - transformers'|, and the positions whose top token differs
 // although transformers' top two are more than 0.2 apart (twice the tolerance below: a near tie may flip).
-struct Diff {
+struct QuantDiff {
   double worst = 0;
   int64_t argmax_differs = 0;
 };
-Diff compare(std::span<const float> logits, int64_t V) {
+QuantDiff compare(std::span<const float> logits, int64_t V) {
   const json& ref = quant_model_reference();
-  Diff d;
+  QuantDiff d;
   for (size_t t = 0; t < ref["logits"].size(); ++t) {
     const auto want = ref["logits"][t].get<std::vector<double>>();
     for (int64_t i = 0; i < V; ++i)
@@ -102,7 +102,7 @@ TEST(QuantModel, LogitsAndGreedyTokensMatchTransformersOnTheDequantizedWeights) 
   auto model = Model::load(mix_model(), LoadOptions::threads(2));
 
   Session prefill(model);
-  const Diff p = compare(prefill.eval_all(ids), V);
+  const QuantDiff p = compare(prefill.eval_all(ids), V);
 
   Session decode(model);
   std::vector<float> stepwise;
@@ -110,13 +110,13 @@ TEST(QuantModel, LogitsAndGreedyTokensMatchTransformersOnTheDequantizedWeights) 
     const auto l = decode.eval(std::span<const int32_t>(&id, 1));
     stepwise.insert(stepwise.end(), l.begin(), l.end());
   }
-  const Diff d = compare(stepwise, V);
+  const QuantDiff d = compare(stepwise, V);
 
   LoadOptions o = LoadOptions::threads(2);
   o.weight_dtype = DType::F32;
   auto widened = Model::load(mix_model(), o);
   Session ws(widened);
-  const Diff f = compare(ws.eval_all(ids), V);
+  const QuantDiff f = compare(ws.eval_all(ids), V);
 
   std::printf(
       "[ measured ] max |logit - transformers|: prefill %.3g, decode %.3g (top token differs, margin > 0.2, "

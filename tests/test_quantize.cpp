@@ -1,11 +1,12 @@
-// The quantizers against their references byte for byte (tools/reference/make_quantize_reference.py: gguf.quants for
-// the 32-value types, llama.cpp's libggml for the K types), and round trips through dequantize().
+// The quantizers against their references byte for byte (tools/reference/make_quantize_reference.py:
+// gguf.quants for the 32-value types, llama.cpp's libggml for the K types), and round trips through
+// dequantize().
 #include <cmath>
 #include <cstring>
 
-#include "minigpt/gguf.h"
-#include "minigpt/quant.h"
-#include "minigpt/quantize.h"
+#include "formats/gguf.h"
+#include "quant/quant.h"
+#include "quant/quantize.h"
 #include "test_util.h"
 
 namespace minigpt {

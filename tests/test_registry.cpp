@@ -2,12 +2,12 @@
 // (what this build and machine offer) and -m (a model directory, read from its headers only).
 #include <nlohmann/json.hpp>
 
+#include "cpu/cpu.h"
 #include "cpu/kernels.h"
-#include "minigpt/cpu.h"
-#include "minigpt/cuda.h"
+#include "cuda/cuda.h"
 #include "minigpt/model.h"
-#include "minigpt/random_weights.h"
 #include "minigpt/registry.h"
+#include "model/random_weights.h"
 #include "test_util.h"
 
 #if defined(__SANITIZE_ADDRESS__)

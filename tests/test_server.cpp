@@ -19,10 +19,10 @@
 #include <sstream>
 #include <thread>
 
-#include "minigpt/cpu.h"
+#include "cpu/cpu.h"
 #include "minigpt/generate.h"
 #include "minigpt/sampler.h"
-#include "minigpt/server.h"
+#include "server/server.h"
 #include "test_util.h"
 
 namespace minigpt {
@@ -310,8 +310,8 @@ TEST(Server, HealthModelsAndMetrics) {
 // carries the same text and tokens as the whole response.
 // The OpenAI penalties, logit_bias and llama-server's repeat_last_n reach the sampler: the shipped model's
 // greedy tokens with them, as transformers' generate() gives them (tests/fixtures/generate/penalties.json,
-// tools/reference/make_penalty_reference.py), with the bias as the OpenAI API's object and as llama-server's array of
-// pairs (false: never).
+// tools/reference/make_penalty_reference.py), with the bias as the OpenAI API's object and as llama-server's
+// array of pairs (false: never).
 TEST(Server, PenaltiesAndLogitBiasEqualTransformers) {
   auto& f = shared_server();
   const json ref = json::parse(
@@ -1111,7 +1111,8 @@ TEST(Server, AFullQueueIs503WithRetryAfter) {
   }
 }
 
-// --- /v1/chat/completions on chatml-tiny (tools/reference/make_chat_reference.py) --------------------------------
+// --- /v1/chat/completions on chatml-tiny (tools/reference/make_chat_reference.py)
+// --------------------------------
 
 struct ChatModel {
   std::shared_ptr<const Model> model;

@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "cpu/sysinfo.h"
 #include "cpu/thread_pool.h"
-#include "minigpt/sysinfo.h"
 
 namespace minigpt::cpu {
 namespace {

@@ -1,7 +1,7 @@
 // The tokenizers of GPT-NeoX / Pythia, OPT and StarCoder (gpt_bigcode): NFC normalizer, added tokens'
 // flags, Sequence[Digits, ByteLevel]. Small tokenizers of the real files' structure, and the ids Hugging Face
-// `tokenizers` gives for them: tools/reference/make_family_tokenizers.py -> tests/fixtures/tokenizer/{neox, pythia,
-// opt, starcoder, added_flags}/.
+// `tokenizers` gives for them: tools/reference/make_family_tokenizers.py -> tests/fixtures/tokenizer/{neox,
+// pythia, opt, starcoder, added_flags}/.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -11,9 +11,9 @@
 #include <random>
 #include <thread>
 
+#include "formats/gguf.h"
+#include "formats/gguf_writer.h"
 #include "minigpt/error.h"
-#include "minigpt/gguf.h"
-#include "minigpt/gguf_writer.h"
 #include "minigpt/tokenizer.h"
 #include "tokenizer_test_util.h"
 
@@ -130,9 +130,9 @@ INSTANTIATE_TEST_SUITE_P(TokenizerFamilies, Family,
 
 // Added tokens whose ids in the file are not the ones the reference gives them (a hand-edited file):
 // tokenizers over a tokenizer.json and transformers over vocab.json + merges.txt + tokenizer_config.json give
-// them their own (tools/reference/make_added_ids_reference.py), and so does minigpt: a text the vocabulary has keeps
-// its id there, two texts at one id get two ids. minigpt used the file's ids ("hello" at 60000, past the
-// vocabulary).
+// them their own (tools/reference/make_added_ids_reference.py), and so does minigpt: a text the vocabulary
+// has keeps its id there, two texts at one id get two ids. minigpt used the file's ids ("hello" at 60000,
+// past the vocabulary).
 TEST(TokenizerFamilies, AddedTokenIdsAreTheReferencesNotTheFiles) {
   const json golden = test::read_json(kDir / "added_ids" / "golden.json");
   json tj = test::read_json(test::kGpt2Dir / "tokenizer.json");

@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "minigpt/generate.h"
-#include "minigpt/random_weights.h"
 #include "minigpt/tokenizer.h"
+#include "model/random_weights.h"
 #include "test_util.h"
 
 namespace minigpt {

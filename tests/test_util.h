@@ -14,10 +14,10 @@
 #include <string_view>
 #include <vector>
 
+#include "formats/safetensors.h"
 #include "minigpt/config.h"
 #include "minigpt/error.h"
-#include "minigpt/random_weights.h"
-#include "minigpt/safetensors.h"
+#include "model/random_weights.h"
 
 namespace minigpt::test {
 
@@ -25,7 +25,8 @@ inline std::filesystem::path source_dir() { return MINIGPT_SOURCE_DIR; }
 inline std::filesystem::path fixture_dir(const std::string& name) {
   return source_dir() / "tests" / "fixtures" / "models" / name;
 }
-// The GGUF fixtures (tools/reference/make_gguf_reference.py, tools/reference/make_quantize_reference.py, ...).
+// The GGUF fixtures (tools/reference/make_gguf_reference.py, tools/reference/make_quantize_reference.py,
+// ...).
 inline std::filesystem::path gguf_fixtures() { return source_dir() / "tests" / "fixtures" / "gguf"; }
 
 // FNV-1a 64 of `bytes` as 16 hex digits, as the tools/ scripts record files' and tensors' hashes.
@@ -40,7 +41,8 @@ inline size_t line_count(const std::string& s) {
   return size_t(std::count(s.begin(), s.end(), '\n')) + (!s.empty() && s.back() != '\n');
 }
 
-// A fixture's transformers reference (tools/reference/make_reference.py): input ids and every position's logits.
+// A fixture's transformers reference (tools/reference/make_reference.py): input ids and every position's
+// logits.
 struct Reference {
   std::vector<int32_t> tokens;
   std::vector<float> logits;  // [T, V]

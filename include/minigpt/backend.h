@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "minigpt/config.h"
-#include "minigpt/gguf.h"
+#include "minigpt/ggml_type.h"
 #include "minigpt/tensor.h"
 
 namespace minigpt {
@@ -40,10 +40,6 @@ struct WeightFormat {
     return dtype == o.dtype && block == o.block && block_bytes == o.block_bytes && quant == o.quant;
   }
 };
-
-// The order a matrix is stored in on the host: GPT-2's Conv1D keeps W as [n_in, n_out] (InOut); nn.Linear
-// and embeddings used as the LM head keep it as [n_out, n_in] (OutIn).
-enum class MatrixOrder { InOut, OutIn };
 
 // A linear layer, y = x W + b, as a backend holds it. `w` is the backend's own: only its ops read it (its
 // rows, cols and stride are the backend's business); `format` says what its elements are.

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "minigpt/gguf.h"
+#include "formats/gguf.h"
 
 namespace minigpt {
 
@@ -97,11 +97,11 @@ struct GgufWriteSummary {
   GgufPreset preset = GgufPreset::Auto;  // the preset applied (Auto resolved)
 };
 // Reads `in` (a Hugging Face GPT-2 directory, or a GGUF file unless options.converter) and writes `out`
-// atomically (minigpt/gguf_writer.h). Every check that needs no tensor data runs before anything is written:
-// a missing or unreadable input, an output in a missing directory, an output that is a directory or one of
-// the input's files, a model llama.cpp's gpt2 cannot express (sinusoidal positions, another activation), an
-// already quantized tensor that would be requantized without allow_requantize. Errors are minigpt::Error with
-// one line naming the file, tensor or key.
+// atomically (src/formats/gguf_writer.h). Every check that needs no tensor data runs before anything is
+// written: a missing or unreadable input, an output in a missing directory, an output that is a directory or
+// one of the input's files, a model llama.cpp's gpt2 cannot express (sinusoidal positions, another
+// activation), an already quantized tensor that would be requantized without allow_requantize. Errors are
+// minigpt::Error with one line naming the file, tensor or key.
 GgufWriteSummary write_gguf(const std::filesystem::path& in, const std::filesystem::path& out,
                             const GgufWriteOptions& options);
 

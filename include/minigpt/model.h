@@ -12,8 +12,6 @@
 
 #include "minigpt/backend.h"
 #include "minigpt/config.h"
-#include "minigpt/llmc.h"
-#include "minigpt/safetensors.h"
 
 namespace minigpt {
 
@@ -37,6 +35,13 @@ struct ModelWeights {
   Linear output;                  // E -> V (token_embd itself when tied)
 };
 
+// An llm.c checkpoint's header, as `minigpt info` shows it.
+struct LlmcSummary {
+  int32_t version = 0;         // 3: F32 parameters, 5: BF16 parameters
+  int64_t n_vocab = 0;         // V: the tokens
+  int64_t n_vocab_padded = 0;  // Vp >= V: the embedding's rows in the file
+};
+
 // What a model directory holds, read from config.json and the weight files' headers only (no weight is
 // read): `minigpt info`.
 struct ModelSummary {
@@ -46,7 +51,7 @@ struct ModelSummary {
   std::vector<std::string> files;                            // the weight files
   std::string
       file_type;  // a GGUF file's general.file_type as llama.cpp names it ("Q4_K - Medium"); else empty
-  std::optional<LlmcHeader> llmc;  // an llm.c checkpoint's header (version, V and the padded Vp); else unset
+  std::optional<LlmcSummary> llmc;  // an llm.c checkpoint's header (version, V and the padded Vp); else unset
 };
 
 struct LoadOptions {
@@ -66,7 +71,7 @@ struct LoadOptions {
 class Model {
  public:
   // Loads `dir` (config.json + model.safetensors, or shards + model.safetensors.index.json), a GGUF file or
-  // an llm.c checkpoint (minigpt/llmc.h).
+  // an llm.c checkpoint (src/arch/llmc.h).
   static std::shared_ptr<const Model> load(const std::filesystem::path& dir, const LoadOptions& options = {});
   // A model of this config with the counter-based random weights of random_weights.h, built in memory.
   static std::shared_ptr<const Model> random(const Config& config, const LoadOptions& options = {});
@@ -95,7 +100,7 @@ class Model {
   std::vector<std::pair<std::string, size_t>> stored_bytes_;
   size_t bytes_per_token_ = 0;
 
-  friend struct ModelBuilder;  // src/model.cpp: fills a Model from its architecture's tensors
+  friend struct ModelBuilder;  // src/model/model.cpp: fills a Model from its architecture's tensors
 };
 
 // The sinusoidal table of "Attention Is All You Need": PE(p, 2i) = sin(p / 10000^(2i/d)),

@@ -1,4 +1,4 @@
-// The backends this build offers, by name. Each backend registers itself (src/registry.cpp lists the
+// The backends this build offers, by name. Each backend registers itself (src/backend/registry.cpp lists the
 // registration functions of the backends compiled in): a name, a probe that says whether it can run here
 // and why not, a factory, and its devices. The CLI picks and lists backends only through this.
 #pragma once

@@ -80,4 +80,8 @@ class Buffer {
   virtual Device device() const = 0;
 };
 
+// The order a matrix is stored in on the host: GPT-2's Conv1D keeps W as [n_in, n_out] (InOut); nn.Linear
+// and embeddings used as the LM head keep it as [n_out, n_in] (OutIn).
+enum class MatrixOrder { InOut, OutIn };
+
 }  // namespace minigpt

@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "minigpt/backend.h"
 #include "minigpt/config.h"
+#include "minigpt/tensor.h"
 
 namespace minigpt {
 class GgufFile;

@@ -6,7 +6,7 @@
 
 #include "arch/arch.h"
 #include "arch/config_json.h"
-#include "minigpt/gguf.h"
+#include "formats/gguf.h"
 
 namespace minigpt::arch {
 namespace {

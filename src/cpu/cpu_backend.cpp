@@ -12,13 +12,13 @@
 #include <mutex>
 #include <thread>
 
+#include "cpu/cpu.h"
 #include "cpu/kernels.h"
+#include "cpu/sysinfo.h"
 #include "cpu/thread_pool.h"
 #include "minigpt/backend.h"
-#include "minigpt/cpu.h"
 #include "minigpt/error.h"
-#include "minigpt/quant.h"
-#include "minigpt/sysinfo.h"
+#include "quant/quant.h"
 
 namespace minigpt {
 namespace {

@@ -1,14 +1,14 @@
-// cpu_info() (include/minigpt/cpu.h): what the CPU backend runs with on this machine.
+// cpu_info() (src/cpu/cpu.h): what the CPU backend runs with on this machine.
 #include <cblas.h>
 
 #include <cstdlib>
 #include <string>
 #include <string_view>
 
+#include "cpu/cpu.h"
 #include "cpu/kernels.h"
-#include "minigpt/cpu.h"
+#include "cpu/sysinfo.h"
 #include "minigpt/error.h"
-#include "minigpt/sysinfo.h"
 
 namespace minigpt {
 

@@ -1,4 +1,4 @@
-#include "minigpt/sysinfo.h"
+#include "cpu/sysinfo.h"
 
 #include <sched.h>
 #include <sys/mman.h>

@@ -2,7 +2,7 @@
 
 #include <immintrin.h>
 
-#include "minigpt/sysinfo.h"
+#include "cpu/sysinfo.h"
 
 namespace minigpt::cpu {
 namespace {

@@ -14,10 +14,10 @@
 #include <utility>
 #include <vector>
 
+#include "cuda/cuda.h"
 #include "cuda/kernels.cuh"
+#include "formats/gguf.h"
 #include "minigpt/backend.h"
-#include "minigpt/cuda.h"
-#include "minigpt/gguf.h"
 
 namespace minigpt {
 namespace {

@@ -1,6 +1,6 @@
-// The entry points libminigpt-cuda.so exports (src/cuda_module.h): thin wrappers over the backend's
+// The entry points libminigpt-cuda.so exports (src/cuda/cuda_module.h): thin wrappers over the backend's
 // factory in cuda_backend.cpp. src/cuda/module.map makes them the module's only exported symbols.
-#include "cuda_module.h"
+#include "cuda/cuda_module.h"
 
 #ifndef MINIGPT_CUDA_ABI
 #error "MINIGPT_CUDA_ABI must be defined (CMakeLists.txt computes it)"

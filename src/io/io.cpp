@@ -1,4 +1,4 @@
-#include "minigpt/io.h"
+#include "io/io.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

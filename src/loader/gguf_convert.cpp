@@ -16,18 +16,18 @@
 #include <thread>
 
 #include "arch/arch.h"
+#include "cpu/sysinfo.h"
+#include "formats/gguf_writer.h"
+#include "formats/safetensors.h"
+#include "io/io.h"
+#include "io/json_parse.h"
 #include "minigpt/config.h"
 #include "minigpt/error.h"
 #include "minigpt/generation_config.h"
-#include "minigpt/gguf_writer.h"
-#include "minigpt/io.h"
-#include "minigpt/json_parse.h"
-#include "minigpt/quant.h"
-#include "minigpt/quantize.h"
-#include "minigpt/safetensors.h"
-#include "minigpt/sysinfo.h"
 #include "minigpt/tensor.h"
 #include "minigpt/tokenizer.h"
+#include "quant/quant.h"
+#include "quant/quantize.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>

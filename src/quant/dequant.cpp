@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "minigpt/error.h"
-#include "minigpt/quant.h"
 #include "minigpt/tensor.h"
+#include "quant/quant.h"
 
 namespace minigpt {
 

@@ -2,7 +2,7 @@
 // reference C (built without FMA contraction) compute it. The order of every float operation, and which
 // ones are float rather than double, follows the references exactly: a different association would round
 // differently and change a quant somewhere.
-#include "minigpt/quantize.h"
+#include "quant/quantize.h"
 
 #include <algorithm>
 #include <climits>
@@ -12,8 +12,8 @@
 #include <string>
 
 #include "minigpt/error.h"
-#include "minigpt/quant.h"
 #include "minigpt/tensor.h"
+#include "quant/quant.h"
 
 namespace minigpt {
 

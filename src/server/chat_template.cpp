@@ -1,6 +1,6 @@
-// Chat templates on minja (see minigpt/chat_template.h): the variables and functions transformers'
+// Chat templates on minja (see src/server/chat_template.h): the variables and functions transformers'
 // apply_chat_template gives a template, and one-line errors.
-#include "minigpt/chat_template.h"
+#include "server/chat_template.h"
 
 #include <minja/minja.hpp>
 #if !defined(MINIGPT_MINJA_MAX_MACRO_DEPTH) || !defined(MINIGPT_MINJA_MAX_RANGE) || \
@@ -9,10 +9,10 @@
 #endif
 #include <sstream>
 
+#include "formats/gguf.h"
+#include "io/io.h"
+#include "io/json_parse.h"
 #include "minigpt/error.h"
-#include "minigpt/gguf.h"
-#include "minigpt/io.h"
-#include "minigpt/json_parse.h"
 #include "minigpt/tokenizer.h"
 
 namespace minigpt {

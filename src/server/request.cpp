@@ -5,10 +5,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "minigpt/chat_template.h"
+#include "io/json_parse.h"
 #include "minigpt/error.h"
-#include "minigpt/json_parse.h"
-#include "minigpt/server.h"
+#include "server/chat_template.h"
+#include "server/server.h"
 
 namespace minigpt::server {
 

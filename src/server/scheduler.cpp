@@ -1,4 +1,4 @@
-#include "scheduler.h"
+#include "server/scheduler.h"
 
 #include <algorithm>
 

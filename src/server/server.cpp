@@ -1,7 +1,7 @@
 // The HTTP side of `minigpt serve`: cpp-httplib (what llama-server is built on; Debian's libcpp-httplib-dev)
 // serves the routes; every request body is checked before anything runs; completions go to the Scheduler
 // and come back as events, turned here into the OpenAI response shapes (one JSON, or server-sent events).
-#include "minigpt/server.h"
+#include "server/server.h"
 
 #include <httplib.h>
 #include <netdb.h>
@@ -18,9 +18,9 @@
 #include <optional>
 #include <random>
 
+#include "io/json_parse.h"
 #include "minigpt/error.h"
-#include "minigpt/json_parse.h"
-#include "scheduler.h"
+#include "server/scheduler.h"
 
 namespace minigpt::server {
 

@@ -10,11 +10,11 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "arch/llmc.h"
+#include "formats/gguf.h"
+#include "io/io.h"
+#include "io/json_parse.h"
 #include "minigpt/error.h"
-#include "minigpt/gguf.h"
-#include "minigpt/io.h"
-#include "minigpt/json_parse.h"
-#include "minigpt/llmc.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/utf8.h"

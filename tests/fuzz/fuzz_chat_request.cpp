@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "minigpt/chat_template.h"
 #include "minigpt/config.h"
-#include "minigpt/server.h"
+#include "server/chat_template.h"
+#include "server/server.h"
 
 namespace {
 struct ChatModel {

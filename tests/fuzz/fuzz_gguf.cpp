@@ -1,11 +1,11 @@
-// libFuzzer target: the GGUF reader (minigpt/gguf.h) on arbitrary bytes. A minigpt::Error is the expected
+// libFuzzer target: the GGUF reader (src/formats/gguf.h) on arbitrary bytes. A minigpt::Error is the expected
 // answer to bad input; a crash, a sanitizer report or a tensor outside the input is a bug.
 #include <cstdint>
 #include <cstdlib>
 #include <vector>
 
+#include "formats/gguf.h"
 #include "minigpt/error.h"
-#include "minigpt/gguf.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

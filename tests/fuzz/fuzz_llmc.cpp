@@ -1,12 +1,12 @@
-// libFuzzer target: the llm.c checkpoint reader (minigpt/llmc.h) on arbitrary bytes. A minigpt::Error is the
+// libFuzzer target: the llm.c checkpoint reader (src/arch/llmc.h) on arbitrary bytes. A minigpt::Error is the
 // expected answer to bad input; a crash, a sanitizer report, a tensor outside the input or a header the
 // reader accepted with an inconsistent config is a bug.
 #include <cstdint>
 #include <cstdlib>
 #include <vector>
 
+#include "arch/llmc.h"
 #include "minigpt/error.h"
-#include "minigpt/llmc.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -1,4 +1,4 @@
-// libFuzzer target: the reference file of `minigpt perplexity --kl-divergence` (minigpt/kl_divergence.h):
+// libFuzzer target: the reference file of `minigpt perplexity --kl-divergence` (src/run/kl_divergence.h):
 // any bytes give a header and records whose every count and id is in range, or an Error.
 #include <cmath>
 #include <cstdint>
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "minigpt/error.h"
-#include "minigpt/kl_divergence.h"
+#include "run/kl_divergence.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));

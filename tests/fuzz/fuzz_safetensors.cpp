@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "formats/safetensors.h"
 #include "minigpt/error.h"
-#include "minigpt/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

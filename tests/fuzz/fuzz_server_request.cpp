@@ -1,4 +1,4 @@
-// libFuzzer target: `minigpt serve`'s /v1/completions body parser (minigpt/server.h), with the shipped
+// libFuzzer target: `minigpt serve`'s /v1/completions body parser (src/server/server.h), with the shipped
 // model's tokenizer and configuration. Every input is either a checked request or an ApiError with a 4xx
 // status; a parsed request always fits the context and the vocabulary.
 #include <cstdint>
@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "minigpt/config.h"
-#include "minigpt/server.h"
+#include "server/server.h"
 
 namespace {
 struct Shipped {

@@ -16,15 +16,16 @@
 #include <sstream>
 
 #include "arch/arch.h"
+#include "arch/llmc.h"
+#include "formats/gguf.h"
+#include "formats/safetensors.h"
+#include "io/io.h"
+#include "io/json_parse.h"
 #include "minigpt/error.h"
-#include "minigpt/gguf.h"
 #include "minigpt/gguf_convert.h"
-#include "minigpt/io.h"
-#include "minigpt/json_parse.h"
-#include "minigpt/llmc.h"
-#include "minigpt/quant.h"
-#include "minigpt/random_weights.h"
 #include "minigpt/registry.h"
+#include "model/random_weights.h"
+#include "quant/quant.h"
 
 namespace minigpt {
 namespace {
@@ -842,7 +843,8 @@ ModelSummary Model::inspect(const fs::path& dir) {
     s.n_params = plan.n_params;
     for (const auto& [dtype, bytes] : plan.bytes_by_dtype) s.stored_bytes.emplace_back(dtype, bytes);
     s.files.push_back(g.file->path());
-    s.llmc = g.file->header();
+    const LlmcHeader& h = g.file->header();
+    s.llmc = LlmcSummary{h.version, h.n_vocab, h.n_vocab_padded};
     return s;
   }
   if (kind == ModelFile::Gguf) {

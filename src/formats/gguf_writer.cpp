@@ -1,12 +1,12 @@
-#include "minigpt/gguf_writer.h"
+#include "formats/gguf_writer.h"
 
 #include <algorithm>
 #include <limits>
 #include <memory>
 
+#include "io/io.h"
 #include "minigpt/error.h"
-#include "minigpt/io.h"
-#include "minigpt/quantize.h"
+#include "quant/quantize.h"
 
 namespace minigpt {
 

@@ -9,10 +9,10 @@
 #include <system_error>
 
 #include "arch/config_json.h"
+#include "formats/gguf.h"
+#include "io/io.h"
+#include "io/json_parse.h"
 #include "minigpt/error.h"
-#include "minigpt/gguf.h"
-#include "minigpt/io.h"
-#include "minigpt/json_parse.h"
 
 namespace minigpt {
 namespace {

@@ -1,10 +1,10 @@
 // make_cuda_backend(), cuda_available() and cuda_devices() of the core: they load the CUDA backend module
-// (libminigpt-cuda.so, src/cuda_module.h) on first use and forward to it, so that a process that never
+// (libminigpt-cuda.so, src/cuda/cuda_module.h) on first use and forward to it, so that a process that never
 // asks for CUDA neither maps nor needs the CUDA libraries. When the module cannot be used, they say why
 // in one line (Error(Unsupported) / *why), as they do in a build without CUDA; cuda_devices() is empty then.
-#include "cuda_module.h"
+#include "cuda/cuda.h"
+#include "cuda/cuda_module.h"
 #include "minigpt/backend.h"
-#include "minigpt/cuda.h"
 #include "minigpt/error.h"
 
 #ifdef MINIGPT_WITH_CUDA

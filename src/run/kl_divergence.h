@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "minigpt/io.h"
+#include "io/io.h"
 #include "minigpt/perplexity.h"
 
 namespace minigpt {
@@ -43,7 +43,7 @@ struct LogitsRecord {
 // Fills `rec` from a row of logits: the top k by logit (ties: lower id first).
 void make_logits_record(std::span<const float> logits, int64_t top_k, int32_t target, LogitsRecord& rec);
 
-// Writes through an AtomicFile (minigpt/io.h): a temporary renamed to PATH on commit(); a writer destroyed
+// Writes through an AtomicFile (src/io/io.h): a temporary renamed to PATH on commit(); a writer destroyed
 // uncommitted removes it and leaves PATH as it was.
 class LogitsWriter {
  public:

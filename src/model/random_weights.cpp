@@ -1,11 +1,11 @@
-#include "minigpt/random_weights.h"
+#include "model/random_weights.h"
 
 #include <cmath>
 #include <fstream>
 
 #include "arch/arch.h"
+#include "formats/safetensors.h"
 #include "minigpt/error.h"
-#include "minigpt/safetensors.h"
 
 namespace minigpt {
 

@@ -1,4 +1,4 @@
-#include "minigpt/kl_divergence.h"
+#include "run/kl_divergence.h"
 
 #include <algorithm>
 #include <cmath>

@@ -6,8 +6,8 @@
 
 #include <cstdio>
 
-#include "minigpt/cpu.h"
-#include "minigpt/cuda.h"
+#include "cpu/cpu.h"
+#include "cuda/cuda.h"
 #include "minigpt/error.h"
 
 namespace minigpt {

@@ -1,4 +1,4 @@
-#include "minigpt/llmc.h"
+#include "arch/llmc.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,8 +9,8 @@
 #include <fstream>
 
 #include "arch/arch.h"
+#include "io/io.h"
 #include "minigpt/error.h"
-#include "minigpt/io.h"
 
 namespace minigpt {
 namespace {
@@ -19,7 +19,7 @@ constexpr uint64_t kHeaderBytes = 256 * sizeof(int32_t);
 constexpr int32_t kLlmcStateMagic = 20240327;      // train_gpt2.py's write_state: a debugging dump
 constexpr int32_t kLlmcTokenizerMagic = 20240328;  // write_tokenizer: token bytes, decoding only
 
-// The caps of config.json's fields (src/loader/config.cpp), so that an llm.c file loads iff the same model
+// The caps of config.json's fields (src/arch/config.cpp), so that an llm.c file loads iff the same model
 // would as a directory.
 constexpr int64_t kMaxDim = int64_t(1) << 20;
 constexpr int64_t kMaxVocab = int64_t(1) << 24;

@@ -1,6 +1,6 @@
-// Writing GGUF version 3 (the layout minigpt/gguf.h describes): metadata of every value type the reader
+// Writing GGUF version 3 (the layout src/formats/gguf.h describes): metadata of every value type the reader
 // knows, tensor infos, the tensor data each at a multiple of general.alignment (32 unless that key is set),
-// padded with zeros. The file is written through an AtomicFile (minigpt/io.h): to a temporary beside the
+// padded with zeros. The file is written through an AtomicFile (src/io/io.h): to a temporary beside the
 // destination, renamed over it only once complete, so a failure leaves no file behind and any existing file
 // at OUT as it was; a device, FIFO or directory at OUT is refused.
 // Tensor data is produced one tensor at a time while writing (a callback per tensor), so writing a model
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "minigpt/gguf.h"
+#include "formats/gguf.h"
 
 namespace minigpt {
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "cuda/cuda.h"
 #include "minigpt/backend.h"
-#include "minigpt/cuda.h"
 
 namespace minigpt::cuda_module {
 // The module's file name: looked for as $MINIGPT_CUDA_MODULE, else beside the executable, else on the

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "minigpt/gguf.h"
+#include "minigpt/ggml_type.h"
 
 namespace minigpt {
 

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "formats/safetensors.h"
 #include "minigpt/config.h"
 #include "minigpt/error.h"
-#include "minigpt/safetensors.h"
 
 namespace minigpt {
 

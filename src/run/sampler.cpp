@@ -8,7 +8,7 @@
 #include <string>
 
 #include "minigpt/error.h"
-#include "minigpt/random_weights.h"
+#include "model/random_weights.h"
 
 namespace minigpt {
 namespace {

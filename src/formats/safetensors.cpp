@@ -1,4 +1,4 @@
-#include "minigpt/safetensors.h"
+#include "formats/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,9 +10,9 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "io/io.h"
+#include "io/json_parse.h"
 #include "minigpt/error.h"
-#include "minigpt/io.h"
-#include "minigpt/json_parse.h"
 
 namespace minigpt {
 

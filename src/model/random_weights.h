@@ -1,7 +1,7 @@
 // Models with random weights in the exact Hugging Face layout, for tests and benchmarks of shapes whose
 // trained weights are not at hand. The values come from a counter-based generator that
-// tools/reference/make_reference.py implements too, so transformers' logits for the same weights can be committed
-// without committing the weights:
+// tools/reference/make_reference.py implements too, so transformers' logits for the same weights can be
+// committed without committing the weights:
 //   seed = splitmix64(fnv1a64(bare name)); z = splitmix64(seed + j) for element j (row-major);
 //   u = ((z >> 40) + 0.5) / 2^24; value = float((2u - 1) * sqrt(3) * std + mean), in double, in this order;
 //   (mean, std) = (1, 0.1) for norm weights (GPT-2: ln_1.weight, ln_2.weight, ln_f.weight), else (0, 0.02).

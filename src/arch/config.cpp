@@ -6,9 +6,9 @@
 
 #include "arch/arch.h"
 #include "arch/config_json.h"
+#include "io/io.h"
+#include "io/json_parse.h"
 #include "minigpt/error.h"
-#include "minigpt/io.h"
-#include "minigpt/json_parse.h"
 
 namespace minigpt {
 namespace {
