@@ -241,9 +241,9 @@ TEST(Faults, OnlyRegularFilesWithinTheirCapAreRead) {
 }
 
 // The files minigpt writes (GGUF, safetensors, --save-logits, attention maps) go through AtomicFile: whole or
-// not at all, and never over something that is not a regular file. The rename it ends with used to replace a
-// device or a FIFO given as the output (`quantize M /dev/full` left a regular file at /dev/full) and a
-// symbolic link itself instead of the file it leads to.
+// not at all, and never over something that is not a regular file: a bare rename would replace a device or a
+// FIFO given as the output (`quantize M /dev/full` would leave a regular file at /dev/full) and a symbolic
+// link itself instead of the file it leads to.
 TEST(Faults, AtomicFileWritesWholeFilesAndOnlyOverRegularOnes) {
   namespace fs = std::filesystem;
   TempDir tmp;

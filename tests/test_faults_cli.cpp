@@ -158,8 +158,8 @@ TEST(FaultsCli, FifosDevicesAndDirectoriesAreRefusedNotReadForever) {
 }
 
 // Every command that writes a file (quantize, convert, perplexity --save-logits, attention -o) refuses an
-// output that is not a regular file, where the rename that puts the finished file in place used to replace
-// it: `quantize M /dev/full` left a regular file at /dev/full. Tried on FIFOs in a temporary folder (a
+// output that is not a regular file, which the rename that puts the finished file in place would replace:
+// `quantize M /dev/full` would leave a regular file at /dev/full. Tried on FIFOs in a temporary folder (a
 // regression then replaces only those), directly and through a symbolic link; a link to a regular file is
 // followed, the link kept.
 TEST(FaultsCli, OutputsThatAreNotRegularFilesAreRefusedNotReplaced) {
@@ -241,9 +241,9 @@ TEST(FaultsCli, ASignalWhileWritingLeavesNoTemporary) {
 }
 
 // A MINIGPT_CPU that names no kernel level this CPU runs is one line and exit 1 from every command that
-// computes, before any work. The level used to be chosen by whichever thread first ran a kernel: a pool
-// worker's throw ended the process in std::terminate (exit 134, "terminate called after throwing"), and a
-// server started, then died on its first request.
+// computes, before any work. Were the level chosen by whichever thread first runs a kernel, a pool worker's
+// throw would end the process in std::terminate (exit 134, "terminate called after throwing"), and a server
+// would start, then die on its first request.
 std::string cpu_info_levels() {
   std::string s;
   for (const auto& l : cpu_info().levels) s += (s.empty() ? "" : ", ") + l;
@@ -300,8 +300,8 @@ TEST(FaultsCli, AnApiKeyNoClientCouldSendIsRefused) {
 }
 
 // A --tokenizer with more tokens than the model's vocabulary: every command that encodes text says so in one
-// line before encoding (perplexity and attention used to fail later, on the first id past the vocabulary,
-// with "eval: token id 5962 at index 0 is outside the vocabulary").
+// line before encoding (not later, on the first id past the vocabulary, with "eval: token id 5962 at index 0 is
+// outside the vocabulary").
 TEST(FaultsCli, ATokenizerLargerThanTheModelIsRefusedByEveryCommand) {
   TempDir tmp;
   const std::string gpt2 = (test::source_dir() / "tests" / "fixtures" / "gpt2-tokenizer").string();

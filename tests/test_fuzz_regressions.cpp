@@ -231,7 +231,7 @@ TEST(FuzzRegressions, TokenizerInMemoryEqualsLoad) {
 }
 
 // fuzz_tokenizer_load: two added tokens with one id ("café" and "é!", 50262): "café" encoded to 50262, which
-// decoded to "é!". Such a file's ids are no longer taken: the two get their own ids, as tokenizers gives them
+// decoded to "é!". Such a file's ids are not taken: the two get their own ids, as tokenizers gives them
 // (TokenizerFamilies.AddedTokenIdsAreTheReferencesNotTheFiles), and each round-trips; the same token listed
 // twice is one token. Two added tokens at one id remain an error where the ids are the file's (GGUF: by
 // position, so it cannot happen there).

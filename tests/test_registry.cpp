@@ -66,8 +66,8 @@ TEST(Registry, MakesTheCpuBackend) {
   EXPECT_EQ(b->n_threads(), 1);
 }
 
-// The CPU backend has one device: another index is refused (it used to run on the CPU without a word, a
-// user meaning --backend cuda --device 1 none the wiser).
+// The CPU backend has one device: another index is refused (not run on the CPU without a word, a user meaning
+// --backend cuda --device 1 none the wiser).
 TEST(Registry, TheCpuBackendHasOneDevice) {
   BackendOptions o;
   o.n_threads = 1;

@@ -93,7 +93,7 @@ TEST(ThreadPool, MoreThreadsThanCpusStillRunEverySlotOnce) {
 
 TEST(ThreadPool, TheCallerRunsTheSlotsOfWorkersThatNeverStart) {
   // A pool whose 3 workers never run (as a vCPU the hypervisor has not scheduled yet): run() must do every
-  // slot on the calling thread and return, where it used to wait for the workers.
+  // slot on the calling thread and return, not wait for the workers.
   ThreadPool pool(4, /*start_workers=*/false);
   within(20, "run() without running workers", [&] {
     const std::thread::id caller = std::this_thread::get_id();

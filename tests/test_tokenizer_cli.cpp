@@ -128,7 +128,7 @@ TEST(TokenizeCli, InvalidUtf8AndMissingModelFail) {
   EXPECT_NE(r.out.find("/nonexistent/dir"), std::string::npos) << r.out;
 }
 
-// --tokenizer alone names the tokenizer (it used to need -m as well: "--model is required"); with neither,
+// --tokenizer alone names the tokenizer (-m is not needed as well); with neither,
 // one line.
 TEST(TokenizeCli, TokenizerAloneIsEnough) {
   CliResult r = run_tokenize("--tokenizer '" + kGpt2Dir.string() + "' 'Hello world'");

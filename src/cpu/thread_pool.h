@@ -31,8 +31,8 @@ class ThreadPool {
   // milliseconds to come back). So fn must not depend on which thread runs a slot, nor on slots running at
   // the same time. Concurrent callers (sessions on different threads sharing one model) are served one after
   // the other. An exception thrown by fn in any slot (a failed allocation in a worker, say) is rethrown here
-  // once every slot has finished, the first one if several threw (on a worker it used to end the process in
-  // std::terminate).
+  // once every slot has finished, the first one if several threw (left on a worker, it would end the process
+  // in std::terminate).
   void run(const std::function<void(int, int)>& fn);
 
   // Calls fn(begin, end) for chunks of [0, n) of `chunk` items each (the last may be shorter), handed to
