@@ -304,6 +304,17 @@ TEST(Server, HealthModelsAndMetrics) {
     EXPECT_NE(x->body.find(needle), std::string::npos) << needle << "\n" << x->body;
   }
   EXPECT_GE(metric(f, "minigpt_generated_tokens_total"), 4);
+  // Bucket bounds in their shortest form, as Prometheus' clients print them (not 0.025000000000000001).
+  for (const char* needle : {"minigpt_time_to_first_token_seconds_bucket{le=\"0.025\"} ",
+                             "minigpt_time_to_first_token_seconds_bucket{le=\"0.1\"} ",
+                             "minigpt_inter_token_latency_seconds_bucket{le=\"0.0025\"} ",
+                             "minigpt_inter_token_latency_seconds_bucket{le=\"1\"} "}) {
+    EXPECT_NE(x->body.find(needle), std::string::npos) << needle << "\n" << x->body;
+  }
+  for (size_t at = x->body.find("le=\""); at != std::string::npos; at = x->body.find("le=\"", at + 1)) {
+    const std::string le = x->body.substr(at + 4, x->body.find('"', at + 4) - at - 4);
+    EXPECT_LE(le.size(), 6u) << le;
+  }
 }
 
 // Text and logprobs equal generate()'s for the same seed and options, sampled and greedy, and the stream

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -561,10 +562,12 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
 std::string Server::Impl::metrics_text() {
   std::string out;
   auto line = [&](const std::string& s) { out += s + "\n"; };
+  // The shortest text that reads back as the same double (0.025, not %.17g's 0.025000000000000001), as
+  // Prometheus' own clients print bucket bounds and sums.
   auto num = [](double x) {
     char b[64];
-    std::snprintf(b, sizeof b, "%.17g", x);
-    return std::string(b);
+    const auto r = std::to_chars(b, b + sizeof b, x);
+    return std::string(b, r.ptr);
   };
   line("# HELP minigpt_requests_total HTTP requests answered, by path and status.");
   line("# TYPE minigpt_requests_total counter");
