@@ -477,6 +477,30 @@ TEST(Server, ChoicesAndTokenIdPrompts) {
   EXPECT_EQ(two["choices"][2]["text"], two["choices"][3]["text"]);
 }
 
+// The context rule the check applies is the one its message states: a prompt may fill the context (its last
+// position gives the first token, sampled and never evaluated), and the completion stops at a full context,
+// at n_ctx + 1 - prompt tokens. 128 + 1 is served; 129 + 1 is refused naming 129 and the rule (it said
+// "you requested 130", as if 129 were within a limit of 128).
+TEST(Server, PromptMayFillTheContextAsTheMessageSays) {
+  auto& f = shared_server();
+  const std::vector<int32_t> full(128, int32_t('a'));
+  const json one = post_json(f, "/v1/completions", {{"prompt", full}, {"max_tokens", 1}, {"temperature", 0}});
+  EXPECT_EQ(one["usage"]["completion_tokens"], 1) << one.dump();
+  const std::vector<int32_t> almost(126, int32_t('a'));
+  const json three =
+      post_json(f, "/v1/completions", {{"prompt", almost}, {"max_tokens", 16}, {"temperature", 0}});
+  EXPECT_EQ(three["usage"]["completion_tokens"], 3) << three.dump();
+  EXPECT_EQ(three["choices"][0]["finish_reason"], "length");
+  const std::vector<int32_t> over(129, int32_t('a'));
+  const json refused = post_json(f, "/v1/completions", {{"prompt", over}, {"max_tokens", 1}}, 400);
+  const std::string msg = refused["error"]["message"].get<std::string>();
+  EXPECT_EQ(refused["error"]["code"], "context_length_exceeded");
+  EXPECT_NE(msg.find("maximum context length is 128 tokens"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("prompt resulted in 129 tokens"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("A prompt may fill the context (128 tokens)"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("130"), std::string::npos) << msg;
+}
+
 // n > 1 choices of one prompt evaluate it once: the other choices wait and take a copy of its keys and values
 // and its last logits, then each samples with its own seed, as n = 1 requests with those seeds do. Not with
 // echo + logprobs (every choice reports the prompt's logprobs, so each evaluates it).
