@@ -1171,6 +1171,64 @@ server::ServerOptions chat_options() {
   return o;
 }
 
+// lm-eval's tokenizer_backend=remote (lm_eval/utils.py, RemoteTokenizer) asks GET /tokenizer_info (and
+// needs an "eos_token" key in it), POST /tokenize {"prompt", "add_special_tokens": false} reading "tokens",
+// and POST /detokenize {"tokens"} reading "prompt"; its eos_token_id and bos_token_id are the first id of
+// the token's text, tokenized. vLLM's /tokenize also answers "count" and "max_model_len", and takes
+// "model". llama-server's shape ({"content"}, "add_special") stays. Refused before: no /tokenizer_info,
+// "unknown field: add_special_tokens", and /detokenize answered only "content".
+TEST(Server, RemoteTokenizerShapesOfLmEvalAndVllm) {
+  auto& f = shared_server();
+  auto c = f.client();
+  auto got = c.Get("/tokenizer_info");
+  ASSERT_TRUE(got);
+  ASSERT_EQ(got->status, 200) << got->body;
+  const json info = json::parse(got->body);
+  ASSERT_TRUE(info.contains("eos_token")) << info.dump();
+  EXPECT_TRUE(info["eos_token"].is_null()) << info.dump();  // the shipped model never stops on a token
+  EXPECT_EQ(info["bos_token"], "\n") << info.dump();        // config.json's bos_token_id 10
+  EXPECT_EQ(info["model_max_length"], 128);
+  EXPECT_FALSE(info.contains("chat_template"));
+  const json t = post_json(f, "/tokenize", {{"prompt", "test"}, {"add_special_tokens", false}});
+  EXPECT_EQ(t["tokens"].get<std::vector<int32_t>>(), shipped_model().tok.encode("test"));
+  EXPECT_EQ(t["count"], 4);
+  EXPECT_EQ(t["max_model_len"], 128);
+  EXPECT_EQ(post_json(f, "/tokenize", {{"model", "shakespeare-char"}, {"prompt", "\n"}})["tokens"],
+            json({10}));
+  const json d = post_json(f, "/detokenize", {{"model", "shakespeare-char"}, {"tokens", t["tokens"]}});
+  EXPECT_EQ(d["prompt"], "test");
+  EXPECT_EQ(d["content"], "test");
+  // llama-server's shape answers the same
+  EXPECT_EQ(post_json(f, "/tokenize", {{"content", "test"}, {"add_special", true}})["tokens"], t["tokens"]);
+  // one text and one switch
+  auto both = post_json(f, "/tokenize", {{"prompt", "a"}, {"content", "a"}}, 400);
+  EXPECT_EQ(both["error"]["param"], "content") << both.dump();
+  both =
+      post_json(f, "/tokenize", {{"prompt", "a"}, {"add_special", true}, {"add_special_tokens", true}}, 400);
+  EXPECT_EQ(both["error"]["param"], "add_special") << both.dump();
+  EXPECT_EQ(post_json(f, "/tokenize", {{"prompt", 5}}, 400)["error"]["param"], "prompt");
+  EXPECT_EQ(post_json(f, "/tokenize", {{"prompt", "a"}, {"add_special_tokens", 1}}, 400)["error"]["param"],
+            "add_special_tokens");
+
+  // A model with EOS and BOS tokens and a chat template: their texts tokenize to the ids minigpt uses
+  // (config.json's bos_token_id 0 and eos_token_id 2), and the template is the one it renders with.
+  ChatModel& m = chat_model();
+  ServerFixture chat(m.model, m.tok, chat_options());
+  auto ci = chat.client().Get("/tokenizer_info");
+  ASSERT_TRUE(ci);
+  const json cinfo = json::parse(ci->body);
+  EXPECT_EQ(cinfo["chat_template"], m.tmpl.source());
+  EXPECT_EQ(cinfo["eos_token"], "<|im_end|>");
+  EXPECT_EQ(cinfo["bos_token"], "<|endoftext|>");
+  EXPECT_EQ(cinfo["pad_token"], "<|endoftext|>");  // tokenizer_config.json's, as the template sees it
+  for (const auto& [key, id] : {std::pair<const char*, int>{"eos_token", 2}, {"bos_token", 0}}) {
+    const json ids =
+        post_json(chat, "/tokenize", {{"prompt", cinfo[key]}, {"add_special_tokens", false}})["tokens"];
+    ASSERT_FALSE(ids.empty()) << key;
+    EXPECT_EQ(ids[0], id) << key;
+  }
+}
+
 // Greedy chat completions give the tokens transformers' generate() gives for the prompt its
 // apply_chat_template makes; streamed, the same text and logprobs, after a first chunk with the role.
 TEST(Server, ChatCompletionsGiveTransformersTokensStreamedOrNot) {
@@ -1643,10 +1701,9 @@ TEST(Server, APortInUseIsRefusedAndAStoppedServersPortIsReused) {
 TEST(Server, TenThousandMalformedRequestsLeaveItUp) {
   auto& f = shared_server();
   std::mt19937 rng(12345);
-  const std::vector<std::string> paths = {"/v1/completions", "/v1/chat/completions",
-                                          "/tokenize",       "/detokenize",
-                                          "/v1/models",      "/health",
-                                          "/metrics",        "/x"};
+  const std::vector<std::string> paths = {"/v1/completions", "/v1/chat/completions", "/tokenize",
+                                          "/detokenize",     "/v1/models",           "/health",
+                                          "/metrics",        "/tokenizer_info",      "/x"};
   const std::vector<std::string> seeds = {R"({"prompt":"ROMEO:","max_tokens":2})",
                                           R"({"prompt":[1,2,3],"max_tokens":1,"logprobs":2,"echo":true})",
                                           R"({"content":"hello"})", R"({"tokens":[1,2]})",
