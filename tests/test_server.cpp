@@ -1227,6 +1227,22 @@ TEST(Server, RemoteTokenizerShapesOfLmEvalAndVllm) {
     ASSERT_FALSE(ids.empty()) << key;
     EXPECT_EQ(ids[0], id) << key;
   }
+
+  // config.json's eos_token_id past the vocabulary (GPT2Config's 50256 in a smaller model) never comes:
+  // generate() stops at the tokenizer's <|endoftext|>, and that is the EOS named.
+  Config past = test::tiny_config();
+  past.n_vocab = 50257;
+  past.n_ctx = 64;
+  past.eos_token_id = 60000;
+  past.eos_token_ids = {60000};
+  server::ServerOptions o = default_options();
+  o.model_id = "random";
+  ServerFixture g(Model::random(past, LoadOptions::threads(2)), gpt2_tokenizer(), o);
+  auto gi = g.client().Get("/tokenizer_info");
+  ASSERT_TRUE(gi);
+  const json ginfo = json::parse(gi->body);
+  EXPECT_EQ(ginfo["eos_token"], "<|endoftext|>") << ginfo.dump();
+  EXPECT_EQ(ginfo["model_max_length"], 64);
 }
 
 // Greedy chat completions give the tokens transformers' generate() gives for the prompt its

@@ -895,6 +895,8 @@ json Server::Impl::tokenizer_info() const {
   std::vector<int64_t> eos = limits.model_defaults.eos_token_ids;
   if (eos.empty()) eos = c.eos_token_ids;
   if (eos.empty() && c.eos_token_id >= 0) eos.push_back(c.eos_token_id);
+  // ids past the vocabulary never come (GPT2Config's default 50256 in a small model's config): as none
+  std::erase_if(eos, [&](int64_t id) { return id < 0 || id >= c.n_vocab; });
   if (eos.empty() && tok.eos_id()) eos.push_back(*tok.eos_id());
   json info = {{"tokenizer_class", "PreTrainedTokenizerFast"},
                {"bos_token", text_of(bos)},
