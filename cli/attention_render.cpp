@@ -263,6 +263,26 @@ void draw_colour_bar(cairo_t* cr, double x, double y, double h) {
 
 }  // namespace
 
+std::string heatmap_title(const AttentionDoc& doc, int64_t layer, HeadChoice heads) {
+  const AttentionMaps& m = *doc.maps;
+  const auto last = [](int64_t n) { return "0.." + std::to_string(n - 1); };
+  std::string t = doc.model.empty() ? "" : doc.model + ": ";
+  t += "layer " + std::to_string(layer) + " of " + last(m.n_layer) + ", ";
+  if (heads.kind == HeadChoice::One) {
+    t += "head " + std::to_string(heads.head) + " of " + last(m.n_head);
+  } else if (heads.kind == HeadChoice::Mean) {
+    t += "mean of its " + std::to_string(m.n_head) + " heads";
+  } else {
+    t += "every head (" + last(m.n_head) + ")";
+  }
+  return t;
+}
+
+std::string heatmap_caption() {
+  return "Rows: queries, columns: keys. Each row sums to 1 (a softmax over the keys up to its query). "
+         "Layers and heads count from 0.";
+}
+
 std::string attention_image(const AttentionDoc& doc, int64_t layer, HeadChoice heads, ImageFormat format) {
   const AttentionMaps& m = *doc.maps;
   const int64_t T = m.n_tokens, H = m.n_head;
@@ -278,7 +298,7 @@ std::string attention_image(const AttentionDoc& doc, int64_t layer, HeadChoice h
   };
   if (heads.kind == HeadChoice::One) {
     mats.push_back(head_matrix(heads.head));
-    titles.push_back("layer " + std::to_string(layer) + ", head " + std::to_string(heads.head));
+    titles.push_back("head " + std::to_string(heads.head));
   } else if (heads.kind == HeadChoice::Mean) {
     std::vector<double> mean(size_t(T * T), 0.0);
     for (int64_t h = 0; h < H; ++h) {
@@ -286,7 +306,7 @@ std::string attention_image(const AttentionDoc& doc, int64_t layer, HeadChoice h
       for (size_t i = 0; i < mean.size(); ++i) mean[i] += double(p[i]) / double(H);
     }
     mats.push_back(std::move(mean));
-    titles.push_back("layer " + std::to_string(layer) + ", mean of " + std::to_string(H) + " heads");
+    titles.push_back("mean of " + std::to_string(H) + " heads");
   } else {
     for (int64_t h = 0; h < H; ++h) {
       mats.push_back(head_matrix(h));
@@ -307,11 +327,18 @@ std::string attention_image(const AttentionDoc& doc, int64_t layer, HeadChoice h
   const int64_t cols = grid ? int64_t(std::ceil(std::sqrt(double(mats.size())))) : 1;
   const int64_t rows = (int64_t(mats.size()) + cols - 1) / cols;
   const double margin = 16, gap = 20;
-  const double header = grid ? 30 : 0;  // the grid's own title
+  // The title above the panels (the model, the layer and the head, counted from 0), the caption below.
+  const std::string title = heatmap_title(doc, layer, heads), caption = heatmap_caption();
+  const double header = 30, footer = 24;
   const double grid_w = double(cols) * p.width() + double(cols - 1) * gap;
   const double grid_h = double(rows) * p.height() + double(rows - 1) * gap;
-  const double W = std::ceil(margin * 2 + grid_w + kBarGap + kBarW + kBarTicks);
-  const double Hpx = std::ceil(margin * 2 + header + grid_h);
+  set_font(measure.get(), 16, true);
+  const double title_w = text_width(measure.get(), title);
+  set_font(measure.get(), 12);
+  const double caption_w = text_width(measure.get(), caption);
+  const double W =
+      std::ceil(margin * 2 + std::max({grid_w + kBarGap + kBarW + kBarTicks, title_w, caption_w}));
+  const double Hpx = std::ceil(margin * 2 + header + grid_h + footer);
 
   std::string bytes;
   Surface surface(format == ImageFormat::Png
@@ -322,16 +349,12 @@ std::string attention_image(const AttentionDoc& doc, int64_t layer, HeadChoice h
     Context cr(cairo_create(surface.get()));
     cairo_set_source_rgb(cr.get(), 1, 1, 1);
     cairo_paint(cr.get());
-    double y0 = margin;
-    if (grid) {
-      set_rgb(cr.get(), kText);
-      set_font(cr.get(), 16, true);
-      draw_text(cr.get(),
-                "layer " + std::to_string(layer) + ", every head" +
-                    (doc.model.empty() ? "" : " (" + doc.model + ")"),
-                margin, margin + 10, 0.0);
-      y0 += header;
-    }
+    set_rgb(cr.get(), kText);
+    set_font(cr.get(), 16, true);
+    draw_text(cr.get(), title, margin, margin + 10, 0.0);
+    set_font(cr.get(), 12);
+    draw_text(cr.get(), caption, margin, Hpx - margin - footer / 2 + 4, 0.0);
+    const double y0 = margin + header;
     for (size_t i = 0; i < mats.size(); ++i) {
       const double x = margin + double(int64_t(i) % cols) * (p.width() + gap);
       const double y = y0 + double(int64_t(i) / cols) * (p.height() + gap);
@@ -375,8 +398,9 @@ h2 { font-size: 15px; margin: 0 0 8px; }
 canvas.thumb { cursor: pointer; border: 2px solid transparent; image-rendering: pixelated; }
 canvas.thumb:hover { border-color: #aaa; }
 canvas.thumb.sel { border-color: #e4572e; }
-#main { display: flex; gap: 32px; align-items: flex-start; margin-top: 18px; flex-wrap: wrap; }
-#big { cursor: crosshair; }
+#layout { display: flex; gap: 32px; align-items: flex-start; margin-top: 12px; }
+#main { position: sticky; top: 8px; display: flex; gap: 32px; align-items: flex-start; flex-wrap: wrap; }
+#big { cursor: crosshair; max-height: calc(100vh - 120px); max-width: 70vw; }
 #bar { display: flex; align-items: center; gap: 6px; font-size: 11px; color: #555; margin-top: 6px; }
 #tip { position: fixed; pointer-events: none; background: #222; color: #fff; padding: 3px 7px;
        border-radius: 3px; font-size: 12px; display: none; white-space: pre; z-index: 2; }
@@ -388,20 +412,26 @@ canvas.thumb.sel { border-color: #e4572e; }
 <body>
 <h1>@TITLE@</h1>
 <div id="prompt"></div>
-<div class="help">Every layer (rows) and head (columns): click one to enlarge it.</div>
-<div id="thumbs"></div>
+<div id="layout">
+<div>
+  <div class="help">Every layer (rows) and head (columns), counted from 0: click one to enlarge it.</div>
+  <div id="thumbs"></div>
+</div>
 <div id="main">
   <div>
     <h2 id="sel-title"></h2>
-    <div class="help">Rows: queries, columns: keys. Hover a cell for its weight.</div>
+    <div class="help">Rows: queries, columns: keys. Each row sums to 1: a softmax over the keys up to its
+      query (later keys, grey, are masked). Hover a cell for its weight.</div>
     <canvas id="big"></canvas>
     <div id="bar"><span>0</span><canvas id="barc" width="200" height="12"></canvas><span>1</span></div>
   </div>
   <div>
     <h2>Head view</h2>
-    <div class="help">Hover a token on the left to see what it attends to (right).</div>
+    <div class="help">Hover a token on the left to see what it attends to (right), or one on the right to see
+      what attends to it: the lines of that token, as thick and dark as its weights (each left token's sum to 1).</div>
     <svg id="headview" xmlns="http://www.w3.org/2000/svg"></svg>
   </div>
+</div>
 </div>
 <div id="tip"></div>
 <script type="application/json" id="data">@DATA@</script>
@@ -440,7 +470,9 @@ document.getElementById("prompt").textContent = "Prompt (" + T + " tokens): " + 
 // thumbnails: a row per layer, a column per head
 const thumbs = document.getElementById("thumbs");
 thumbs.style.gridTemplateColumns = "auto repeat(" + H + ", auto)";
-const thumbCell = Math.max(1, Math.floor(64 / T)), thumbPx = Math.max(48, Math.min(96, T * thumbCell));
+// smaller for many layers or heads (12 x 12: 46 pixels), so that the grid stays beside the enlarged head
+const thumbCell = Math.max(1, Math.floor(64 / T));
+const thumbPx = Math.max(24, Math.min(96, T * thumbCell, Math.floor(560 / Math.max(L, H))));
 thumbs.appendChild(document.createElement("div"));
 for (let h = 0; h < H; h++) {
   const d = document.createElement("div");
@@ -513,9 +545,11 @@ function drawBig(l, h) {
   }
 }
 let cur = [0, 0];
+// The canvas may be shown smaller than its pixels (fitted to the window): s pixels per CSS pixel.
+const bigScale = () => big.width / big.getBoundingClientRect().width;
 big.addEventListener("mousemove", (e) => {
-  const r = big.getBoundingClientRect();
-  const k = Math.floor((e.clientX - r.left - ox) / cell), q = Math.floor((e.clientY - r.top) / cell);
+  const r = big.getBoundingClientRect(), s = bigScale();
+  const k = Math.floor(((e.clientX - r.left) * s - ox) / cell), q = Math.floor(((e.clientY - r.top) * s) / cell);
   if (q < 0 || q >= T || k < 0 || k >= T) return hideTip();
   tip.textContent = "query " + q + " " + JSON.stringify(D.tokens[q]) + "\nkey " + k + " " + JSON.stringify(D.tokens[k]) +
       "\n" + (k <= q ? "weight " + w(cur[0], cur[1], q, k).toFixed(4) : "masked (a later token)");
@@ -561,14 +595,16 @@ for (let q = 0; q < T; q++)
     ln.dataset.k = k;
     lines.push(ln);
   }
-// Only the lines of query q (or into key k); -1, -1: all of them. Token boxes shaded by the weight.
+// Only the lines of query q (or into key k); -1, -1: none (every line at once is a tangle that hides them
+// all). Token boxes shaded by the weight.
 function showLines(q, k) {
   const [l, h] = cur;
   for (const ln of lines) {
     const lq = +ln.dataset.q, lk = +ln.dataset.k;
-    const on = (q < 0 && k < 0) || lq === q || lk === k;
+    const on = lq === q || lk === k;
     const v = w(l, h, lq, lk);
-    ln.setAttribute("stroke-opacity", on ? Math.min(1, v * (q < 0 && k < 0 ? 0.8 : 1)) : 0);
+    ln.setAttribute("stroke-opacity", on ? Math.min(1, v) : 0);
+    ln.setAttribute("stroke-width", on ? 1 + 3 * v : 0);
     ln.style.display = on && v > 0.002 ? "" : "none";
   }
   for (let i = 0; i < T; i++) {
@@ -577,11 +613,14 @@ function showLines(q, k) {
     (q >= 0 ? leftRects : rightRects)[i].setAttribute("fill", (q >= 0 ? q : k) === i ? "#fdd" : "#fff");
   }
 }
+// Layers and heads count from 0: the title says the range.
+const selTitle = (l, h) => "Layer " + l + " of 0.." + (L - 1) + ", head " + h + " of 0.." + (H - 1) +
+    (D.model ? " (" + D.model + ")" : "");
 function select(l, h) {
   thumbOf[cur[0]][cur[1]].classList.remove("sel");
   cur = [l, h];
   thumbOf[l][h].classList.add("sel");
-  document.getElementById("sel-title").textContent = "Layer " + l + ", head " + h;
+  document.getElementById("sel-title").textContent = selTitle(l, h);
   drawBig(l, h);
   showLines(-1, -1);
 }
@@ -594,9 +633,12 @@ if (location.hash === "#selftest") {
   try {
     const l = L - 1, h = H - 1;
     thumbOf[l][h].dispatchEvent(new MouseEvent("click", { bubbles: true }));
-    if (document.getElementById("sel-title").textContent !== "Layer " + l + ", head " + h) throw "click did not select";
-    const r = big.getBoundingClientRect();
-    big.dispatchEvent(new MouseEvent("mousemove", { clientX: r.left + ox + cell / 2, clientY: r.top + (T - 0.5) * cell }));
+    if (document.getElementById("sel-title").textContent !== selTitle(l, h)) throw "click did not select";
+    const before = lines.filter((ln) => ln.style.display !== "none").length;
+    if (before !== 0) throw "the head view shows " + before + " lines before any hover";
+    const r = big.getBoundingClientRect(), s = bigScale();
+    big.dispatchEvent(new MouseEvent("mousemove", { clientX: r.left + (ox + cell / 2) / s,
+                                                    clientY: r.top + (T - 0.5) * cell / s }));
     const want = "weight " + w(l, h, T - 1, 0).toFixed(4);
     if (tip.style.display !== "block" || tip.textContent.indexOf(want) < 0) throw "tooltip: " + tip.textContent;
     hv.querySelectorAll("text")[0].dispatchEvent(new MouseEvent("mouseenter"));

@@ -27,7 +27,13 @@ struct HeadChoice {
   int64_t head = 0;
 };
 enum class ImageFormat { Png, Svg };
-// The heatmap of layer `layer` (queries down, keys across, token labels on both axes, a colour bar).
+// The heatmap's title: the model, the layer and the head(s), each with the range it counts in (from 0):
+// "shakespeare-char: layer 3 of 0..3, head 1 of 0..3".
+std::string heatmap_title(const AttentionDoc& doc, int64_t layer, HeadChoice heads);
+// The line below the heatmap: what rows and columns are, that each row sums to 1, and the count from 0.
+std::string heatmap_caption();
+// The heatmap of layer `layer` (queries down, keys across, token labels on both axes, a colour bar), with
+// heatmap_title() above and heatmap_caption() below.
 std::string attention_image(const AttentionDoc& doc, int64_t layer, HeadChoice heads, ImageFormat format);
 
 // Frees cairo's and fontconfig's process-wide caches (fonts, glyphs), which live until exit otherwise and

@@ -103,7 +103,7 @@ int run_attention(const AttentionCliOptions& o) {
     doc.model = std::filesystem::path(dir).lexically_normal().parent_path().filename().string();
   doc.prompt = o.prompt;
 
-  std::string bytes;
+  std::string bytes, what;
   if (kind == OutKind::Json) {
     bytes = attention_json(doc);
   } else if (kind == OutKind::Html) {
@@ -113,12 +113,16 @@ int run_attention(const AttentionCliOptions& o) {
       ~ReleaseCaches() { release_drawing_caches(); }
     } release;  // once the surfaces are gone, also when drawing throws
     bytes = attention_image(doc, *o.layer, heads, kind == OutKind::Png ? ImageFormat::Png : ImageFormat::Svg);
+    what = " (" + heatmap_title(doc, *o.layer, heads) + ")";
   }
   AtomicFile out(o.out, "-o " + o.out);  // whole or not at all; never over a device or a FIFO
   out.write(bytes.data(), bytes.size());
   out.commit();
-  std::fprintf(stderr, "minigpt: attention of %zu tokens, %lld layers x %lld heads -> %s\n", ids.size(),
-               (long long)c.n_layer, (long long)c.n_head, o.out.c_str());
+  // The ranges say that layers and heads count from 0 (--layer 3 is the last of 4).
+  std::fprintf(stderr,
+               "minigpt: attention of %zu tokens, %lld layers (0..%lld) x %lld heads (0..%lld) -> %s%s\n",
+               ids.size(), (long long)c.n_layer, (long long)c.n_layer - 1, (long long)c.n_head,
+               (long long)c.n_head - 1, o.out.c_str(), what.c_str());
   return 0;
 }
 
@@ -135,10 +139,12 @@ const bool registered_attention = register_command(
                      "(a heatmap of --layer), .html (every layer and head, interactive)")
           ->required();
       app.add_option_function<int64_t>(
-          "--layer", [o](const int64_t& l) { o->layer = l; }, "The layer a .png/.svg heatmap shows");
-      app.add_option("--head", o->head,
-                     "The head a .png/.svg heatmap shows, or 'mean' (the mean over the layer's heads); "
-                     "default: every head of the layer, as a grid");
+          "--layer", [o](const int64_t& l) { o->layer = l; },
+          "The layer a .png/.svg heatmap shows, counted from 0: 0 is the first, n_layer - 1 the last");
+      app.add_option(
+          "--head", o->head,
+          "The head a .png/.svg heatmap shows, counted from 0 (0 .. n_head - 1), or 'mean' (the mean "
+          "over the layer's heads); default: every head of the layer, as a grid");
       app.add_flag("--special", o->special, "Recognise special tokens such as <|endoftext|> in the prompt");
       return [o] { return run_attention(*o); };
     });

@@ -178,6 +178,52 @@ TEST(AttentionCli, PngAndSvgHeatmaps) {
   EXPECT_EQ(files_in(tmp.path()), 2u);
 }
 
+// Layers and heads count from 0 (--layer 3 is the last of 4): --help says so, and so do the line the command
+// prints and the heatmap's title, which names the model for one head too (only the grid's did).
+TEST(AttentionCli, LayersAndHeadsCountFromZeroAndTitlesNameTheModel) {
+  test::TempDir tmp;
+  const auto help = test::run_cli("attention --help");
+  EXPECT_EQ(help.status, 0);
+  EXPECT_NE(help.out.find("counted from 0: 0 is the first, n_layer - 1 the last"), std::string::npos)
+      << help.out;
+  EXPECT_NE(help.out.find("counted from 0 (0 .. n_head - 1)"), std::string::npos) << help.out;
+  const struct {
+    const char* args;
+    const char* title;
+  } cases[] = {{"--layer 3 --head 1", "(shakespeare-char: layer 3 of 0..3, head 1 of 0..3)"},
+               {"--layer 0 --head mean", "(shakespeare-char: layer 0 of 0..3, mean of its 4 heads)"},
+               {"--layer 2", "(shakespeare-char: layer 2 of 0..3, every head (0..3))"}};
+  for (const auto& c : cases) {
+    const auto out = tmp / "a.png";
+    const auto r = test::run_cli("attention " + kShipped + "-p 'ROMEO:' " + c.args + " -o " + out.string());
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("4 layers (0..3) x 4 heads (0..3) -> " + out.string() + " " + c.title),
+              std::string::npos)
+        << r.err;
+  }
+}
+
+// For a learner, in the page itself: rows sum to 1, layers and heads count from 0; the enlarged head sits
+// beside the thumbnails and stays in view (sticky), not below a grid of 12 x 12 of them; the head view draws
+// no line before a hover (scripts/check_attention_html.sh runs the page's own test of that in Chromium).
+TEST(AttentionCli, HtmlSaysRowsSumToOneAndKeepsTheEnlargedHeadInView) {
+  test::TempDir tmp;
+  const auto out = tmp / "att.html";
+  auto r = test::run_cli("attention " + kShipped + "-p 'ROMEO:' -o " + out.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string page = test::read_file(out);
+  for (const char* says : {"Each row sums to 1", "counted from 0", "#main { position: sticky;",
+                           "#layout { display: flex;", "\"Layer \" + l + \" of 0..\" + (L - 1)",
+                           "the head view shows \" + before + \" lines before any hover"})
+    EXPECT_NE(page.find(says), std::string::npos) << says;
+  // the enlarged head and the head view come after the thumbnails, inside the same row
+  const size_t layout = page.find("<div id=\"layout\">"), thumbs = page.find("<div id=\"thumbs\">"),
+               main = page.find("<div id=\"main\">");
+  ASSERT_NE(layout, std::string::npos);
+  EXPECT_LT(layout, thumbs);
+  EXPECT_LT(thumbs, main);
+}
+
 TEST(AttentionCli, HtmlIsSelfContainedWithTheData) {
   test::TempDir tmp;
   const auto out = tmp / "att.html";

@@ -304,6 +304,17 @@ TEST(Server, HealthModelsAndMetrics) {
     EXPECT_NE(x->body.find(needle), std::string::npos) << needle << "\n" << x->body;
   }
   EXPECT_GE(metric(f, "minigpt_generated_tokens_total"), 4);
+  // Bucket bounds in their shortest form, as Prometheus' clients print them (not 0.025000000000000001).
+  for (const char* needle : {"minigpt_time_to_first_token_seconds_bucket{le=\"0.025\"} ",
+                             "minigpt_time_to_first_token_seconds_bucket{le=\"0.1\"} ",
+                             "minigpt_inter_token_latency_seconds_bucket{le=\"0.0025\"} ",
+                             "minigpt_inter_token_latency_seconds_bucket{le=\"1\"} "}) {
+    EXPECT_NE(x->body.find(needle), std::string::npos) << needle << "\n" << x->body;
+  }
+  for (size_t at = x->body.find("le=\""); at != std::string::npos; at = x->body.find("le=\"", at + 1)) {
+    const std::string le = x->body.substr(at + 4, x->body.find('"', at + 4) - at - 4);
+    EXPECT_LE(le.size(), 6u) << le;
+  }
 }
 
 // Text and logprobs equal generate()'s for the same seed and options, sampled and greedy, and the stream
@@ -464,6 +475,30 @@ TEST(Server, ChoicesAndTokenIdPrompts) {
   ASSERT_EQ(two["choices"].size(), 4u);
   EXPECT_EQ(two["choices"][0]["text"], two["choices"][1]["text"]);
   EXPECT_EQ(two["choices"][2]["text"], two["choices"][3]["text"]);
+}
+
+// The context rule the check applies is the one its message states: a prompt may fill the context (its last
+// position gives the first token, sampled and never evaluated), and the completion stops at a full context,
+// at n_ctx + 1 - prompt tokens. 128 + 1 is served; 129 + 1 is refused naming 129 and the rule (it said
+// "you requested 130", as if 129 were within a limit of 128).
+TEST(Server, PromptMayFillTheContextAsTheMessageSays) {
+  auto& f = shared_server();
+  const std::vector<int32_t> full(128, int32_t('a'));
+  const json one = post_json(f, "/v1/completions", {{"prompt", full}, {"max_tokens", 1}, {"temperature", 0}});
+  EXPECT_EQ(one["usage"]["completion_tokens"], 1) << one.dump();
+  const std::vector<int32_t> almost(126, int32_t('a'));
+  const json three =
+      post_json(f, "/v1/completions", {{"prompt", almost}, {"max_tokens", 16}, {"temperature", 0}});
+  EXPECT_EQ(three["usage"]["completion_tokens"], 3) << three.dump();
+  EXPECT_EQ(three["choices"][0]["finish_reason"], "length");
+  const std::vector<int32_t> over(129, int32_t('a'));
+  const json refused = post_json(f, "/v1/completions", {{"prompt", over}, {"max_tokens", 1}}, 400);
+  const std::string msg = refused["error"]["message"].get<std::string>();
+  EXPECT_EQ(refused["error"]["code"], "context_length_exceeded");
+  EXPECT_NE(msg.find("maximum context length is 128 tokens"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("prompt resulted in 129 tokens"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("A prompt may fill the context (128 tokens)"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("130"), std::string::npos) << msg;
 }
 
 // n > 1 choices of one prompt evaluate it once: the other choices wait and take a copy of its keys and values
@@ -1137,6 +1172,80 @@ server::ServerOptions chat_options() {
   return o;
 }
 
+// lm-eval's tokenizer_backend=remote (lm_eval/utils.py, RemoteTokenizer) asks GET /tokenizer_info (and
+// needs an "eos_token" key in it), POST /tokenize {"prompt", "add_special_tokens": false} reading "tokens",
+// and POST /detokenize {"tokens"} reading "prompt"; its eos_token_id and bos_token_id are the first id of
+// the token's text, tokenized. vLLM's /tokenize also answers "count" and "max_model_len", and takes
+// "model". llama-server's shape ({"content"}, "add_special") stays. Refused before: no /tokenizer_info,
+// "unknown field: add_special_tokens", and /detokenize answered only "content".
+TEST(Server, RemoteTokenizerShapesOfLmEvalAndVllm) {
+  auto& f = shared_server();
+  auto c = f.client();
+  auto got = c.Get("/tokenizer_info");
+  ASSERT_TRUE(got);
+  ASSERT_EQ(got->status, 200) << got->body;
+  const json info = json::parse(got->body);
+  ASSERT_TRUE(info.contains("eos_token")) << info.dump();
+  EXPECT_TRUE(info["eos_token"].is_null()) << info.dump();  // the shipped model never stops on a token
+  EXPECT_EQ(info["bos_token"], "\n") << info.dump();        // config.json's bos_token_id 10
+  EXPECT_EQ(info["model_max_length"], 128);
+  EXPECT_FALSE(info.contains("chat_template"));
+  const json t = post_json(f, "/tokenize", {{"prompt", "test"}, {"add_special_tokens", false}});
+  EXPECT_EQ(t["tokens"].get<std::vector<int32_t>>(), shipped_model().tok.encode("test"));
+  EXPECT_EQ(t["count"], 4);
+  EXPECT_EQ(t["max_model_len"], 128);
+  EXPECT_EQ(post_json(f, "/tokenize", {{"model", "shakespeare-char"}, {"prompt", "\n"}})["tokens"],
+            json({10}));
+  const json d = post_json(f, "/detokenize", {{"model", "shakespeare-char"}, {"tokens", t["tokens"]}});
+  EXPECT_EQ(d["prompt"], "test");
+  EXPECT_EQ(d["content"], "test");
+  // llama-server's shape answers the same
+  EXPECT_EQ(post_json(f, "/tokenize", {{"content", "test"}, {"add_special", true}})["tokens"], t["tokens"]);
+  // one text and one switch
+  auto both = post_json(f, "/tokenize", {{"prompt", "a"}, {"content", "a"}}, 400);
+  EXPECT_EQ(both["error"]["param"], "content") << both.dump();
+  both =
+      post_json(f, "/tokenize", {{"prompt", "a"}, {"add_special", true}, {"add_special_tokens", true}}, 400);
+  EXPECT_EQ(both["error"]["param"], "add_special") << both.dump();
+  EXPECT_EQ(post_json(f, "/tokenize", {{"prompt", 5}}, 400)["error"]["param"], "prompt");
+  EXPECT_EQ(post_json(f, "/tokenize", {{"prompt", "a"}, {"add_special_tokens", 1}}, 400)["error"]["param"],
+            "add_special_tokens");
+
+  // A model with EOS and BOS tokens and a chat template: their texts tokenize to the ids minigpt uses
+  // (config.json's bos_token_id 0 and eos_token_id 2), and the template is the one it renders with.
+  ChatModel& m = chat_model();
+  ServerFixture chat(m.model, m.tok, chat_options());
+  auto ci = chat.client().Get("/tokenizer_info");
+  ASSERT_TRUE(ci);
+  const json cinfo = json::parse(ci->body);
+  EXPECT_EQ(cinfo["chat_template"], m.tmpl.source());
+  EXPECT_EQ(cinfo["eos_token"], "<|im_end|>");
+  EXPECT_EQ(cinfo["bos_token"], "<|endoftext|>");
+  EXPECT_EQ(cinfo["pad_token"], "<|endoftext|>");  // tokenizer_config.json's, as the template sees it
+  for (const auto& [key, id] : {std::pair<const char*, int>{"eos_token", 2}, {"bos_token", 0}}) {
+    const json ids =
+        post_json(chat, "/tokenize", {{"prompt", cinfo[key]}, {"add_special_tokens", false}})["tokens"];
+    ASSERT_FALSE(ids.empty()) << key;
+    EXPECT_EQ(ids[0], id) << key;
+  }
+
+  // config.json's eos_token_id past the vocabulary (GPT2Config's 50256 in a smaller model) never comes:
+  // generate() stops at the tokenizer's <|endoftext|>, and that is the EOS named.
+  Config past = test::tiny_config();
+  past.n_vocab = 50257;
+  past.n_ctx = 64;
+  past.eos_token_id = 60000;
+  past.eos_token_ids = {60000};
+  server::ServerOptions o = default_options();
+  o.model_id = "random";
+  ServerFixture g(Model::random(past, LoadOptions::threads(2)), gpt2_tokenizer(), o);
+  auto gi = g.client().Get("/tokenizer_info");
+  ASSERT_TRUE(gi);
+  const json ginfo = json::parse(gi->body);
+  EXPECT_EQ(ginfo["eos_token"], "<|endoftext|>") << ginfo.dump();
+  EXPECT_EQ(ginfo["model_max_length"], 64);
+}
+
 // Greedy chat completions give the tokens transformers' generate() gives for the prompt its
 // apply_chat_template makes; streamed, the same text and logprobs, after a first chunk with the role.
 TEST(Server, ChatCompletionsGiveTransformersTokensStreamedOrNot) {
@@ -1609,10 +1718,9 @@ TEST(Server, APortInUseIsRefusedAndAStoppedServersPortIsReused) {
 TEST(Server, TenThousandMalformedRequestsLeaveItUp) {
   auto& f = shared_server();
   std::mt19937 rng(12345);
-  const std::vector<std::string> paths = {"/v1/completions", "/v1/chat/completions",
-                                          "/tokenize",       "/detokenize",
-                                          "/v1/models",      "/health",
-                                          "/metrics",        "/x"};
+  const std::vector<std::string> paths = {"/v1/completions", "/v1/chat/completions", "/tokenize",
+                                          "/detokenize",     "/v1/models",           "/health",
+                                          "/metrics",        "/tokenizer_info",      "/x"};
   const std::vector<std::string> seeds = {R"({"prompt":"ROMEO:","max_tokens":2})",
                                           R"({"prompt":[1,2,3],"max_tokens":1,"logprobs":2,"echo":true})",
                                           R"({"content":"hello"})", R"({"tokens":[1,2]})",

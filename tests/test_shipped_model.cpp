@@ -35,5 +35,30 @@ TEST(ShippedModel, GreedyGenerationEqualsTransformers) {
   }
 }
 
+// The tokenizer files name the BOS minigpt uses (config.json's bos_token_id 10, the newline it feeds for an
+// empty prompt), so that transformers' AutoTokenizer reports it (bos_token "\u010a", id 10: checked by
+// tools/train_char.py, which writes these files); and no EOS, as config.json and generation_config.json
+// have none: neither transformers' generate() nor minigpt stops at a token. They named no BOS, and lm-eval's
+// hf model had no prefix token.
+TEST(ShippedModel, TokenizerConfigNamesTheBosMinigptUses) {
+  const auto dir = test::source_dir() / "models" / "shakespeare-char";
+  const auto read = [&](const char* name) { return nlohmann::json::parse(test::read_file(dir / name)); };
+  const auto tc = read("tokenizer_config.json"), vocab = read("vocab.json"), config = read("config.json"),
+             gen = read("generation_config.json");
+  ASSERT_TRUE(tc["bos_token"].is_string()) << tc.dump();
+  ASSERT_TRUE(vocab.contains(tc["bos_token"].get<std::string>())) << tc.dump();
+  EXPECT_EQ(vocab[tc["bos_token"].get<std::string>()], 10);
+  EXPECT_EQ(config["bos_token_id"], 10);
+  EXPECT_EQ(gen["bos_token_id"], 10);
+  const Tokenizer tok = Tokenizer::load(dir);
+  EXPECT_EQ(tok.decode(std::vector<int32_t>{10}), "\n");
+  EXPECT_TRUE(tc["eos_token"].is_null());
+  EXPECT_TRUE(config["eos_token_id"].is_null());
+  EXPECT_FALSE(gen.contains("eos_token_id"));
+  auto model = Model::load(dir, LoadOptions::threads(2));
+  EXPECT_EQ(model->config().bos_token_id, 10);
+  EXPECT_TRUE(model->config().eos_token_ids.empty());
+}
+
 }  // namespace
 }  // namespace minigpt

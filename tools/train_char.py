@@ -157,10 +157,13 @@ def write_tokenizer(out, block):
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.save(os.path.join(out, "tokenizer.json"))
-    # No special tokens: otherwise transformers' GPT2Tokenizer adds "<|endoftext|>" as id 256,
+    # The BOS is the newline (byte 10, "\u010a" as a byte-level symbol), as config.json's bos_token_id and
+    # minigpt's empty prompt have it, so that AutoTokenizer reports it (lm-eval's prefix token). No EOS:
+    # the model never learned to end a text, and neither transformers' generate() nor minigpt stops at one.
+    # No other special token either: transformers' GPT2Tokenizer would add "<|endoftext|>" as id 256,
     # outside the model's vocabulary.
     with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
-        json.dump({"tokenizer_class": "GPT2Tokenizer", "bos_token": None, "eos_token": None, "unk_token": None,
+        json.dump({"tokenizer_class": "GPT2Tokenizer", "bos_token": b2u[10], "eos_token": None, "unk_token": None,
                    "pad_token": None, "add_prefix_space": False, "model_max_length": block}, f, indent=2)
     # Check: every way of loading maps text to exactly its UTF-8 bytes.
     from tokenizers import ByteLevelBPETokenizer
@@ -171,6 +174,7 @@ def write_tokenizer(out, block):
     auto = AutoTokenizer.from_pretrained(out)
     tj = Tokenizer.from_file(os.path.join(out, "tokenizer.json"))
     assert bl.get_vocab_size() == 256 and len(hf) == 256 and len(auto) == 256 and tj.get_vocab_size() == 256
+    assert auto.bos_token_id == 10 and auto.eos_token_id is None and auto.pad_token_id is None, auto
     for text in ["ROMEO: h\u00e9llo\n", "First Citizen:\nBefore we proceed", "  tabs\tand \u65e5\u672c \u2713 \r\n\x00\x7f<|endoftext|>"]:
         want = list(text.encode("utf-8"))
         for name, got in [("ByteLevelBPETokenizer", bl.encode(text).ids),

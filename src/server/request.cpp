@@ -349,23 +349,21 @@ void finish_request(CompletionRequest& r, const Config& c, const RequestLimits& 
     throw ApiError(400, e.what());
   }
   const int64_t n_ctx = limits.n_ctx > 0 ? limits.n_ctx : c.n_ctx;
-  // Each prompt must fit the context with room for at least the first generated token (its logits come
-  // from the prompt's last position) - the OpenAI API's check, in its words.
+  // Each prompt must fit the context: its last position's logits give the first completion token, which is
+  // sampled and never evaluated, so a prompt of n_ctx tokens still gets one. Each later token takes a
+  // position, and a completion stops at a full context (finish_reason "length"): at most n_ctx + 1 - prompt
+  // tokens, whatever max_tokens asks. The message states this rule, the one the check applies.
   for (size_t i = 0; i < r.prompts.size(); ++i) {
     const int64_t len = int64_t(r.prompts[i].size());
     if (len > n_ctx) {
       const std::string where = r.chat ? "messages" : "prompt";
-      throw ApiError(400,
-                     r.max_tokens_given || !r.chat
-                         ? "This model's maximum context length is " + std::to_string(n_ctx) +
-                               " tokens, however you requested " + std::to_string(len + r.max_tokens) +
-                               " tokens (" + std::to_string(len) + " in your prompt; " +
-                               std::to_string(r.max_tokens) +
-                               " for the completion). Please reduce your prompt; or completion length."
-                         : "This model's maximum context length is " + std::to_string(n_ctx) +
-                               " tokens. However, your " + where + " resulted in " + std::to_string(len) +
-                               " tokens. Please reduce the length of the " + where + ".",
-                     where, "", "context_length_exceeded");
+      throw ApiError(
+          400,
+          "This model's maximum context length is " + std::to_string(n_ctx) + " tokens. However, your " +
+              where + " resulted in " + std::to_string(len) + " tokens. A prompt may fill the context (" +
+              std::to_string(n_ctx) + " tokens); the completion stops when the context is full, at " +
+              std::to_string(n_ctx + 1) + " - prompt tokens. Please reduce the length of the " + where + ".",
+          where, "", "context_length_exceeded");
     }
   }
   r.gen.max_new_tokens = std::max<int64_t>(r.max_tokens, 1);

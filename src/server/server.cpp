@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -217,6 +218,7 @@ struct Server::Impl {
   void setup_routes();
   void completions(const httplib::Request& req, httplib::Response& res, CompletionRequest cr);
   std::string metrics_text();
+  json tokenizer_info() const;
 };
 
 namespace {
@@ -561,10 +563,12 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
 std::string Server::Impl::metrics_text() {
   std::string out;
   auto line = [&](const std::string& s) { out += s + "\n"; };
+  // The shortest text that reads back as the same double (0.025, not %.17g's 0.025000000000000001), as
+  // Prometheus' own clients print bucket bounds and sums.
   auto num = [](double x) {
     char b[64];
-    std::snprintf(b, sizeof b, "%.17g", x);
-    return std::string(b);
+    const auto r = std::to_chars(b, b + sizeof b, x);
+    return std::string(b, r.ptr);
   };
   line("# HELP minigpt_requests_total HTTP requests answered, by path and status.");
   line("# TYPE minigpt_requests_total counter");
@@ -637,7 +641,7 @@ std::string allowed_methods(const std::string& path) {
   if (p == "/completions" || p == "/chat/completions") return "POST, OPTIONS";
   if (p == "/models" || (p.starts_with("/models/") && p.size() > 8)) return "GET, HEAD, OPTIONS";
   if (path == "/tokenize" || path == "/detokenize") return "POST, OPTIONS";
-  if (path == "/health" || path == "/metrics") return "GET, HEAD, OPTIONS";
+  if (path == "/health" || path == "/metrics" || path == "/tokenizer_info") return "GET, HEAD, OPTIONS";
   return "";
 }
 }  // namespace
@@ -752,8 +756,8 @@ void Server::Impl::setup_routes() {
   // so a client could read /metrics before its own request was counted).
   svr.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     static const char* kKnown[] = {
-        "/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics",
-        "/tokenize",       "/detokenize"};
+        "/v1/completions", "/v1/chat/completions", "/v1/models",     "/health", "/metrics",
+        "/tokenize",       "/detokenize",          "/tokenizer_info"};
     std::string path = "other";
     for (const char* k : kKnown) {
       // the endpoints without /v1 count as theirs; /v1/models/ID as /v1/models
@@ -804,35 +808,55 @@ void Server::Impl::setup_routes() {
   svr.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
             res.set_content(metrics_text(), "text/plain; version=0.0.4");
           }));
-  // llama-server's shapes: {"content": TEXT, "add_special": false} -> {"tokens": [...]}; and back.
-  svr.Post("/tokenize", guarded([this, parse_object](const httplib::Request& req, httplib::Response& res) {
-             const json j = parse_object(req.body);
-             for (const auto& [k, v] : j.items()) {
-               if (k != "content" && k != "add_special") throw ApiError(400, "unknown field: " + k, k);
-             }
-             if (!j.contains("content") || !j["content"].is_string()) {
-               throw ApiError(400, "content: required, a string", "content");
-             }
-             bool add_special = false;
-             if (j.contains("add_special")) {
-               if (!j["add_special"].is_boolean())
-                 throw ApiError(400, "add_special: expected a boolean", "add_special");
-               add_special = j["add_special"].get<bool>();
-             }
-             const std::string text = j["content"].get<std::string>();
-             std::vector<int32_t> ids;
-             try {
-               ids = add_special ? tok.encode_with_specials(text, true) : tok.encode(text, true);
-             } catch (const Error& e) {
-               throw ApiError(400, std::string("content: ") + e.what(), "content");
-             }
-             res.set_content(dump({{"tokens", ids}}), "application/json");
-           }));
+  // Two shapes of each: llama-server's {"content": TEXT, "add_special": false} and vLLM's {"model", "prompt":
+  // TEXT, "add_special_tokens": true} (each with its own default), both answered {"tokens", "count",
+  // "max_model_len"}; detokenize answers the text as "content" (llama-server) and "prompt" (vLLM), so that
+  // lm-eval's remote tokenizer, which sends and reads vLLM's, works as llama-server's clients do.
+  svr.Post(
+      "/tokenize", guarded([this, parse_object](const httplib::Request& req, httplib::Response& res) {
+        const json j = parse_object(req.body);
+        for (const auto& [k, v] : j.items()) {
+          if (k != "content" && k != "add_special" && k != "prompt" && k != "add_special_tokens" &&
+              k != "model")
+            throw ApiError(400, "unknown field: " + k, k);
+        }
+        if (j.contains("model") && !j["model"].is_string())
+          throw ApiError(400, "model: expected a string", "model");
+        const bool vllm = j.contains("prompt");
+        if (vllm && j.contains("content"))
+          throw ApiError(400, "content: not with prompt (one text: llama-server's content or vLLM's prompt)",
+                         "content");
+        const char* text_field = vllm ? "prompt" : "content";
+        if (!j.contains(text_field) || !j[text_field].is_string()) {
+          throw ApiError(400, "content (or prompt): required, a string", text_field);
+        }
+        if (j.contains("add_special") && j.contains("add_special_tokens"))
+          throw ApiError(400, "add_special: not with add_special_tokens (the same switch)", "add_special");
+        // llama-server adds no special tokens unless asked; vLLM adds them unless asked not to.
+        bool add_special = vllm;
+        for (const char* k : {"add_special", "add_special_tokens"}) {
+          if (!j.contains(k)) continue;
+          if (!j[k].is_boolean()) throw ApiError(400, std::string(k) + ": expected a boolean", k);
+          add_special = j[k].get<bool>();
+        }
+        const std::string text = j[text_field].get<std::string>();
+        std::vector<int32_t> ids;
+        try {
+          ids = add_special ? tok.encode_with_specials(text, true) : tok.encode(text, true);
+        } catch (const Error& e) {
+          throw ApiError(400, std::string(text_field) + ": " + e.what(), text_field);
+        }
+        const int64_t count = int64_t(ids.size());
+        res.set_content(dump({{"tokens", ids}, {"count", count}, {"max_model_len", sched->n_ctx()}}),
+                        "application/json");
+      }));
   svr.Post("/detokenize", guarded([this, parse_object](const httplib::Request& req, httplib::Response& res) {
              const json j = parse_object(req.body);
              for (const auto& [k, v] : j.items()) {
-               if (k != "tokens") throw ApiError(400, "unknown field: " + k, k);
+               if (k != "tokens" && k != "model") throw ApiError(400, "unknown field: " + k, k);
              }
+             if (j.contains("model") && !j["model"].is_string())
+               throw ApiError(400, "model: expected a string", "model");
              if (!j.contains("tokens") || !j["tokens"].is_array()) {
                throw ApiError(400, "tokens: required, an array of token ids", "tokens");
              }
@@ -847,8 +871,47 @@ void Server::Impl::setup_routes() {
                }
                ids.push_back(int32_t(v.get<int64_t>()));
              }
-             res.set_content(dump({{"content", utf8_sanitize(tok.decode(ids))}}), "application/json");
+             const std::string text = utf8_sanitize(tok.decode(ids));
+             res.set_content(dump({{"content", text}, {"prompt", text}}), "application/json");
            }));
+  // vLLM's GET /tokenizer_info, which lm-eval's remote tokenizer reads: the special tokens as text (it
+  // encodes eos_token and takes the first id), the context as model_max_length, and the chat template.
+  svr.Get("/tokenizer_info", guarded([this](const httplib::Request&, httplib::Response& res) {
+            res.set_content(dump(tokenizer_info()), "application/json");
+          }));
+}
+
+json Server::Impl::tokenizer_info() const {
+  const Config& c = model->config();
+  // The ids minigpt uses: BOS starts an empty prompt (generate()'s choice: config.json's, else the
+  // tokenizer's); EOS is the first id that ends generation (generation_config.json's, config.json's, else the
+  // tokenizer's). Each as the text that encodes to it; null when there is none.
+  const auto text_of = [&](int64_t id) -> json {
+    if (id < 0 || id >= tok.n_vocab() || id >= c.n_vocab) return nullptr;
+    return token_text(int32_t(id));
+  };
+  int64_t bos = c.bos_token_id;
+  if ((bos < 0 || bos >= c.n_vocab) && tok.bos_id()) bos = *tok.bos_id();
+  std::vector<int64_t> eos = limits.model_defaults.eos_token_ids;
+  if (eos.empty()) eos = c.eos_token_ids;
+  if (eos.empty() && c.eos_token_id >= 0) eos.push_back(c.eos_token_id);
+  // ids past the vocabulary never come (GPT2Config's default 50256 in a small model's config): as none
+  std::erase_if(eos, [&](int64_t id) { return id < 0 || id >= c.n_vocab; });
+  if (eos.empty() && tok.eos_id()) eos.push_back(*tok.eos_id());
+  json info = {{"tokenizer_class", "PreTrainedTokenizerFast"},
+               {"bos_token", text_of(bos)},
+               {"eos_token", eos.empty() ? json(nullptr) : text_of(eos.front())},
+               {"pad_token", nullptr},
+               {"unk_token", nullptr},
+               {"model_max_length", sched->n_ctx()}};
+  if (o.chat_template) {
+    // the template's own names for the tokens it writes (pad_token, unk_token, ...) where it has them
+    for (const auto& [k, v] : o.chat_template->special_tokens().items()) {
+      if (v.is_string() && (!info.contains(k) || info[k].is_null())) info[k] = v.get<std::string>();
+    }
+    info["chat_template"] = o.chat_template->source();
+  }
+  return info;
 }
 
 Server::Server(std::shared_ptr<const Model> model, Tokenizer tokenizer, ServerOptions options)
