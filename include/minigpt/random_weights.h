@@ -1,7 +1,7 @@
 // Models with random weights in the exact Hugging Face layout, for tests and benchmarks of shapes whose
 // trained weights are not at hand. The values come from a counter-based generator that
-// tools/reference/make_reference.py implements too, so transformers' logits for the same weights can be committed
-// without committing the weights:
+// tools/reference/make_reference.py implements too, so transformers' logits for the same weights can be
+// committed without committing the weights:
 //   seed = splitmix64(fnv1a64(bare name)); z = splitmix64(seed + j) for element j (row-major);
 //   u = ((z >> 40) + 0.5) / 2^24; value = float((2u - 1) * sqrt(3) * std + mean), in double, in this order;
 //   (mean, std) = (1, 0.1) for norm weights (GPT-2: ln_1.weight, ln_2.weight, ln_f.weight), else (0, 0.02).
@@ -36,8 +36,11 @@ struct RandomTensor {
 };
 std::vector<RandomTensor> random_tensors(const Config& c);
 
-// The published shapes: gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2.
+// A published shape by name (the hub's model ids: each architecture's list, src/arch/); Error(Argument)
+// naming them for another name.
 Config gpt2_preset(std::string_view name);
+bool is_published_shape(std::string_view name);
+std::string published_shape_names();  // "a, b, c"
 
 // Writes config.json + model.safetensors (bare names) with counter-random weights stored as `dtype`.
 void write_random_model(const std::filesystem::path& dir, const Config& c, DType dtype = DType::F32);
