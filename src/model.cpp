@@ -18,7 +18,6 @@
 #include "arch/arch.h"
 #include "minigpt/error.h"
 #include "minigpt/gguf.h"
-#include "minigpt/gguf_convert.h"
 #include "minigpt/io.h"
 #include "minigpt/json_parse.h"
 #include "minigpt/llmc.h"
@@ -213,7 +212,7 @@ Plan make_plan(const Config& c, const std::map<std::string, HostTensor>& all,
     std::vector<TensorDesc> named;
     for (TensorDesc d : plan.descs) {
       if (d.role == Role::Ignored) continue;
-      d.names = {arch::gguf_name(d.role, d.layer)};
+      d.names = {a->gguf_tensor_name(d.role, d.layer)};
       d.qkv_heads = 0;  // llama.cpp's converter writes a fused qkv as q | k | v
       if (d.order == MatrixOrder::InOut) {
         std::reverse(d.shape.begin(), d.shape.end());

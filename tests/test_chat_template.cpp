@@ -7,11 +7,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "convert/gguf_convert.h"
 #include "minigpt/chat_template.h"
 #include "minigpt/error.h"
 #include "minigpt/generate.h"
 #include "minigpt/gguf.h"
-#include "minigpt/gguf_convert.h"
 #include "minigpt/model.h"
 #include "minigpt/session.h"
 #include "minigpt/tokenizer.h"

@@ -1,7 +1,8 @@
-// GGUF writing (minigpt/gguf_writer.h), `minigpt convert` and `minigpt quantize` (minigpt/gguf_convert.h)
+// GGUF writing (minigpt/gguf_writer.h), `minigpt convert` and `minigpt quantize` (convert/gguf_convert.h)
 // against llama.cpp's own tools: the converter's file for the same Hugging Face model
 // (tests/fixtures/gguf/gpt2-tiny-f32.gguf from tests/fixtures/quantize/gpt2-tiny-hf), and the tensor types
-// llama-quantize chose (tests/fixtures/quantize/llama-quantize-types.json; tools/reference/make_quantize_reference.py).
+// llama-quantize chose (tests/fixtures/quantize/llama-quantize-types.json;
+// tools/reference/make_quantize_reference.py).
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -10,8 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include "convert/gguf_convert.h"
 #include "minigpt/gguf.h"
-#include "minigpt/gguf_convert.h"
 #include "minigpt/gguf_writer.h"
 #include "minigpt/model.h"
 #include "minigpt/quant.h"
@@ -303,11 +304,11 @@ TEST(GgufConvert, ConvertEqualsLlamaCppsConverter) {
 
 // GPT-NeoX and gpt_bigcode (llama.cpp's gptneox and starcoder): convert f32/f16/bf16 writes the file
 // llama.cpp's converter wrote from the same directory, and quantize q8_0/q4_0/q4_k_m/q6_k the file
-// llama-quantize wrote from the converter's F32 one, byte for byte (tools/reference/make_family_convert_reference.py
-// recorded their sizes and FNV-1a 64 hashes), also from the F32 GGUF file. The directory is the config
-// recorded there, minigpt's counter- random weights (write_random_model; the tool computes the same values)
-// and GPT-2's tokenizer. Width 64: the block types have whole blocks, the K types fall back (Q5_0 / Q5_1 /
-// Q8_0) as llama-quantize does.
+// llama-quantize wrote from the converter's F32 one, byte for byte
+// (tools/reference/make_family_convert_reference.py recorded their sizes and FNV-1a 64 hashes), also from the
+// F32 GGUF file. The directory is the config recorded there, minigpt's counter- random weights
+// (write_random_model; the tool computes the same values) and GPT-2's tokenizer. Width 64: the block types
+// have whole blocks, the K types fall back (Q5_0 / Q5_1 / Q8_0) as llama-quantize does.
 TEST(GgufConvert, NeoxAndBigcodeEqualLlamaCppsConverterAndQuantize) {
   const json ref = json::parse(test::read_file(quantize_dir() / "family-converter.json"));
   ASSERT_EQ(ref["models"].size(), 2u);
@@ -657,10 +658,10 @@ std::vector<int32_t> greedy_ids(const std::string& model, const std::string& pro
 }
 
 // The shipped model quantized to Q8_0 by the CLI loads with generate and gives, token for token, the greedy
-// continuation transformers gives with the same Q8_0 weights (tools/reference/make_q8_0_greedy_reference.py: the
-// gguf.quants round trip of the matrices a q8_0 file holds in Q8_0, which is how transformers loads a Q8_0
-// GGUF): 100 tokens after a 6-token prompt (GEMV only) and 61 after a 67-token one (its prompt through the
-// prefill GEMM), one thread and two. With int8 activations (llama.cpp's, and minigpt's before) the two
+// continuation transformers gives with the same Q8_0 weights (tools/reference/make_q8_0_greedy_reference.py:
+// the gguf.quants round trip of the matrices a q8_0 file holds in Q8_0, which is how transformers loads a
+// Q8_0 GGUF): 100 tokens after a 6-token prompt (GEMV only) and 61 after a 67-token one (its prompt through
+// the prefill GEMM), one thread and two. With int8 activations (llama.cpp's, and minigpt's before) the two
 // continuations left transformers' Q8_0 tokens at the 16th and the 22nd. The F32 model gives transformers'
 // F32 tokens, which Q8_0 leaves at the 16th and the 39th: printed, measured.
 TEST(QuantizeCli, Q8_0OfTheShippedModelGivesTransformersQ8_0Tokens) {
