@@ -12,13 +12,14 @@
 #include <utility>
 #include <vector>
 
+#include "arch/arch.h"
 #include "minigpt/gguf.h"
 #include "minigpt/safetensors.h"
 
 namespace minigpt::convert {
 
-// GGUF metadata as written: key, value, in file order.
-using Kv = std::vector<std::pair<std::string, GgufValue>>;
+// GGUF metadata as written: key, value, in file order (what an architecture's write_gguf appends to).
+using Kv = arch::GgufKv;
 
 struct SourceTensor {
   std::string name;         // the GGUF name

@@ -192,7 +192,7 @@ GgufWriteSummary write_gguf(const fs::path& in, const fs::path& out, const GgufW
     });
   }
   if (o.converter) {
-    // The converter's own keys in place (its gptneox files have no file type).
+    // The converter's own keys in place (general.file_type only where the family writes one: write_gguf).
     set_kv(kv, "general.quantization_version", gguf_u32(2));
     set_kv(kv, "general.file_type", gguf_u32(info.file_type), /*only_if_present=*/true);
   } else {
