@@ -414,12 +414,8 @@ const bool registered_bench =
                      "gpt2-xl, distilgpt2, or a config.json file (a name ending in .json)")
           ->check(CLI::Validator(
               [](std::string& s) -> std::string {
-                static const std::set<std::string> names = {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl",
-                                                            "distilgpt2"};
-                if (names.count(s) || s.ends_with(".json")) return "";
-                return "'" + s +
-                       "' is not one of gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2 nor a .json "
-                       "config";
+                if (is_published_shape(s) || s.ends_with(".json")) return "";
+                return "'" + s + "' is not one of " + published_shape_names() + " nor a .json config";
               },
               "NAME|CONFIG.json"));
       app.add_option("-p,--n-prompt", o->n_prompt,

@@ -1,6 +1,6 @@
 // minigpt quantize IN OUT.gguf --type T: a Hugging Face directory (GPT-2, GPT-NeoX, gpt_bigcode) or a GGUF
 // file to a GGUF file with llama-quantize's tensor types for preset T; minigpt convert HF_DIR OUT.gguf:
-// convert_hf_to_gguf.py's output (f32, f16 or bf16). Both write through minigpt/gguf_convert.h.
+// convert_hf_to_gguf.py's output (f32, f16 or bf16). Both write through src/convert/gguf_convert.h.
 #include <cctype>
 #include <cstdio>
 #include <memory>
@@ -9,9 +9,9 @@
 
 #include "command.h"
 #include "common.h"
-#include "io/io.h"
+#include "convert/gguf_convert.h"
 #include "minigpt/error.h"
-#include "minigpt/gguf_convert.h"
+#include "io/io.h"
 #include "quant/quantize.h"
 
 namespace minigpt::cli {

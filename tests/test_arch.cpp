@@ -1,6 +1,8 @@
 // The architecture descriptions: what the loader, inspect and random models read.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "arch/arch.h"
@@ -60,6 +62,46 @@ TEST(Arch, GgufNamesAreLlamaCpps) {
   EXPECT_EQ(arch::gguf_name(arch::Role::FfnDown, 0), "blk.0.ffn_down.weight");
   EXPECT_EQ(arch::gguf_name(arch::Role::OutputNorm, -1), "output_norm.weight");
   EXPECT_EQ(arch::gguf_name(arch::Role::Output, -1), "output.weight");
+}
+
+// What generic code (the converter, the loaders, random models) asks the table instead of naming a family.
+TEST(Arch, TheTableAnswersForTheFamilies) {
+  EXPECT_EQ(Config{}.arch, "gpt2");  // the table's first
+  EXPECT_EQ(std::string(arch::llmc_architecture().model_type), "gpt2");
+  EXPECT_EQ(arch::gguf_writable_model_types(), "gpt2, gpt_neox and gpt_bigcode");
+  EXPECT_EQ(arch::known_gguf_archs_phrase(), "gpt2, gptneox and starcoder");
+  for (const char* m : {"gpt2", "gpt_neox", "gpt_bigcode"}) {
+    const arch::Architecture* a = arch::find(m);
+    ASSERT_NE(a, nullptr) << m;
+    EXPECT_TRUE(a->has_gguf()) << m;
+    EXPECT_NE(a->check_gguf_form, nullptr) << m;
+    EXPECT_NE(a->write_gguf, nullptr) << m;
+    EXPECT_NE(a->gguf_tensor_name, nullptr) << m;
+    EXPECT_EQ(arch::find_gguf(a->gguf_arch), a) << m;
+    // Every key a family writes is its own (prefixed by its GGUF name) or general.file_type.
+    Config c = test::tiny_config();
+    c.arch = m;
+    arch::GgufKv kv;
+    a->write_gguf(c, nlohmann::json::object(), "config.json", kv);
+    EXPECT_FALSE(kv.empty()) << m;
+    for (const auto& [key, value] : kv) {
+      EXPECT_TRUE(key.rfind(std::string(a->gguf_arch) + ".", 0) == 0 || key == "general.file_type") << key;
+    }
+  }
+  const arch::Architecture* opt = arch::find("opt");
+  ASSERT_NE(opt, nullptr);
+  EXPECT_FALSE(opt->has_gguf());
+  EXPECT_EQ(opt->write_gguf, nullptr);
+
+  const std::optional<Config> medium = arch::published_shape("gpt2-medium");
+  ASSERT_TRUE(medium.has_value());
+  EXPECT_EQ(medium->arch, "gpt2");
+  EXPECT_EQ(medium->n_layer, 24);
+  EXPECT_EQ(medium->n_head, 16);
+  EXPECT_EQ(medium->n_embd, 1024);
+  EXPECT_EQ(medium->n_inner, 4096);
+  EXPECT_FALSE(arch::published_shape("gpt5").has_value());
+  EXPECT_EQ(arch::published_shape_names(), "gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2");
 }
 
 // Random models are built from the description: a model written to disk loads back with the same

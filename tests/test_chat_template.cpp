@@ -7,10 +7,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "formats/gguf.h"
+#include "convert/gguf_convert.h"
+#include "server/chat_template.h"
 #include "minigpt/error.h"
 #include "minigpt/generate.h"
-#include "minigpt/gguf_convert.h"
+#include "formats/gguf.h"
 #include "minigpt/model.h"
 #include "minigpt/session.h"
 #include "minigpt/tokenizer.h"

@@ -1,4 +1,4 @@
-// GGUF writing (src/formats/gguf_writer.h), `minigpt convert` and `minigpt quantize` (minigpt/gguf_convert.h)
+// GGUF writing (minigpt/gguf_writer.h), `minigpt convert` and `minigpt quantize` (convert/gguf_convert.h)
 // against llama.cpp's own tools: the converter's file for the same Hugging Face model
 // (tests/fixtures/gguf/gpt2-tiny-f32.gguf from tests/fixtures/quantize/gpt2-tiny-hf), and the tensor types
 // llama-quantize chose (tests/fixtures/quantize/llama-quantize-types.json;
@@ -11,9 +11,9 @@
 #include <set>
 #include <sstream>
 
+#include "convert/gguf_convert.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
-#include "minigpt/gguf_convert.h"
 #include "minigpt/model.h"
 #include "minigpt/session.h"
 #include "model/random_weights.h"

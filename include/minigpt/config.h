@@ -12,8 +12,11 @@ namespace minigpt {
 enum class Activation { GeluTanh, GeluErf, Relu };  // gelu_new / gelu_pytorch_tanh, gelu, relu
 enum class PositionEncoding { Learned, Sinusoidal, Rotary };
 
+// The model_type of a Config made field by field: the first of the architecture table (src/arch/arch.cpp).
+const char* default_arch();
+
 struct Config {
-  std::string arch = "gpt2";  // the architecture (Hugging Face model_type) that describes the tensors
+  std::string arch = default_arch();  // the architecture (Hugging Face model_type) that describes the tensors
   int64_t n_layer = 0;
   int64_t n_head = 0;
   int64_t n_kv_head =

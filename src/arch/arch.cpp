@@ -3,6 +3,15 @@
 
 #include <array>
 
+#include "minigpt/error.h"
+#include "formats/gguf_writer.h"
+
+namespace minigpt {
+
+const char* default_arch() { return arch::default_architecture().model_type; }
+
+}  // namespace minigpt
+
 namespace minigpt::arch {
 
 extern const Architecture kGpt2;
@@ -15,17 +24,51 @@ namespace {
 const std::array<const Architecture*, 4> kArchitectures = {&kGpt2, &kGptNeox, &kOpt, &kGptBigcode};
 }  // namespace
 
+const Architecture& default_architecture() { return *kArchitectures.front(); }
+
 const Architecture* find_gguf(std::string_view gguf_arch) {
   for (const Architecture* a : kArchitectures)
-    if (a->parse_gguf != nullptr && gguf_arch == a->gguf_arch) return a;
+    if (a->has_gguf() && gguf_arch == a->gguf_arch) return a;
   return nullptr;
 }
+
+const Architecture& llmc_architecture() {
+  for (const Architecture* a : kArchitectures)
+    if (a->llmc) return *a;
+  throw Error(ErrorKind::Unsupported, "llm.c files: no architecture of this build holds them");
+}
+
+namespace {
+// "a, b and c"
+std::string phrase(const std::vector<std::string>& words) {
+  std::string s;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (i > 0) s += i + 1 == words.size() ? " and " : ", ";
+    s += words[i];
+  }
+  return s;
+}
+}  // namespace
 
 std::string known_gguf_archs() {
   std::string s;
   for (const Architecture* a : kArchitectures)
-    if (a->parse_gguf != nullptr) s += (s.empty() ? "" : ", ") + std::string(a->gguf_arch);
+    if (a->has_gguf()) s += (s.empty() ? "" : ", ") + std::string(a->gguf_arch);
   return s;
+}
+
+std::string known_gguf_archs_phrase() {
+  std::vector<std::string> names;
+  for (const Architecture* a : kArchitectures)
+    if (a->has_gguf()) names.emplace_back(a->gguf_arch);
+  return phrase(names);
+}
+
+std::string gguf_writable_model_types() {
+  std::vector<std::string> names;
+  for (const Architecture* a : kArchitectures)
+    if (a->write_gguf != nullptr) names.emplace_back(a->model_type);
+  return phrase(names);
 }
 
 const Architecture* find(std::string_view model_type) {
@@ -40,6 +83,34 @@ std::string known_model_types() {
   for (const Architecture* a : kArchitectures)
     s += (s.empty() ? "\"" : ", \"") + std::string(a->model_type) + "\"";
   return s;
+}
+
+std::optional<Config> published_shape(std::string_view name) {
+  for (const Architecture* a : kArchitectures) {
+    for (const PublishedShape& p : a->shapes) {
+      if (name != p.name) continue;
+      Config c;
+      c.arch = a->model_type;
+      c.n_layer = p.n_layer, c.n_head = p.n_head, c.n_embd = p.n_embd, c.n_inner = p.n_inner;
+      c.n_vocab = p.n_vocab, c.n_ctx = p.n_ctx;
+      c.bos_token_id = p.bos_token_id, c.eos_token_id = p.eos_token_id;
+      return c;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string published_shape_names() {
+  std::string s;
+  for (const Architecture* a : kArchitectures)
+    for (const PublishedShape& p : a->shapes) s += (s.empty() ? "" : ", ") + std::string(p.name);
+  return s;
+}
+
+void put_gguf_u32(GgufKv& kv, const std::string& prefix, const std::string& key, int64_t v,
+                  const std::string& source) {
+  if (v < 0 || v > int64_t(UINT32_MAX)) throw Error(ErrorKind::Config, source + ": " + key + " out of range");
+  kv.emplace_back(prefix + "." + key, gguf_u32(uint32_t(v)));
 }
 
 std::string_view role_name(Role r) {

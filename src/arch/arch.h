@@ -1,24 +1,27 @@
 // An architecture is data: the tensors its checkpoints hold (names and aliases as they appear in files,
-// shapes in terms of the config, the role each plays) and the parser of its config.json. Loading,
-// checking, random-weight models and, later, the GGUF name map all read this one description; the
-// forward pass (session.cpp) reads only the Config and the roles.
+// shapes in terms of the config, the role each plays) and every format it is read from and written to,
+// both ways: its config.json (parse, write), its GGUF metadata (the keys llama.cpp reads, the keys its
+// converter writes, what it cannot express), its tensors' GGUF names, its published shapes. Loading,
+// checking, random-weight models, the GGUF loader and the converter (src/convert/) all read this one
+// description and name no family; the forward pass (session.cpp) reads only the Config and the roles.
 //
 // Adding an architecture: one file src/arch/<name>.cpp defining its Architecture, one line in the table
-// of src/arch/arch.cpp, plus its tests and fixtures.
+// of src/arch/arch.cpp, plus its tests and fixtures. For GGUF (reading and converting) it fills gguf_arch,
+// parse_gguf, check_gguf_form, write_gguf and gguf_tensor_name; nothing outside src/arch/ changes.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "formats/gguf.h"
 #include "minigpt/config.h"
 #include "minigpt/tensor.h"
-
-namespace minigpt {
-class GgufFile;
-}
 
 namespace minigpt::arch {
 
@@ -68,33 +71,83 @@ struct TensorDesc {
   int64_t qkv_heads = 0;
 };
 
+// GGUF metadata as written: key, value, in file order.
+using GgufKv = std::vector<std::pair<std::string, GgufValue>>;
+
+// A model size as its family published it (the hub's "gpt2-medium"): what a random model of that name has.
+struct PublishedShape {
+  const char* name;
+  int64_t n_layer, n_head, n_embd, n_inner;
+  int64_t n_vocab, n_ctx;
+  int64_t bos_token_id, eos_token_id;
+};
+
 struct Architecture {
-  const char* model_type;    // Hugging Face model_type, e.g. "gpt2"
-  const char* hf_class;      // the transformers class, e.g. "GPT2LMHeadModel"
-  const char* display_name;  // for messages, e.g. "GPT-2"
+  const char* model_type;    // Hugging Face model_type
+  const char* hf_class;      // the transformers class
+  const char* display_name;  // for messages
   // Fills `c` from a config.json object (c.arch is set already); errors name `source`.
   void (*parse)(const nlohmann::json& j, const std::string& source, Config& c);
   // The config.json transformers would write.
   nlohmann::json (*to_json)(const Config& c);
   // Every tensor of a model of this config, in file order.
   std::vector<TensorDesc> (*tensors)(const Config& c);
-  // llama.cpp's name of the architecture (general.architecture, the prefix of its GGUF keys), e.g. "gpt2".
-  const char* gguf_arch;
+
+  // ---- GGUF (llama.cpp's files); all null / empty when llama.cpp has no such architecture (OPT) ----
+  // llama.cpp's name of the architecture (general.architecture, the prefix of its GGUF keys).
+  const char* gguf_arch = "";
   // Fills `c` from a GGUF file's metadata (c.arch is set already; n_vocab and tie_word_embeddings come from
-  // the tensors, set by the caller). nullptr: llama.cpp has no such architecture (OPT), so no GGUF either.
-  void (*parse_gguf)(const GgufFile& f, Config& c);
+  // the tensors, set by the caller).
+  void (*parse_gguf)(const GgufFile& f, Config& c) = nullptr;
+  // Throws Error(Unsupported), naming `source` (config.json), when this config is a variant the family's
+  // GGUF keys cannot express, so that the converter refuses it before writing anything.
+  void (*check_gguf_form)(const Config& c, const std::string& source) = nullptr;
+  // Appends the family's keys as convert_hf_to_gguf.py's set_gguf_parameters writes them, in its order
+  // (general.file_type included where it writes one). `j` is config.json as read (a converter may read a
+  // field the Config does not keep); errors name `source`.
+  void (*write_gguf)(const Config& c, const nlohmann::json& j, const std::string& source,
+                     GgufKv& kv) = nullptr;
+  // The GGUF name of a tensor (HF -> GGUF through tensors()' roles; GGUF -> role the same map read back).
+  std::string (*gguf_tensor_name)(Role role, int64_t layer) = nullptr;
+
+  // ---- other formats and names ----
+  // llm.c's checkpoints (train_gpt2.c's) hold a model of this family.
+  bool llmc = false;
+  // The published sizes, for random models by name; empty when none.
+  std::span<const PublishedShape> shapes = {};
+
+  bool has_gguf() const { return parse_gguf != nullptr; }
 };
 
+// The default architecture of a Config (minigpt::default_arch(), config.h): the table's first.
+const Architecture& default_architecture();
 // nullptr for an unknown model_type.
 const Architecture* find(std::string_view model_type);
 // The architecture of a GGUF general.architecture; nullptr when unknown.
 const Architecture* find_gguf(std::string_view gguf_arch);
+// The architecture llm.c's checkpoints hold.
+const Architecture& llmc_architecture();
 // "gpt2, ..." as GGUF names them, for messages.
 std::string known_gguf_archs();
+// The same as a phrase: "a, b and c".
+std::string known_gguf_archs_phrase();
+// The model_types the converter can write as GGUF (write_gguf set), as a phrase: "a, b and c".
+std::string gguf_writable_model_types();
 // "gpt2, ..." for messages.
 std::string known_model_types();
 
-// llama.cpp's GGUF name of a role ("token_embd.weight", "blk.3.attn_qkv.bias"); empty for Ignored.
+// The config of a published shape (any architecture's), or nullopt for a name none published.
+std::optional<Config> published_shape(std::string_view name);
+// Every published shape's name, "a, b, c", for messages.
+std::string published_shape_names();
+
+// A GGUF u32 key `prefix.key` appended to `kv`; Error(Config) naming `source` when `v` does not fit.
+void put_gguf_u32(GgufKv& kv, const std::string& prefix, const std::string& key, int64_t v,
+                  const std::string& source);
+
+// llama.cpp's GGUF name of a role ("token_embd.weight", "blk.3.attn_qkv.bias"): gguf-py's TENSOR_NAMES,
+// which every llama.cpp architecture shares (an Architecture's gguf_tensor_name is this one, or its own);
+// empty for Ignored and for a role llama.cpp has no name for.
 std::string gguf_name(Role role, int64_t layer);
 
 }  // namespace minigpt::arch

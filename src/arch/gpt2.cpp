@@ -5,6 +5,7 @@
 #include "arch/arch.h"
 #include "arch/config_json.h"
 #include "formats/gguf.h"
+#include "formats/gguf_writer.h"
 
 namespace minigpt::arch {
 namespace {
@@ -155,9 +156,68 @@ void parse_gguf(const GgufFile& f, Config& c) {
   c.eos_token_id = f.get_int("tokenizer.ggml.eos_token_id").value_or(-1);
 }
 
+// What a gpt2 GGUF cannot say: llama.cpp's gpt2 has learned positions, computes gelu_new and has no key for
+// the attention's scaling options.
+void check_gguf_form(const Config& c, const std::string& src) {
+  if (c.position_encoding != PositionEncoding::Learned) {
+    throw Error(
+        ErrorKind::Unsupported,
+        src + ": sinusoidal positions cannot be written as GGUF (llama.cpp's gpt2 has learned positions)");
+  }
+  if (c.activation != Activation::GeluTanh) {
+    throw Error(ErrorKind::Unsupported,
+                src + ": activation_function '" + c.activation_name +
+                    "' cannot be written as GGUF (llama.cpp's gpt2 computes gelu_new)");
+  }
+  if (c.scale_attn_by_inverse_layer_idx || !c.scale_attn_weights) {
+    throw Error(ErrorKind::Unsupported,
+                src +
+                    ": scale_attn_by_inverse_layer_idx / scale_attn_weights=false "
+                    "cannot be written as GGUF (llama.cpp's gpt2 has no key for them)");
+  }
+}
+
+// GPT2Model.set_gguf_parameters (convert_hf_to_gguf.py, conversion/gpt2.py), its keys in its order.
+void write_gguf(const Config& c, const json& j, const std::string& src, GgufKv& kv) {
+  const std::string ga = "gpt2";
+  // It reads n_ctx (transformers also writes n_positions).
+  int64_t n_ctx = c.n_ctx;
+  if (j.contains("n_ctx") && j["n_ctx"].is_number_integer()) n_ctx = j["n_ctx"].get<int64_t>();
+  put_gguf_u32(kv, ga, "block_count", c.n_layer, src);
+  put_gguf_u32(kv, ga, "context_length", n_ctx, src);
+  put_gguf_u32(kv, ga, "embedding_length", c.n_embd, src);
+  put_gguf_u32(kv, ga, "feed_forward_length", c.n_inner, src);
+  put_gguf_u32(kv, ga, "attention.head_count", c.n_head, src);
+  kv.emplace_back(ga + ".attention.layer_norm_epsilon", gguf_f32(c.layer_norm_epsilon));
+  kv.emplace_back("general.file_type", gguf_u32(0));  // set to the preset's by the writer
+}
+
+// The hub's GPT-2 sizes (and distilgpt2's): random models of these shapes for benchmarks.
+constexpr PublishedShape kShapes[] = {
+    {"gpt2", 12, 12, 768, 4 * 768, 50257, 1024, 50256, 50256},
+    {"gpt2-medium", 24, 16, 1024, 4 * 1024, 50257, 1024, 50256, 50256},
+    {"gpt2-large", 36, 20, 1280, 4 * 1280, 50257, 1024, 50256, 50256},
+    {"gpt2-xl", 48, 25, 1600, 4 * 1600, 50257, 1024, 50256, 50256},
+    {"distilgpt2", 6, 12, 768, 4 * 768, 50257, 1024, 50256, 50256},
+};
+
 }  // namespace
 
 extern const Architecture kGpt2;
-const Architecture kGpt2 = {"gpt2", "GPT2LMHeadModel", "GPT-2", parse, to_json, tensors, "gpt2", parse_gguf};
+constinit const Architecture kGpt2 = {
+    .model_type = "gpt2",
+    .hf_class = "GPT2LMHeadModel",
+    .display_name = "GPT-2",
+    .parse = parse,
+    .to_json = to_json,
+    .tensors = tensors,
+    .gguf_arch = "gpt2",
+    .parse_gguf = parse_gguf,
+    .check_gguf_form = check_gguf_form,
+    .write_gguf = write_gguf,
+    .gguf_tensor_name = gguf_name,
+    .llmc = true,  // train_gpt2.c's
+    .shapes = kShapes,
+};
 
 }  // namespace minigpt::arch

@@ -7,6 +7,7 @@
 #include "arch/arch.h"
 #include "arch/config_json.h"
 #include "formats/gguf.h"
+#include "formats/gguf_writer.h"
 
 namespace minigpt::arch {
 namespace {
@@ -127,10 +128,51 @@ void parse_gguf(const GgufFile& f, Config& c) {
   c.eos_token_id = f.get_int("tokenizer.ggml.eos_token_id").value_or(-1);
 }
 
+// A starcoder file has no key for the activation (its readers take gelu_pytorch_tanh) nor for unscaled
+// attention.
+void check_gguf_form(const Config& c, const std::string& src) {
+  if (c.activation != Activation::GeluTanh) {
+    throw Error(ErrorKind::Unsupported, src + ": activation_function '" + c.activation_name +
+                                            "' cannot be written as GGUF (a starcoder file has no key for "
+                                            "the activation; its readers take gelu_pytorch_tanh)");
+  }
+  if (!c.scale_attn_weights) {
+    throw Error(
+        ErrorKind::Unsupported,
+        src + ": scale_attn_weights=false cannot be written as GGUF (a starcoder file has no key for it)");
+  }
+}
+
+// StarCoderModel.set_gguf_parameters (conversion/starcoder.py), its keys in its order. It writes 4 n_embd
+// and one KV head whatever the config says; minigpt writes what the config says, which is the same for
+// every StarCoder / SantaCoder (n_inner 4 n_embd, multi_query).
+void write_gguf(const Config& c, const json&, const std::string& src, GgufKv& kv) {
+  const std::string ga = "starcoder";
+  put_gguf_u32(kv, ga, "context_length", c.n_ctx, src);
+  put_gguf_u32(kv, ga, "embedding_length", c.n_embd, src);
+  put_gguf_u32(kv, ga, "feed_forward_length", c.n_inner, src);
+  put_gguf_u32(kv, ga, "block_count", c.n_layer, src);
+  put_gguf_u32(kv, ga, "attention.head_count", c.n_head, src);
+  put_gguf_u32(kv, ga, "attention.head_count_kv", c.kv_heads(), src);
+  kv.emplace_back(ga + ".attention.layer_norm_epsilon", gguf_f32(c.layer_norm_epsilon));
+  kv.emplace_back("general.file_type", gguf_u32(0));  // set to the preset's by the writer
+}
+
 }  // namespace
 
 extern const Architecture kGptBigcode;
-const Architecture kGptBigcode = {
-    "gpt_bigcode", "GPTBigCodeForCausalLM", "GPT-BigCode", parse, to_json, tensors, "starcoder", parse_gguf};
+constinit const Architecture kGptBigcode = {
+    .model_type = "gpt_bigcode",
+    .hf_class = "GPTBigCodeForCausalLM",
+    .display_name = "GPT-BigCode",
+    .parse = parse,
+    .to_json = to_json,
+    .tensors = tensors,
+    .gguf_arch = "starcoder",
+    .parse_gguf = parse_gguf,
+    .check_gguf_form = check_gguf_form,
+    .write_gguf = write_gguf,
+    .gguf_tensor_name = gguf_name,
+};
 
 }  // namespace minigpt::arch

@@ -7,6 +7,7 @@
 #include "arch/arch.h"
 #include "arch/config_json.h"
 #include "formats/gguf.h"
+#include "formats/gguf_writer.h"
 
 namespace minigpt::arch {
 namespace {
@@ -161,10 +162,47 @@ void parse_gguf(const GgufFile& f, Config& c) {
   c.eos_token_id = f.get_int("tokenizer.ggml.eos_token_id").value_or(-1);
 }
 
+// A gptneox file has no key for the activation: its readers (minigpt's, as transformers) take "gelu".
+void check_gguf_form(const Config& c, const std::string& src) {
+  if (c.activation != Activation::GeluErf) {
+    throw Error(ErrorKind::Unsupported, src + ": hidden_act '" + c.activation_name +
+                                            "' cannot be written as GGUF (a gptneox file has no key for "
+                                            "the activation; its readers take gelu)");
+  }
+}
+
+// GPTNeoXModel.set_gguf_parameters (conversion/gptneox.py), its keys in its order.
+void write_gguf(const Config& c, const json&, const std::string& src, GgufKv& kv) {
+  const std::string ga = "gptneox";
+  put_gguf_u32(kv, ga, "context_length", c.n_ctx, src);
+  put_gguf_u32(kv, ga, "embedding_length", c.n_embd, src);
+  put_gguf_u32(kv, ga, "block_count", c.n_layer, src);
+  put_gguf_u32(kv, ga, "feed_forward_length", c.n_inner, src);
+  put_gguf_u32(kv, ga, "rope.dimension_count", c.rotary_dim, src);
+  put_gguf_u32(kv, ga, "attention.head_count", c.n_head, src);
+  kv.emplace_back(ga + ".use_parallel_residual", gguf_bool(c.parallel_residual));
+  kv.emplace_back(ga + ".attention.layer_norm_epsilon", gguf_f32(c.layer_norm_epsilon));
+  // The converter writes no base and llama.cpp then takes 10000; any other base goes in llama.cpp's key
+  // for it, which its gptneox loader and minigpt's read.
+  if (c.rope_theta != 10000.0f) kv.emplace_back(ga + ".rope.freq_base", gguf_f32(c.rope_theta));
+  // (no general.file_type: GPTNeoXModel writes none; quantize adds it at the end, as llama-quantize)
+}
+
 }  // namespace
 
 extern const Architecture kGptNeox;
-const Architecture kGptNeox = {
-    "gpt_neox", "GPTNeoXForCausalLM", "GPT-NeoX", parse, to_json, tensors, "gptneox", parse_gguf};
+constinit const Architecture kGptNeox = {
+    .model_type = "gpt_neox",
+    .hf_class = "GPTNeoXForCausalLM",
+    .display_name = "GPT-NeoX",
+    .parse = parse,
+    .to_json = to_json,
+    .tensors = tensors,
+    .gguf_arch = "gptneox",
+    .parse_gguf = parse_gguf,
+    .check_gguf_form = check_gguf_form,
+    .write_gguf = write_gguf,
+    .gguf_tensor_name = gguf_name,
+};
 
 }  // namespace minigpt::arch

@@ -216,7 +216,8 @@ void LlmcFile::parse(uint64_t file_size) {
     const uint64_t nbytes = numel * es;
     for (int64_t l = 0; l < (p.stacked ? L : 1); ++l) {
       const int64_t layer = p.stacked ? l : -1;
-      tensors_.push_back({p.name, layer, arch::gguf_name(p.role, layer), shape, offset, nbytes});
+      tensors_.push_back(
+          {p.name, layer, arch::llmc_architecture().gguf_tensor_name(p.role, layer), shape, offset, nbytes});
       offset += nbytes;
     }
     if (p.role == arch::Role::TokenEmbd) offset += uint64_t(h.n_vocab_padded - h.n_vocab) * uint64_t(C) * es;
@@ -236,7 +237,7 @@ void LlmcFile::parse(uint64_t file_size) {
 
 Config LlmcFile::config() const {
   Config c;
-  c.arch = "gpt2";
+  c.arch = arch::llmc_architecture().model_type;
   c.n_layer = header_.n_layer;
   c.n_head = header_.n_head;
   c.n_kv_head = header_.n_head;

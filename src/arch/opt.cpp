@@ -116,6 +116,13 @@ std::vector<TensorDesc> tensors(const Config& c) {
 
 extern const Architecture kOpt;
 // llama.cpp has no OPT architecture: no GGUF name, no GGUF metadata.
-const Architecture kOpt = {"opt", "OPTForCausalLM", "OPT", parse, to_json, tensors, "", nullptr};
+constinit const Architecture kOpt = {
+    .model_type = "opt",
+    .hf_class = "OPTForCausalLM",
+    .display_name = "OPT",
+    .parse = parse,
+    .to_json = to_json,
+    .tensors = tensors,
+};
 
 }  // namespace minigpt::arch

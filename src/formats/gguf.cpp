@@ -402,4 +402,21 @@ std::optional<std::string> GgufFile::get_string(std::string_view key) const {
   return v->s;
 }
 
+std::string file_type_name(int64_t file_type) {
+  // llama.h's LLAMA_FTYPE_* and llama-model-loader.cpp's names for them (the IQ types and others minigpt
+  // does not read are left to "unknown").
+  static const std::pair<int64_t, const char*> kNames[] = {{0, "all F32"},        {1, "F16"},
+                                                           {2, "Q4_0"},           {3, "Q4_1"},
+                                                           {7, "Q8_0"},           {8, "Q5_0"},
+                                                           {9, "Q5_1"},           {10, "Q2_K - Medium"},
+                                                           {11, "Q3_K - Small"},  {12, "Q3_K - Medium"},
+                                                           {13, "Q3_K - Large"},  {14, "Q4_K - Small"},
+                                                           {15, "Q4_K - Medium"}, {16, "Q5_K - Small"},
+                                                           {17, "Q5_K - Medium"}, {18, "Q6_K"},
+                                                           {21, "Q2_K - Small"},  {32, "BF16"}};
+  for (const auto& [n, name] : kNames)
+    if (n == file_type) return name;
+  return "unknown (" + std::to_string(file_type) + ")";
+}
+
 }  // namespace minigpt

@@ -40,6 +40,10 @@ enum class GgufType : uint32_t {
 };
 std::string_view gguf_type_name(GgufType t);
 
+// general.file_type as llama.cpp names it (llama_model_ftype_name): 15 -> "Q4_K - Medium", 7 -> "Q8_0";
+// "unknown (N)" for a number llama.h does not define (or one minigpt cannot read, named all the same).
+std::string file_type_name(int64_t file_type);
+
 // One metadata value. Scalars: the integer ones in `i` (U64 above INT64_MAX are refused), F32/F64 in `f`,
 // BOOL in `i` (0/1), STRING in `s`. ARRAY: `elem` its element type and `items` the elements.
 struct GgufValue {

@@ -22,7 +22,12 @@
 #include "io/io.h"
 #include "io/json_parse.h"
 #include "minigpt/error.h"
-#include "minigpt/gguf_convert.h"
+#include "formats/gguf.h"
+#include "io/io.h"
+#include "io/json_parse.h"
+#include "arch/llmc.h"
+#include "quant/quant.h"
+#include "model/random_weights.h"
 #include "minigpt/registry.h"
 #include "model/random_weights.h"
 #include "quant/quant.h"
@@ -214,7 +219,7 @@ Plan make_plan(const Config& c, const std::map<std::string, HostTensor>& all,
     std::vector<TensorDesc> named;
     for (TensorDesc d : plan.descs) {
       if (d.role == Role::Ignored) continue;
-      d.names = {arch::gguf_name(d.role, d.layer)};
+      d.names = {a->gguf_tensor_name(d.role, d.layer)};
       d.qkv_heads = 0;  // llama.cpp's converter writes a fused qkv as q | k | v
       if (d.order == MatrixOrder::InOut) {
         std::reverse(d.shape.begin(), d.shape.end());

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <optional>
 
 #include "arch/arch.h"
 #include "formats/safetensors.h"
@@ -49,27 +50,14 @@ std::vector<RandomTensor> random_tensors(const Config& c) {
 }
 
 Config gpt2_preset(std::string_view name) {
-  Config c;
-  c.n_vocab = 50257;
-  c.n_ctx = 1024;
-  c.bos_token_id = c.eos_token_id = 50256;
-  if (name == "gpt2") {
-    c.n_layer = 12, c.n_head = 12, c.n_embd = 768;
-  } else if (name == "gpt2-medium") {
-    c.n_layer = 24, c.n_head = 16, c.n_embd = 1024;
-  } else if (name == "gpt2-large") {
-    c.n_layer = 36, c.n_head = 20, c.n_embd = 1280;
-  } else if (name == "gpt2-xl") {
-    c.n_layer = 48, c.n_head = 25, c.n_embd = 1600;
-  } else if (name == "distilgpt2") {
-    c.n_layer = 6, c.n_head = 12, c.n_embd = 768;
-  } else {
-    throw Error(ErrorKind::Argument, "unknown model shape '" + std::string(name) +
-                                         "' (gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2)");
-  }
-  c.n_inner = 4 * c.n_embd;
-  return c;
+  if (const std::optional<Config> c = arch::published_shape(name)) return *c;
+  throw Error(ErrorKind::Argument,
+              "unknown model shape '" + std::string(name) + "' (" + arch::published_shape_names() + ")");
 }
+
+bool is_published_shape(std::string_view name) { return arch::published_shape(name).has_value(); }
+
+std::string published_shape_names() { return arch::published_shape_names(); }
 
 void write_random_model(const std::filesystem::path& dir, const Config& c, DType dtype) {
   if (!is_float_weight_dtype(dtype))

@@ -36,8 +36,11 @@ struct RandomTensor {
 };
 std::vector<RandomTensor> random_tensors(const Config& c);
 
-// The published shapes: gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2.
+// A published shape by name (the hub's model ids: each architecture's list, src/arch/); Error(Argument)
+// naming them for another name.
 Config gpt2_preset(std::string_view name);
+bool is_published_shape(std::string_view name);
+std::string published_shape_names();  // "a, b, c"
 
 // Writes config.json + model.safetensors (bare names) with counter-random weights stored as `dtype`.
 void write_random_model(const std::filesystem::path& dir, const Config& c, DType dtype = DType::F32);

@@ -15,6 +15,11 @@
 #include "io/io.h"
 #include "io/json_parse.h"
 #include "minigpt/error.h"
+#include "formats/gguf.h"
+#include "io/io.h"
+#include "io/json_parse.h"
+#include "arch/llmc.h"
+#include "tokenizer/gguf_names.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/utf8.h"
@@ -551,14 +556,14 @@ Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
 // tokens), bos/eos ids and whether a BOS is added.
 Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
   const std::string& where = f.path();
-  const auto model = f.get_string("tokenizer.ggml.model");
+  const auto model = f.get_string(gguf_tokenizer::kModelKey);
   if (!model) throw Error(ErrorKind::Format, where + ": no tokenizer in the file (tokenizer.ggml.model)");
-  if (*model != "gpt2") {
-    throw Error(ErrorKind::Unsupported,
-                where + ": tokenizer.ggml.model '" + *model + "' is not supported (gpt2: byte-level BPE)");
+  if (*model != gguf_tokenizer::kByteLevelBpe) {
+    throw Error(ErrorKind::Unsupported, where + ": tokenizer.ggml.model '" + *model + "' is not supported (" +
+                                            gguf_tokenizer::kByteLevelBpe + ": byte-level BPE)");
   }
-  const auto pre = f.get_string("tokenizer.ggml.pre").value_or("gpt-2");
-  if (pre != "gpt-2" && pre != "default") {
+  const auto pre = f.get_string(gguf_tokenizer::kPreKey).value_or(gguf_tokenizer::kGpt2Pre);
+  if (pre != gguf_tokenizer::kGpt2Pre && pre != "default") {
     throw Error(ErrorKind::Unsupported, where + ": tokenizer.ggml.pre '" + pre +
                                             "' is not supported (gpt-2: GPT-2's pre-tokenizer regex)");
   }

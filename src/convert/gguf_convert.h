@@ -1,14 +1,22 @@
-// Writing a GPT-2 as GGUF, as llama.cpp's own tools would:
+// Writing a model as GGUF, as llama.cpp's own tools would:
 //   - from a Hugging Face directory (config.json, model.safetensors or its shards, the tokenizer files) with
-//   the
-//     metadata, tensor names, tensor order and tokenizer keys of convert_hf_to_gguf.py (Conv1D weights
-//     transposed to [n_out, n_in]);
+//     the metadata, tensor names, tensor order and tokenizer keys of convert_hf_to_gguf.py (Conv1D weights
+//     transposed to [n_out, n_in]), for every architecture of src/arch/ that has a GGUF form;
 //   - quantized with the tensor types llama-quantize chooses for a preset (llama_tensor_get_type in
 //     src/llama-quant.cpp: 1-D tensors and position_embd untouched, the tied token_embd at the output's
 //     type, the layers that get more bits, the fallbacks of K types for rows that are not a multiple of 256),
 //     its tensor order, general.file_type and general.quantization_version; from a GGUF file all metadata is
 //     kept, as llama-quantize keeps it.
 // `minigpt convert` and `minigpt quantize` (cli/cmd_quantize.cpp) are thin wrappers over write_gguf().
+//
+// The converter (src/convert/), one file one job:
+//   quant_policy.cpp  the presets and llama-quantize's choice of types (GGUF tensor names only)
+//   read_hf.cpp       a Hugging Face directory as a source: tensors by their architecture's description
+//   general_kv.cpp    the general.* keys of a converted directory (name, size label, sampling)
+//   tokenizer_kv.cpp  the tokenizer.* keys of a converted directory
+//   read_gguf.cpp     a GGUF file as a source (quantize)
+//   write_gguf.cpp    write_gguf(): order, types, checks, metadata, quantization, the file
+// What differs between architectures (their GGUF keys, tensor names, refusals) is in src/arch/.
 #pragma once
 
 #include <cstdint>
@@ -36,9 +44,7 @@ const GgufPresetInfo& preset_info(GgufPreset p);
 // "q4_k_m" (any case) -> Q4_K_M; nullopt for a name minigpt does not offer. Auto is not a name.
 std::optional<GgufPreset> parse_preset(std::string_view name);
 std::string preset_names();  // "q8_0, q4_0, q4_k_s, ..." for messages
-// general.file_type as llama.cpp names it (llama_model_ftype_name): 15 -> "Q4_K - Medium", 7 -> "Q8_0";
-// "unknown (N)" for a number llama.h does not define (or one minigpt cannot read, named all the same).
-std::string file_type_name(int64_t file_type);
+// (general.file_type's names: file_type_name in minigpt/gguf.h)
 
 // One tensor as llama-quantize sees it: its GGUF name, ne (innermost first) and current type.
 struct TensorSpec {
@@ -69,7 +75,7 @@ struct TypeOverrides {
 };
 // A ggml type by its name in any case ("q8_0", "Q6_K", "bf16"); nullopt for a name ggml does not define.
 std::optional<GgmlType> parse_ggml_type(std::string_view name);
-// The type llama-quantize (no imatrix) gives each tensor of a GPT-2 with n_layer blocks under preset `p` and
+// The type llama-quantize (no imatrix) gives each tensor of a model with n_layer blocks under preset `p` and
 // the options `ov`, as its --dry-run lists them; `tensors` must be in llama's order (the counters of "use
 // more bits" layers run in it). Tensors llama-quantize does not quantize keep their type. A type named by
 // --token-embedding-type or --output-tensor-type (for output.weight) is taken as given, as llama-quantize
@@ -96,12 +102,12 @@ struct GgufWriteSummary {
   int n_fallback = 0;                    // tensors whose K type fell back
   GgufPreset preset = GgufPreset::Auto;  // the preset applied (Auto resolved)
 };
-// Reads `in` (a Hugging Face GPT-2 directory, or a GGUF file unless options.converter) and writes `out`
-// atomically (src/formats/gguf_writer.h). Every check that needs no tensor data runs before anything is
-// written: a missing or unreadable input, an output in a missing directory, an output that is a directory or
-// one of the input's files, a model llama.cpp's gpt2 cannot express (sinusoidal positions, another
-// activation), an already quantized tensor that would be requantized without allow_requantize. Errors are
-// minigpt::Error with one line naming the file, tensor or key.
+// Reads `in` (a Hugging Face model directory, or a GGUF file unless options.converter) and writes `out`
+// atomically (minigpt/gguf_writer.h). Every check that needs no tensor data runs before anything is written:
+// a missing or unreadable input, an output in a missing directory, an output that is a directory or one of
+// the input's files, a model its architecture's GGUF keys cannot express (src/arch/: check_gguf_form), an
+// already quantized tensor that would be requantized without allow_requantize. Errors are minigpt::Error with
+// one line naming the file, tensor or key.
 GgufWriteSummary write_gguf(const std::filesystem::path& in, const std::filesystem::path& out,
                             const GgufWriteOptions& options);
 
