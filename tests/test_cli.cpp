@@ -1,5 +1,6 @@
 // The CLI as a user meets it: output, and one clear line plus a non-zero exit for every mistake.
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "minigpt/random_weights.h"
 #include "test_util.h"
@@ -106,22 +107,25 @@ TEST(Cli, IntegerOptionsAreDecimalAndInRange) {
   const auto max = test::run_cli("generate " + m + " -p hi -n 2 --seed 18446744073709551615");
   EXPECT_EQ(max.status, 0) << max.err;
   EXPECT_NE(max.err.find("seed 18446744073709551615"), std::string::npos) << max.err;
-  const std::vector<std::pair<std::string, std::string>> bad = {
+  // Not a decimal integer: the command line cannot be read (exit 2); a decimal integer past the flag's type
+  // or range: a refused value (exit 1), as every refused value is.
+  const std::vector<std::tuple<std::string, std::string, int>> bad = {
       {"generate " + m + " -p hi -n 2 --seed 18446744073709551616",
-       "--seed: 18446744073709551616 is out of range (at most 18446744073709551615)"},
-      {"generate " + m + " -p hi -n 2 --seed 0x10", "--seed: '0x10' is not a decimal integer"},
-      {"generate " + m + " -p hi -n 2 --seed -1", "--seed: must be >= 0, got -1"},
+       "--seed: 18446744073709551616 is out of range (at most 18446744073709551615)", 1},
+      {"generate " + m + " -p hi -n 2 --seed 0x10", "--seed: '0x10' is not a decimal integer", 2},
+      {"generate " + m + " -p hi -n 2 --seed -1", "--seed: must be >= 0, got -1", 1},
       {"generate " + m + " -p hi -n 99999999999999999999",
-       "--max-new-tokens: 99999999999999999999 is out of range (a 64-bit signed integer)"},
-      {"generate " + m + " -p hi -n 2 -t 1e0", "--threads: '1e0' is not a decimal integer"},
+       "--max-new-tokens: 99999999999999999999 is out of range (a 64-bit signed integer)", 1},
+      {"generate " + m + " -p hi -n 2 -t 1e0", "--threads: '1e0' is not a decimal integer", 2},
+      {"generate " + m + " -p hi -n 2 -t 9999", "--threads: 9999 is outside [0, 1024]", 1},
       {"bench " + m + " -p 9223372036854775808",
-       "--n-prompt: 9223372036854775808 is out of range (a 64-bit signed integer)"},
-      {"perplexity " + m + " -f README.md --chunks 0b1", "--chunks: '0b1' is not a decimal integer"},
+       "--n-prompt: 9223372036854775808 is out of range (a 64-bit signed integer)", 1},
+      {"perplexity " + m + " -f README.md --chunks 0b1", "--chunks: '0b1' is not a decimal integer", 2},
   };
-  for (const auto& [args, says] : bad) {
+  for (const auto& [args, says, status] : bad) {
     const auto r = test::run_cli(args);
-    EXPECT_EQ(r.status, 2) << args << ": " << r.err;
-    EXPECT_EQ(r.err, "minigpt: error: " + says + " (see minigpt --help)\n") << args;
+    EXPECT_EQ(r.status, status) << args << ": " << r.err;
+    EXPECT_EQ(r.err, "minigpt: error: " + says + (status == 2 ? " (see minigpt --help)" : "") + "\n") << args;
   }
 }
 
@@ -137,21 +141,23 @@ TEST(Cli, FloatOptionsAreDecimalAndFitAFloat) {
   EXPECT_EQ(spaced.out, half.out);
   const auto tiny = test::run_cli(base + " --top-p 1e-40");  // a subnormal float, > 0: kept
   EXPECT_EQ(tiny.status, 0) << tiny.err;
-  const std::vector<std::pair<std::string, std::string>> bad = {
-      {" --temperature ''", "--temperature: '' is not a decimal number"},
-      {" --min-p ' '", "--min-p: ' ' is not a decimal number"},
-      {" --temperature 0x10", "--temperature: '0x10' is not a decimal number"},
-      {" --temperature 1.5x", "--temperature: '1.5x' is not a decimal number"},
+  // Not a number: exit 2; a number a float cannot hold, or an empty path: a refused value, exit 1.
+  const std::vector<std::tuple<std::string, std::string, int>> bad = {
+      {" --temperature ''", "--temperature: '' is not a decimal number", 2},
+      {" --min-p ' '", "--min-p: ' ' is not a decimal number", 2},
+      {" --temperature 0x10", "--temperature: '0x10' is not a decimal number", 2},
+      {" --temperature 1.5x", "--temperature: '1.5x' is not a decimal number", 2},
       {" --top-p 1e-300",
-       "--top-p: 1e-300 is too small for a 32-bit float (it would be 0; the smallest positive is 1.4e-45)"},
+       "--top-p: 1e-300 is too small for a 32-bit float (it would be 0; the smallest positive is 1.4e-45)",
+       1},
       {" --repetition-penalty 1e300",
-       "--repetition-penalty: 1e300 is out of range (a 32-bit float: at most 3.4e38)"},
-      {" --tokenizer ''", "--tokenizer: the path is empty"},
+       "--repetition-penalty: 1e300 is out of range (a 32-bit float: at most 3.4e38)", 1},
+      {" --tokenizer ''", "--tokenizer: the path is empty", 1},
   };
-  for (const auto& [flag, says] : bad) {
+  for (const auto& [flag, says, status] : bad) {
     const auto r = test::run_cli(base + flag);
-    EXPECT_EQ(r.status, 2) << flag << ": " << r.err;
-    EXPECT_EQ(r.err, "minigpt: error: " + says + " (see minigpt --help)\n") << flag;
+    EXPECT_EQ(r.status, status) << flag << ": " << r.err;
+    EXPECT_EQ(r.err, "minigpt: error: " + says + (status == 2 ? " (see minigpt --help)" : "") + "\n") << flag;
     EXPECT_EQ(r.out, "") << flag;
   }
   // inf and nan are numbers: the option's own check names them.
@@ -205,11 +211,10 @@ TEST(Cli, AuditedMistakesAreOneClearLine) {
   EXPECT_TRUE(nlohmann::json::parse(r.out, nullptr, false).is_object()) << r.out;
   // serve --host '' listened on [::1] as "http://:PORT".
   r = test::run_cli("serve " + m + " --host ''");
-  EXPECT_EQ(r.status, 2);
-  EXPECT_EQ(
-      r.err,
-      "minigpt: error: --host: the host is empty (127.0.0.1: this machine only; 0.0.0.0: every interface) "
-      "(see minigpt --help)\n");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err,
+            "minigpt: error: --host: the host is empty (127.0.0.1: this machine only; 0.0.0.0: every "
+            "interface)\n");
 }
 
 }  // namespace
