@@ -298,7 +298,9 @@ bool registered_perplexity = register_command(
           "llama.cpp's recipe (the default) on at most this many chunks");
       app.add_option("-b,--batch-size", o->batch, "Tokens per forward pass (default 512)");
       app.add_flag("--json", o->json_out, "Print the result as one JSON object");
-      app.add_flag("!--no-progress", o->progress, "No progress bar on stderr");
+      // A callback, not "!--no-progress": CLI11 would show the flag's default as --no-progress{false}.
+      app.add_flag_callback(
+          "--no-progress", [o] { o->progress = false; }, "No progress bar on stderr");
       auto* save = app.add_option(
           "--save-logits", o->save_logits,
           "Store this run's next-token distributions (top --kl-top-k per token) as a reference");

@@ -70,12 +70,85 @@ TEST(Cli, LoadErrorsAreOneLineAndNonZero) {
 }
 
 TEST(Cli, UsageErrors) {
-  auto r = test::run_cli("info");  // neither -m nor --system
-  EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.err.find("info needs --model DIR"), std::string::npos) << r.err;
-  r = test::run_cli("no-such-command");
+  auto r = test::run_cli("no-such-command");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("no-such-command"), std::string::npos) << r.err;
+}
+
+// One rule for every command that takes -m: without it, the shipped model (bench, info and tokenize said
+// "give -m"), and --help says so.
+TEST(Cli, EveryCommandThatTakesAModelRunsTheShippedOneWithoutM) {
+  const std::string m = "-m " + (test::source_dir() / "models" / "shakespeare-char").string();
+  auto r = test::run_cli("info");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("shakespeare-char"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("context:      128 tokens"), std::string::npos) << r.out;
+  r = test::run_cli("tokenize ROMEO");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, test::run_cli("tokenize " + m + " ROMEO").out);
+  r = test::run_cli("bench -p 8 -n 2 -r 1 -t 1 -o json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_NE(j["results"][0]["model"].get<std::string>().find("shakespeare-char"), std::string::npos) << r.out;
+  r = test::run_cli("--help");
+  EXPECT_NE(r.out.find("Every command that takes -m runs the shipped model"), std::string::npos) << r.out;
+  for (const std::string cmd :
+       {"generate", "attention", "perplexity", "serve", "bench", "info", "tokenize"}) {
+    r = test::run_cli(cmd + " --help");
+    EXPECT_NE(r.out.find("(default: the shipped model, models/shakespeare-char)"), std::string::npos)
+        << cmd << ": " << r.out;
+  }
+}
+
+// The help texts: what minigpt is, each default given, the same words for the same flags in every command.
+TEST(Cli, HelpTextsSayWhatMinigptIsAndEachDefault) {
+  auto r = test::run_cli("--help");
+  ASSERT_EQ(r.status, 0);
+  EXPECT_EQ(r.out.find("GPT-2 inference engine"), std::string::npos) << r.out;
+  for (const std::string arch : {"GPT-2", "GPT-NeoX", "OPT", "gpt_bigcode", "GGUF", "llm.c"})
+    EXPECT_NE(r.out.find(arch), std::string::npos) << arch << " in: " << r.out;
+  EXPECT_NE(r.out.find("Exit status: 0"), std::string::npos) << r.out;
+  r = test::run_cli("perplexity --help");
+  EXPECT_EQ(r.out.find("{false}"), std::string::npos) << r.out;
+  r = test::run_cli("bench --help");
+  for (const std::string says : {"(default 512", "(default 128", "(default 5)", "(default md)", "a GGUF file",
+                                 "Backend to run on: cpu"})
+    EXPECT_NE(r.out.find(says), std::string::npos) << says << " in: " << r.out;
+  EXPECT_EQ(r.out.find("Model directory"), std::string::npos) << r.out;
+  for (const std::string cmd : {"generate", "attention", "perplexity", "serve"}) {
+    r = test::run_cli(cmd + " --help");
+    EXPECT_NE(r.out.find("Backend to run on: cpu"), std::string::npos) << cmd;
+    EXPECT_NE(r.out.find("CPU threads (default 0 = all cores)"), std::string::npos) << cmd;
+  }
+}
+
+// Model files a new user meets: an empty or cut GGUF file, a folder of GGUF files, a text file that is not
+// UTF-8. Each message says what the file is and what to do.
+TEST(Cli, ModelAndTextFileMistakesSayWhatToDo) {
+  test::TempDir tmp;
+  test::write_file(tmp / "zero.gguf", "");
+  auto r = test::run_cli("info -m " + (tmp / "zero.gguf").string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "minigpt: error: '" + (tmp / "zero.gguf").string() +
+                       "' is 0 bytes, too short for a GGUF file or an llm.c checkpoint (truncated?)\n");
+  const std::string gguf =
+      test::read_file(test::source_dir() / "tests" / "fixtures" / "gguf" / "gpt2-quant-mix.gguf");
+  test::write_file(tmp / "cut.gguf", gguf.substr(0, 1000));
+  r = test::run_cli("info -m " + (tmp / "cut.gguf").string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("truncated?"), std::string::npos) << r.err;
+  std::filesystem::create_directories(tmp / "folder");
+  test::write_file(tmp / "folder" / "b-q8_0.gguf", gguf);
+  test::write_file(tmp / "folder" / "a-f16.gguf", gguf);
+  r = test::run_cli("info -m " + (tmp / "folder").string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "minigpt: error: " + (tmp / "folder").string() +
+                       ": no config.json, but 2 GGUF files: give " + "one with -m (e.g. -m " +
+                       (tmp / "folder" / "a-f16.gguf").string() + ")\n");
+  test::write_file(tmp / "garbage.bin", "ab\xc3(");
+  r = test::run_cli("tokenize --file " + (tmp / "garbage.bin").string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("text (" + (tmp / "garbage.bin").string() + "): "), std::string::npos) << r.err;
 }
 
 // A flag given twice is refused in words (CLI11 said "--model: At Most 1 required but received 2").
