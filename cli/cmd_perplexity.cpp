@@ -272,7 +272,7 @@ int run_perplexity(const PerplexityCliOptions& o) {
                       ? "whole distributions"
                       : "reference top-k + the rest as one bucket",
                   ks.kl_mean, ks.kl_stderr, ks.kl_median, ks.kl_p99, ks.kl_max, 100.0 * ks.top1_agreement,
-                  100.0 * ks.delta_p_mean, ks.ppl_ref, ks.ppl);
+                  100.0 * ks.delta_p_mean, ks.ppl_ref, r.ppl);
     write_stdout(line);
   }
   return 0;

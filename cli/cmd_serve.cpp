@@ -127,9 +127,10 @@ int run_serve(ServeCliOptions& o) {
       }
     }
   });
-  // An IPv6 address goes in brackets in a URL (RFC 3986): http://[::1]:8080
+  // An IPv6 address goes in brackets in a URL (RFC 3986): http://[::1]:8080. The URL is the API's base URL,
+  // what an OpenAI client takes (base_url): its paths are /v1/chat/completions and so on.
   const std::string host = so.host.find(':') != std::string::npos ? "[" + so.host + "]" : so.host;
-  std::fprintf(stderr, "minigpt: serving %s on http://%s:%d (%lld slots, context %lld)\n",
+  std::fprintf(stderr, "minigpt: serving %s at http://%s:%d/v1 (%lld slots, context %lld)\n",
                so.model_id.c_str(), host.c_str(), port, (long long)so.n_parallel, (long long)so.n_ctx);
   srv.run();
   done = true;
