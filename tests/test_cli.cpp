@@ -122,6 +122,24 @@ TEST(Cli, HelpTextsSayWhatMinigptIsAndEachDefault) {
   }
 }
 
+// One unit per kind and labels that say what was counted: info gives sizes in MiB, as quantize does (it
+// gave MB), and bench's bits per weight say they are the matrices' (info's count every tensor, so the two
+// differ).
+TEST(Cli, SizesAreMiBAndBitsPerWeightSayWhatTheyCount) {
+  const std::string gguf =
+      (test::source_dir() / "tests" / "fixtures" / "gguf" / "gpt2-quant-mix.gguf").string();
+  auto r = test::run_cli("info -m " + gguf);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find(" MiB)\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(" MB)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" (every tensor as stored: matrices, embeddings, norms, biases)"), std::string::npos)
+      << r.out;
+  r = test::run_cli("bench -m " + gguf + " -p 4 -n 0 -r 1 -t 1 -o json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string dtype = nlohmann::json::parse(r.out)["results"][0]["dtype"];
+  EXPECT_TRUE(dtype.ends_with(" bpw of the matrices")) << dtype;
+}
+
 // Model files a new user meets: an empty or cut GGUF file, a folder of GGUF files, a text file that is not
 // UTF-8. Each message says what the file is and what to do.
 TEST(Cli, ModelAndTextFileMistakesSayWhatToDo) {
