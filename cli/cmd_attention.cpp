@@ -44,7 +44,7 @@ HeadChoice parse_head(const std::string& s, int64_t n_head) {
   int64_t h = 0;
   const auto r = std::from_chars(s.data(), s.data() + s.size(), h);
   if (r.ec != std::errc() || r.ptr != s.data() + s.size()) {
-    throw Error(ErrorKind::Argument, "--head: '" + s + "' is neither a head number nor 'mean'");
+    throw UsageError("--head: '" + s + "' is neither a head number nor 'mean'");
   }
   if (h < 0 || h >= n_head) {
     throw Error(ErrorKind::Argument, "--head: " + s + " is outside [0, " + std::to_string(n_head) +
@@ -58,14 +58,14 @@ int run_attention(const AttentionCliOptions& o) {
   const OutKind kind = out_kind(o.out);
   const bool image = kind == OutKind::Png || kind == OutKind::Svg;
   if (!image && (o.layer || !o.head.empty())) {
-    throw Error(ErrorKind::Argument, std::string(o.layer ? "--layer" : "--head") +
-                                         " applies to .png and .svg output only (.json and .html hold every "
-                                         "layer and head)");
+    throw UsageError(std::string(o.layer ? "--layer" : "--head") +
+                     " applies to .png and .svg output only (.json and .html hold every layer and head)");
   }
   if (image && !o.layer) {
-    throw Error(ErrorKind::Argument, "-o " + o.out +
-                                         ": a heatmap needs --layer L (and --head H, or --head "
-                                         "mean; without --head, every head of the layer)");
+    throw UsageError(
+        "-o " + o.out +
+        ": a heatmap needs --layer L (and --head H, or --head mean; without --head, every head of "
+        "the layer)");
   }
   if (o.prompt.empty()) throw Error(ErrorKind::Argument, "-p/--prompt: the prompt is empty");
 

@@ -38,7 +38,8 @@ struct BenchOptions {
   std::string output = "md";
   std::string backend = "cpu";
   int device = 0;
-  std::string cache_type;  // empty: the backend's default
+  std::string cache_type;                            // empty: the backend's default
+  bool n_prompt_given = false, n_gen_given = false;  // -p / -n on the command line (else the defaults)
 };
 
 struct Stats {
@@ -100,16 +101,16 @@ std::string dtype_label(const Model& m) {
   for (const auto& [b, name] : order) label += (label.empty() ? "" : "+") + name;
   if (quantized) {
     char bpw[32];
-    std::snprintf(bpw, sizeof bpw, " %.2f bpw", 8 * total_bytes / weights);
+    // Of the matrices only (info's bits/weight counts every tensor: embeddings, norms, biases too).
+    std::snprintf(bpw, sizeof bpw, " %.2f bpw of the matrices", 8 * total_bytes / weights);
     label += bpw;
   }
   return label;
 }
 
 int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
-  if (o.model_dir.empty() == o.random.empty()) {
-    throw Error(ErrorKind::Argument, "bench: give exactly one of -m DIR or --random NAME");
-  }
+  // Neither: the shipped model, as every command that takes -m runs it.
+  if (o.model_dir.empty() && o.random.empty()) o.model_dir = resolve_model_dir(ModelOptions{}).string();
   const bool on_gpu = o.backend != "cpu";
   if (o.device < 0)
     throw Error(ErrorKind::Argument, "--device: " + std::to_string(o.device) + " must be >= 0");
@@ -157,8 +158,47 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
     for (int t : threads) warn_threads(t);
   std::vector<std::string> dtypes = o.dtypes.empty() ? std::vector<std::string>{"stored"} : o.dtypes;
   for (const auto& d : dtypes) parse_dtype(d);
-  if (o.output != "md" && o.output != "json")
-    throw Error(ErrorKind::Argument, "-o: '" + o.output + "' is not md or json");
+
+  // Every length against the model's context before any work (the bandwidth probe takes seconds): the
+  // first model's config (every dtype's is the same). -p and -n not given are the defaults (512, 128) cut
+  // to what the context holds after the deepest -d, and said so.
+  {
+    const bool random_config = o.random.ends_with(".json");
+    const int64_t n_ctx = o.random.empty() ? Model::inspect(o.model_dir).config.n_ctx
+                          : random_config  ? load_config(o.random).n_ctx
+                                           : gpt2_preset(o.random).n_ctx;
+    const int64_t deepest = *std::max_element(o.depth.begin(), o.depth.end());
+    const int64_t room = n_ctx - deepest;
+    auto fit = [&](std::vector<int64_t>& lengths, bool given, const char* flag) {
+      if (given || room < 1) return;
+      for (int64_t& n : lengths) {
+        if (n <= room) continue;
+        std::fprintf(
+            stderr, "minigpt: bench: %s %lld (the default %lld does not fit the model's context of %lld%s)\n",
+            flag, (long long)room, (long long)n, (long long)n_ctx,
+            deepest > 0 ? (" after -d " + std::to_string(deepest)).c_str() : "");
+        n = room;
+      }
+    };
+    fit(o.n_prompt, o.n_prompt_given, "-p");
+    fit(o.n_gen, o.n_gen_given, "-n");
+    for (int64_t p : o.n_prompt)
+      for (int64_t d : o.depth) {
+        if (d == 0 && p > n_ctx)
+          throw Error(ErrorKind::Argument, "-p: " + std::to_string(p) + " exceeds the model's context of " +
+                                               std::to_string(n_ctx));
+        if (d + p > n_ctx)
+          throw Error(ErrorKind::Argument, "-p/-d: depth " + std::to_string(d) + " + " + std::to_string(p) +
+                                               " prompt tokens exceed the model's context of " +
+                                               std::to_string(n_ctx));
+      }
+    for (int64_t n : o.n_gen)
+      for (int64_t d : o.depth)
+        if (d + n > n_ctx)
+          throw Error(ErrorKind::Argument, "-n/-d: depth " + std::to_string(d) + " + " + std::to_string(n) +
+                                               " tokens exceed the model's context of " +
+                                               std::to_string(n_ctx));
+  }
 
   const std::string model_name = o.random.empty() ? o.model_dir : o.random + " (random weights)";
   std::string kv_line;  // the first model's, for the footer
@@ -205,23 +245,6 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
                        ? Model::load(o.model_dir, lo)
                        : Model::random(random_config ? load_config(o.random) : gpt2_preset(o.random), lo);
       const Config& c = model->config();
-      // Every length is checked against this model's context before any test runs.
-      for (int64_t p : o.n_prompt)
-        for (int64_t d : o.depth) {
-          if (d == 0 && p > c.n_ctx)
-            throw Error(ErrorKind::Argument, "-p: " + std::to_string(p) + " exceeds the model's context of " +
-                                                 std::to_string(c.n_ctx));
-          if (d + p > c.n_ctx)
-            throw Error(ErrorKind::Argument, "-p/-d: depth " + std::to_string(d) + " + " + std::to_string(p) +
-                                                 " prompt tokens exceed the model's context of " +
-                                                 std::to_string(c.n_ctx));
-        }
-      for (int64_t n : o.n_gen)
-        for (int64_t d : o.depth)
-          if (d + n > c.n_ctx)
-            throw Error(ErrorKind::Argument, "-n/-d: depth " + std::to_string(d) + " + " + std::to_string(n) +
-                                                 " tokens exceed the model's context of " +
-                                                 std::to_string(c.n_ctx));
       auto tokens = [&](int64_t n) {
         std::vector<int32_t> v(static_cast<size_t>(n));
         for (auto& x : v) x = int32_t(rng() % uint32_t(c.n_vocab));
@@ -407,7 +430,7 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
 const bool registered_bench =
     register_command("bench", "Measure prefill and decode tokens/sec (like llama-bench)", [](CLI::App& app) {
       auto o = std::make_shared<BenchOptions>();
-      app.add_option("-m,--model", o->model_dir, "Model directory");
+      auto* model_opt = app.add_option("-m,--model", o->model_dir, kModelHelp);
       app.add_option("--random", o->random,
                      "Benchmark a model of this shape with random weights built in memory: gpt2, "
                      "gpt2-medium, gpt2-large, "
@@ -417,30 +440,41 @@ const bool registered_bench =
                 if (is_published_shape(s) || s.ends_with(".json")) return "";
                 return "'" + s + "' is not one of " + published_shape_names() + " nor a .json config";
               },
-              "NAME|CONFIG.json"));
-      app.add_option("-p,--n-prompt", o->n_prompt,
-                     "Prompt lengths (prefill tests), comma-separated; 0: no prefill test")
+              "NAME|CONFIG.json"))
+          ->excludes(model_opt);
+      app.add_option_function<std::vector<int64_t>>(
+             "-p,--n-prompt",
+             [o](const std::vector<int64_t>& v) { o->n_prompt = v, o->n_prompt_given = true; },
+             "Prompt lengths (prefill tests), comma-separated; 0: no prefill test (default 512, or the "
+             "model's "
+             "context when shorter)")
           ->delimiter(',');
-      app.add_option("-n,--n-gen", o->n_gen,
-                     "Generated tokens (decode tests), comma-separated; 0: no decode test")
+      app.add_option_function<std::vector<int64_t>>(
+             "-n,--n-gen", [o](const std::vector<int64_t>& v) { o->n_gen = v, o->n_gen_given = true; },
+             "Generated tokens (decode tests), comma-separated; 0: no decode test (default 128, or the "
+             "model's context when shorter)")
           ->delimiter(',');
       app.add_option("-d,--depth", o->depth,
                      "KV-cache depths: each test runs after this many tokens (pp512@d512, tg128@d512), "
-                     "comma-separated")
+                     "comma-separated (default 0)")
           ->delimiter(',');
       app.add_option(
              "-b,--batch", o->batch,
              "Sequences decoded together in each decode step, comma-separated (aggregate tok/s; default 1)")
           ->delimiter(',');
-      app.add_option("-r,--repetitions", o->reps, "Timed repetitions after one warm-up");
-      app.add_option("-t,--threads", o->threads,
-                     "Thread counts, comma-separated (default: all cores; 0 = all cores)")
+      app.add_option("-r,--repetitions", o->reps, "Timed repetitions after one warm-up (default 5)");
+      app.add_option("-t,--threads", o->threads, "CPU thread counts, comma-separated (default 0 = all cores)")
           ->delimiter(',');
-      app.add_option("--dtype", o->dtypes, "Weight dtypes: f32, f16, bf16, stored (comma-separated)")
-          ->delimiter(',');
-      app.add_option("-o,--output", o->output, "md or json");
-      app.add_option("--backend", o->backend, "A backend of `minigpt info --system`: cpu, cuda");
-      app.add_option("--device", o->device, "CUDA device index (with --backend cuda)");
+      app.add_option(
+             "--dtype", o->dtypes,
+             "Weight dtypes to compute in, comma-separated: f32, f16, bf16, or stored (default: as in "
+             "the file)")
+          ->delimiter(',')
+          ->check(CLI::IsMember({"f32", "f16", "bf16", "stored"}));
+      app.add_option("-o,--output", o->output, "Output format: md or json (default md)")
+          ->check(CLI::IsMember({"md", "json"}));
+      app.add_option("--backend", o->backend, backend_help())->check(backend_validator());
+      app.add_option("--device", o->device, "Device index of the backend (a CUDA device; default 0)");
       add_cache_type_option(app, o->cache_type);
       return [o] { return run_bench(*o); };
     });

@@ -34,7 +34,7 @@ struct GenerateCliOptions {
   bool special = false;       // special tokens recognised in the prompt
   bool show_special = false;  // generated special tokens shown as text
   int64_t top_logprobs = 0;
-  std::string overflow = "error";
+  std::string overflow;  // --context-overflow; empty: error, or slide with -i
   std::optional<uint64_t> seed;
   std::optional<int64_t> ctx_size;
   bool interactive = false;
@@ -59,8 +59,9 @@ json bias_json(const std::vector<std::pair<int32_t, float>>& bias) {
 // -r/--reverse-prompt), EOS or --max-new-tokens; Ctrl-C ends the turn, not the program; EOF (Ctrl-D) ends it.
 // Line editing and history: libedit's readline() on a terminal, plain lines otherwise.
 //
-// The context, with --context-overflow as for a prompt:
-// - error (the default) drops nothing: a line the context has no room for is refused (the conversation goes
+// The context, with --context-overflow as for a prompt (slide unless given: a conversation outgrows a short
+// context in a few turns, and llama.cpp's conversation mode shifts its context likewise):
+// - error drops nothing: a line the context has no room for is refused (the conversation goes
 //   on), and when the conversation itself has filled the context the session ends;
 // - truncate: a line that does not fit keeps the last tokens of the conversation (leaving room for -n tokens,
 //   at least half the context of it, as a truncated prompt), evaluated again from position 0 (GPT-2's
@@ -90,6 +91,9 @@ bool read_stdin_line(std::string& line) {
 int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, const Tokenizer& tok,
                     GenerateOptions g, int64_t n_ctx, const std::string& first_prompt,
                     const std::vector<int32_t>& first_ids) {
+  // What a note may suggest: -c only when the model has positions beyond this context.
+  const bool can_enlarge = n_ctx < model->config().n_ctx;
+  const std::string enlarge = can_enlarge ? "-c enlarges it; " : "";
   const Config& c = model->config();
   SessionOptions so;
   so.n_ctx = n_ctx;
@@ -128,15 +132,14 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
       // Room for the line and for at least one token of the reply.
       const int64_t line_room = room - 1 - int64_t(pending.size());
       if (line_room < 1) {  // not even an empty line (its newline) fits
-        note(ctx_text +
-             " is full; ending the session (-c enlarges it; --context-overflow slide drops the "
-             "oldest tokens instead)");
+        note(ctx_text + " is full; ending the session (" + enlarge +
+             "--context-overflow slide drops the oldest tokens instead)");
         return Turn::End;
       }
       if (int64_t(ids.size()) > line_room) {
         note("that line is " + std::to_string(ids.size()) + " tokens, and " + ctx_text +
-             " has room for a line of " + std::to_string(line_room) + " now: it was not added (-c enlarges " +
-             "the context; --context-overflow truncate or slide drops the oldest tokens)");
+             " has room for a line of " + std::to_string(line_room) + " now: it was not added (" + enlarge +
+             "--context-overflow truncate or slide drops the oldest tokens)");
         return Turn::Refused;
       }
     }
@@ -203,7 +206,7 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
     }
     if (full) {
       if (g.overflow == ContextOverflow::Error) {
-        note(ctx_text + " is full; ending the session (-c enlarges it; --context-overflow slide goes on)");
+        note(ctx_text + " is full; ending the session (" + enlarge + "--context-overflow slide goes on)");
         return Turn::End;
       }
       note(ctx_text + " is full: the turn ends here (the next line drops the oldest tokens)");
@@ -228,7 +231,10 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
     std::string line;
     if (tty) {
       char* raw = readline(prompt.c_str());
-      if (raw == nullptr) break;  // EOF
+      if (raw == nullptr) {  // EOF (Ctrl-D): the shell's prompt goes on a line of its own
+        show("\n");
+        break;
+      }
       line = raw;
       std::free(raw);
       if (g_interrupts.load() > 0 && line.empty()) break;  // Ctrl-C at the prompt ends the session
@@ -236,6 +242,8 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
     } else {
       show(prompt);
       if (!read_stdin_line(line)) break;
+      // The line after its prompt, as a terminal shows what was typed: the transcript reads as a dialogue.
+      show(line + "\n");
     }
     at_line_start = true;
     std::vector<int32_t> ids;
@@ -310,6 +318,7 @@ int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& 
                  defaults.source.c_str(), names.c_str());
   }
   g.sampling.seed = o.seed ? *o.seed : std::random_device{}() * 0x100000001ull ^ std::random_device{}();
+  if (o.overflow.empty()) o.overflow = o.interactive ? "slide" : "error";
   g.overflow = o.overflow == "truncate" ? ContextOverflow::Truncate
                : o.overflow == "slide"  ? ContextOverflow::Slide
                                         : ContextOverflow::Error;
@@ -319,6 +328,12 @@ int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& 
   const int64_t model_ctx = model->config().n_ctx;
   const int64_t n_ctx = context_size(o.ctx_size, model_ctx);
 
+  // -n -1 (llama.cpp's): as many tokens as the context has room for after the prompt (an empty prompt is
+  // the BOS alone); in -i, a turn's at most a context's worth. Any other negative count is refused below.
+  if (g.max_new_tokens == -1) {
+    g.max_new_tokens =
+        o.interactive ? n_ctx : std::max<int64_t>(1, n_ctx - std::max<int64_t>(1, int64_t(prompt.size())));
+  }
   // Everything that can be refused is refused before a byte is written.
   validate_options(g, model->config(), &tok);
   if (o.interactive) return run_interactive(o, model, tok, g, n_ctx, prompt_text, prompt);
@@ -334,7 +349,12 @@ int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& 
   if (o.json_out) {
     cb.on_token = [&](const GeneratedToken& t) {
       json top = json::array();
-      for (const auto& [id, lp] : t.top) top.push_back({{"id", id}, {"logprob", lp}});
+      // Each alternative's text beside its id, as the server's top_logprobs give it (bytes that end
+      // inside a character: U+FFFD in the JSON).
+      for (const auto& [id, lp] : t.top)
+        top.push_back({{"id", id},
+                       {"text", id < tok.n_vocab() ? tok.decode(std::vector<int32_t>{id}) : std::string()},
+                       {"logprob", lp}});
       json line = {{"id", t.id}, {"text", t.text}, {"logprob", t.logprob}};
       if (o.top_logprobs > 0) line["top_logprobs"] = top;
       write_stdout(to_json_line(line) + "\n");
@@ -400,7 +420,8 @@ const bool registered_generate =
       prompt_opt->excludes(file_opt);
       app.add_flag("--no-echo", o->no_echo, "Do not print the prompt before the generated text");
       app.add_option("-n,--max-new-tokens", o->gen.max_new_tokens,
-                     "Tokens to generate at most (default 128; -n as llama.cpp's)");
+                     "Tokens to generate at most (default 128; -1 = until the context is full, as "
+                     "llama.cpp's -n -1)");
       app.add_option("--temperature,--temp", o->gen.sampling.temperature,
                      "Sampling temperature; 0 = greedy (default 1.0)");
       app.add_option("--top-k", o->gen.sampling.top_k, "Keep the k most likely tokens; 0 = off (default 50)");
@@ -429,7 +450,9 @@ const bool registered_generate =
           "--seed", [o](const uint64_t& s) { o->seed = s; }, "Random seed (default: random)");
       app.add_option("--stop", o->gen.stop, "Stop before this string (repeatable)")->allow_extra_args(false);
       app.add_flag("--ignore-eos", o->gen.ignore_eos, "Keep generating past the end-of-text token");
-      app.add_option("--context-overflow", o->overflow, "error | truncate | slide (default error)")
+      app.add_option("--context-overflow", o->overflow,
+                     "When the context is full: error, truncate (the prompt's oldest tokens) or slide (the "
+                     "oldest tokens, generation goes on) (default error; with -i, slide)")
           ->check(CLI::IsMember({"error", "truncate", "slide"}));
       app.add_option_function<int64_t>(
           "-c,--ctx-size", [o](const int64_t& c) { o->ctx_size = c; },

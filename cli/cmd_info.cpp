@@ -177,7 +177,9 @@ void print_model(const std::string& dir, const ModelSummary& s, const TokenizerS
   std::printf("lm head:      %s\n", c.tie_word_embeddings ? "tied to wte" : "separate");
   std::printf("parameters:   %lld (%.1fM)\n", (long long)s.n_params, double(s.n_params) / 1e6);
   for (const auto& [dtype, bytes] : s.stored_bytes) {
-    std::printf("weights %-5s %zu bytes (%.1f MB)\n", (dtype + ":").c_str(), bytes, double(bytes) / 1e6);
+    // MiB, as quantize reports sizes: one unit for bytes in every command.
+    std::printf("weights %-5s %zu bytes (%.1f MiB)\n", (dtype + ":").c_str(), bytes,
+                double(bytes) / (1024.0 * 1024.0));
   }
   if (!s.file_type.empty()) std::printf("file type:    %s (general.file_type)\n", s.file_type.c_str());
   if (s.llmc) {
@@ -186,7 +188,8 @@ void print_model(const std::string& dir, const ModelSummary& s, const TokenizerS
         int(s.llmc->version), s.llmc->version == 5 ? "BF16" : "F32", (long long)s.llmc->n_vocab,
         (long long)s.llmc->n_vocab_padded);
   }
-  std::printf("bits/weight:  %.2f (every weight as stored)\n", bits_per_weight(s));
+  std::printf("bits/weight:  %.2f (every tensor as stored: matrices, embeddings, norms, biases)\n",
+              bits_per_weight(s));
   std::printf("files:        %s\n", join(s.files, ", ").c_str());
   std::string eos = std::to_string(c.eos_token_id);
   if (c.eos_token_ids.size() > 1) {
@@ -282,12 +285,9 @@ void print_system(const CpuInfo& cpu, const std::vector<BackendStatus>& bs) {
   }
 }
 
-int run_info(const InfoOptions& o) {
-  if (o.model_dir.empty() && !o.system) {
-    throw Error(ErrorKind::Argument,
-                "info needs --model DIR (what a model directory holds) or --system (what this build and "
-                "machine offer)");
-  }
+int run_info(InfoOptions o) {
+  // Without -m or --system: the shipped model, as every command that takes -m runs it.
+  if (o.model_dir.empty() && !o.system) o.model_dir = resolve_model_dir(ModelOptions{}).string();
   json out = json::object();
   if (o.system) {
     const CpuInfo cpu = cpu_info();
@@ -319,7 +319,7 @@ const bool registered_info = register_command(
     [](CLI::App& app) {
       auto o = std::make_shared<InfoOptions>();
       app.add_option("-m,--model", o->model_dir,
-                     "Model directory (config.json + model.safetensors), GGUF file or llm.c checkpoint");
+                     std::string(kModelHelp) + "; with --system, only when given");
       add_tokenizer_option(app, o->tokenizer);
       app.add_flag("--system", o->system,
                    "Show this build and machine: CPU, kernels, BLAS, backends and devices");

@@ -65,22 +65,20 @@ class ProgressBar {
 };
 
 int run_perplexity(const PerplexityCliOptions& o) {
-  if (o.stride && o.chunks)
-    throw Error(ErrorKind::Argument, "--stride and --chunks are two recipes: pick one");
+  if (o.stride && o.chunks) throw UsageError("--stride and --chunks are two recipes: pick one");
   // Checked before anything is read (they were checked after the model was loaded, and named the text file).
   if (o.stride && *o.stride < 1)
     throw Error(ErrorKind::Argument, "--stride must be at least 1, not " + std::to_string(*o.stride));
   if (o.chunks && *o.chunks < 1)
     throw Error(ErrorKind::Argument, "--chunks must be at least 1, not " + std::to_string(*o.chunks));
   if (!o.save_logits.empty() && !o.kl_base.empty()) {
-    throw Error(ErrorKind::Argument,
-                "--save-logits writes a reference, --kl-divergence compares with one: pick one");
+    throw UsageError("--save-logits writes a reference, --kl-divergence compares with one: pick one");
   }
   if (o.top_k < 1 || o.top_k > (int64_t(1) << 20)) {
     throw Error(ErrorKind::Argument, "--kl-top-k: " + std::to_string(o.top_k) + " is outside [1, 1048576]");
   }
   if (o.file.empty() && o.kl_base.empty()) {
-    throw Error(ErrorKind::Argument, "-f/--file is required (the text to score)");
+    throw UsageError("-f/--file is required (the text to score)");
   }
   // The reference of --kl-divergence: its tokens and recipe are used (-f, if given, must give the same
   // tokens).
@@ -96,8 +94,7 @@ int run_perplexity(const PerplexityCliOptions& o) {
       throw Error(ErrorKind::Io, o.kl_base + ": cannot open: " + (ec ? ec.message() : std::strerror(errno)));
     kl_ref = std::make_unique<LogitsReader>(kl_in, size, o.kl_base);
     if (o.stride || o.chunks || o.ctx_size) {
-      throw Error(ErrorKind::Argument,
-                  "--kl-divergence takes the recipe (-c, --stride, --chunks) from " + o.kl_base);
+      throw UsageError("--kl-divergence takes the recipe (-c, --stride, --chunks) from " + o.kl_base);
     }
   }
   if (o.batch < 1 || o.batch > 65536) {
@@ -275,7 +272,7 @@ int run_perplexity(const PerplexityCliOptions& o) {
                       ? "whole distributions"
                       : "reference top-k + the rest as one bucket",
                   ks.kl_mean, ks.kl_stderr, ks.kl_median, ks.kl_p99, ks.kl_max, 100.0 * ks.top1_agreement,
-                  100.0 * ks.delta_p_mean, ks.ppl_ref, ks.ppl);
+                  100.0 * ks.delta_p_mean, ks.ppl_ref, r.ppl);
     write_stdout(line);
   }
   return 0;
@@ -301,7 +298,9 @@ bool registered_perplexity = register_command(
           "llama.cpp's recipe (the default) on at most this many chunks");
       app.add_option("-b,--batch-size", o->batch, "Tokens per forward pass (default 512)");
       app.add_flag("--json", o->json_out, "Print the result as one JSON object");
-      app.add_flag("!--no-progress", o->progress, "No progress bar on stderr");
+      // A callback, not "!--no-progress": CLI11 would show the flag's default as --no-progress{false}.
+      app.add_flag_callback(
+          "--no-progress", [o] { o->progress = false; }, "No progress bar on stderr");
       auto* save = app.add_option(
           "--save-logits", o->save_logits,
           "Store this run's next-token distributions (top --kl-top-k per token) as a reference");

@@ -30,7 +30,7 @@ struct QuantizeOptions {
 GgmlType writable_type(const std::string& flag, const std::string& name) {
   static const char kWritable[] = "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k";
   const auto t = parse_ggml_type(name);
-  if (!t) throw Error(ErrorKind::Argument, flag + " '" + name + "' is not a ggml type (" + kWritable + ")");
+  if (!t) throw UsageError(flag + " '" + name + "' is not a ggml type (" + kWritable + ")");
   if (!can_quantize(*t)) {
     throw Error(ErrorKind::Unsupported, flag + " '" + name + "': minigpt does not write " +
                                             std::string(ggml_type_info(uint32_t(*t))->name) + " (" +
@@ -91,13 +91,11 @@ bool registered_quantize = register_command(
                    "No mixtures: every quantized tensor at the preset's type (llama-quantize's flag)");
       app.add_flag("--leave-output-tensor", o->leave_output_tensor,
                    "Keep output.weight's type (llama-quantize's flag; a tied head has no output.weight)");
-      app.add_option("-t,--threads", o->threads, "Threads (default: all cores)")
-          ->check(CLI::NonNegativeNumber);
+      app.add_option("-t,--threads", o->threads, kThreadsHelp)->check(in_range(0, 1024));
       return [o]() {
         const auto preset = parse_preset(o->type);
         if (!preset) {
-          throw Error(ErrorKind::Argument,
-                      "--type '" + o->type + "' is not a preset (" + preset_names() + ")");
+          throw UsageError("--type '" + o->type + "' is not a preset (" + preset_names() + ")");
         }
         GgufWriteOptions w;
         w.preset = *preset;
@@ -111,8 +109,7 @@ bool registered_quantize = register_command(
         for (const std::string& arg : o->tensor_types) {
           const size_t eq = arg.find('=');
           if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size()) {
-            throw Error(ErrorKind::Argument,
-                        "--tensor-type '" + arg + "' is not NAME=TYPE (e.g. attn_qkv=q8_0)");
+            throw UsageError("--tensor-type '" + arg + "' is not NAME=TYPE (e.g. attn_qkv=q8_0)");
           }
           std::string name = arg.substr(0, eq);
           for (char& ch : name) ch = char(std::tolower(static_cast<unsigned char>(ch)));  // as llama-quantize
@@ -145,8 +142,7 @@ bool registered_convert = register_command(
           "--outtype", o->type,
           "f32, f16, bf16, or auto (the default, as the converter's: the checkpoint's 16-bit type, F16 "
           "for an F32 one)");
-      app.add_option("-t,--threads", o->threads, "Threads (default: all cores)")
-          ->check(CLI::NonNegativeNumber);
+      app.add_option("-t,--threads", o->threads, kThreadsHelp)->check(in_range(0, 1024));
       return [o]() {
         GgufWriteOptions w;
         w.converter = true;
@@ -156,9 +152,8 @@ bool registered_convert = register_command(
         } else if (preset == GgufPreset::F32 || preset == GgufPreset::F16 || preset == GgufPreset::BF16) {
           w.preset = *preset;
         } else {
-          throw Error(
-              ErrorKind::Argument,
-              "--outtype '" + o->type + "' is not one of f32, f16, bf16, auto (quantize writes the others)");
+          throw UsageError("--outtype '" + o->type +
+                           "' is not one of f32, f16, bf16, auto (quantize writes the others)");
         }
         w.threads = o->threads;
         w.log = log_line;

@@ -127,9 +127,10 @@ int run_serve(ServeCliOptions& o) {
       }
     }
   });
-  // An IPv6 address goes in brackets in a URL (RFC 3986): http://[::1]:8080
+  // An IPv6 address goes in brackets in a URL (RFC 3986): http://[::1]:8080. The URL is the API's base URL,
+  // what an OpenAI client takes (base_url): its paths are /v1/chat/completions and so on.
   const std::string host = so.host.find(':') != std::string::npos ? "[" + so.host + "]" : so.host;
-  std::fprintf(stderr, "minigpt: serving %s on http://%s:%d (%lld slots, context %lld)\n",
+  std::fprintf(stderr, "minigpt: serving %s at http://%s:%d/v1 (%lld slots, context %lld)\n",
                so.model_id.c_str(), host.c_str(), port, (long long)so.n_parallel, (long long)so.n_ctx);
   srv.run();
   done = true;
@@ -146,17 +147,18 @@ const bool registered_serve =
       app.add_option("--host", o->server.host, "Address to listen on (default 127.0.0.1: this machine only)")
           ->check(CLI::Validator(
               [](std::string& h) -> std::string {
-                return h.empty()
-                           ? "the host is empty (127.0.0.1: this machine only; 0.0.0.0: every interface)"
-                           : std::string();
+                return h.empty() ? refuse(
+                                       "the host is empty (127.0.0.1: this machine only; 0.0.0.0: every "
+                                       "interface)")
+                                 : std::string();
               },
               ""));
       app.add_option("--port", o->server.port, "Port (default 8080; 0: any free port, printed at start)")
-          ->check(CLI::Range(0, 65535));
+          ->check(in_range(0, 65535));
       app.add_option("--parallel", o->server.n_parallel,
                      "Sequences decoded together, each with its own KV cache (default 4; -np N as "
                      "llama-server spells it)")
-          ->check(CLI::Range(1, 256));
+          ->check(in_range(1, 256));
       app.add_option_function<int64_t>(
           "-c,--ctx-size", [o](const int64_t& c) { o->ctx_size = c; },
           "Context per sequence in tokens (default: the model's, at most 4096; 0 = the model's whole "
@@ -164,23 +166,24 @@ const bool registered_serve =
       app.add_option("-b,--batch-size", o->server.batch_size,
                      "Prompt tokens per forward step in all, shared by the prompts being prefilled (default "
                      "256); decoding sequences add one each")
-          ->check(CLI::Range(1, 8192));
+          ->check(in_range(1, 8192));
       app.add_option("--max-queue", o->server.max_queue,
                      "Choices that may wait for a slot; beyond it requests get 503 (default 64)")
-          ->check(CLI::Range(1, 100000));
+          ->check(in_range(1, 100000));
       app.add_option("--max-body", o->server.max_body, "Largest request body in bytes (default 1 MiB)")
-          ->check(CLI::Range(size_t(64), size_t(1) << 30));
+          ->check(in_range(64, int64_t(1) << 30));
       // An empty key ("--api-key $KEY" with KEY unset) would have served without any key, without a word; a
       // space or a control character cannot be sent in an Authorization header (clients trim it away).
       app.add_option("--api-key", o->server.api_key,
                      "Require \"Authorization: Bearer KEY\" on every endpoint but /health")
           ->check(CLI::Validator(
               [](std::string& k) -> std::string {
-                if (k.empty()) return "the key is empty (leave --api-key out to serve without a key)";
+                if (k.empty()) return refuse("the key is empty (leave --api-key out to serve without a key)");
                 for (unsigned char c : k) {
                   if (c <= 0x20 || c == 0x7f) {
-                    return "the key holds a space or a control character, which an Authorization header "
-                           "cannot carry";
+                    return refuse(
+                        "the key holds a space or a control character, which an Authorization header cannot "
+                        "carry");
                   }
                 }
                 return std::string();
@@ -190,7 +193,12 @@ const bool registered_serve =
                      "Web pages of these origins may call the API from a browser (CORS), comma-separated: "
                      "scheme://host[:port], null (a file:// page) or * (any); default none")
           ->delimiter(',')
-          ->check(CLI::Validator([](std::string& v) { return server::origin_problem(v); }, "ORIGIN"));
+          ->check(CLI::Validator(
+              [](std::string& v) {
+                const std::string why = server::origin_problem(v);
+                return why.empty() ? why : refuse(why);
+              },
+              "ORIGIN"));
       app.add_option("--alias", o->alias,
                      "The model's name in the API (default: the model's file or folder name)");
       // Request defaults, as llama-server's sampling flags (a request's own field wins)

@@ -34,11 +34,13 @@ std::string read_input(const TokenizeOptions& o, bool have_text) {
 void write_out(const std::string& s) { write_stdout(s); }
 
 bool registered_tokenize = register_command(
-    "tokenize", "Text to GPT-2 token ids (stdin when neither TEXT nor --file), or ids to text with --decode",
+    "tokenize",
+    "Text to token ids with the model's tokenizer (stdin when neither TEXT nor --file), or ids to text with "
+    "--decode",
     [](CLI::App& app) -> std::function<int()> {
       auto o = std::make_shared<TokenizeOptions>();
       app.add_option("-m,--model", o->model_dir,
-                     "Model (or tokenizer-only) directory, or GGUF file (or give --tokenizer alone)");
+                     std::string(kModelHelp) + "; or a tokenizer-only directory (or give --tokenizer alone)");
       add_tokenizer_option(app, o->tokenizer);
       auto* text_opt = app.add_option("text", o->text, "The text (or, with --decode, the ids)");
       app.add_option("--file", o->file, "Read the text (or ids) from this file")->excludes(text_opt);
@@ -57,11 +59,11 @@ bool registered_tokenize = register_command(
                    "(e.g. a BOS), as tokenizers' add_special_tokens=False")
           ->excludes(decode);
       return [o, text_opt]() {
-        if (o->model_dir.empty() && o->tokenizer.empty()) {
-          throw Error(ErrorKind::Argument,
-                      "tokenize: give -m MODEL or --tokenizer DIR (the tokenizer to use)");
-        }
-        Tokenizer tok = load_tokenizer(o->tokenizer, o->model_dir);
+        // Neither -m nor --tokenizer: the shipped model's tokenizer, as every command that takes -m.
+        const std::string model = o->model_dir.empty() && o->tokenizer.empty()
+                                      ? resolve_model_dir(ModelOptions{}).string()
+                                      : o->model_dir;
+        Tokenizer tok = load_tokenizer(o->tokenizer, model);
         std::string input = read_input(*o, text_opt->count() > 0);
         if (o->decode) {
           const std::vector<int32_t> ids = parse_ids(input);
@@ -78,8 +80,15 @@ bool registered_tokenize = register_command(
         }
         // As tokenizers' encode() and a transformers tokenizer's __call__ give them: with the template's
         // special tokens unless --no-add-special.
-        std::vector<int32_t> ids =
-            o->no_add_special ? tok.encode(input, o->special) : tok.encode_with_specials(input, o->special);
+        std::vector<int32_t> ids;
+        try {
+          ids =
+              o->no_add_special ? tok.encode(input, o->special) : tok.encode_with_specials(input, o->special);
+        } catch (const Error& e) {
+          // Which input the text came from, as generate names its prompt's.
+          const std::string where = text_opt->count() > 0 ? "TEXT" : o->file.empty() ? "stdin" : o->file;
+          throw Error(e.kind(), "text (" + where + "): " + e.what());
+        }
         std::string out;
         if (o->json) {
           nlohmann::json j;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "arch/llmc.h"
@@ -29,17 +30,44 @@ CLI::Validator backend_validator() {
       "BACKEND", "backend");
 }
 
+const char* const kModelHelp =
+    "Model: a Hugging Face directory (config.json, model.safetensors, tokenizer files), a GGUF file or an "
+    "llm.c checkpoint (.bin) (default: the shipped model, models/shakespeare-char)";
+const char* const kThreadsHelp = "CPU threads (default 0 = all cores)";
+const char* const kDtypeHelp =
+    "Weight dtype to compute in: f32, f16, bf16, or stored (default: as in the file)";
+std::string backend_help() { return "Backend to run on: " + backend_names() + " (default cpu)"; }
+
+namespace {
+bool g_value_refused = false;
+}  // namespace
+
+std::string refuse(std::string message) {
+  g_value_refused = true;
+  return message;
+}
+
+bool value_refused() { return g_value_refused; }
+
+CLI::Validator in_range(int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        // main.cpp's decimal check has run: s is a decimal integer within 64 bits.
+        const long long v = std::strtoll(s.c_str(), nullptr, 10);
+        if (v >= lo && v <= hi) return std::string();
+        return refuse(s + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      },
+      "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
+
 void add_model_options(CLI::App& app, ModelOptions& o, bool model_required) {
-  auto* m = app.add_option("-m,--model", o.dir,
-                           "Model directory (config.json, model.safetensors, tokenizer files), GGUF file or "
-                           "llm.c checkpoint (.bin)");
+  auto* m = app.add_option("-m,--model", o.dir, kModelHelp);
   if (model_required) m->required();
-  app.add_option("-t,--threads", o.threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 1024));
-  app.add_option("--dtype", o.dtype, "Weight dtype to compute in: f32, f16, bf16, or stored (as in the file)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "stored"}));
-  app.add_option("--backend", o.backend, "Backend to run on: " + backend_names())->check(backend_validator());
-  app.add_option("--device", o.device, "Device index of the backend (a CUDA device)")
-      ->check(CLI::Range(0, 1024));
+  app.add_option("-t,--threads", o.threads, kThreadsHelp)->check(in_range(0, 1024));
+  app.add_option("--dtype", o.dtype, kDtypeHelp)->check(CLI::IsMember({"f32", "f16", "bf16", "stored"}));
+  app.add_option("--backend", o.backend, backend_help())->check(backend_validator());
+  app.add_option("--device", o.device, "Device index of the backend (a CUDA device; default 0)")
+      ->check(in_range(0, 1024));
   add_cache_type_option(app, o.cache_type);
 }
 
@@ -118,7 +146,8 @@ void add_tokenizer_option(CLI::App& app, std::string& tokenizer) {
 
 CLI::Validator nonempty_path() {
   return CLI::Validator(
-      [](std::string& s) -> std::string { return s.empty() ? "the path is empty" : std::string(); }, "");
+      [](std::string& s) -> std::string { return s.empty() ? refuse("the path is empty") : std::string(); },
+      "");
 }
 
 Tokenizer load_tokenizer(const std::string& tokenizer, const std::filesystem::path& model) {

@@ -10,6 +10,7 @@
 
 #include "minigpt/model.h"
 #include "minigpt/tokenizer.h"
+#include "usage.h"
 
 namespace minigpt::cli {
 
@@ -31,6 +32,16 @@ struct ModelOptions {
 std::string backend_names();
 // Accepts a name of the backend registry; otherwise "unknown backend 'x' (this build has: cpu, cuda)".
 CLI::Validator backend_validator();
+
+// -m's help text, the same in every command that takes a model.
+extern const char* const kModelHelp;
+// -t's, --dtype's and --backend's, the same in every command (bench takes lists of the first two).
+extern const char* const kThreadsHelp;
+extern const char* const kDtypeHelp;
+std::string backend_help();
+// Accepts an integer in [lo, hi]; otherwise refuse()s it ("V is outside [lo, hi]"): exit 1, as for any value
+// of the flag's form that it refuses (CLI::Range's error exits 2, as a command line that cannot be read).
+CLI::Validator in_range(int64_t lo, int64_t hi);
 
 // Adds -m, -t, --dtype, --backend, --device, --cache-type to `app`.
 void add_model_options(CLI::App& app, ModelOptions& o, bool model_required);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "minigpt/error.h"
+#include "usage.h"
 
 namespace minigpt::cli {
 
@@ -70,18 +71,22 @@ inline std::vector<int32_t> parse_ids(std::string_view s) {
 // generate's --logit-bias, as llama.cpp writes it: TOKEN_ID+BIAS or TOKEN_ID-BIAS ("15043+1", "198-inf":
 // never). The id is 1-10 decimal digits up to 2^31 - 1, the bias a decimal number (or inf), nothing else.
 inline std::pair<int32_t, float> parse_logit_bias(std::string_view s) {
-  const auto fail = [&](const std::string& why) {
-    throw Error(ErrorKind::Argument, "--logit-bias: \"" + std::string(s.substr(0, 40)) + "\" " + why +
-                                         " (TOKEN_ID+BIAS or TOKEN_ID-BIAS, e.g. 15043+1 or 198-inf)");
+  // Not of the form TOKEN_ID+BIAS: a command line that cannot be read (exit 2); a bias out of range: a
+  // refused value (exit 1).
+  const auto fail = [&](const std::string& why, bool usage = true) {
+    const std::string m = "--logit-bias: \"" + std::string(s.substr(0, 40)) + "\" " + why +
+                          " (TOKEN_ID+BIAS or TOKEN_ID-BIAS, e.g. 15043+1 or 198-inf)";
+    if (usage) throw UsageError(m);
+    throw Error(ErrorKind::Argument, m);
   };
   size_t i = 0;
   int64_t id = 0;
   while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
-    if (i == 10) fail("has a token id of more than 10 digits");
+    if (i == 10) fail("has a token id of more than 10 digits", false);
     id = id * 10 + (s[i++] - '0');
   }
   if (i == 0) fail("does not start with a token id");
-  if (id > INT32_MAX) fail("has a token id above 2147483647");
+  if (id > INT32_MAX) fail("has a token id above 2147483647", false);
   if (i == s.size() || (s[i] != '+' && s[i] != '-')) fail("has no + or - after the token id");
   const bool minus = s[i++] == '-';
   const std::string num(s.substr(i));
@@ -93,9 +98,10 @@ inline std::pair<int32_t, float> parse_logit_bias(std::string_view s) {
   if (end != num.c_str() + num.size() || (digits && num.find_first_of("xXnN") != std::string::npos)) {
     fail("has no number after the sign");
   }
-  if (!minus && std::isinf(v)) fail("is +inf: a bias must be finite, or -inf (never choose the token)");
+  if (!minus && std::isinf(v))
+    fail("is +inf: a bias must be finite, or -inf (never choose the token)", false);
   // FLT_MAX + half its last place: what a float rounds to infinity from
-  if (digits && !(std::fabs(v) < 0x1.ffffffp+127)) fail("has a bias beyond a 32-bit float");
+  if (digits && !(std::fabs(v) < 0x1.ffffffp+127)) fail("has a bias beyond a 32-bit float", false);
   return {static_cast<int32_t>(id), static_cast<float>(minus ? -v : v)};
 }
 

@@ -38,14 +38,16 @@ CLI::Validator decimal_integer(bool is_signed) {
         if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos)
           return "'" + given + "' is not a decimal integer";
         t.erase(0, std::min(t.find_first_not_of('0'), t.size() - 1));  // "007" -> "7", "000" -> "0"
-        if (negative && !is_signed && t != "0") return "must be >= 0, got " + given;
+        // An integer past the option's type: a value of the flag's form that it refuses (exit 1).
+        if (negative && !is_signed && t != "0") return minigpt::cli::refuse("must be >= 0, got " + given);
         // 2^63 - 1 (or 2^63 negated) and 2^64 - 1: compared as digit strings of equal length.
         const std::string max = !is_signed ? "18446744073709551615"
                                 : negative ? "9223372036854775808"
                                            : "9223372036854775807";
         if (t.size() > max.size() || (t.size() == max.size() && t > max)) {
-          return given + " is out of range (" +
-                 (is_signed ? std::string("a 64-bit signed integer") : std::string("at most ") + max) + ")";
+          return minigpt::cli::refuse(
+              given + " is out of range (" +
+              (is_signed ? std::string("a 64-bit signed integer") : std::string("at most ") + max) + ")");
         }
         s = (negative && t != "0" ? "-" : "") + t;
         return std::string();
@@ -68,9 +70,12 @@ CLI::Validator decimal_float() {
         const double v = t.empty() || hex ? 0.0 : std::strtod(t.c_str(), &end);
         if (t.empty() || hex || end != t.c_str() + t.size()) return "'" + s + "' is not a decimal number";
         if (std::isfinite(v) && std::fabs(v) > double(std::numeric_limits<float>::max()))
-          return t + " is out of range (a 32-bit float: at most 3.4e38)";
+          return minigpt::cli::refuse(t + " is out of range (a 32-bit float: at most 3.4e38)");
         if (v != 0.0 && float(v) == 0.0f)
-          return t + " is too small for a 32-bit float (it would be 0; the smallest positive is 1.4e-45)";
+          return minigpt::cli::refuse(
+              t +
+              " is too small for a 32-bit float (it would be 0; the smallest positive "
+              "is 1.4e-45)");
         s = t;
         return std::string();
       },
@@ -80,7 +85,20 @@ CLI::Validator decimal_float() {
 
 int main(int argc, char** argv) {
   using namespace minigpt::cli;
-  CLI::App app{"minigpt: a small, fast GPT-2 inference engine", "minigpt"};  // parse(args) never sees argv[0]
+  // parse(args) never sees argv[0]
+  CLI::App app{
+      "minigpt: a small transformer inference engine on the CPU (and CUDA): GPT-2, GPT-NeoX/Pythia, OPT and "
+      "gpt_bigcode models from Hugging Face directories, GGUF files and llm.c checkpoints",
+      "minigpt"};
+  app.footer(
+      "Every command that takes -m runs the shipped model, models/shakespeare-char, without it.\n"
+      "Exit status: 0 done; 2 the command line cannot be read (an unknown command or flag, a flag without "
+      "its "
+      "value, a required argument missing, flags that exclude each other, a value not of the flag's form: "
+      "not "
+      "a number, not one of its choices); 1 a value of the right form that is refused (outside the flag's "
+      "range, past what the model allows), or a file or the data refused, or a failure while running; 3 an "
+      "internal error (a bug).");
   app.require_subcommand(1);
   app.set_version_flag("--version", kVersion);
 
@@ -142,7 +160,8 @@ int main(int argc, char** argv) {
     return rc;
   } catch (const CLI::ParseError& e) {
     // One line on stderr, exit 2 as for an unknown command (CLI11's own codes, 101-115, say nothing a
-    // script could use); CLI11's own wording names the flag.
+    // script could use); CLI11's own wording names the flag. A validator's refusal of a value of the right
+    // form (refuse(): outside the flag's range) exits 1, as the commands' own refusals do.
     std::string what = e.what();
     // A flag given twice: CLI11 says "--model: At Most 1 required but received 2".
     const std::string at_most = ": At Most 1 required but received ";
@@ -150,6 +169,10 @@ int main(int argc, char** argv) {
       const std::string times = what.substr(at + at_most.size());
       if (!times.empty() && times.find_first_not_of("0123456789") == std::string::npos)
         what = what.substr(0, at) + ": given " + times + " times; give it once";
+    }
+    if (value_refused()) {
+      std::fprintf(stderr, "minigpt: error: %s\n", what.c_str());
+      return 1;
     }
     std::fprintf(stderr, "minigpt: error: %s (see minigpt --help)\n", what.c_str());
     return 2;
@@ -162,6 +185,9 @@ int main(int argc, char** argv) {
       finish_stdout();  // output written with printf: a failed write is an error, not a success
       return rc;
     }
+    return 2;
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "minigpt: error: %s (see minigpt --help)\n", e.what());
     return 2;
   } catch (const minigpt::Error& e) {
     std::fprintf(stderr, "minigpt: error: %s\n", e.what());

@@ -1,5 +1,7 @@
 // `minigpt bench` as a user runs it: the tests it runs, the JSON it prints and the roofline arithmetic in it,
-// and one clear line for a bad flag. Timings are never asserted, only that they are there and consistent.
+// and one clear line for a bad flag. Timings are never asserted, only that they are there and consistent (and
+// that a refused length comes before the seconds-long bandwidth probe).
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "cpu/cpu.h"
@@ -120,6 +122,34 @@ TEST(BenchCli, ZeroLengthSkipsATestAndMarkdownHasOneRowPerTest) {
   EXPECT_EQ(j["results"][0]["kv_bytes_per_token"].get<int64_t>(), 2 * c.n_layer * c.kv_dim() * 4);
 }
 
+// `bench` alone measures the shipped model: -p and -n not given are cut to its context of 128 (the default
+// -p 512 failed, "-p: 512 exceeds the model's context of 128", after seconds of bandwidth probing), and the
+// output says so. A length given that does not fit is refused before any work.
+TEST(BenchCli, DefaultsFitTheModelAndLengthsAreCheckedBeforeAnyWork) {
+  auto r = test::run_cli("bench -r 1 -t 1 -o json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("minigpt: bench: -p 128 (the default 512 does not fit the model's context of 128)"),
+            std::string::npos)
+      << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["results"].size(), 2u) << r.out;
+  EXPECT_EQ(j["results"][0]["test"], "pp128");
+  EXPECT_EQ(j["results"][1]["test"], "tg128");
+  EXPECT_NE(j["results"][0]["model"].get<std::string>().find("shakespeare-char"), std::string::npos);
+  // With -d 100, the defaults are cut to the 28 positions left.
+  r = test::run_cli("bench -r 1 -t 1 -o json -d 100");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["results"][0]["test"], "pp28@d100");
+  EXPECT_EQ(json::parse(r.out)["results"][1]["test"], "tg28@d100");
+  // Refused at once: no bandwidth probe (a 1 GiB pass, seconds) before the check.
+  const auto t0 = std::chrono::steady_clock::now();
+  r = test::run_cli("bench -p 99999");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_EQ(r.err, "minigpt: error: -p: 99999 exceeds the model's context of 128\n");
+  EXPECT_LT(seconds, 2.5) << "the lengths are checked after other work";
+}
+
 TEST(BenchCli, BadFlagsAreOneLineAndNothingOnStdout) {
   const std::string m = "bench -m " + shipped() + " ";
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -129,15 +159,14 @@ TEST(BenchCli, BadFlagsAreOneLineAndNothingOnStdout) {
       {m + "-d -5", "-d: depth -5 must be >= 0"},
       {m + "-r 0", "-r: repetitions must be in [1, 1000]"},
       {m + "-t -1", "-t: thread count -1 must be in [0, 1024] (0 = all cores)"},
-      {m + "--dtype f8", "--dtype: 'f8' is not one of f32, f16, bf16, stored"},
+      {m + "--dtype f8", "--dtype: f8 not in {f32,f16,bf16,stored}"},
       {m + "-p 99999", "-p: 99999 exceeds the model's context of 128"},
       {m + "-p 8 -n 100 -d 100", "-n/-d: depth 100 + 100 tokens exceed the model's context of 128"},
       {m + "-p 100 -n 0 -d 32", "-p/-d: depth 32 + 100 prompt tokens exceed the model's context of 128"},
       // -b shapes decode steps: with -n 0 it was accepted and did nothing.
       {m + "-p 8 -n 0 -b 4", "-b: sequences decoded together apply to decode tests, and -n 0 has none"},
-      {m + "-o xml", "-o: 'xml' is not md or json"},
-      {m + "--random gpt2", "give exactly one of -m DIR or --random NAME"},
-      {"bench", "give exactly one of -m DIR or --random NAME"},
+      {m + "-o xml", "--output: xml not in {md,json}"},
+      {m + "--random gpt2", "--model excludes --random"},
       // The CPU backend has one device: --device 1 measured the CPU without a word.
       {m + "-p 8 -n 0 --device 1",
        "--device 1: the cpu backend has one device, 0 (a GPU needs --backend cuda)"},

@@ -1,5 +1,6 @@
 // The CLI as a user meets it: output, and one clear line plus a non-zero exit for every mistake.
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "model/random_weights.h"
 #include "test_util.h"
@@ -69,12 +70,103 @@ TEST(Cli, LoadErrorsAreOneLineAndNonZero) {
 }
 
 TEST(Cli, UsageErrors) {
-  auto r = test::run_cli("info");  // neither -m nor --system
-  EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.err.find("info needs --model DIR"), std::string::npos) << r.err;
-  r = test::run_cli("no-such-command");
+  auto r = test::run_cli("no-such-command");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("no-such-command"), std::string::npos) << r.err;
+}
+
+// One rule for every command that takes -m: without it, the shipped model (bench, info and tokenize said
+// "give -m"), and --help says so.
+TEST(Cli, EveryCommandThatTakesAModelRunsTheShippedOneWithoutM) {
+  const std::string m = "-m " + (test::source_dir() / "models" / "shakespeare-char").string();
+  auto r = test::run_cli("info");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("shakespeare-char"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("context:      128 tokens"), std::string::npos) << r.out;
+  r = test::run_cli("tokenize ROMEO");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, test::run_cli("tokenize " + m + " ROMEO").out);
+  r = test::run_cli("bench -p 8 -n 2 -r 1 -t 1 -o json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_NE(j["results"][0]["model"].get<std::string>().find("shakespeare-char"), std::string::npos) << r.out;
+  r = test::run_cli("--help");
+  EXPECT_NE(r.out.find("Every command that takes -m runs the shipped model"), std::string::npos) << r.out;
+  for (const std::string cmd :
+       {"generate", "attention", "perplexity", "serve", "bench", "info", "tokenize"}) {
+    r = test::run_cli(cmd + " --help");
+    EXPECT_NE(r.out.find("(default: the shipped model, models/shakespeare-char)"), std::string::npos)
+        << cmd << ": " << r.out;
+  }
+}
+
+// The help texts: what minigpt is, each default given, the same words for the same flags in every command.
+TEST(Cli, HelpTextsSayWhatMinigptIsAndEachDefault) {
+  auto r = test::run_cli("--help");
+  ASSERT_EQ(r.status, 0);
+  EXPECT_EQ(r.out.find("GPT-2 inference engine"), std::string::npos) << r.out;
+  for (const std::string arch : {"GPT-2", "GPT-NeoX", "OPT", "gpt_bigcode", "GGUF", "llm.c"})
+    EXPECT_NE(r.out.find(arch), std::string::npos) << arch << " in: " << r.out;
+  EXPECT_NE(r.out.find("Exit status: 0"), std::string::npos) << r.out;
+  r = test::run_cli("perplexity --help");
+  EXPECT_EQ(r.out.find("{false}"), std::string::npos) << r.out;
+  r = test::run_cli("bench --help");
+  for (const std::string says : {"(default 512", "(default 128", "(default 5)", "(default md)", "a GGUF file",
+                                 "Backend to run on: cpu"})
+    EXPECT_NE(r.out.find(says), std::string::npos) << says << " in: " << r.out;
+  EXPECT_EQ(r.out.find("Model directory"), std::string::npos) << r.out;
+  for (const std::string cmd : {"generate", "attention", "perplexity", "serve"}) {
+    r = test::run_cli(cmd + " --help");
+    EXPECT_NE(r.out.find("Backend to run on: cpu"), std::string::npos) << cmd;
+    EXPECT_NE(r.out.find("CPU threads (default 0 = all cores)"), std::string::npos) << cmd;
+  }
+}
+
+// One unit per kind and labels that say what was counted: info gives sizes in MiB, as quantize does (it
+// gave MB), and bench's bits per weight say they are the matrices' (info's count every tensor, so the two
+// differ).
+TEST(Cli, SizesAreMiBAndBitsPerWeightSayWhatTheyCount) {
+  const std::string gguf =
+      (test::source_dir() / "tests" / "fixtures" / "gguf" / "gpt2-quant-mix.gguf").string();
+  auto r = test::run_cli("info -m " + gguf);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find(" MiB)\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(" MB)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" (every tensor as stored: matrices, embeddings, norms, biases)"), std::string::npos)
+      << r.out;
+  r = test::run_cli("bench -m " + gguf + " -p 4 -n 0 -r 1 -t 1 -o json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string dtype = nlohmann::json::parse(r.out)["results"][0]["dtype"];
+  EXPECT_TRUE(dtype.ends_with(" bpw of the matrices")) << dtype;
+}
+
+// Model files a new user meets: an empty or cut GGUF file, a folder of GGUF files, a text file that is not
+// UTF-8. Each message says what the file is and what to do.
+TEST(Cli, ModelAndTextFileMistakesSayWhatToDo) {
+  test::TempDir tmp;
+  test::write_file(tmp / "zero.gguf", "");
+  auto r = test::run_cli("info -m " + (tmp / "zero.gguf").string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "minigpt: error: '" + (tmp / "zero.gguf").string() +
+                       "' is 0 bytes, too short for a GGUF file or an llm.c checkpoint (truncated?)\n");
+  const std::string gguf =
+      test::read_file(test::source_dir() / "tests" / "fixtures" / "gguf" / "gpt2-quant-mix.gguf");
+  test::write_file(tmp / "cut.gguf", gguf.substr(0, 1000));
+  r = test::run_cli("info -m " + (tmp / "cut.gguf").string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("truncated?"), std::string::npos) << r.err;
+  std::filesystem::create_directories(tmp / "folder");
+  test::write_file(tmp / "folder" / "b-q8_0.gguf", gguf);
+  test::write_file(tmp / "folder" / "a-f16.gguf", gguf);
+  r = test::run_cli("info -m " + (tmp / "folder").string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "minigpt: error: " + (tmp / "folder").string() +
+                       ": no config.json, but 2 GGUF files: give " + "one with -m (e.g. -m " +
+                       (tmp / "folder" / "a-f16.gguf").string() + ")\n");
+  test::write_file(tmp / "garbage.bin", "ab\xc3(");
+  r = test::run_cli("tokenize --file " + (tmp / "garbage.bin").string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("text (" + (tmp / "garbage.bin").string() + "): "), std::string::npos) << r.err;
 }
 
 // A flag given twice is refused in words (CLI11 said "--model: At Most 1 required but received 2").
@@ -106,22 +198,25 @@ TEST(Cli, IntegerOptionsAreDecimalAndInRange) {
   const auto max = test::run_cli("generate " + m + " -p hi -n 2 --seed 18446744073709551615");
   EXPECT_EQ(max.status, 0) << max.err;
   EXPECT_NE(max.err.find("seed 18446744073709551615"), std::string::npos) << max.err;
-  const std::vector<std::pair<std::string, std::string>> bad = {
+  // Not a decimal integer: the command line cannot be read (exit 2); a decimal integer past the flag's type
+  // or range: a refused value (exit 1), as every refused value is.
+  const std::vector<std::tuple<std::string, std::string, int>> bad = {
       {"generate " + m + " -p hi -n 2 --seed 18446744073709551616",
-       "--seed: 18446744073709551616 is out of range (at most 18446744073709551615)"},
-      {"generate " + m + " -p hi -n 2 --seed 0x10", "--seed: '0x10' is not a decimal integer"},
-      {"generate " + m + " -p hi -n 2 --seed -1", "--seed: must be >= 0, got -1"},
+       "--seed: 18446744073709551616 is out of range (at most 18446744073709551615)", 1},
+      {"generate " + m + " -p hi -n 2 --seed 0x10", "--seed: '0x10' is not a decimal integer", 2},
+      {"generate " + m + " -p hi -n 2 --seed -1", "--seed: must be >= 0, got -1", 1},
       {"generate " + m + " -p hi -n 99999999999999999999",
-       "--max-new-tokens: 99999999999999999999 is out of range (a 64-bit signed integer)"},
-      {"generate " + m + " -p hi -n 2 -t 1e0", "--threads: '1e0' is not a decimal integer"},
+       "--max-new-tokens: 99999999999999999999 is out of range (a 64-bit signed integer)", 1},
+      {"generate " + m + " -p hi -n 2 -t 1e0", "--threads: '1e0' is not a decimal integer", 2},
+      {"generate " + m + " -p hi -n 2 -t 9999", "--threads: 9999 is outside [0, 1024]", 1},
       {"bench " + m + " -p 9223372036854775808",
-       "--n-prompt: 9223372036854775808 is out of range (a 64-bit signed integer)"},
-      {"perplexity " + m + " -f README.md --chunks 0b1", "--chunks: '0b1' is not a decimal integer"},
+       "--n-prompt: 9223372036854775808 is out of range (a 64-bit signed integer)", 1},
+      {"perplexity " + m + " -f README.md --chunks 0b1", "--chunks: '0b1' is not a decimal integer", 2},
   };
-  for (const auto& [args, says] : bad) {
+  for (const auto& [args, says, status] : bad) {
     const auto r = test::run_cli(args);
-    EXPECT_EQ(r.status, 2) << args << ": " << r.err;
-    EXPECT_EQ(r.err, "minigpt: error: " + says + " (see minigpt --help)\n") << args;
+    EXPECT_EQ(r.status, status) << args << ": " << r.err;
+    EXPECT_EQ(r.err, "minigpt: error: " + says + (status == 2 ? " (see minigpt --help)" : "") + "\n") << args;
   }
 }
 
@@ -137,21 +232,23 @@ TEST(Cli, FloatOptionsAreDecimalAndFitAFloat) {
   EXPECT_EQ(spaced.out, half.out);
   const auto tiny = test::run_cli(base + " --top-p 1e-40");  // a subnormal float, > 0: kept
   EXPECT_EQ(tiny.status, 0) << tiny.err;
-  const std::vector<std::pair<std::string, std::string>> bad = {
-      {" --temperature ''", "--temperature: '' is not a decimal number"},
-      {" --min-p ' '", "--min-p: ' ' is not a decimal number"},
-      {" --temperature 0x10", "--temperature: '0x10' is not a decimal number"},
-      {" --temperature 1.5x", "--temperature: '1.5x' is not a decimal number"},
+  // Not a number: exit 2; a number a float cannot hold, or an empty path: a refused value, exit 1.
+  const std::vector<std::tuple<std::string, std::string, int>> bad = {
+      {" --temperature ''", "--temperature: '' is not a decimal number", 2},
+      {" --min-p ' '", "--min-p: ' ' is not a decimal number", 2},
+      {" --temperature 0x10", "--temperature: '0x10' is not a decimal number", 2},
+      {" --temperature 1.5x", "--temperature: '1.5x' is not a decimal number", 2},
       {" --top-p 1e-300",
-       "--top-p: 1e-300 is too small for a 32-bit float (it would be 0; the smallest positive is 1.4e-45)"},
+       "--top-p: 1e-300 is too small for a 32-bit float (it would be 0; the smallest positive is 1.4e-45)",
+       1},
       {" --repetition-penalty 1e300",
-       "--repetition-penalty: 1e300 is out of range (a 32-bit float: at most 3.4e38)"},
-      {" --tokenizer ''", "--tokenizer: the path is empty"},
+       "--repetition-penalty: 1e300 is out of range (a 32-bit float: at most 3.4e38)", 1},
+      {" --tokenizer ''", "--tokenizer: the path is empty", 1},
   };
-  for (const auto& [flag, says] : bad) {
+  for (const auto& [flag, says, status] : bad) {
     const auto r = test::run_cli(base + flag);
-    EXPECT_EQ(r.status, 2) << flag << ": " << r.err;
-    EXPECT_EQ(r.err, "minigpt: error: " + says + " (see minigpt --help)\n") << flag;
+    EXPECT_EQ(r.status, status) << flag << ": " << r.err;
+    EXPECT_EQ(r.err, "minigpt: error: " + says + (status == 2 ? " (see minigpt --help)" : "") + "\n") << flag;
     EXPECT_EQ(r.out, "") << flag;
   }
   // inf and nan are numbers: the option's own check names them.
@@ -205,11 +302,10 @@ TEST(Cli, AuditedMistakesAreOneClearLine) {
   EXPECT_TRUE(nlohmann::json::parse(r.out, nullptr, false).is_object()) << r.out;
   // serve --host '' listened on [::1] as "http://:PORT".
   r = test::run_cli("serve " + m + " --host ''");
-  EXPECT_EQ(r.status, 2);
-  EXPECT_EQ(
-      r.err,
-      "minigpt: error: --host: the host is empty (127.0.0.1: this machine only; 0.0.0.0: every interface) "
-      "(see minigpt --help)\n");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err,
+            "minigpt: error: --host: the host is empty (127.0.0.1: this machine only; 0.0.0.0: every "
+            "interface)\n");
 }
 
 }  // namespace

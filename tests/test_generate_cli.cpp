@@ -101,6 +101,44 @@ TEST(GenerateCli, JsonLinesPerTokenThenASummary) {
   EXPECT_EQ(s["seed"], 3);
 }
 
+// --json --top-logprobs on the shipped model, greedy (the token is the first alternative): the token's
+// logprob and its entry among the alternatives are one number (two computations differed in the last
+// bits), and each alternative carries its text beside its id, as the tokenizer decodes it.
+TEST(GenerateCli, TopLogprobsGiveEachTokensTextAndTheTokensOwnLogprob) {
+  const auto shipped = test::source_dir() / "models" / "shakespeare-char";
+  auto r = test::run_cli("generate -m " + shipped.string() +
+                         " -p 'ROMEO:' -n 40 --temperature 0 --json --top-logprobs 5 -t 1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const Tokenizer tok = Tokenizer::load(shipped);
+  std::istringstream in(r.out);
+  std::string line;
+  int tokens = 0;
+  while (std::getline(in, line)) {
+    const json j = json::parse(line);
+    if (j.contains("summary")) break;
+    ++tokens;
+    ASSERT_EQ(j["top_logprobs"].size(), 5u) << line;
+    EXPECT_EQ(j["top_logprobs"][0]["id"], j["id"]) << line;
+    EXPECT_EQ(j["top_logprobs"][0]["logprob"].get<double>(), j["logprob"].get<double>()) << line;
+    for (const json& alt : j["top_logprobs"])
+      EXPECT_EQ(alt["text"], tok.decode(std::vector<int32_t>{alt["id"].get<int32_t>()})) << line;
+  }
+  EXPECT_EQ(tokens, 40);
+}
+
+// -n -1, as llama.cpp's: tokens until the context is full (it was refused).
+TEST(GenerateCli, MinusOneTokensGeneratesUntilTheContextIsFull) {
+  const auto shipped = test::source_dir() / "models" / "shakespeare-char";
+  auto r =
+      test::run_cli("generate -m " + shipped.string() + " -p 'ROMEO:' -n -1 --temperature 0 --json -t 1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json s = json::parse(r.out.substr(r.out.rfind("{\"summary\"")))["summary"];
+  EXPECT_EQ(s["prompt_tokens"], 6);
+  EXPECT_EQ(s["generated_tokens"], 128 - 6);
+  r = test::run_cli("generate -m " + shipped.string() + " -p 'ROMEO:' -n -2");
+  EXPECT_EQ(r.status, 1) << r.err;
+}
+
 // --presence-penalty, --frequency-penalty, --logit-bias (llama.cpp's syntax) and --repeat-last-n on the
 // shipped model: the greedy tokens transformers' generate() gives with them
 // (tests/fixtures/generate/penalties.json), and

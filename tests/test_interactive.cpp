@@ -189,8 +189,11 @@ TEST(Interactive, TurnsKeepTheCacheCtrlCStopsAGenerationCtrlDEnds) {
   }
 
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // libedit is reading the line by now
-  pty.write("\x04");                                            // Ctrl-D at an empty prompt: EOF
+  const size_t before_eof = pty.out().size();
+  pty.write("\x04");  // Ctrl-D at an empty prompt: EOF
   EXPECT_EQ(pty.wait_exit(), 0) << pty.out();
+  // The prompt's line is ended, so that the shell's prompt does not follow "> " (it did).
+  EXPECT_TRUE(pty.read_until("\n", before_eof, 2)) << pty.out();
 }
 
 TEST(Interactive, RefusesJsonAndReadsLinesFromAPipe) {
@@ -204,8 +207,8 @@ TEST(Interactive, RefusesJsonAndReadsLinesFromAPipe) {
   const auto one =
       test::run_cli("generate -m " + shipped().string() + " --temperature 0 -n 20 --no-echo -p 'ROMEO:\n'");
   ASSERT_EQ(one.status, 0) << one.err;
-  std::string want = one.out;  // the text and a newline
-  EXPECT_EQ(p.out, "> " + want + "> \n") << p.out;
+  std::string want = one.out;                               // the text and a newline
+  EXPECT_EQ(p.out, "> ROMEO:\n" + want + "> \n") << p.out;  // the line read is shown after its prompt
   // -p is the first turn, shown before its text unless --no-echo (it was shown regardless).
   for (const bool echo : {true, false}) {
     const auto q = test::run_cli("generate -i -m " + shipped().string() +
@@ -268,7 +271,7 @@ TEST(Interactive, AReversePromptIsShownAndTheNextLineFollowsIt) {
     word += '"';
     const auto r = test::run_cli("generate -i -m " + m + " --temperature 0 -n 60 -r " + word, "ROMEO:\n");
     ASSERT_EQ(r.status, 0) << r.err;
-    EXPECT_EQ(r.out, "> " + before + c.after) << "stop " << shown_stop;
+    EXPECT_EQ(r.out, "> ROMEO:\n" + before + c.after) << "stop " << shown_stop;
   }
 }
 
@@ -303,26 +306,53 @@ class InteractiveContext : public ::testing::Test {
   std::optional<Tokenizer> tok_;
 };
 
-TEST_F(InteractiveContext, ByDefaultALineWithoutRoomIsRefusedAndTheConversationGoesOn) {
+// With the shipped model and no flags, a conversation goes on past its 128 positions: -i slides the context
+// unless --context-overflow says otherwise (the session ended after one reply, with a hint to give -c, which
+// this model refuses past 128). The first turn is generate's with --context-overflow slide; the second
+// follows it.
+TEST_F(InteractiveContext, ByDefaultTheConversationSlidesPastTheShippedModelsContext) {
+  const auto r =
+      test::run_cli("generate -i -m " + shipped().string() + " --temperature 0 -t 1", "ROMEO:\nJULIET:\n");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("ending the session"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("-c "), std::string::npos) << r.err;
+  const auto ref = test::run_cli("generate -m " + shipped().string() +
+                                 " --temperature 0 -t 1 --no-echo --context-overflow slide -p 'ROMEO:\n'");
+  ASSERT_EQ(ref.status, 0) << ref.err;
+  ASSERT_NE(ref.err.find("generated 128 tokens"), std::string::npos)
+      << "the reply fills the context: " << ref.err;
+  const std::string first = "> ROMEO:\n" + shown(ref.out.substr(0, ref.out.size() - 1)) + "> JULIET:\n";
+  ASSERT_EQ(r.out.substr(0, first.size()), first) << r.out;
+  const std::string second = r.out.substr(first.size());
+  EXPECT_GT(second.size(), std::string("\n> \n").size()) << "no second reply: " << r.out;
+  EXPECT_TRUE(second.ends_with("\n> \n")) << r.out;
+}
+
+TEST_F(InteractiveContext, WithErrorALineWithoutRoomIsRefusedAndTheConversationGoesOn) {
   // Before: the session ended ("the context of 128 tokens is full") at a line longer than the context,
-  // although the conversation was empty.
-  const auto r = test::run_cli("generate -i -m " + shipped().string() + " --temperature 0 -n 20 -t 1",
-                               long_line_ + "\nROMEO:\n");
+  // although the conversation was empty. The note names no -c: 128 is all the model has.
+  const auto r = test::run_cli(
+      "generate -i -m " + shipped().string() + " --temperature 0 -n 20 -t 1 --context-overflow error",
+      long_line_ + "\nROMEO:\n");
   ASSERT_EQ(r.status, 0) << r.err;
   const size_t n_line = ids(long_line_ + "\n").size();
   EXPECT_EQ(r.err,
             "minigpt: that line is " + std::to_string(n_line) +
                 " tokens, and the context of 128 tokens has room for a line of 127 now: it was not added "
-                "(-c enlarges the context; --context-overflow truncate or slide drops the oldest tokens)\n");
+                "(--context-overflow truncate or slide drops the oldest tokens)\n");
   // The refused line left nothing behind: the next turn is generate() on that line alone.
   const GenerateResult want = reference(ids("ROMEO:\n"), 128, 20, ContextOverflow::Error);
-  EXPECT_EQ(r.out, "> > " + shown(want.text) + "> \n");
+  EXPECT_EQ(r.out, "> " + long_line_ + "\n> ROMEO:\n" + shown(want.text) + "> \n");
 
-  // A conversation that has filled the context ends the session, with status 0 and a note.
-  const auto f = test::run_cli("generate -i -m " + shipped().string() + " --temperature 0 -n 30 -c 48 -t 1",
-                               "ROMEO:\nJULIET:\nKING:\n");
+  // A conversation that has filled the context ends the session, with status 0 and a note; -c 48 leaves
+  // room to enlarge the context, which the note says.
+  const auto f = test::run_cli(
+      "generate -i -m " + shipped().string() + " --temperature 0 -n 30 -c 48 -t 1 --context-overflow error",
+      "ROMEO:\nJULIET:\nKING:\n");
   ASSERT_EQ(f.status, 0) << f.err;
-  EXPECT_NE(f.err.find("the context of 48 tokens is full; ending the session"), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("the context of 48 tokens is full; ending the session (-c enlarges it; "),
+            std::string::npos)
+      << f.err;
   const GenerateResult first = reference(ids("ROMEO:\n"), 48, 30, ContextOverflow::Error);
   std::vector<int32_t> conv = ids("ROMEO:\n");
   conv.insert(conv.end(), first.tokens.begin(), first.tokens.end());
@@ -330,10 +360,12 @@ TEST_F(InteractiveContext, ByDefaultALineWithoutRoomIsRefusedAndTheConversationG
   conv.insert(conv.end(), line2.begin(), line2.end());
   const GenerateResult second = reference(conv, 48, 30, ContextOverflow::Error);
   EXPECT_EQ(second.reason, StopReason::Context);
-  EXPECT_EQ(f.out, "> " + shown(first.text) + "> " + shown(second.text)) << "KING: was never read";
+  EXPECT_EQ(f.out, "> ROMEO:\n" + shown(first.text) + "> JULIET:\n" + shown(second.text))
+      << "KING: was never read";
 
   // A first prompt (-p) without room is refused before anything is written, as generate's prompt is.
-  const auto p = test::run_cli("generate -i -m " + shipped().string() + " -n 5 -t 1 -p '" + long_line_ + "'");
+  const auto p = test::run_cli("generate -i -m " + shipped().string() +
+                               " -n 5 -t 1 --context-overflow error -p '" + long_line_ + "'");
   EXPECT_EQ(p.status, 1);
   EXPECT_TRUE(p.out.empty()) << p.out;
   EXPECT_NE(p.err.find("has room for 127 and a reply"), std::string::npos) << p.err;
@@ -356,7 +388,7 @@ TEST_F(InteractiveContext, TruncateKeepsTheLastTokensOfTheConversation) {
   conv.insert(conv.end(), line2.begin(), line2.end());
   const GenerateResult two = reference(conv, 128, n, ContextOverflow::Truncate);
   ASSERT_GT(two.prompt_dropped, 0);
-  EXPECT_EQ(r.out, "> " + shown(one.text) + "> " + shown(two.text) + "> \n");
+  EXPECT_EQ(r.out, "> " + long_line_ + "\n" + shown(one.text) + "> ROMEO:\n" + shown(two.text) + "> \n");
   const int64_t dropped2 = int64_t(one.prompt.size() + one.tokens.size() + line2.size()) - 118;
   EXPECT_EQ(r.err, "minigpt: dropped the oldest " + std::to_string(one.prompt_dropped) +
                        " tokens of the conversation to fit the context of 128 tokens (--context-overflow "
@@ -374,7 +406,7 @@ TEST_F(InteractiveContext, SlideGoesOnPastTheContextAsGenerateDoes) {
   const GenerateResult want = reference(ids("ROMEO:\n"), 32, 100, ContextOverflow::Slide);
   ASSERT_GE(want.slides, 3);
   ASSERT_EQ(want.tokens.size(), 100u);
-  EXPECT_EQ(r.out, "> " + shown(want.text) + "> \n");
+  EXPECT_EQ(r.out, "> ROMEO:\n" + shown(want.text) + "> \n");
   EXPECT_TRUE(r.err.empty()) << r.err;
 
   // Without slide, a generation that fills the context ends the turn (truncate) or the session (error).
@@ -384,7 +416,7 @@ TEST_F(InteractiveContext, SlideGoesOnPastTheContextAsGenerateDoes) {
   ASSERT_EQ(t.status, 0) << t.err;
   const GenerateResult cut = reference(ids("ROMEO:\n"), 32, 100, ContextOverflow::Truncate);
   EXPECT_EQ(cut.reason, StopReason::Context);
-  EXPECT_EQ(t.out, "> " + shown(cut.text) + "> \n");
+  EXPECT_EQ(t.out, "> ROMEO:\n" + shown(cut.text) + "> \n");
   EXPECT_NE(t.err.find("the context of 32 tokens is full: the turn ends here"), std::string::npos) << t.err;
 }
 

@@ -268,13 +268,16 @@ TEST(Llmc, MalformedFilesAreOneLineErrors) {
     } catch (const Error& e) {
       EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
     }
-    // Through Model::load, where the magic picks the reader (a file with neither magic is named as neither).
+    // Through Model::load, where the magic picks the reader (a file with neither magic is named as neither;
+    // one too short for a magic, as such).
     const fs::path path = tmp / "bad.bin";
     test::write_file(path, c.image);
     const bool llmc_magic = c.image.size() >= 4 && is_llmc_file(path);
     test::expect_error(
         [&] { Model::load(path, LoadOptions::threads(1)); }, llmc_magic ? c.kind : ErrorKind::Io,
-        {path.string(), llmc_magic ? c.needle : "starts with neither \"GGUF\" nor llm.c's magic"});
+        {path.string(), llmc_magic           ? c.needle
+                        : c.image.size() < 4 ? "too short for a GGUF file or an llm.c checkpoint"
+                                             : "starts with neither \"GGUF\" nor llm.c's magic"});
   }
 }
 

@@ -218,14 +218,13 @@ TEST(InfoCli, SystemAsJson) {
   EXPECT_EQ(s.at("backends")[1].at("available"), cuda_available());
 }
 
-TEST(InfoCli, NeitherModelNorSystemIsAnError) {
+// Without -m or --system: the shipped model, as every command that takes -m (it was an error).
+TEST(InfoCli, NeitherModelNorSystemShowsTheShippedModel) {
   auto r = test::run_cli("info");
-  EXPECT_NE(r.status, 0);
-  EXPECT_EQ(r.out, "");
-  EXPECT_EQ(line_count(r.err), 1u) << r.err;
-  EXPECT_EQ(r.err.rfind("minigpt: error: ", 0), 0u) << r.err;
-  EXPECT_NE(r.err.find("--model"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("--system"), std::string::npos) << r.err;
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("model:        ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("shakespeare-char"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("cpu features:"), std::string::npos) << r.out;
 }
 
 // The parameter count info reports is the one Model::load counts.

@@ -1851,6 +1851,9 @@ TEST(ServeCli, SamplingFlagsAreRequestDefaults) {
   EXPECT_NE(srv.err.find("the command line: temperature 0, repetition_penalty 1.5, penalty_last_n 8"),
             std::string::npos)
       << srv.err;
+  // The start line gives the base URL an OpenAI client takes (it gave the address without /v1).
+  EXPECT_NE(srv.err.find(" at http://127.0.0.1:" + std::to_string(srv.port) + "/v1 ("), std::string::npos)
+      << srv.err;
   httplib::Client c("127.0.0.1", srv.port);
   c.set_read_timeout(60, 0);
   const auto text = [](const json& ids) {

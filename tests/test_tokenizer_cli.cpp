@@ -128,8 +128,8 @@ TEST(TokenizeCli, InvalidUtf8AndMissingModelFail) {
   EXPECT_NE(r.out.find("/nonexistent/dir"), std::string::npos) << r.out;
 }
 
-// --tokenizer alone names the tokenizer (-m is not needed as well); with neither,
-// one line.
+// --tokenizer alone names the tokenizer (-m is not needed as well); with neither, the shipped model's, as
+// every command that takes -m runs the shipped model without it.
 TEST(TokenizeCli, TokenizerAloneIsEnough) {
   CliResult r = run_tokenize("--tokenizer '" + kGpt2Dir.string() + "' 'Hello world'");
   EXPECT_EQ(r.code, 0);
@@ -137,9 +137,9 @@ TEST(TokenizeCli, TokenizerAloneIsEnough) {
   r = run_tokenize("--tokenizer '" + kGpt2Dir.string() + "' --decode '15496 995'");
   EXPECT_EQ(r.code, 0);
   EXPECT_EQ(r.out, "Hello world");
-  r = run_tokenize("hi", true);
-  EXPECT_EQ(r.code, 1);
-  EXPECT_EQ(r.out, "minigpt: error: tokenize: give -m MODEL or --tokenizer DIR (the tokenizer to use)\n");
+  r = run_tokenize("hi");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, "104 105\n");  // the shipped byte-level model: id = byte
 }
 
 TEST(TokenizeCli, ByteLevelModelDirectory) {

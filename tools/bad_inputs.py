@@ -1,6 +1,14 @@
 #!/usr/bin/env python3
 """Runs the minigpt CLI on every bad input below and prints a Markdown table (for tests/README.md):
-the input, the exit status, the number of stderr lines, and what minigpt said. Standard library only.
+the input, its kind, the exit status, the number of stderr lines, and what minigpt said. Standard library
+only. Exits 1 unless every case is one line on stderr, nothing on stdout, and the exit status of its kind
+(ctest runs it: the bad_inputs test):
+
+- usage, exit 2: the command line cannot be read: an unknown command or flag, a flag without its value, a
+  required argument missing, flags that exclude each other, a value not of the flag's form (not a number,
+  not one of its choices, not TOKEN_ID+BIAS);
+- refused, exit 1: everything else: a value of the right form that is refused (outside the flag's range,
+  past what the model allows), a file or the data refused, a failure while running.
 
 Usage: tools/bad_inputs.py [path/to/minigpt]   (default build/minigpt)"""
 import json
@@ -234,8 +242,8 @@ def main():
 
     servers = []
 
-    def add(group, desc, args, stdin=b"", stdout=None):
-        cases.append((group, desc, args, stdin, stdout))
+    def add(group, desc, args, stdin=b"", stdout=None, usage=False):
+        cases.append((group, desc, args, stdin, stdout, "usage" if usage else "refused"))
 
     def replaced(name, f, kind, base=TINY):
         d = model_dir(name, base=base, extra={f: None})
@@ -318,10 +326,11 @@ def main():
     add("tokenizer", "--decode of a file with a NUL byte", tk(GPT2TOK, "--decode", "--file", tok_dir("nul-ids", {"ids.txt": b"15496 1\x002"}) + "/ids.txt"))
     add("tokenizer", "--decode 2147483648", tk(GPT2TOK, "--decode", "2147483648"))
     add("tokenizer", "--decode 99999 (not in vocab)", tk(GPT2TOK, "--decode", "99999"))
-    add("tokenizer", "--decode with --special (an encoding flag)", tk(GPT2TOK, "--decode", "--special", "15496"))
+    add("tokenizer", "--decode with --special (an encoding flag)", tk(GPT2TOK, "--decode", "--special", "15496"), usage=True)
     add("tokenizer", "--file does not exist", tk(GPT2TOK, "--file", os.path.join(T, "nope.txt")))
-    add("tokenizer", "text and --file both", tk(GPT2TOK, "hi", "--file", os.path.join(T, "nope.txt")))
-    add("tokenizer", "neither -m nor --tokenizer", ["tokenize", "hi"])
+    add("tokenizer", "text and --file both", tk(GPT2TOK, "hi", "--file", os.path.join(T, "nope.txt")), usage=True)
+    add("tokenizer", "--bogus-flag", tk(GPT2TOK, "--bogus-flag", "hi"), usage=True)
+    add("tokenizer", "--file without its value", tk(GPT2TOK, "--file"), usage=True)
     add("tokenizer", "vocab.json -> /dev/zero", tk(replaced("zero-vocab", "vocab.json", "zero", base=SHIPPED_NOJSON), "hi"))
     add("tokenizer", "tokenizer.json is a FIFO", tk(replaced("fifo-tok", "tokenizer.json", "fifo", base=SHIPPED), "hi"))
     add("tokenizer", "--file /dev/zero", tk(GPT2TOK, "--file", "/dev/zero"))
@@ -335,39 +344,41 @@ def main():
     add("generate", "--top-p 2", g("--top-p", "2"))
     add("generate", "--min-p 1.5", g("--min-p", "1.5"))
     add("generate", "--repetition-penalty 0", g("--repetition-penalty", "0"))
-    add("generate", "--max-new-tokens -1", g("--max-new-tokens", "-1"))
-    add("generate", "--max-new-tokens abc", g("--max-new-tokens", "abc"))
+    add("generate", "--max-new-tokens -2 (-1: until the context is full)", g("--max-new-tokens", "-2"))
+    add("generate", "--max-new-tokens abc", g("--max-new-tokens", "abc"), usage=True)
+    add("generate", "--max-new-tokens without its value", g("--max-new-tokens"), usage=True)
     add("generate", "--seed -1", g("--seed", "-1"))
     add("generate", "--seed 2^64", g("--seed", "18446744073709551616"))
     add("generate", "--device 1 (the cpu backend)", g("--device", "1"))
-    add("generate", "--seed 0x10 (not decimal)", g("--seed", "0x10"))
+    add("generate", "--seed 0x10 (not decimal)", g("--seed", "0x10"), usage=True)
     add("generate", "--max-new-tokens 2^63", g("--max-new-tokens", "9223372036854775808"))
-    add("generate", "--context-overflow wrap", g("--context-overflow", "wrap"))
+    add("generate", "--context-overflow wrap", g("--context-overflow", "wrap"), usage=True)
     add("generate", "--stop not valid UTF-8", g("--stop", "ab\udcff"))
     add("generate", "-r '' (an empty stop string)", g("-r", ""))
-    add("generate", "--temperature '' (an unset variable)", g("--temperature", ""))
+    add("generate", "--temperature '' (an unset variable)", g("--temperature", ""), usage=True)
     add("generate", "--top-p 1e-300 (0 as a float)", g("--top-p", "1e-300"))
     add("generate", "--repetition-penalty 1e300", g("--repetition-penalty", "1e300"))
     add("generate", "--repeat-last-n -2", g("--repeat-last-n", "-2"))
     add("generate", "--presence-penalty nan", g("--presence-penalty", "nan"))
-    add("generate", "--logit-bias 101 (no sign and bias)", g("--logit-bias", "101"))
+    add("generate", "--logit-bias 101 (no sign and bias)", g("--logit-bias", "101"), usage=True)
     add("generate", "--logit-bias 101+inf", g("--logit-bias", "101+inf"))
     add("generate", "--logit-bias 256+1 (past the vocabulary)", g("--logit-bias", "256+1"))
     add("generate", "--tokenizer ''", g("--tokenizer", ""))
     add("generate", "--tokenizer of another model (256 tokens for 50257)", ["generate", "-m", os.path.join(ROOT, "tests", "fixtures", "gguf", "gpt2-tiny-f32.gguf"), "--tokenizer", SHIPPED, "-p", "x"])
     add("generate", "empty prompt, bos_token_id past the vocabulary", ["generate", "-m", model_dir("bos-past", base=SHIPPED, config=cfg_of(SHIPPED, bos_token_id=999)), "-p", ""])
-    add("generate", "--cache-type f8", g("--cache-type", "f8"))
+    add("generate", "--cache-type f8", g("--cache-type", "f8"), usage=True)
     add("generate", "--top-logprobs 100000 --json", g("--json", "--top-logprobs", "100000"))
-    add("generate", "--top-logprobs 3 without --json", g("--top-logprobs", "3"))
-    add("generate", "--dtype f8", g("--dtype", "f8"))
+    add("generate", "--top-logprobs 3 without --json", g("--top-logprobs", "3"), usage=True)
+    add("generate", "--dtype f8", g("--dtype", "f8"), usage=True)
     add("generate", "-t 5000", g("-t", "5000"))
     add("generate", "--backend cuda (no GPU)", g("--backend", "cuda"))
-    add("generate", "--backend tpu", g("--backend", "tpu"))
+    add("generate", "--backend tpu", g("--backend", "tpu"), usage=True)
     add("generate", "--file does not exist", ["generate", "-m", SHIPPED, "--file", os.path.join(T, "nope.txt")])
-    add("generate", "-p and --file both", ["generate", "-m", SHIPPED, "-p", "x", "--file", os.path.join(T, "nope.txt")])
+    add("generate", "-p and --file both", ["generate", "-m", SHIPPED, "-p", "x", "--file", os.path.join(T, "nope.txt")], usage=True)
     add("generate", "prompt not valid UTF-8", ["generate", "-m", SHIPPED, "--file", os.path.join(T, "badutf", "t.txt")])
     add("generate", "prompt longer than the context", ["generate", "-m", SHIPPED, "-p", "x" * 5000])
-    add("generate", "--bogus-flag", g("--bogus-flag"))
+    add("generate", "--bogus-flag", g("--bogus-flag"), usage=True)
+    add("generate", "-i with --json", g("-i", "--json"), usage=True)
     add("generate", "-m a model with a bad header", ["generate", "-m", os.path.join(T, "st-overlap"), "-p", "x"])
     add("generate", "--file /dev/zero", ["generate", "-m", SHIPPED, "--file", "/dev/zero"])
     add("generate", "--file a directory", ["generate", "-m", SHIPPED, "--file", T])
@@ -375,7 +386,7 @@ def main():
     add("generate", "-c 99999 (context 128)", g("-c", "99999"))
     add("generate", "-c -1", g("-c", "-1"))
     add("generate", "prompt longer than -c 4", g("-c", "4"))
-    add("generate", "-i with a -p longer than the context", ["generate", "-m", SHIPPED, "-i", "-p", "x" * 200])
+    add("generate", "-i --context-overflow error with a -p longer than the context", ["generate", "-m", SHIPPED, "-i", "--context-overflow", "error", "-p", "x" * 200])
     add("generate", "weight 1e5 with --dtype f16", ["generate", "-m", model_dir("st-f16", weights=poke("h.1.attn.c_proj.weight", 7, 1e5)), "-p", "x", "--dtype", "f16"])
     add("generate", "logits overflow (ln_f.weight 3e38)", ["generate", "-m", model_dir("st-lnf", base=SHIPPED, weights=poke("ln_f.weight", 0, 3e38, scale=True, base=SHIPPED)), "-p", "x"])
     add("generate", "stdout is /dev/full", g("--max-new-tokens", "4"), stdout="/dev/full")
@@ -388,21 +399,22 @@ def main():
     add("bench", "-d -5", b("-d", "-5"))
     add("bench", "-r 0", b("-r", "0"))
     add("bench", "-t 5000", b("-t", "5000"))
-    add("bench", "--dtype f8", b("--dtype", "f8"))
-    add("bench", "--cache-type q8_0", b("--cache-type", "q8_0"))
+    add("bench", "--dtype f8", b("--dtype", "f8"), usage=True)
+    add("bench", "--cache-type q8_0", b("--cache-type", "q8_0"), usage=True)
+    add("bench", "--backend tpu", b("--backend", "tpu"), usage=True)
     add("bench", "-p 99999 (context 128)", b("-p", "99999"))
     add("bench", "-n 300 -d 100 (past the context)", b("-p", "8", "-n", "300", "-d", "100"))
     add("bench", "-p 100 -d 32 (past the context)", b("-p", "100", "-n", "0", "-d", "32"))
     add("bench", "-b 4 with -n 0 (no decode test)", b("-p", "8", "-n", "0", "-b", "4"))
-    add("bench", "-o xml", b("-o", "xml"))
+    add("bench", "-o xml", b("-o", "xml"), usage=True)
     add("bench", "--device 1 (the cpu backend)", b("--device", "1"))
     huge = os.path.join(T, "huge.json")
     open(huge, "w").write(json.dumps({"model_type": "gpt2", "n_embd": 65536, "n_head": 1, "n_layer": 4096, "vocab_size": 50257, "n_positions": 1024}))
     add("bench", "--random a shape too big for memory", ["bench", "--random", huge, "-p", "8", "-n", "0"])
-    add("bench", "--random gpt5", ["bench", "--random", "gpt5"])
-    add("bench", "both -m and --random", b("--random", "gpt2"))
-    add("bench", "neither -m nor --random", ["bench"])
-    add("bench", "-p abc", b("-p", "abc"))
+    add("bench", "--random gpt5", ["bench", "--random", "gpt5"], usage=True)
+    add("bench", "both -m and --random", b("--random", "gpt2"), usage=True)
+    add("bench", "-p abc", b("-p", "abc"), usage=True)
+    add("bench", "--bogus-flag", b("--bogus-flag"), usage=True)
 
     add("bench", "stdout is /dev/full", b("-p", "8", "-n", "0", "-r", "1", "-t", "1"), stdout="/dev/full")
 
@@ -411,8 +423,10 @@ def main():
     q8 = os.path.join(T, "q8.gguf")
     subprocess.run([EXE, "quantize", SHIPPED, q8, "--type", "q8_0"], capture_output=True, check=True)
     qz = lambda inp, out, *a: ["quantize", inp, out] + list(a)
-    add("quantize", "--type q3_k", qz(SHIPPED, OUTQ, "--type", "q3_k"))
-    add("quantize", "--type missing", qz(SHIPPED, OUTQ))
+    add("quantize", "--type q3_k", qz(SHIPPED, OUTQ, "--type", "q3_k"), usage=True)
+    add("quantize", "--type missing", qz(SHIPPED, OUTQ), usage=True)
+    add("quantize", "output missing", ["quantize", SHIPPED, "--type", "q8_0"], usage=True)
+    add("quantize", "-t 5000", qz(SHIPPED, OUTQ, "--type", "q8_0", "-t", "5000"))
     add("quantize", "input does not exist", qz(os.path.join(T, "nope"), OUTQ, "--type", "q8_0"))
     add("quantize", "input directory without config.json", qz(tok_dir("q-empty", {}), OUTQ, "--type", "q8_0"))
     add("quantize", "input a file that is not GGUF", qz(os.path.join(SHIPPED, "config.json"), OUTQ, "--type", "q8_0"))
@@ -422,10 +436,10 @@ def main():
     add("quantize", "output is a directory", qz(SHIPPED, T, "--type", "q8_0"))
     add("quantize", "Q8_0 input to q4_0 without --allow-requantize", qz(q8, OUTQ, "--type", "q4_0"))
     add("quantize", "sinusoidal positions (no GGUF key)", qz(os.path.join(ROOT, "tests", "fixtures", "models", "tiny-sinusoidal"), OUTQ, "--type", "q8_0"))
-    add("quantize", "--output-tensor-type q9_0 (no such ggml type)", qz(SHIPPED, OUTQ, "--type", "q8_0", "--output-tensor-type", "q9_0"))
+    add("quantize", "--output-tensor-type q9_0 (no such ggml type)", qz(SHIPPED, OUTQ, "--type", "q8_0", "--output-tensor-type", "q9_0"), usage=True)
     add("quantize", "--token-embedding-type iq2_xs (a type minigpt does not write)", qz(SHIPPED, OUTQ, "--type", "q8_0", "--token-embedding-type", "iq2_xs"))
     add("quantize", "--token-embedding-type q4_0 for 8-wide embeddings", qz(os.path.join(ROOT, "tests", "fixtures", "gguf", "gpt2-tiny-f32.gguf"), OUTQ, "--type", "q4_k_m", "--token-embedding-type", "q4_0"))
-    add("quantize", "--tensor-type without =TYPE", qz(SHIPPED, OUTQ, "--type", "q4_k_m", "--tensor-type", "attn_qkv"))
+    add("quantize", "--tensor-type without =TYPE", qz(SHIPPED, OUTQ, "--type", "q4_k_m", "--tensor-type", "attn_qkv"), usage=True)
     add("quantize", "--tensor-type with a broken regular expression", qz(SHIPPED, OUTQ, "--type", "q4_k_m", "--tensor-type", "x[=q8_0"))
     # outputs that are not regular files: refused, never replaced (FIFOs in the scratch folder, so that a
     # regression could replace nothing of the machine's)
@@ -442,14 +456,27 @@ def main():
     add("perplexity", "--save-logits a FIFO", pp("--save-logits", fifo))
     add("perplexity", "--save-logits the text it scores", pp("--save-logits", text))
     add("perplexity", "--save-logits the model's config.json", pp("--save-logits", os.path.join(SHIPPED, "config.json")))
-    add("perplexity", "--kl-top-k without --save-logits", pp("--kl-top-k", "5"))
+    add("perplexity", "--kl-top-k without --save-logits", pp("--kl-top-k", "5"), usage=True)
+    add("perplexity", "no -f (nor --kl-divergence)", ["perplexity", "-m", SHIPPED], usage=True)
+    add("perplexity", "--stride and --chunks both", pp("--stride", "32"), usage=True)
+    add("perplexity", "--stride 0", ["perplexity", "-m", SHIPPED, "-f", text, "--stride", "0"])
+    add("perplexity", "-c 99999 (context 128)", pp("-c", "99999"))
+    add("perplexity", "--bogus-flag", pp("--bogus-flag"), usage=True)
     add("perplexity", "--kl-divergence a FIFO", ["perplexity", "-m", SHIPPED, "--kl-divergence", fifo])
     os.mkfifo(os.path.join(T, "fifo.png"))
+    at = lambda *a: ["attention", "-m", SHIPPED, "-p", "hi", "-o", os.path.join(T, "att.png")] + list(a)
+    add("attention", "no -p", ["attention", "-m", SHIPPED, "-o", os.path.join(T, "att.json")], usage=True)
+    add("attention", "--head x", at("--layer", "0", "--head", "x"), usage=True)
+    add("attention", "a .png without --layer", at(), usage=True)
+    add("attention", "--layer 99 (the model has 4)", at("--layer", "99"))
+    add("attention", "--bogus-flag", at("--bogus-flag"), usage=True)
     add("attention", "-o a FIFO", ["attention", "-m", SHIPPED, "-p", "hi", "--layer", "0", "--head", "0", "-o", os.path.join(T, "fifo.png")])
     own = model_dir("attn-own", base=SHIPPED)
     add("attention", "-o the model's own config.json", ["attention", "-m", own, "-p", "hi", "-o", os.path.join(own, "config.json")])
     add("attention", "-o a file of the --tokenizer directory", ["attention", "-m", SHIPPED, "--tokenizer", own, "-p", "hi", "-o", os.path.join(own, "tokenizer.json")])
-    add("convert", "--outtype q8_0", ["convert", SHIPPED, OUTQ, "--outtype", "q8_0"])
+    add("convert", "--outtype q8_0", ["convert", SHIPPED, OUTQ, "--outtype", "q8_0"], usage=True)
+    add("convert", "output missing", ["convert", SHIPPED], usage=True)
+    add("convert", "-t -1", ["convert", SHIPPED, OUTQ, "-t", "-1"])
     add("convert", "a GGUF file as input", ["convert", q8, OUTQ])
     add("convert", "relu activation (no GGUF key)", ["convert", os.path.join(ROOT, "tests", "fixtures", "models", "tiny-relu-legacy"), OUTQ])
     add("convert", "an OPT model (llama.cpp has no OPT architecture)", ["convert", os.path.join(ROOT, "tests", "fixtures", "models", "opt-prenorm"), OUTQ])
@@ -467,6 +494,8 @@ def main():
     sv = lambda *a: ["serve", "-m", SHIPPED] + list(a)
     add("serve", "--port that another minigpt serve listens on", sv("--port", str(busy)))
     add("serve", "--port 70000", sv("--port", "70000"))
+    add("serve", "--port abc", sv("--port", "abc"), usage=True)
+    add("serve", "--bogus-flag", sv("--bogus-flag"), usage=True)
     add("serve", "--host that does not resolve", sv("--host", "no-such-host.invalid", "--port", str(busy)))
     add("serve", "--parallel 0", sv("--parallel", "0"))
     add("serve", "--host ''", sv("--host", ""))
@@ -535,29 +564,32 @@ def main():
     add("llmc", "--tokenizer a missing directory", lt(os.path.join(T, "nope")))
     add("llmc", "--tokenizer GPT-2's (50257 tokens, the model 300)", lt(GPT2TOK))
 
-    add("info", "-m missing", ["info"])
+    add("info", "--bogus-flag", ["info", "--bogus-flag"], usage=True)
+    add("info", "-m without its value", ["info", "-m"], usage=True)
     add("info", "stdout is /dev/full", info(SHIPPED), stdout="/dev/full")
     add("cli", "--version > /dev/full", ["--version"], stdout="/dev/full")
-    add("cli", "unknown command", ["frobnicate"])
-    add("cli", "no command", [])
+    add("cli", "unknown command", ["frobnicate"], usage=True)
+    add("cli", "no command", [], usage=True)
 
-    print("| group | bad input | exit | stderr lines | stdout bytes | what minigpt says (stderr) |")
-    print("|---|---|---:|---:|---:|---|")
+    print("| group | bad input | kind | exit | stderr lines | stdout bytes | what minigpt says (stderr) |")
+    print("|---|---|---|---:|---:|---:|---|")
     bad = 0
-    for group, desc, args, stdin, stdout in cases:
+    for group, desc, args, stdin, stdout, kind in cases:
         rc, out, err = run(args, stdin, stdout)
         lines = err.splitlines()
         msg = " / ".join(lines).replace(T, "$TMP").replace(ROOT + "/", "").replace("|", "\\|")
         msg = msg.replace(":%d" % busy, ":$PORT")
         msg = msg.replace(os.path.realpath(GPT2TOK), "gpt2").replace(GPT2TOK.replace(ROOT + "/", ""), "gpt2")
-        ok = rc != 0 and len(lines) == 1 and not os.path.exists(os.path.join(T, "out.gguf"))
+        want = 2 if kind == "usage" else 1
+        ok = rc == want and len(lines) == 1 and len(out) == 0 and not os.path.exists(os.path.join(T, "out.gguf"))
         bad += not ok
-        print("| %s | %s | %d | %d | %d | %s`%s` |" % (group, desc, rc, len(lines), len(out), "" if ok else "**NOT ONE LINE / ZERO EXIT** ", msg))
+        print("| %s | %s | %s | %d | %d | %d | %s`%s` |" % (group, desc, kind, rc, len(lines), len(out),
+              "" if ok else "**NOT ONE LINE, OR NOT EXIT %d** " % want, msg))
     for srv in servers:
         srv.terminate()
         srv.wait()
     shutil.rmtree(T, ignore_errors=True)
-    print("\n%d cases, %d not one line with a non-zero exit" % (len(cases), bad), file=sys.stderr)
+    print("\n%d cases, %d not one line with the exit status of their kind" % (len(cases), bad), file=sys.stderr)
     return 1 if bad else 0
 
 

@@ -157,7 +157,7 @@ GgufValue read_value(Cursor& c, GgufType type, int depth) {
       // memory is reserved for it.
       if (n > c.left() / scalar_size(v.elem)) {
         c.fail("an array of " + std::to_string(n) + " elements does not fit in the " +
-               std::to_string(c.left()) + " bytes left");
+               std::to_string(c.left()) + " bytes left (truncated?)");
       }
       c.elements += n;
       if (c.elements > kMaxArrayElements) {
@@ -251,8 +251,10 @@ void GgufFile::parse(uint64_t file_size) {
   const uint64_t n_tensors = c.get<uint64_t>("the tensor count");
   const uint64_t n_kv = c.get<uint64_t>("the metadata count");
   // A key-value pair takes at least 8 + 4 + 1 bytes, a tensor info 8 + 4 + 8 + 4 + 8.
-  if (n_kv > c.left() / 13) c.fail(std::to_string(n_kv) + " metadata entries cannot fit in the file");
-  if (n_tensors > c.left() / 32) c.fail(std::to_string(n_tensors) + " tensors cannot fit in the file");
+  // A count the rest of the file cannot hold: a cut file (a partial download) or a corrupt count.
+  const std::string size = " of " + std::to_string(c.pos() + c.left()) + " bytes (truncated?)";
+  if (n_kv > c.left() / 13) c.fail(std::to_string(n_kv) + " metadata entries cannot fit in the file" + size);
+  if (n_tensors > c.left() / 32) c.fail(std::to_string(n_tensors) + " tensors cannot fit in the file" + size);
 
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key = c.string(kMaxNameLength, "a metadata key");

@@ -338,7 +338,12 @@ ModelFile model_file_kind(const fs::path& path) {
   char magic[4] = {};
   std::ifstream in(path, std::ios::binary);
   in.read(magic, 4);
-  if (!in || std::memcmp(magic, "GGUF", 4) != 0) {
+  if (!in) {
+    // Too short for either magic: an empty or cut file (a failed download), not a directory.
+    throw Error(ErrorKind::Io, "'" + path.string() + "' is " + std::to_string(fs::file_size(path)) +
+                                   " bytes, too short for a GGUF file or an llm.c checkpoint (truncated?)");
+  }
+  if (std::memcmp(magic, "GGUF", 4) != 0) {
     throw Error(ErrorKind::Io,
                 "'" + path.string() +
                     "' is not a directory (a model is a directory with config.json, a GGUF file "
@@ -449,6 +454,17 @@ void check_model_dir(const fs::path& dir) {
   if (!fs::exists(dir)) throw Error(ErrorKind::Io, "model directory '" + dir.string() + "' does not exist");
   if (!fs::is_directory(dir)) throw Error(ErrorKind::Io, "'" + dir.string() + "' is not a directory");
   if (!fs::exists(dir / "config.json")) {
+    // A folder of GGUF files (a download of several quantizations): -m takes one of them.
+    std::vector<std::string> ggufs;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (e.path().extension() == ".gguf" && e.is_regular_file(ec)) ggufs.push_back(e.path().string());
+    std::sort(ggufs.begin(), ggufs.end());
+    if (!ggufs.empty()) {
+      throw Error(ErrorKind::Io, dir.string() + ": no config.json, but " + std::to_string(ggufs.size()) +
+                                     " GGUF file" + (ggufs.size() == 1 ? "" : "s") +
+                                     ": give one with -m (e.g. -m " + ggufs[0] + ")");
+    }
     throw Error(
         ErrorKind::Io,
         dir.string() + ": no config.json (a model directory holds config.json and model.safetensors)");

@@ -264,13 +264,23 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   return int32_t(best);  // u landed in the rounding slack at the very top
 }
 
-double log_prob(std::span<const float> logits, int32_t id) {
+namespace {
+// log softmax of one logit: v - max - log(sum exp(logit - max)). One computation for log_prob and
+// top_log_probs, so that a token's logprob and its entry among the top ones are the same double.
+struct LogSoftmax {
   double mx = -std::numeric_limits<double>::infinity();
-  for (float v : logits) mx = std::max(mx, double(v));
-  double sum = 0.0;
-  for (float v : logits) sum += std::exp(double(v) - mx);
-  return double(logits[size_t(id)]) - mx - std::log(sum);
-}
+  double log_sum = 0.0;
+  explicit LogSoftmax(std::span<const float> logits) {
+    for (float v : logits) mx = std::max(mx, double(v));
+    double sum = 0.0;
+    for (float v : logits) sum += std::exp(double(v) - mx);
+    log_sum = std::log(sum);
+  }
+  double operator()(float v) const { return double(v) - mx - log_sum; }
+};
+}  // namespace
+
+double log_prob(std::span<const float> logits, int32_t id) { return LogSoftmax(logits)(logits[size_t(id)]); }
 
 std::vector<std::pair<int32_t, double>> top_log_probs(std::span<const float> logits, int64_t n) {
   n = std::min<int64_t>(n, int64_t(logits.size()));
@@ -279,13 +289,9 @@ std::vector<std::pair<int32_t, double>> top_log_probs(std::span<const float> log
   std::partial_sort(idx.begin(), idx.begin() + n, idx.end(), [&](int32_t a, int32_t b) {
     return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b);
   });
-  double mx = double(logits[size_t(idx[0])]);
-  double sum = 0.0;
-  for (float v : logits) sum += std::exp(double(v) - mx);
-  const double lse = mx + std::log(sum);
+  const LogSoftmax lsm(logits);
   std::vector<std::pair<int32_t, double>> out;
-  for (int64_t i = 0; i < n; ++i)
-    out.emplace_back(idx[size_t(i)], double(logits[size_t(idx[size_t(i)])]) - lse);
+  for (int64_t i = 0; i < n; ++i) out.emplace_back(idx[size_t(i)], lsm(logits[size_t(idx[size_t(i)])]));
   return out;
 }
 
