@@ -10,8 +10,8 @@
 #include "command.h"
 #include "common.h"
 #include "convert/gguf_convert.h"
-#include "minigpt/error.h"
 #include "io/io.h"
+#include "minigpt/error.h"
 #include "quant/quantize.h"
 
 namespace minigpt::cli {

@@ -8,10 +8,9 @@
 #include <sstream>
 
 #include "convert/gguf_convert.h"
-#include "server/chat_template.h"
+#include "formats/gguf.h"
 #include "minigpt/error.h"
 #include "minigpt/generate.h"
-#include "formats/gguf.h"
 #include "minigpt/model.h"
 #include "minigpt/session.h"
 #include "minigpt/tokenizer.h"

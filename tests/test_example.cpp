@@ -1,5 +1,6 @@
 // examples/generate.cpp, built against include/minigpt/minigpt.h alone, gives transformers' greedy tokens on
-// the shipped model (tests/fixtures/shakespeare-char/greedy.json, tools/reference/make_generate_reference.py).
+// the shipped model (tests/fixtures/shakespeare-char/greedy.json,
+// tools/reference/make_generate_reference.py).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -13,7 +14,8 @@ namespace minigpt::test {
 namespace {
 
 TEST(Example, GenerateGivesTransformersGreedyTokens) {
-  const auto ref = nlohmann::json::parse(read_file(source_dir() / "tests" / "fixtures" / "shakespeare-char" / "greedy.json"));
+  const auto ref = nlohmann::json::parse(
+      read_file(source_dir() / "tests" / "fixtures" / "shakespeare-char" / "greedy.json"));
   const nlohmann::json* romeo = nullptr;
   for (const auto& c : ref["cases"])
     if (c["name"] == "romeo") romeo = &c;

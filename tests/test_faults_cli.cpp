@@ -300,8 +300,8 @@ TEST(FaultsCli, AnApiKeyNoClientCouldSendIsRefused) {
 }
 
 // A --tokenizer with more tokens than the model's vocabulary: every command that encodes text says so in one
-// line before encoding (not later, on the first id past the vocabulary, with "eval: token id 5962 at index 0 is
-// outside the vocabulary").
+// line before encoding (not later, on the first id past the vocabulary, with "eval: token id 5962 at index 0
+// is outside the vocabulary").
 TEST(FaultsCli, ATokenizerLargerThanTheModelIsRefusedByEveryCommand) {
   TempDir tmp;
   const std::string gpt2 = (test::source_dir() / "tests" / "fixtures" / "gpt2-tokenizer").string();

@@ -47,18 +47,28 @@ struct Layer {
 // The layer of a file by its path relative to the repository root; nullopt for one the table does not know.
 std::optional<Layer> layer_of(const std::string& rel) {
   static const std::map<std::string, Layer> kPublic = {
-      {"error.h", {"core", 0}},        {"tensor.h", {"core", 0}},       {"ggml_type.h", {"core", 0}},
-      {"config.h", {"arch", 4}},       {"tokenizer.h", {"tokenizer", 5}}, {"backend.h", {"backend", 6}},
-      {"registry.h", {"backend", 6}},  {"model.h", {"model", 8}},       {"session.h", {"session", 9}},
-      {"sampler.h", {"run", 10}},      {"generate.h", {"run", 10}},     {"generation_config.h", {"run", 10}},
-      {"attention.h", {"run", 10}},    {"perplexity.h", {"run", 10}},   {"minigpt.h", {"run", 10}},
+      {"error.h", {"core", 0}},       {"tensor.h", {"core", 0}},         {"ggml_type.h", {"core", 0}},
+      {"config.h", {"arch", 4}},      {"tokenizer.h", {"tokenizer", 5}}, {"backend.h", {"backend", 6}},
+      {"registry.h", {"backend", 6}}, {"model.h", {"model", 8}},         {"session.h", {"session", 9}},
+      {"sampler.h", {"run", 10}},     {"generate.h", {"run", 10}},       {"generation_config.h", {"run", 10}},
+      {"attention.h", {"run", 10}},   {"perplexity.h", {"run", 10}},     {"minigpt.h", {"run", 10}},
   };
   static const std::vector<std::pair<std::string, Layer>> kFolders = {
-      {"src/core/", {"core", 0}},      {"src/io/", {"io", 1}},           {"src/quant/", {"quant", 2}},
-      {"src/formats/", {"formats", 3}}, {"src/arch/", {"arch", 4}}, {"src/tokenizer/", {"tokenizer", 5}},
-      {"src/backend/", {"backend", 6}}, {"src/cpu/", {"cpu", 7}},       {"src/cuda/", {"cuda", 7}},
-      {"src/model/", {"model", 8}},    {"src/session/", {"session", 9}}, {"src/run/", {"run", 10}},
-      {"src/convert/", {"convert", 11}}, {"src/server/", {"server", 11}}, {"cli/", {"cli", 12}},
+      {"src/core/", {"core", 0}},
+      {"src/io/", {"io", 1}},
+      {"src/quant/", {"quant", 2}},
+      {"src/formats/", {"formats", 3}},
+      {"src/arch/", {"arch", 4}},
+      {"src/tokenizer/", {"tokenizer", 5}},
+      {"src/backend/", {"backend", 6}},
+      {"src/cpu/", {"cpu", 7}},
+      {"src/cuda/", {"cuda", 7}},
+      {"src/model/", {"model", 8}},
+      {"src/session/", {"session", 9}},
+      {"src/run/", {"run", 10}},
+      {"src/convert/", {"convert", 11}},
+      {"src/server/", {"server", 11}},
+      {"cli/", {"cli", 12}},
       {"examples/", {"examples", 12}},
   };
   const std::string pub = "include/minigpt/";
@@ -128,7 +138,8 @@ Finding check_tree() {
         }
         const bool public_only = rel.rfind("include/", 0) == 0 || rel.rfind("examples/", 0) == 0;
         if (public_only && target->rfind("include/", 0) != 0) {
-          f.violations.push_back(where + " -> " + *target + ": public headers and examples include public "
+          f.violations.push_back(where + " -> " + *target +
+                                 ": public headers and examples include public "
                                  "headers only");
           continue;
         }

@@ -3,8 +3,8 @@
 
 #include <array>
 
-#include "minigpt/error.h"
 #include "formats/gguf_writer.h"
+#include "minigpt/error.h"
 
 namespace minigpt {
 

@@ -8,10 +8,10 @@
 
 #include "convert/source.h"
 #include "convert/util.h"
-#include "minigpt/error.h"
 #include "formats/gguf_writer.h"
 #include "io/io.h"
 #include "io/json_parse.h"
+#include "minigpt/error.h"
 
 namespace minigpt::convert {
 

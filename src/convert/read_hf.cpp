@@ -8,13 +8,13 @@
 #include "arch/arch.h"
 #include "convert/source.h"
 #include "convert/util.h"
+#include "formats/gguf_writer.h"
+#include "formats/safetensors.h"
+#include "io/io.h"
 #include "minigpt/config.h"
 #include "minigpt/error.h"
-#include "formats/gguf_writer.h"
-#include "io/io.h"
-#include "quant/quant.h"
-#include "formats/safetensors.h"
 #include "minigpt/tensor.h"
+#include "quant/quant.h"
 
 namespace minigpt::convert {
 

@@ -7,9 +7,9 @@
 
 #include "convert/source.h"
 #include "convert/util.h"
-#include "minigpt/error.h"
 #include "formats/gguf_writer.h"
 #include "io/io.h"
+#include "minigpt/error.h"
 #include "minigpt/tokenizer.h"
 #include "tokenizer/gguf_names.h"
 

@@ -10,11 +10,11 @@
 #include "convert/gguf_convert.h"
 #include "convert/source.h"
 #include "convert/util.h"
-#include "minigpt/error.h"
+#include "cpu/sysinfo.h"
 #include "formats/gguf_writer.h"
+#include "minigpt/error.h"
 #include "quant/quant.h"
 #include "quant/quantize.h"
-#include "cpu/sysinfo.h"
 
 namespace minigpt {
 

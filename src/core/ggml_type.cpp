@@ -30,5 +30,4 @@ const GgmlTypeInfo* ggml_type_info(uint32_t type) {
   return nullptr;
 }
 
-
 }  // namespace minigpt
