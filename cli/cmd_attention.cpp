@@ -70,9 +70,10 @@ int run_attention(const AttentionCliOptions& o) {
   if (o.prompt.empty()) throw Error(ErrorKind::Argument, "-p/--prompt: the prompt is empty");
 
   const auto dir = resolve_model_dir(o.model);
-  check_tokenizer_source(o.model.tokenizer, dir);
+  const ModelSource source = ModelSource::open(dir);  // classified, a GGUF parsed, once for every reader
+  check_tokenizer_source(o.model.tokenizer, source);
   check_output_not_input("-o", o.out, o.model, dir);
-  auto model = Model::load(dir, load_options(o.model));
+  auto model = Model::load(source, load_options(o.model));
   const Config& c = model->config();
   if (o.layer && (*o.layer < 0 || *o.layer >= c.n_layer)) {
     throw Error(ErrorKind::Argument, "--layer: " + std::to_string(*o.layer) + " is outside [0, " +
@@ -80,7 +81,7 @@ int run_attention(const AttentionCliOptions& o) {
                                          std::to_string(c.n_layer) + " layers)");
   }
   const HeadChoice heads = parse_head(o.head, c.n_head);
-  const Tokenizer tok = load_tokenizer(o.model.tokenizer, dir, c.n_vocab);
+  const Tokenizer tok = load_tokenizer(o.model.tokenizer, source, c.n_vocab);
   std::vector<int32_t> ids;
   try {
     ids = tok.encode_with_specials(o.prompt, o.special);

@@ -159,12 +159,15 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
   std::vector<std::string> dtypes = o.dtypes.empty() ? std::vector<std::string>{"stored"} : o.dtypes;
   for (const auto& d : dtypes) parse_dtype(d);
 
+  // The model's path, classified (a GGUF parsed) once for the check below and every dtype's load.
+  std::optional<ModelSource> source;
+  if (o.random.empty()) source = ModelSource::open(o.model_dir);
   // Every length against the model's context before any work (the bandwidth probe takes seconds): the
   // first model's config (every dtype's is the same). -p and -n not given are the defaults (512, 128) cut
   // to what the context holds after the deepest -d, and said so.
   {
     const bool random_config = o.random.ends_with(".json");
-    const int64_t n_ctx = o.random.empty() ? Model::inspect(o.model_dir).config.n_ctx
+    const int64_t n_ctx = o.random.empty() ? Model::inspect(*source).config.n_ctx
                           : random_config  ? load_config(o.random).n_ctx
                                            : gpt2_preset(o.random).n_ctx;
     const int64_t deepest = *std::max_element(o.depth.begin(), o.depth.end());
@@ -242,7 +245,7 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
       // --random NAME: a published shape; --random FILE.json: the shape a config.json describes.
       const bool random_config = o.random.ends_with(".json");
       auto model = o.random.empty()
-                       ? Model::load(o.model_dir, lo)
+                       ? Model::load(*source, lo)
                        : Model::random(random_config ? load_config(o.random) : gpt2_preset(o.random), lo);
       const Config& c = model->config();
       auto tokens = [&](int64_t n) {

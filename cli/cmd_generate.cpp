@@ -271,9 +271,10 @@ std::string to_json_line(const json& j) { return j.dump(-1, ' ', false, json::er
 
 int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& given) {
   const auto dir = resolve_model_dir(o.model);
-  check_tokenizer_source(o.model.tokenizer, dir);
-  auto model = Model::load(dir, load_options(o.model));
-  const Tokenizer tok = load_tokenizer(o.model.tokenizer, dir, model->config().n_vocab);
+  const ModelSource source = ModelSource::open(dir);  // classified, a GGUF parsed, once for every reader
+  check_tokenizer_source(o.model.tokenizer, source);
+  auto model = Model::load(source, load_options(o.model));
+  const Tokenizer tok = load_tokenizer(o.model.tokenizer, source, model->config().n_vocab);
   const std::string prompt_text = o.interactive ? (o.prompt_given    ? o.prompt
                                                    : !o.file.empty() ? read_prompt(o)
                                                                      : "")
@@ -292,7 +293,7 @@ int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& 
   GenerateOptions g = o.gen;
   // generation_config.json (general.sampling.* in a GGUF file) for the sampling flags not given, as
   // llama.cpp takes a GGUF file's; its eos_token_id ends generation, as in transformers.
-  const GenerationDefaults defaults = read_generation_defaults(dir);
+  const GenerationDefaults defaults = read_generation_defaults(source);
   defaults.apply(g.sampling, given);
   g.eos_token_ids = defaults.eos_token_ids;
   g.skip_special = !o.show_special;  // as llama.cpp's CLI and server, and minigpt's server

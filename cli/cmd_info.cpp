@@ -55,7 +55,7 @@ struct TokenizerSummary {
   std::string error;  // why there is none
 };
 
-TokenizerSummary tokenizer_summary(const std::string& tokenizer, const std::string& dir) {
+TokenizerSummary tokenizer_summary(const std::string& tokenizer, const ModelSource& dir) {
   TokenizerSummary t;
   try {
     const Tokenizer tok = load_tokenizer(tokenizer, dir);
@@ -300,9 +300,10 @@ int run_info(InfoOptions o) {
     }
   }
   if (!o.model_dir.empty()) {
-    const ModelSummary s = Model::inspect(o.model_dir);  // headers only: no weight is read
-    const TokenizerSummary tok = tokenizer_summary(o.tokenizer, o.model_dir);
-    const GenerationDefaults gd = read_generation_defaults(o.model_dir);
+    const ModelSource source = ModelSource::open(o.model_dir);  // classified, a GGUF parsed, once
+    const ModelSummary s = Model::inspect(source);              // headers only: no weight is read
+    const TokenizerSummary tok = tokenizer_summary(o.tokenizer, source);
+    const GenerationDefaults gd = read_generation_defaults(source);
     if (o.json) {
       out["model"] = model_json(o.model_dir, s, tok, gd);
     } else {

@@ -102,6 +102,7 @@ int run_perplexity(const PerplexityCliOptions& o) {
                 "-b/--batch-size: " + std::to_string(o.batch) + " is outside [1, 65536]");
   }
   const auto dir = resolve_model_dir(o.model);
+  const ModelSource source = ModelSource::open(dir);  // classified, a GGUF parsed, once for every reader
   // --save-logits may not replace what this run reads: the text, the model, its tokenizer (each is read
   // before the reference is written, so the run would succeed and the file be gone).
   if (!o.save_logits.empty()) {
@@ -112,11 +113,11 @@ int run_perplexity(const PerplexityCliOptions& o) {
   // The text first: a missing file is reported before the model is loaded.
   const std::string text =
       o.file.empty() ? std::string() : read_regular_file(o.file, kMaxTextBytes, "text file");
-  if (!o.file.empty()) check_tokenizer_source(o.model.tokenizer, dir);
-  auto model = Model::load(dir, load_options(o.model));
+  if (!o.file.empty()) check_tokenizer_source(o.model.tokenizer, source);
+  auto model = Model::load(source, load_options(o.model));
   // Only a text needs the tokenizer (a --kl-divergence run takes the reference's tokens).
   std::optional<Tokenizer> tok;
-  if (!o.file.empty()) tok.emplace(load_tokenizer(o.model.tokenizer, dir, model->config().n_vocab));
+  if (!o.file.empty()) tok.emplace(load_tokenizer(o.model.tokenizer, source, model->config().n_vocab));
 
   const int64_t model_ctx = model->config().n_ctx;
   int64_t n_ctx = context_size(o.ctx_size, model_ctx);

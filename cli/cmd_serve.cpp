@@ -74,9 +74,10 @@ int run_serve(ServeCliOptions& o) {
   sigaction(SIGTERM, &sa, nullptr);
 
   const auto dir = resolve_model_dir(o.model);
-  check_tokenizer_source(o.model.tokenizer, dir);
-  auto model = Model::load(dir, load_options(o.model));
-  Tokenizer tok = load_tokenizer(o.model.tokenizer, dir, model->config().n_vocab);
+  const ModelSource source = ModelSource::open(dir);  // classified, a GGUF parsed, once for every reader
+  check_tokenizer_source(o.model.tokenizer, source);
+  auto model = Model::load(source, load_options(o.model));
+  Tokenizer tok = load_tokenizer(o.model.tokenizer, source, model->config().n_vocab);
   server::ServerOptions so = o.server;
   so.n_ctx = context_size(o.ctx_size, model->config().n_ctx);
   so.model_id = !o.alias.empty() ? o.alias : fs::path(dir).lexically_normal().filename().string();
@@ -86,8 +87,8 @@ int run_serve(ServeCliOptions& o) {
   std::replace(so.system_fingerprint.begin(), so.system_fingerprint.end(), ' ', '-');
   so.system_fingerprint += "-" + model->backend().name();
   if (model->backend().device() == Device::Host) so.system_fingerprint += "-" + cpu_info().kernel_level;
-  so.chat_template = load_chat_template(dir, tok);
-  so.generation_defaults = read_generation_defaults(dir);
+  so.chat_template = load_chat_template(source, tok);
+  so.generation_defaults = read_generation_defaults(source);
   apply_sampling_flags(o.sampling, so.generation_defaults);
   const GenerationDefaults& gd = so.generation_defaults;
   if (const std::string d = gd.describe(); !d.empty()) {

@@ -150,14 +150,15 @@ CLI::Validator nonempty_path() {
       "");
 }
 
-Tokenizer load_tokenizer(const std::string& tokenizer, const std::filesystem::path& model) {
-  return Tokenizer::load(tokenizer.empty() ? model : std::filesystem::path(tokenizer));
+Tokenizer load_tokenizer(const std::string& tokenizer, const ModelSource& model) {
+  return tokenizer.empty() ? Tokenizer::load(model) : Tokenizer::load(std::filesystem::path(tokenizer));
 }
 
-Tokenizer load_tokenizer(const std::string& tokenizer, const std::filesystem::path& model, int64_t n_vocab) {
+Tokenizer load_tokenizer(const std::string& tokenizer, const ModelSource& model, int64_t n_vocab) {
   Tokenizer tok = load_tokenizer(tokenizer, model);
   if (tok.n_vocab() > n_vocab) {
-    throw Error(ErrorKind::Config, (tokenizer.empty() ? model.string() : tokenizer) + ": the tokenizer has " +
+    throw Error(ErrorKind::Config, (tokenizer.empty() ? model.path().string() : tokenizer) +
+                                       ": the tokenizer has " +
                                        std::to_string(tok.n_vocab()) +
                                        " tokens, more than the model's vocabulary of " +
                                        std::to_string(n_vocab) + " (vocab_size)");
@@ -175,8 +176,8 @@ Tokenizer load_tokenizer(const std::string& tokenizer, const std::filesystem::pa
   return tok;
 }
 
-void check_tokenizer_source(const std::string& tokenizer, const std::filesystem::path& model) {
-  if (tokenizer.empty() && is_llmc_file(model)) throw llmc_no_tokenizer_error(model);
+void check_tokenizer_source(const std::string& tokenizer, const ModelSource& model) {
+  if (tokenizer.empty() && model.format() == ModelFormat::Llmc) throw llmc_no_tokenizer_error(model.path());
 }
 
 void check_output_not_input(const std::string& flag, const std::string& out, const ModelOptions& m,

@@ -62,15 +62,15 @@ void warn_threads(int threads);
 // Adds --tokenizer DIR, for the commands that encode text.
 void add_tokenizer_option(CLI::App& app, std::string& tokenizer);
 // The tokenizer of --tokenizer DIR when given, else the model's own (`model`: a directory or a GGUF file).
-Tokenizer load_tokenizer(const std::string& tokenizer, const std::filesystem::path& model);
+Tokenizer load_tokenizer(const std::string& tokenizer, const ModelSource& model);
 // The same for a loaded model of `n_vocab` tokens: a tokenizer with more tokens than that (a --tokenizer that
 // is not the model's) is an Error(Config) naming it, before any text is encoded into ids the model lacks; so
 // is a --tokenizer with over 1024 fewer (more than a padded vocabulary's unused rows: its text would be
 // empty).
-Tokenizer load_tokenizer(const std::string& tokenizer, const std::filesystem::path& model, int64_t n_vocab);
+Tokenizer load_tokenizer(const std::string& tokenizer, const ModelSource& model, int64_t n_vocab);
 // Refuses an llm.c checkpoint without --tokenizer before its weights are loaded (load_tokenizer would,
 // after).
-void check_tokenizer_source(const std::string& tokenizer, const std::filesystem::path& model);
+void check_tokenizer_source(const std::string& tokenizer, const ModelSource& model);
 // Refuses an output that would replace a file this run reads: the model (its file, or any file of its
 // directory), the --tokenizer source (likewise), or one of `others` (a text file). Each is read before the
 // output is written, so the run would succeed and the user's file be gone: Error(Argument) "FLAG OUT: is

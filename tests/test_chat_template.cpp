@@ -363,6 +363,20 @@ TEST(ChatTemplate, AConvertedGgufCarriesTheTemplate) {
   GenerateResult r = generate(s, &tok, ids, g);
   if (r.reason == StopReason::Eos) r.tokens.push_back(model->config().eos_token_id);
   EXPECT_EQ(r.tokens, c["generated"].get<std::vector<int32_t>>());
+
+  // The same file under a name without ".gguf" (a download saved as "model") is known by its bytes: one
+  // ModelSource gives the model, the tokenizer and the template, as the path with the extension does.
+  const auto renamed = std::filesystem::path(out.string() + "-renamed");
+  std::filesystem::copy_file(out, renamed, std::filesystem::copy_options::overwrite_existing);
+  const ModelSource source = ModelSource::open(renamed);
+  EXPECT_EQ(source.format(), ModelFormat::Gguf);
+  const Tokenizer tok2 = Tokenizer::load(source);
+  const auto tmpl2 = load_chat_template(source, tok2);
+  ASSERT_TRUE(tmpl2.has_value()) << "a GGUF file named without .gguf lost its chat template";
+  EXPECT_EQ(tmpl2->render(c["messages"], true), c["prompt"].get<std::string>());
+  EXPECT_EQ(tok2.encode(c["prompt"].get<std::string>(), true), ids);
+  EXPECT_EQ(Model::load(source)->config().n_layer, model->config().n_layer);
+  std::filesystem::remove(renamed);
   std::filesystem::remove(out);
 }
 

@@ -245,6 +245,13 @@ TEST(GenerationConfig, ConvertWritesLlamaCppsSamplingKeysAndGenerateUsesThem) {
     EXPECT_FLOAT_EQ(flagged.summary["sampling"]["temperature"].get<float>(), 1.5f);
     EXPECT_FLOAT_EQ(flagged.summary["sampling"]["top_p"].get<float>(), g["top_p"].get<float>());
   }
+  // A GGUF file is known by its bytes, not its name: saved as "model" (no .gguf), its defaults still apply.
+  const fs::path renamed = tmp / "model";
+  fs::copy_file(out, renamed);
+  const GenRun run_renamed = gen_cli(renamed, "-n 2 --seed 7");
+  EXPECT_EQ(run_renamed.summary["sampling"]["top_k"], g["top_k"]);
+  EXPECT_FLOAT_EQ(run_renamed.summary["sampling"]["temperature"].get<float>(), g["temperature"].get<float>());
+  EXPECT_EQ(run_renamed.ids, gen_cli(out, "-n 2 --seed 7").ids);
   // the text output says where the defaults came from
   r = test::run_cli("generate -m " + out.string() + " -p Hi -n 1 --seed 1");
   ASSERT_EQ(r.status, 0) << r.err;

@@ -6,7 +6,7 @@
 //   core       include/minigpt/{error,tensor,ggml_type}.h, src/core/    errors, tensors, ggml's types
 //   io         src/io/                                                   files, atomic writes, JSON parsing
 //   quant      src/quant/                                                block (de)quantization
-//   formats    src/formats/                                              safetensors and GGUF: containers
+//   formats    include/minigpt/model_source.h, src/formats/              safetensors and GGUF: containers
 //                                                                        that name no family
 //   arch       include/minigpt/config.h, src/arch/                       Config, the families' table, each
 //                                                                        family's keys and names (and llm.c's
@@ -48,7 +48,7 @@ struct Layer {
 std::optional<Layer> layer_of(const std::string& rel) {
   static const std::map<std::string, Layer> kPublic = {
       {"error.h", {"core", 0}},       {"tensor.h", {"core", 0}},         {"ggml_type.h", {"core", 0}},
-      {"config.h", {"arch", 4}},      {"tokenizer.h", {"tokenizer", 5}}, {"backend.h", {"backend", 6}},
+      {"model_source.h", {"formats", 3}}, {"config.h", {"arch", 4}},      {"tokenizer.h", {"tokenizer", 5}}, {"backend.h", {"backend", 6}},
       {"registry.h", {"backend", 6}}, {"model.h", {"model", 8}},         {"session.h", {"session", 9}},
       {"sampler.h", {"run", 10}},     {"generate.h", {"run", 10}},       {"generation_config.h", {"run", 10}},
       {"attention.h", {"run", 10}},   {"perplexity.h", {"run", 10}},     {"minigpt.h", {"run", 10}},

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "minigpt/error.h"
+#include "minigpt/model_source.h"
 #include "minigpt/sampler.h"
 
 namespace minigpt {
@@ -75,14 +76,16 @@ struct GenerationDefaults {
   }
 };
 
-// `model` a directory: its generation_config.json if there is one (nothing otherwise); a .gguf file: its
-// general.sampling.{temp,top_k,top_p,min_p,penalty_repeat,penalty_last_n}; anything else: none. Throws
+// `model` a directory: its generation_config.json if there is one (nothing otherwise); a GGUF file (by its
+// bytes, whatever its name): its general.sampling.{temp,top_k,top_p,min_p,penalty_repeat,penalty_last_n};
+// an llm.c checkpoint: none. Throws
 // Error(Format/Config) naming the file when the JSON does not parse, or a field other than the sampling
 // settings (do_sample, max_new_tokens, max_length, eos_token_id) has a wrong type or value. A sampling
 // setting out of range (temperature < 0, top_p or min_p outside [0, 1], repetition_penalty <= 0) or of a
 // wrong type goes to `unusable`; a top_k below 0 is off (llama.cpp's reading), a top_p of 0 keeps the top
 // token (transformers').
 GenerationDefaults read_generation_defaults(const std::filesystem::path& model);
+GenerationDefaults read_generation_defaults(const ModelSource& model);
 
 // The same from generation_config.json's text; `source` names it in errors.
 GenerationDefaults parse_generation_config(const std::string& json_text, const std::string& source);

@@ -12,6 +12,7 @@
 
 #include "minigpt/backend.h"
 #include "minigpt/config.h"
+#include "minigpt/model_source.h"
 
 namespace minigpt {
 
@@ -73,11 +74,14 @@ class Model {
   // Loads `dir` (config.json + model.safetensors, or shards + model.safetensors.index.json), a GGUF file or
   // an llm.c checkpoint (src/arch/llmc.h).
   static std::shared_ptr<const Model> load(const std::filesystem::path& dir, const LoadOptions& options = {});
+  // The same from a path already opened (its tokenizer, generation defaults and chat template read it too).
+  static std::shared_ptr<const Model> load(const ModelSource& source, const LoadOptions& options = {});
   // A model of this config with the counter-based random weights of random_weights.h, built in memory.
   static std::shared_ptr<const Model> random(const Config& config, const LoadOptions& options = {});
   // Reads config.json and the weight files' headers of `dir` and checks every tensor's name, dtype and
   // shape against the architecture, as load() does, without reading a weight.
   static ModelSummary inspect(const std::filesystem::path& dir);
+  static ModelSummary inspect(const ModelSource& source);
 
   const Config& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }

@@ -57,6 +57,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "minigpt/model_source.h"
+
 namespace minigpt {
 
 class GgufFile;
@@ -74,6 +76,8 @@ class Tokenizer {
   // --tokenizer). Throws Error (Io, Format, Unsupported) naming the file. A directory with no weights is
   // fine.
   static Tokenizer load(const std::filesystem::path& dir);
+  // The same from a path already opened (a GGUF file's metadata is not parsed again).
+  static Tokenizer load(const ModelSource& source);
   // The same from file contents in memory (load() reads the files and calls these); `source` names the
   // file in error messages.
   static Tokenizer from_tokenizer_json(std::string_view text, const std::string& source = "tokenizer.json");

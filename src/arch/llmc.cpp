@@ -16,8 +16,6 @@ namespace minigpt {
 namespace {
 
 constexpr uint64_t kHeaderBytes = 256 * sizeof(int32_t);
-constexpr int32_t kLlmcStateMagic = 20240327;      // train_gpt2.py's write_state: a debugging dump
-constexpr int32_t kLlmcTokenizerMagic = 20240328;  // write_tokenizer: token bytes, decoding only
 
 // The caps of config.json's fields (src/arch/config.cpp), so that an llm.c file loads iff the same model
 // would as a directory.
@@ -61,7 +59,7 @@ bool is_llmc_file(const std::filesystem::path& path) {
   in.read(reinterpret_cast<char*>(magic), 4);
   if (!in) return false;
   const int32_t m = get_i32(magic);
-  return m == kLlmcMagic || m == kLlmcStateMagic || m == kLlmcTokenizerMagic;
+  return is_llmc_magic(m);
 }
 
 Error llmc_no_tokenizer_error(const std::filesystem::path& path) {

@@ -19,13 +19,12 @@
 #include <string>
 #include <vector>
 
+#include "formats/llmc_magic.h"
 #include "formats/safetensors.h"
 #include "minigpt/config.h"
 #include "minigpt/error.h"
 
 namespace minigpt {
-
-inline constexpr int32_t kLlmcMagic = 20240326;  // a model checkpoint (write_model)
 
 struct LlmcHeader {
   int32_t version = 0;         // 3: F32 parameters, 5: BF16 parameters

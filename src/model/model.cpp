@@ -323,30 +323,6 @@ std::map<std::string, HostTensor> index_tensors(const std::vector<std::shared_pt
   return all;
 }
 
-// What `path` is: a directory (or nothing: check_model_dir says which), a GGUF file or an llm.c checkpoint;
-// any other file is named as neither.
-enum class ModelFile { Directory, Gguf, Llmc };
-ModelFile model_file_kind(const fs::path& path) {
-  if (!fs::is_regular_file(path)) return ModelFile::Directory;
-  if (is_llmc_file(path)) return ModelFile::Llmc;
-  char magic[4] = {};
-  std::ifstream in(path, std::ios::binary);
-  in.read(magic, 4);
-  if (!in) {
-    // Too short for either magic: an empty or cut file (a failed download), not a directory.
-    throw Error(ErrorKind::Io, "'" + path.string() + "' is " + std::to_string(fs::file_size(path)) +
-                                   " bytes, too short for a GGUF file or an llm.c checkpoint (truncated?)");
-  }
-  if (std::memcmp(magic, "GGUF", 4) != 0) {
-    throw Error(ErrorKind::Io,
-                "'" + path.string() +
-                    "' is not a directory (a model is a directory with config.json, a GGUF file "
-                    "or an llm.c checkpoint; this file starts with neither \"GGUF\" nor llm.c's "
-                    "magic 20240326)");
-  }
-  return ModelFile::Gguf;
-}
-
 // A GGUF file: its config from the metadata (the architecture's parse_gguf), its tensors by their GGUF
 // names, readable while `file` stays open.
 struct GgufModel {
@@ -355,9 +331,9 @@ struct GgufModel {
   std::map<std::string, HostTensor> tensors;
 };
 
-GgufModel open_gguf(const fs::path& path) {
+GgufModel open_gguf(const ModelSource& source) {
   GgufModel g;
-  g.file = GgufFile::open(path);
+  g.file = source.gguf_file();
   const GgufFile& f = *g.file;
   const auto name = f.get_string("general.architecture");
   if (!name) throw Error(ErrorKind::Format, f.path() + ": no general.architecture in the metadata");
@@ -821,8 +797,12 @@ struct ModelBuilder {
 };
 
 std::shared_ptr<const Model> Model::load(const fs::path& dir, const LoadOptions& options) {
-  const ModelFile kind = model_file_kind(dir);
-  if (kind == ModelFile::Llmc) {
+  return load(ModelSource::open(dir), options);
+}
+
+std::shared_ptr<const Model> Model::load(const ModelSource& source, const LoadOptions& options) {
+  const fs::path& dir = source.path();
+  if (source.format() == ModelFormat::Llmc) {
     std::shared_ptr<Model> m(new Model());
     m->dir_ = dir;
     LlmcModel g = open_llmc(dir);
@@ -830,10 +810,10 @@ std::shared_ptr<const Model> Model::load(const fs::path& dir, const LoadOptions&
     ModelBuilder::run(*m, g.tensors, options, g.file->path(), true);
     return m;
   }
-  if (kind == ModelFile::Gguf) {
+  if (source.format() == ModelFormat::Gguf) {
     std::shared_ptr<Model> m(new Model());
     m->dir_ = dir;
-    GgufModel g = open_gguf(dir);
+    GgufModel g = open_gguf(source);
     m->config_ = g.config;
     ModelBuilder::run(*m, g.tensors, options, g.file->path(), true);
     return m;
@@ -848,9 +828,11 @@ std::shared_ptr<const Model> Model::load(const fs::path& dir, const LoadOptions&
   return m;
 }
 
-ModelSummary Model::inspect(const fs::path& dir) {
-  const ModelFile kind = model_file_kind(dir);
-  if (kind == ModelFile::Llmc) {
+ModelSummary Model::inspect(const fs::path& dir) { return inspect(ModelSource::open(dir)); }
+
+ModelSummary Model::inspect(const ModelSource& source) {
+  const fs::path& dir = source.path();
+  if (source.format() == ModelFormat::Llmc) {
     ModelSummary s;
     LlmcModel g = open_llmc(dir);
     s.config = g.config;
@@ -862,9 +844,9 @@ ModelSummary Model::inspect(const fs::path& dir) {
     s.llmc = LlmcSummary{h.version, h.n_vocab, h.n_vocab_padded};
     return s;
   }
-  if (kind == ModelFile::Gguf) {
+  if (source.format() == ModelFormat::Gguf) {
     ModelSummary s;
-    GgufModel g = open_gguf(dir);
+    GgufModel g = open_gguf(source);
     s.config = g.config;
     const Plan plan = make_plan(s.config, g.tensors, g.file->path(), g.file->path(), true);
     s.n_params = plan.n_params;

@@ -222,14 +222,19 @@ GenerationDefaults parse_generation_config(const std::string& text, const std::s
 }
 
 GenerationDefaults read_generation_defaults(const fs::path& model) {
+  return read_generation_defaults(ModelSource::open(model));
+}
+
+GenerationDefaults read_generation_defaults(const ModelSource& source) {
+  const fs::path& model = source.path();
   std::error_code ec;
-  if (fs::is_directory(model, ec)) {
+  if (source.format() == ModelFormat::Directory) {
     const fs::path p = model / "generation_config.json";
-    if (!fs::exists(fs::symlink_status(p, ec))) return {};
+    if (!fs::is_directory(model, ec) || !fs::exists(fs::symlink_status(p, ec))) return {};
     return parse_generation_config(read_regular_file(p, kMaxConfigBytes, "generation config"), p.string());
   }
-  if (model.extension() != ".gguf") return {};
-  const auto f = GgufFile::open(model);
+  if (source.format() != ModelFormat::Gguf) return {};  // an llm.c checkpoint carries none
+  const GgufFile* f = &source.gguf();
   GenerationDefaults d;
   const std::string where = model.string();
   // Any number type (llama.cpp reads these keys through their text, so an F32 top_k of 40 is 40 there).

@@ -196,8 +196,13 @@ std::string ChatTemplate::render(const ojson& messages, bool add_generation_prom
 }
 
 std::optional<ChatTemplate> load_chat_template(const fs::path& model, const Tokenizer& tok) {
+  return load_chat_template(ModelSource::open(model), tok);
+}
+
+std::optional<ChatTemplate> load_chat_template(const ModelSource& model_source, const Tokenizer& tok) {
+  const fs::path& model = model_source.path();
   std::error_code ec;
-  if (fs::is_directory(model, ec)) {
+  if (model_source.format() == ModelFormat::Directory && fs::is_directory(model, ec)) {
     const ojson config = read_json(model / "tokenizer_config.json", "tokenizer config");
     ojson tokens = ojson::object();
     const ojson map = read_json(model / "special_tokens_map.json", "special tokens map");
@@ -229,8 +234,8 @@ std::optional<ChatTemplate> load_chat_template(const fs::path& model, const Toke
     }
     throw Error(ErrorKind::Format, origin + ": chat_template must be a string or a list of named templates");
   }
-  if (model.extension() != ".gguf") return std::nullopt;
-  auto f = GgufFile::open(model);
+  if (model_source.format() != ModelFormat::Gguf) return std::nullopt;
+  const GgufFile* f = &model_source.gguf();
   const auto source = f->get_string("tokenizer.chat_template");
   if (!source) return std::nullopt;
   ojson tokens = ojson::object();

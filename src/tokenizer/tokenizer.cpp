@@ -527,10 +527,13 @@ void read_tokenizer_config(std::string_view text, const std::string& where, RawT
 
 // --- building the tables ------------------------------------------------------------------------
 
-Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
+Tokenizer Tokenizer::load(const std::filesystem::path& dir) { return load(ModelSource::open(dir)); }
+
+Tokenizer Tokenizer::load(const ModelSource& source) {
+  const std::filesystem::path& dir = source.path();
   // llm.c keeps its tokenizer in a file of its own, token bytes without the merges: it can only decode.
-  if (is_llmc_file(dir)) throw llmc_no_tokenizer_error(dir);
-  if (std::filesystem::is_regular_file(dir)) return from_gguf(*GgufFile::open(dir));  // a GGUF model file
+  if (source.format() == ModelFormat::Llmc) throw llmc_no_tokenizer_error(dir);
+  if (source.format() == ModelFormat::Gguf) return from_gguf(source.gguf());
   if (std::filesystem::exists(dir / "tokenizer.json")) {
     const auto path = dir / "tokenizer.json";
     return from_tokenizer_json(read_file(path), path.string());
