@@ -37,8 +37,16 @@ std::string Server::Impl::metrics_text() {
     const auto r = std::to_chars(b, b + sizeof b, x);
     return std::string(b, r.ptr);
   };
-  line("# HELP minigpt_requests_total HTTP requests answered, by path and status.");
-  line("# TYPE minigpt_requests_total counter");
+  // Each metric's HELP and TYPE lines, as the Prometheus text format puts them before its samples.
+  auto header = [&](const std::string& name, const char* type, const std::string& help) {
+    line("# HELP " + name + " " + help);
+    line("# TYPE " + name + " " + type);
+  };
+  auto scalar = [&](const std::string& name, const char* type, const std::string& help, int64_t value) {
+    header(name, type, help);
+    line(name + " " + std::to_string(value));
+  };
+  header("minigpt_requests_total", "counter", "HTTP requests answered, by path and status.");
   {
     std::lock_guard<std::mutex> l(metrics_m);
     for (const auto& [k, v] : requests) {
@@ -47,39 +55,24 @@ std::string Server::Impl::metrics_text() {
     }
   }
   SchedulerStats& s = sched->stats();
-  line("# HELP minigpt_prompt_tokens_total Prompt tokens evaluated.");
-  line("# TYPE minigpt_prompt_tokens_total counter");
-  line("minigpt_prompt_tokens_total " + std::to_string(s.prompt_tokens.load()));
-  line("# HELP minigpt_prompt_tokens_cached_total Prompt tokens not evaluated: a slot's cache held them.");
-  line("# TYPE minigpt_prompt_tokens_cached_total counter");
-  line("minigpt_prompt_tokens_cached_total " + std::to_string(s.prompt_tokens_cached.load()));
-  line(
-      "# HELP minigpt_prompt_tokens_shared_total Prompt tokens not evaluated: another choice of the request "
-      "evaluated the same prompt (n > 1).");
-  line("# TYPE minigpt_prompt_tokens_shared_total counter");
-  line("minigpt_prompt_tokens_shared_total " + std::to_string(s.prompt_tokens_shared.load()));
-  line("# HELP minigpt_generated_tokens_total Tokens generated.");
-  line("# TYPE minigpt_generated_tokens_total counter");
-  line("minigpt_generated_tokens_total " + std::to_string(s.generated_tokens.load()));
-  line("# HELP minigpt_steps_total Forward steps run (each batches every running sequence).");
-  line("# TYPE minigpt_steps_total counter");
-  line("minigpt_steps_total " + std::to_string(s.steps.load()));
-  line("# HELP minigpt_queue_depth Choices waiting for a slot.");
-  line("# TYPE minigpt_queue_depth gauge");
-  line("minigpt_queue_depth " + std::to_string(s.queued.load()));
-  line("# HELP minigpt_slots_busy Slots generating.");
-  line("# TYPE minigpt_slots_busy gauge");
-  line("minigpt_slots_busy " + std::to_string(s.busy.load()));
-  line("# HELP minigpt_slots_total Slots (-np).");
-  line("# TYPE minigpt_slots_total gauge");
-  line("minigpt_slots_total " + std::to_string(o.n_parallel));
+  scalar("minigpt_prompt_tokens_total", "counter", "Prompt tokens evaluated.", s.prompt_tokens.load());
+  scalar("minigpt_prompt_tokens_cached_total", "counter",
+         "Prompt tokens not evaluated: a slot's cache held them.", s.prompt_tokens_cached.load());
+  scalar("minigpt_prompt_tokens_shared_total", "counter",
+         "Prompt tokens not evaluated: another choice of the request evaluated the same prompt (n > 1).",
+         s.prompt_tokens_shared.load());
+  scalar("minigpt_generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens.load());
+  scalar("minigpt_steps_total", "counter", "Forward steps run (each batches every running sequence).",
+         s.steps.load());
+  scalar("minigpt_queue_depth", "gauge", "Choices waiting for a slot.", s.queued.load());
+  scalar("minigpt_slots_busy", "gauge", "Slots generating.", s.busy.load());
+  scalar("minigpt_slots_total", "gauge", "Slots (-np).", o.n_parallel);
   std::lock_guard<std::mutex> l(s.m);
   for (const auto& [name, help, h] :
        {std::tuple<const char*, const char*, const Histogram*>{
             "minigpt_time_to_first_token_seconds", "From a request's arrival to its first token.", &s.ttft},
         {"minigpt_inter_token_latency_seconds", "Between two tokens of one choice.", &s.itl}}) {
-    line(std::string("# HELP ") + name + " " + help);
-    line(std::string("# TYPE ") + name + " histogram");
+    header(name, "histogram", help);
     for (size_t i = 0; i < h->bounds.size(); ++i) {
       line(std::string(name) + "_bucket{le=\"" + num(h->bounds[i]) + "\"} " + std::to_string(h->counts[i]));
     }
