@@ -1,0 +1,86 @@
+// Server's private state, shared by the files that each serve one part of it: server.cpp (the routes),
+// openai_response.cpp (the completions' responses), metrics.cpp (/metrics), tokenize_routes.cpp.
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "server/scheduler.h"
+#include "server/server.h"
+
+namespace minigpt::server {
+
+using json = nlohmann::json;
+
+// A JSON body as the server sends it: invalid UTF-8 in a string becomes U+FFFD rather than an exception.
+inline std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+struct Server::Impl {
+  std::shared_ptr<const Model> model;
+  Tokenizer tok;
+  ServerOptions o;
+  std::unique_ptr<Scheduler> sched;
+  httplib::Server svr;
+  RequestLimits limits;
+  int port = -1;
+  int listen_fd = -1;   // the listening socket, as httplib made it (set_socket_options)
+  int64_t started = 0;  // unix time
+  std::atomic<bool> draining{false}, stopping{false}, run_called{false}, run_done{false};
+  std::thread stopper;
+  std::mutex id_m;
+  std::mt19937_64 rng{std::random_device{}()};
+  std::mutex metrics_m;
+  std::map<std::pair<std::string, int>, int64_t> requests;  // (path, status) -> count
+
+  Impl(std::shared_ptr<const Model> m, Tokenizer t, ServerOptions opt)
+      : model(std::move(m)), tok(std::move(t)), o(std::move(opt)) {}
+
+  // --allowed-origins, lower-cased once (scheme and host compare without case, as browsers lower-case them
+  // anyway); any_origin: "*" was given.
+  std::vector<std::string> origins_lower;
+  bool any_origin = false;
+  static std::string lower(std::string_view v);
+  // An Origin header against --allowed-origins.
+  bool origin_allowed(std::string_view origin) const;
+
+  // server.cpp: the routes, and the model as /v1/models lists it.
+  void setup_routes();
+  json model_object() const;
+
+  // openai_response.cpp: /v1/completions and /v1/chat/completions, and the token texts their logprobs show.
+  void completions(const httplib::Request& req, httplib::Response& res, CompletionRequest cr);
+  // A token's decoded bytes ("" for an id past the tokenizer's vocabulary).
+  std::string token_piece(int32_t id) const;
+  // A chat token's text (its "bytes" field carries what U+FFFD stands for).
+  std::string token_text(int32_t id) const;
+  // A completions token's text, where there is no bytes field: "bytes:\\xNN..." for a part of a character.
+  std::string legacy_token_text(int32_t id) const;
+  json top_json(const std::vector<std::pair<int32_t, double>>& top) const;
+  // A chat logprobs entry: the token's text, its logprob, its bytes, and the alternatives alike.
+  json chat_logprob(int32_t id, double logprob) const;
+  std::string new_id(const char* prefix);
+  uint64_t random_seed();
+
+  // metrics.cpp: each answered request counted by its route, and the Prometheus text of /metrics.
+  void count_request(const std::string& path, int status);
+  std::string metrics_text();
+
+  // tokenize_routes.cpp: POST /tokenize, POST /detokenize, GET /tokenizer_info.
+  void tokenize(const httplib::Request& req, httplib::Response& res);
+  void detokenize(const httplib::Request& req, httplib::Response& res);
+  json tokenizer_info() const;
+};
+
+}  // namespace minigpt::server
