@@ -73,7 +73,7 @@ bool registered_tokenize = register_command(
             return 0;
           }
           // Bytes that are not UTF-8 (ids that end inside a character) become U+FFFD, as tokenizers' decode
-          // gives them (--json used to be ignored here).
+          // gives them (--json applies here too).
           const nlohmann::json j = {{"ids", ids}, {"text", text}};
           write_out(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
           return 0;

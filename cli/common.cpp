@@ -158,8 +158,7 @@ Tokenizer load_tokenizer(const std::string& tokenizer, const ModelSource& model,
   Tokenizer tok = load_tokenizer(tokenizer, model);
   if (tok.n_vocab() > n_vocab) {
     throw Error(ErrorKind::Config, (tokenizer.empty() ? model.path().string() : tokenizer) +
-                                       ": the tokenizer has " +
-                                       std::to_string(tok.n_vocab()) +
+                                       ": the tokenizer has " + std::to_string(tok.n_vocab()) +
                                        " tokens, more than the model's vocabulary of " +
                                        std::to_string(n_vocab) + " (vocab_size)");
   }

@@ -31,7 +31,7 @@ TEST(BenchCli, JsonHasEveryTestAndConsistentRoofline) {
   for (const char* t : {"1", "2"}) EXPECT_GT(m.at("read_bandwidth_gb_s").at(t).get<double>(), 0.0) << t;
 
   // 2 thread counts x 2 dtypes x (pp16, pp16@d8, tg4, tg4@d8), in that order: -d applies to prefill too,
-  // as llama-bench's pp512 @ d512 (it used to be ignored there).
+  // as llama-bench's pp512 @ d512.
   const json& res = j.at("results");
   ASSERT_EQ(res.size(), 16u) << r.out;
   std::map<std::string, double> bytes;  // "dtype test" -> bytes_per_token

@@ -257,7 +257,7 @@ TEST(Cli, FloatOptionsAreDecimalAndFitAFloat) {
   EXPECT_EQ(inf.err, "minigpt: error: --temperature: must be a finite number >= 0 (0 = greedy), got inf\n");
 }
 
-// Mistakes found by an audit of the CLI (stop 44), each once silent or unclear.
+// Mistakes a user makes on the command line, each answered with one clear line.
 TEST(Cli, AuditedMistakesAreOneClearLine) {
   test::TempDir tmp;
   const auto shipped = test::source_dir() / "models" / "shakespeare-char";

@@ -10,6 +10,8 @@ inline constexpr int32_t kLlmcMagic = 20240326;           // a model checkpoint 
 inline constexpr int32_t kLlmcStateMagic = 20240327;      // train_gpt2.py's write_state: a debugging dump
 inline constexpr int32_t kLlmcTokenizerMagic = 20240328;  // write_tokenizer: token bytes, decoding only
 
-inline bool is_llmc_magic(int32_t m) { return m == kLlmcMagic || m == kLlmcStateMagic || m == kLlmcTokenizerMagic; }
+inline bool is_llmc_magic(int32_t m) {
+  return m == kLlmcMagic || m == kLlmcStateMagic || m == kLlmcTokenizerMagic;
+}
 
 }  // namespace minigpt

@@ -54,7 +54,8 @@ class ChatTemplate {
 //   "chat_template": a string, or a list of {"name", "template"} (the one named "default"); special tokens
 //   from tokenizer_config.json's bos_token, eos_token, unk_token, pad_token, sep_token, cls_token,
 //   mask_token (strings, or {"content": ...} objects), then special_tokens_map.json;
-// - a GGUF file (by its bytes, whatever its name): tokenizer.chat_template; special tokens from tokenizer.ggml.{bos,eos,unknown,padding,
+// - a GGUF file (by its bytes, whatever its name): tokenizer.chat_template; special tokens from
+// tokenizer.ggml.{bos,eos,unknown,padding,
 //   seperator}_token_id through `tokenizer`.
 // Throws Error(Format) when the template is malformed (or not a string), naming the file.
 std::optional<ChatTemplate> load_chat_template(const std::filesystem::path& model,
