@@ -116,6 +116,43 @@ TEST(Batch, FourSequencesInOneStepMatchEachAloneF32) { check_batched_step(DType:
 TEST(Batch, FourSequencesInOneStepMatchEachAloneBF16) { check_batched_step(DType::BF16); }
 TEST(Batch, FourSequencesInOneStepMatchEachAloneF16) { check_batched_step(DType::F16); }
 
+// The block's description (config.h) is what the forward pass runs: a GPT-NeoX-shaped random model whose
+// blocks have RMS norms and adjacent-pair rotary (Llama's, less the gated MLP no family's weights describe
+// yet) gives other logits than its LayerNorm / rotate_half twin on the same weights, and the same logits,
+// within rounding, whether its tokens come in one prefill step or one by one through the KV cache (the rope
+// at each position, the norms on one row and on many), sequential and parallel residual alike.
+TEST(Batch, RmsNormAndAdjacentRotaryBlocksDecodeAsTheyPrefill) {
+  for (bool parallel : {true, false}) {
+    Config c = small_config();
+    c.arch = "gpt_neox";
+    c.position_encoding = PositionEncoding::Rotary;
+    c.rotary_dim = 8;  // of head_dim 16: the rest of each head passes through
+    c.parallel_residual = parallel;
+    c.tie_word_embeddings = false;
+    Config r = c;
+    r.norm = NormKind::Rms;
+    r.rope_layout = RopeLayout::AdjacentPairs;
+    const auto layer = Model::random(c, LoadOptions::threads(2)),
+               rms = Model::random(r, LoadOptions::threads(2));
+    const int64_t V = c.n_vocab, n = 12;
+    const auto tokens = ids(n, 3, V);
+    Session prefill(rms);
+    const auto all = prefill.eval_all(tokens);
+    const std::vector<float> want(all.begin(), all.end());
+    Session twin(layer);
+    const auto other = twin.eval_all(tokens);
+    float most = 0.0f;
+    for (size_t i = 0; i < want.size(); ++i) most = std::max(most, std::fabs(want[i] - other[i]));
+    EXPECT_GT(most, 1e-3f) << "parallel=" << parallel << ": the block's kinds changed nothing";
+    Session one(rms);
+    for (int64_t t = 0; t < n; ++t) {
+      const auto got = one.eval(std::span<const int32_t>(&tokens[size_t(t)], 1));
+      expect_rows_close(got, std::span<const float>(want).subspan(size_t(t * V), size_t(V)),
+                        "parallel=" + std::to_string(parallel) + " token " + std::to_string(t));
+    }
+  }
+}
+
 // Entries asking for every row's logits (the server's prompt logprobs) get them, mixed with entries that
 // get only their last row, each as eval_all gives them alone.
 TEST(Batch, AllLogitsEntriesGetEveryRow) {

@@ -173,6 +173,75 @@ TEST(CudaOps, ActivationsMatchCpu) {
   }
 }
 
+// The norm of each kind, with and without a bias, against the CPU's: both in F32 in different orders (two
+// passes for Layer, the sum of squares for Rms): |diff| <= 1e-5 (1 + |ref|).
+TEST(CudaOps, NormKindsMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  auto gpu = cuda_backend();
+  auto cpu = make_cpu_backend(2);
+  for (auto [T, C] : std::vector<std::array<int64_t, 2>>{{1, 1}, {5, 771}, {3, 768}, {9, 1600}}) {
+    auto x = randn(size_t(T * (C + 5)), 3, 2.0f), w = randn(size_t(C), 4), b = randn(size_t(C), 5);
+    for (auto& v : x) v += 3.0f;  // a mean far from 0
+    for (NormKind kind : {NormKind::Layer, NormKind::Rms}) {
+      for (bool bias : {true, false}) {
+        std::vector<float> got, want;
+        for (Backend* be : {gpu.get(), cpu.get()}) {
+          Uploads up;
+          Tensor xin = up.put(*be, x, T, C + 5).col_slice(2, C);  // strided rows
+          Tensor out = up.zeros(*be, T, C, C);
+          be->norm(out, xin, up.put(*be, w, 1, C), bias ? up.put(*be, b, 1, C) : Tensor{}, kind, 1e-5f);
+          (be == gpu.get() ? got : want) = fetch(*be, out);
+        }
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_NEAR(got[i], want[i], 1e-5 * (1 + std::fabs(want[i])))
+              << (kind == NormKind::Rms ? "rms" : "layer") << " bias=" << bias << " C=" << C;
+        }
+      }
+    }
+  }
+}
+
+// SiLU (expf on the GPU, the CPU's vector exp or expf) through activation(), and act(gate) * up for every
+// activation, into another tensor and in place of the gate, on strided rows: a few ulp of the activation
+// (ActivationsMatchCpu's 4e-6 relative + 1e-6), times |up|, plus the product's rounding.
+TEST(CudaOps, SiluAndGatedActMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  auto gpu = cuda_backend();
+  auto cpu = make_cpu_backend(2);
+  const int64_t F = 1001, W = 2 * F + 3;
+  for (int64_t T : {1, 3}) {
+    auto x = randn(size_t(T * W), 6, 3.0f);
+    {
+      std::vector<float> got, want;
+      for (Backend* be : {gpu.get(), cpu.get()}) {
+        Uploads up;
+        Tensor t = up.put(*be, x, T, W);
+        be->activation(t.col_slice(0, F), Activation::Silu);
+        (be == gpu.get() ? got : want) = fetch(*be, t);
+      }
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 4e-6 * std::fabs(want[i]) + 1e-6);
+    }
+    for (Activation act : {Activation::Silu, Activation::GeluTanh, Activation::GeluErf, Activation::Relu}) {
+      for (bool in_place : {false, true}) {
+        std::vector<float> got, want;
+        for (Backend* be : {gpu.get(), cpu.get()}) {
+          Uploads up;
+          Tensor t = up.put(*be, x, T, W);
+          Tensor out = in_place ? t.col_slice(0, F) : up.zeros(*be, T, F, F + 1);
+          be->gated_act(out, t.col_slice(0, 2 * F), act);
+          (be == gpu.get() ? got : want) = fetch(*be, in_place ? t : out);
+        }
+        for (size_t i = 0; i < got.size(); ++i) {
+          const int64_t t = int64_t(i) / (in_place ? W : F), c = int64_t(i) % (in_place ? W : F);
+          const float upv = c < F ? std::fabs(x[size_t(t * W + F + c)]) : 1.0f;
+          ASSERT_NEAR(got[i], want[i], (4e-6 * std::fabs(want[i]) + 1e-6) * (1 + upv))
+              << "act=" << int(act) << " in_place=" << in_place << " T=" << T << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
 // Linear layers of every weight dtype and both stored layouts, at odd and aligned sizes, through the GEMV
 // (T <= 4) and GEMM (T > 4) paths, with and without bias, residual and activation. Both backends multiply
 // the same (rounded) weights with F32 activations in F32: |diff| <= 3e-5 sum|w x| + 1e-6 (the GEMM path
@@ -384,6 +453,36 @@ TEST(CudaOps, RopeAndAddPositionsMatchCpu) {
     for (size_t i = 0; i < got.size(); ++i)
       ASSERT_NEAR(got[i], want[i], 2e-5) << "pos0=" << c.pos0 << " i=" << i;
     for (size_t i = 0; i < got_p.size(); ++i) ASSERT_EQ(got_p[i], want_p[i]) << "i=" << i;
+  }
+}
+
+// Rotary positions in the adjacent-pairs layout (GPT-J, llama.cpp's permuted Llama): as the test above, two
+// runs in one step besides; sincosf against the CPU's double cos/sin of the same F32 angle: 2e-5.
+TEST(CudaOps, RopeAdjacentPairsMatchesCpu) {
+  SKIP_WITHOUT_CUDA();
+  auto cpu = make_cpu_backend(2);
+  auto gpu = cuda_backend(DType::F32);
+  struct Case {
+    int64_t H, D, rotary;
+    float theta;
+  };
+  const StepOf steps[] = {one_run(0, 7, 0), one_run(0, 1, 1900),
+                          StepOf({SeqRun{1, 0, 3, 40}, SeqRun{0, 3, 20, 5}})};
+  for (const Case& c : {Case{3, 16, 4, 10000.0f}, Case{4, 64, 64, 10000.0f}, Case{2, 32, 16, 500.0f}}) {
+    for (const StepOf& st : steps) {
+      const int64_t T = st.step().n_tokens, W = c.H * c.D + 8;
+      auto x = randn(size_t(T * W), 43);
+      std::vector<float> got, want;
+      for (Backend* be : {gpu.get(), cpu.get()}) {
+        Uploads up;
+        Tensor t = up.put(*be, x, T, W);
+        be->rope(t.col_slice(0, c.H * c.D), st.step(), c.H, c.D, c.rotary, c.theta,
+                 RopeLayout::AdjacentPairs);
+        (be == gpu.get() ? got : want) = fetch(*be, t);
+      }
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], 2e-5) << "H=" << c.H << " D=" << c.D << " T=" << T << " i=" << i;
+    }
   }
 }
 

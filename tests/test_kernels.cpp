@@ -153,6 +153,32 @@ TEST_P(KernelsAtLevel, GeluTanhMatchesStdTanh) {
               worst);
 }
 
+TEST_P(KernelsAtLevel, SiluMatchesStdExp) {
+  // Everywhere from tiny to huge, both signs, zero, past exp's range (|x| > 88), and an odd count (vector
+  // body
+  // + scalar tail).
+  std::vector<float> x = {0.0f,  -0.0f,  1e-30f, -1e-30f, 1e-4f, -3e-3f, 0.5f,  -0.5f,  2.0f,   -2.0f,
+                          10.0f, -10.0f, 30.0f,  -30.0f,  87.0f, -87.0f, 90.0f, -90.0f, 500.0f, -500.0f};
+  const auto r = randn(1001, 15, 4.0f);
+  x.insert(x.end(), r.begin(), r.end());
+  std::vector<float> got = x, want = x;
+  k().silu(got.data(), int64_t(got.size()));
+  cpu::reference::silu(want.data(), int64_t(want.size()));
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    // exp(-|x|) to < 3e-7 relative (the vector polynomial; expf: 1 ulp), then a division and a product:
+    // 6 float ulps of the result. Below -87 the vector exp is held at exp(-87) ~ 1.6e-38 where the true one
+    // underflows: an absolute error of |x| 1.7e-38, under 1e-30 here.
+    const double eps = std::numeric_limits<float>::epsilon();
+    EXPECT_NEAR(got[i], want[i], 6.0 * eps * std::fabs(want[i]) + 1e-30) << "x = " << x[i];
+    if (std::fabs(want[i]) > 1e-30)
+      worst = std::max(worst, std::fabs(double(got[i]) - want[i]) / std::fabs(double(want[i])));
+  }
+  std::printf(
+      "[ measured ] %s silu: max relative |vector - std::exp version| = %.3g (where |silu| > 1e-30)\n",
+      GetParam().c_str(), worst);
+}
+
 // Several rows of x at once (batched decode) against the double reference row by row, nx = 1 .. 17 (the
 // kernels take 3 rows of x at a time: every remainder, several groups), with row strides that are not the
 // row lengths, for F32 and both packed 16-bit types. 35 and 48 rows: blocks whose next block is prefetched.
@@ -470,6 +496,195 @@ TEST(Kernels, SixteenBitKvCacheEqualsF32CacheOfTheRoundedValues) {
                                " Hkv=" + std::to_string(Hkv);
       ASSERT_EQ(out[0], out[1]) << what;
       ASSERT_EQ(dec[0], dec[1]) << what << " (after copy_kv)";
+    }
+  }
+}
+
+// ---- the block's ops of each kind on the CPU backend, against slow double references ----------------
+
+// x row r at x + r * ld. transformers' LayerNorm / LlamaRMSNorm in double: mean (Layer), variance around it
+// or the mean of the squares (Rms), (x - mean) / sqrt(v + eps) * w + b.
+std::vector<double> norm_reference(const std::vector<float>& x, int64_t ld, int64_t T, int64_t C,
+                                   const std::vector<float>& w, const std::vector<float>* b, NormKind kind,
+                                   float eps) {
+  std::vector<double> y(size_t(T * C));
+  for (int64_t t = 0; t < T; ++t) {
+    const float* r = x.data() + t * ld;
+    double mean = 0, v = 0;
+    if (kind == NormKind::Layer) {
+      for (int64_t i = 0; i < C; ++i) mean += r[i];
+      mean /= double(C);
+    }
+    for (int64_t i = 0; i < C; ++i) v += (r[i] - mean) * (r[i] - mean);
+    const double rstd = 1.0 / std::sqrt(v / double(C) + double(eps));
+    for (int64_t i = 0; i < C; ++i)
+      y[size_t(t * C + i)] = (r[i] - mean) * rstd * w[size_t(i)] + (b ? (*b)[size_t(i)] : 0.0);
+  }
+  return y;
+}
+
+// Both kinds, with and without a bias, on strided rows, one row, a few (the session's thread) and many (the
+// pool's). The backend sums in F32 in another order (the mean, the squares): relative error ~sqrt(C) ulp of
+// the sums, far under |diff| <= 1e-5 (|ref| + 1) (the Layer kind's rows have a mean of 3, as the CUDA
+// test's).
+TEST(Kernels, NormKindsMatchDoubleReference) {
+  auto be = make_cpu_backend(2);
+  for (auto [T, C] : std::vector<std::array<int64_t, 2>>{{1, 1}, {1, 768}, {5, 771}, {9, 1600}, {33, 64}}) {
+    const int64_t ld = C + 5;
+    auto x = randn(size_t(T * ld), 3, 2.0f), w = randn(size_t(C), 4), b = randn(size_t(C), 5);
+    for (auto& v : x) v += 3.0f;
+    for (NormKind kind : {NormKind::Layer, NormKind::Rms}) {
+      for (bool bias : {true, false}) {
+        std::vector<float> out(size_t(T * C), -1.0f);
+        Tensor in = make_tensor(x.data(), DType::F32, Device::Host, T, ld).col_slice(0, C);
+        const Tensor wt = make_tensor(w.data(), DType::F32, Device::Host, 1, C);
+        const Tensor bt = bias ? make_tensor(b.data(), DType::F32, Device::Host, 1, C) : Tensor{};
+        be->norm(make_tensor(out.data(), DType::F32, Device::Host, T, C), in, wt, bt, kind, 1e-5f);
+        const auto want = norm_reference(x, ld, T, C, w, bias ? &b : nullptr, kind, 1e-5f);
+        for (size_t i = 0; i < out.size(); ++i) {
+          ASSERT_NEAR(out[i], want[i], 1e-5 * (1 + std::fabs(want[i])))
+              << (kind == NormKind::Rms ? "rms" : "layer") << " bias=" << bias << " T=" << T << " C=" << C
+              << " i=" << i;
+        }
+        if (kind == NormKind::Layer && bias) {  // layer_norm is the Layer kind, bit for bit
+          std::vector<float> again(out.size());
+          be->layer_norm(make_tensor(again.data(), DType::F32, Device::Host, T, C), in, wt, bt, 1e-5f);
+          ASSERT_EQ(again, out);
+        }
+      }
+    }
+  }
+}
+
+double act_reference(double x, Activation act) {
+  switch (act) {
+    case Activation::GeluTanh:
+      return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case Activation::GeluErf:
+      return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case Activation::Relu:
+      return x > 0 ? x : 0.0;
+    case Activation::Silu:
+      return x / (1.0 + std::exp(-x));
+  }
+  return x;
+}
+
+// SiLU through activation(), and the gated MLP's act(gate) * up for every activation (SwiGLU, GeGLU, ReGLU),
+// into another tensor and in place of the gate, on strided rows: one row (decode) and several (the pool's),
+// F odd (the vector kernels' tails). The activation in F32 to a few ulp (GELU-tanh: its tolerance in
+// GeluTanhMatchesStdTanh, the cancellation of 1 + tanh for very negative x), then one product:
+// |diff| <= (8 ulp |act| + 1 ulp |g| + 1e-7) |up| + 1 ulp |ref|.
+TEST(Kernels, SiluAndGatedActivationsMatchDoubleReference) {
+  auto be = make_cpu_backend(2);
+  const double eps = std::numeric_limits<float>::epsilon();
+  for (int64_t T : {1, 2, 7}) {
+    const int64_t F = 1001, ld = 2 * F + 3;
+    auto gu = randn(size_t(T * ld), 16, 3.0f);
+    // SiLU alone, in place.
+    {
+      std::vector<float> x = gu;
+      be->activation(make_tensor(x.data(), DType::F32, Device::Host, T, ld).col_slice(0, F),
+                     Activation::Silu);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t i = 0; i < ld; ++i) {
+          const size_t at = size_t(t * ld + i);
+          const double want = i < F ? act_reference(gu[at], Activation::Silu) : gu[at];  // the rest untouched
+          ASSERT_NEAR(x[at], want, 8 * eps * std::fabs(want) + 1e-30) << "T=" << T << " i=" << i;
+        }
+    }
+    for (Activation act : {Activation::Silu, Activation::GeluTanh, Activation::GeluErf, Activation::Relu}) {
+      for (bool in_place : {false, true}) {
+        std::vector<float> buf = gu;
+        std::vector<float> sep(size_t(T * F), -1.0f);
+        const Tensor src = make_tensor(buf.data(), DType::F32, Device::Host, T, ld).col_slice(0, 2 * F);
+        const Tensor out =
+            in_place ? src.col_slice(0, F) : make_tensor(sep.data(), DType::F32, Device::Host, T, F);
+        be->gated_act(out, src, act);
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t i = 0; i < F; ++i) {
+            const double g = gu[size_t(t * ld + i)], u = gu[size_t(t * ld + F + i)];
+            const double a = act_reference(g, act), want = a * u;
+            const float got = in_place ? buf[size_t(t * ld + i)] : sep[size_t(t * F + i)];
+            ASSERT_NEAR(
+                got, want,
+                (8 * eps * std::fabs(a) + eps * std::fabs(g) + 1e-7) * std::fabs(u) + eps * std::fabs(want))
+                << "act=" << int(act) << " in_place=" << in_place << " T=" << T << " i=" << i;
+          }
+        if (in_place) {  // the up half is read, never written
+          for (int64_t t = 0; t < T; ++t)
+            for (int64_t i = F; i < ld; ++i) ASSERT_EQ(buf[size_t(t * ld + i)], gu[size_t(t * ld + i)]);
+        }
+      }
+    }
+  }
+}
+
+// Rotary positions in both layouts against the rotation written out: pair i of a head is (i, i + rd / 2)
+// (NeoxHalves) or (2i, 2i + 1) (AdjacentPairs), turned by the angle transformers computes in F32 (inv_freq =
+// 1 / theta^(2i / rd), angle = position * inv_freq, each rounded to F32), cos and sin of it and the rotation
+// in double. The backend rounds cos and sin to F32 and rotates in F32: |diff| <= 4 ulp (|a| + |b|). Partial
+// rotary (the rest of the head untouched), a strided view (q inside qkv), two runs at their own positions in
+// one step, a far position, and enough tokens for the pool's path.
+TEST(Kernels, RopeLayoutsMatchTheRotationWrittenOut) {
+  auto be = make_cpu_backend(2);
+  const double eps = std::numeric_limits<float>::epsilon();
+  struct Case {
+    std::vector<SeqRun> runs;
+    int64_t H, D, rotary;
+    float theta;
+  };
+  for (const Case& c :
+       {Case{{SeqRun{0, 0, 7, 0}}, 3, 16, 4, 10000.0f}, Case{{SeqRun{0, 0, 1, 1900}}, 4, 64, 64, 10000.0f},
+        Case{{SeqRun{1, 0, 3, 40}, SeqRun{0, 3, 20, 5}}, 2, 32, 16, 500.0f},
+        Case{{SeqRun{0, 0, 2, 3}}, 1, 10, 6, 10000.0f}}) {
+    int64_t T = 0;
+    for (const SeqRun& r : c.runs) T += r.n;
+    const std::vector<int32_t> ids(size_t(T), 0);
+    const Step step{ids.data(), T, std::span<const SeqRun>(c.runs)};
+    std::vector<int64_t> pos(static_cast<size_t>(T));
+    for (const SeqRun& r : c.runs)
+      for (int64_t t = 0; t < r.n; ++t) pos[size_t(r.first + t)] = r.pos0 + t;
+    const int64_t W = c.H * c.D + 8;  // inside a wider row, as q in qkv
+    const auto x = randn(size_t(T * W), 41);
+    const int64_t half = c.rotary / 2;
+    for (RopeLayout layout : {RopeLayout::NeoxHalves, RopeLayout::AdjacentPairs}) {
+      std::vector<float> got = x;
+      be->rope(make_tensor(got.data(), DType::F32, Device::Host, T, W).col_slice(0, c.H * c.D), step, c.H,
+               c.D, c.rotary, c.theta, layout);
+      std::vector<double> want(x.begin(), x.end());
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < c.H; ++h)
+          for (int64_t i = 0; i < half; ++i) {
+            const float inv = 1.0f / std::pow(c.theta, float(2 * i) / float(c.rotary));
+            const double angle = float(pos[size_t(t)]) * inv;
+            const int64_t ia = layout == RopeLayout::AdjacentPairs ? 2 * i : i;
+            const int64_t ib = layout == RopeLayout::AdjacentPairs ? 2 * i + 1 : i + half;
+            const size_t pa = size_t(t * W + h * c.D + ia), pb = size_t(t * W + h * c.D + ib);
+            const double a = x[pa], b = x[pb];
+            want[pa] = a * std::cos(angle) - b * std::sin(angle);
+            want[pb] = b * std::cos(angle) + a * std::sin(angle);
+          }
+      for (size_t i = 0; i < got.size(); ++i) {
+        // the pair's |a| + |b| bounds the rotated value; untouched values exactly equal
+        const int64_t col = int64_t(i) % W, h = col / c.D, d = col % c.D;
+        double mag = 0;
+        if (col < c.H * c.D && d < c.rotary) {
+          const int64_t i0 = layout == RopeLayout::AdjacentPairs ? d / 2 : d % half;
+          const int64_t ia = layout == RopeLayout::AdjacentPairs ? 2 * i0 : i0;
+          const int64_t ib = layout == RopeLayout::AdjacentPairs ? 2 * i0 + 1 : i0 + half;
+          const size_t row = i - size_t(col);
+          mag = std::fabs(x[row + size_t(h * c.D + ia)]) + std::fabs(x[row + size_t(h * c.D + ib)]);
+        }
+        ASSERT_NEAR(got[i], want[i], 4 * eps * mag)
+            << (layout == RopeLayout::AdjacentPairs ? "adjacent" : "halves") << " T=" << T << " i=" << i;
+      }
+      if (layout == RopeLayout::NeoxHalves) {  // the rope without a layout is this one, bit for bit
+        std::vector<float> again = x;
+        be->rope(make_tensor(again.data(), DType::F32, Device::Host, T, W).col_slice(0, c.H * c.D), step, c.H,
+                 c.D, c.rotary, c.theta);
+        ASSERT_EQ(again, got);
+      }
     }
   }
 }

@@ -138,17 +138,37 @@ class Backend {
   // project_in), where embed() cannot add them.                out: [T, C]; wpe: [S, C]
   virtual void add_positions(Tensor out, const Step& step, const Tensor& wpe) = 0;
   // Rotary positions, in place: in each of the `n_heads` heads of x (D = head_dim wide, side by side), the
-  // leading rotary_dim dimensions rotate as pairs (i, i + rotary_dim / 2) by the angle
-  // position * theta^(-2i / rotary_dim) (GPT-NeoX's rotate_half), with the angle computed in F32 as
-  // transformers computes it. x: [T, n_heads * D] (may be a strided view: the q or k columns of qkv).
+  // leading rotary_dim dimensions rotate as pairs, pair i < rotary_dim / 2 by the angle
+  // position * theta^(-2i / rotary_dim), with the angle computed in F32 as transformers computes it. The
+  // pairs are (i, i + rotary_dim / 2) for RopeLayout::NeoxHalves (GPT-NeoX's rotate_half), (2i, 2i + 1) for
+  // AdjacentPairs (GPT-J, llama.cpp's permuted Llama). A pair (a, b) becomes (a cos - b sin, b cos + a sin).
+  // x: [T, n_heads * D] (may be a strided view: the q or k columns of qkv).
   virtual void rope(Tensor x, const Step& step, int64_t n_heads, int64_t head_dim, int64_t rotary_dim,
-                    float theta) = 0;
-  // out = (in - mean) / sqrt(var + eps) * w + b, per row   out, in: [T, C]; w, b: [1, C]
-  virtual void layer_norm(Tensor out, const Tensor& in, const Tensor& w, const Tensor& b, float eps) = 0;
+                    float theta, RopeLayout layout) = 0;
+  // The NeoX-halves layout (what rope was before it took a layout).
+  void rope(Tensor x, const Step& step, int64_t n_heads, int64_t head_dim, int64_t rotary_dim, float theta) {
+    rope(x, step, n_heads, head_dim, rotary_dim, theta, RopeLayout::NeoxHalves);
+  }
+  // A norm of its kind, per row, in F32:                   out, in: [T, C]; w, b: [1, C]
+  //   Layer: out = (in - mean) / sqrt(var + eps) * w + b (the mean first, then the variance around it)
+  //   Rms:   out = in / sqrt(mean(in^2) + eps) * w + b, as transformers' LlamaRMSNorm: in * (1 / sqrt(mean of
+  //          the squares + eps)), then * w
+  // b may be empty (no bias: + 0).
+  virtual void norm(Tensor out, const Tensor& in, const Tensor& w, const Tensor& b, NormKind kind,
+                    float eps) = 0;
+  // The Layer kind (the op's name before norm had kinds).
+  void layer_norm(Tensor out, const Tensor& in, const Tensor& w, const Tensor& b, float eps) {
+    norm(out, in, w, b, NormKind::Layer, eps);
+  }
   // out = in W + b, or out += in W + b when `accumulate` (the residual add)   in: [T, n_in]; out: [T, n_out]
   virtual void linear(Tensor out, const Tensor& in, const Linear& lin, bool accumulate) = 0;
   // x = act(x) in place                                      x: [T, F]
   virtual void activation(Tensor x, Activation act) = 0;
+  // A gated MLP's middle: out = act(gate) * up, elementwise, with gate | up the two halves of each row of
+  // gate_up (one linear layer's output of 2F columns: the gate's F first).
+  //   out: [T, F]; gate_up: [T, 2F]. out may be gate_up's first half itself (in place), not otherwise
+  //   overlap.
+  virtual void gated_act(Tensor out, const Tensor& gate_up, Activation act) = 0;
   // out = act(in W + b): a linear layer and its activation, which a backend may fuse.
   virtual void linear_act(Tensor out, const Tensor& in, const Linear& lin, Activation act) {
     linear(out, in, lin, false);

@@ -9,8 +9,19 @@
 
 namespace minigpt {
 
-enum class Activation { GeluTanh, GeluErf, Relu };  // gelu_new / gelu_pytorch_tanh, gelu, relu
+// gelu_new / gelu_pytorch_tanh, gelu, relu, silu (x * sigmoid(x), a gated FFN's usual gate)
+enum class Activation { GeluTanh, GeluErf, Relu, Silu };
 enum class PositionEncoding { Learned, Sinusoidal, Rotary };
+// A norm's kind: LayerNorm, out = (x - mean) / sqrt(var + eps) * w + b; or RMSNorm (Llama's), out = x /
+// sqrt(mean(x^2) + eps) * w (+ b where the model has one): no mean subtracted.
+enum class NormKind { Layer, Rms };
+// The MLP's kind: plain, down(act(up(x))); or gated (SwiGLU, GeGLU), down(act(gate(x)) * up(x)) with gate
+// and up one fused linear layer of 2 n_inner outputs, the gate's first.
+enum class FfnKind { Plain, Gated };
+// Which dimensions of a head rotary positions rotate together, for pair i < rotary_dim / 2: (i, i +
+// rotary_dim / 2), GPT-NeoX's and transformers' rotate_half; or (2i, 2i + 1), GPT-J's rotate_every_two and
+// llama.cpp's rope on its permuted Llama q and k.
+enum class RopeLayout { NeoxHalves, AdjacentPairs };
 
 // The model_type of a Config made field by field: the first of the architecture table (src/arch/arch.cpp).
 const char* default_arch();
@@ -21,15 +32,21 @@ struct Config {
   int64_t n_head = 0;
   int64_t n_kv_head =
       0;  // key/value heads: n_head (multi-head), 1 (multi-query) or a divisor (grouped); 0 = n_head
-  int64_t n_embd = 0;   // C: the residual width
-  int64_t n_ctx = 0;    // the longest sequence the model accepts (n_positions)
-  int64_t n_vocab = 0;  // vocab_size
-  int64_t n_inner = 0;  // the MLP's hidden width
-  float layer_norm_epsilon = 1e-5f;
-  Activation activation = Activation::GeluTanh;
+  int64_t n_embd = 0;                            // C: the residual width
+  int64_t n_ctx = 0;                             // the longest sequence the model accepts (n_positions)
+  int64_t n_vocab = 0;                           // vocab_size
+  int64_t n_inner = 0;                           // the MLP's hidden width
+  float layer_norm_epsilon = 1e-5f;              // every norm's eps, whatever its kind
+  Activation activation = Activation::GeluTanh;  // the MLP's (a gated MLP's gate's)
   std::string activation_name = "gelu_new";
-  // The block: x += attn(ln_1(x)); x += mlp(ln_2(x)) (sequential), or x += attn(ln_1(x)) + mlp(ln_2(x))
-  // with both norms of the same x (parallel, GPT-J / GPT-NeoX).
+  // The block, as the forward pass (src/session/session.cpp) assembles it from the backend's ops: each family
+  // says what its blocks are here (src/arch/<family>.cpp), and the forward pass reads only these fields.
+  // The kind of every norm (the blocks' and the output norm).
+  NormKind norm = NormKind::Layer;
+  // Plain or gated MLP (FfnUp then has 2 n_inner outputs: gate | up).
+  FfnKind ffn = FfnKind::Plain;
+  // The block's residuals: x += attn(ln_1(x)); x += mlp(ln_2(x)) (sequential), or x += attn(ln_1(x)) +
+  // mlp(ln_2(x)) with both norms of the same x (parallel, GPT-J / GPT-NeoX).
   bool parallel_residual = false;
   // Where the block's layer norms sit: before attention and MLP (pre-norm, GPT-2), or after each residual
   // add (post-norm, OPT-350m's do_layer_norm_before = false): x = ln_1(x + attn(x)); x = ln_2(x + mlp(x)).
@@ -43,14 +60,15 @@ struct Config {
   // Learned positions: row p + pos_offset of the table is position p (OPT keeps 2 unused rows first).
   int64_t pos_offset = 0;
   PositionEncoding position_encoding = PositionEncoding::Learned;
-  // Rotary (GPT-NeoX's rotate_half form): the leading rotary_dim dimensions of each query and key head are
-  // rotated, dimension i < rotary_dim / 2 paired with i + rotary_dim / 2, by the angle
-  // position * rope_theta^(-2i / rotary_dim); the rest pass through.
+  // Rotary: the leading rotary_dim dimensions of each query and key head are rotated, pair i < rotary_dim / 2
+  // (dimensions i and i + rotary_dim / 2, GPT-NeoX's rotate_half, or 2i and 2i + 1: rope_layout) by the
+  // angle position * rope_theta^(-2i / rotary_dim); the rest pass through.
   int64_t rotary_dim = 0;
   float rope_theta = 10000.0f;
-  bool scale_attn_weights = true;                // scores /= sqrt(head_dim)
-  bool scale_attn_by_inverse_layer_idx = false;  // scores /= (layer + 1)
-  bool tie_word_embeddings = true;               // the LM head is the token embedding matrix
+  RopeLayout rope_layout = RopeLayout::NeoxHalves;  // which dimensions rotate together (rotate_half above)
+  bool scale_attn_weights = true;                   // scores /= sqrt(head_dim)
+  bool scale_attn_by_inverse_layer_idx = false;     // scores /= (layer + 1)
+  bool tie_word_embeddings = true;                  // the LM head is the token embedding matrix
   bool attn_bias = true;  // the attention projections have biases (GPT-NeoX attention_bias, OPT enable_bias)
   bool mlp_bias = true;   // the MLP's two linear layers have biases (OPT enable_bias)
   // -1: the model has none. transformers accepts ids outside the vocabulary (its default 50256 in a small
@@ -67,6 +85,8 @@ struct Config {
   bool projects_io() const { return embd_io() != n_embd; }
   int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   int64_t kv_dim() const { return kv_heads() * head_dim(); }
+  // The width of the MLP's first linear layer's output: n_inner, or gate | up for a gated MLP.
+  int64_t ffn_up_width() const { return ffn == FfnKind::Gated ? 2 * n_inner : n_inner; }
   // Throws Error(Config) naming `source` when the values are inconsistent or out of range, and
   // Error(Unsupported) for a variant the forward pass does not implement yet.
   void validate(const std::string& source) const;

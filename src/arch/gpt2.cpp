@@ -36,6 +36,8 @@ void parse(const json& j, const std::string& source, Config& c) {
   c.scale_attn_weights = get_bool(j, "scale_attn_weights", source, true);
   c.scale_attn_by_inverse_layer_idx = get_bool(j, "scale_attn_by_inverse_layer_idx", source, false);
   c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", source, true);
+  c.norm = NormKind::Layer;  // the block (config.h): LayerNorm, plain MLP
+  c.ffn = FfnKind::Plain;
 
   // Not a transformers field: minigpt's own, for models with the original Transformer's fixed positions.
   const std::string pos = get_string(j, "position_embedding_type", source, "learned");
@@ -152,6 +154,8 @@ void parse_gguf(const GgufFile& f, Config& c) {
   c.activation = Activation::GeluTanh;
   c.activation_name = "gelu_new";
   c.position_encoding = PositionEncoding::Learned;
+  c.norm = NormKind::Layer;  // the block (config.h): LayerNorm, plain MLP
+  c.ffn = FfnKind::Plain;
   c.bos_token_id = f.get_int("tokenizer.ggml.bos_token_id").value_or(-1);
   c.eos_token_id = f.get_int("tokenizer.ggml.eos_token_id").value_or(-1);
 }

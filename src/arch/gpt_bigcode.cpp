@@ -28,6 +28,8 @@ void parse(const json& j, const std::string& source, Config& c) {
   set_activation(get_string(j, "activation_function", source, "gelu_pytorch_tanh"), "activation_function",
                  source, c);
   c.n_kv_head = get_bool(j, "multi_query", source, true) ? 1 : c.n_head;
+  c.norm = NormKind::Layer;  // the block (config.h): LayerNorm, plain MLP
+  c.ffn = FfnKind::Plain;
   c.scale_attn_weights = get_bool(j, "scale_attn_weights", source, true);
   c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", source, true);
   c.bos_token_id = get_int(j, "bos_token_id", source, false, -1);
@@ -124,6 +126,8 @@ void parse_gguf(const GgufFile& f, Config& c) {
   c.activation = Activation::GeluTanh;  // llama.cpp's ggml_gelu
   c.activation_name = "gelu_pytorch_tanh";
   c.position_encoding = PositionEncoding::Learned;
+  c.norm = NormKind::Layer;  // the block (config.h): LayerNorm, plain MLP
+  c.ffn = FfnKind::Plain;
   c.bos_token_id = f.get_int("tokenizer.ggml.bos_token_id").value_or(-1);
   c.eos_token_id = f.get_int("tokenizer.ggml.eos_token_id").value_or(-1);
 }

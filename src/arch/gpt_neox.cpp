@@ -25,6 +25,9 @@ void parse(const json& j, const std::string& source, Config& c) {
   c.layer_norm_epsilon = get_positive_float(j, "layer_norm_eps", source, 1e-5f, 1.0, "1");
   set_activation(get_string(j, "hidden_act", source, "gelu"), "hidden_act", source, c);
   c.parallel_residual = get_bool(j, "use_parallel_residual", source, true);
+  c.norm = NormKind::Layer;  // the block (config.h): LayerNorm, plain MLP, rotate_half rotary
+  c.ffn = FfnKind::Plain;
+  c.rope_layout = RopeLayout::NeoxHalves;
   c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", source, false);
   c.position_encoding = PositionEncoding::Rotary;
   // transformers 5 writes rope_parameters {rope_type, rope_theta, partial_rotary_factor}; older files (and
@@ -144,6 +147,9 @@ void parse_gguf(const GgufFile& f, Config& c) {
   c.position_encoding = PositionEncoding::Rotary;
   const auto par = f.get_bool("gptneox.use_parallel_residual");
   c.parallel_residual = par.value_or(true);
+  c.norm = NormKind::Layer;  // the block (config.h): LayerNorm, plain MLP, rotate_half rotary
+  c.ffn = FfnKind::Plain;
+  c.rope_layout = RopeLayout::NeoxHalves;
   const auto eps = f.get_float("gptneox.attention.layer_norm_epsilon");
   if (!eps)
     throw Error(ErrorKind::Format, f.path() + ": missing metadata 'gptneox.attention.layer_norm_epsilon'");

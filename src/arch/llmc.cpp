@@ -247,6 +247,8 @@ Config LlmcFile::config() const {
   c.activation = Activation::GeluTanh;  // llm.c's gelu is the tanh approximation
   c.activation_name = "gelu_new";
   c.position_encoding = PositionEncoding::Learned;
+  c.norm = NormKind::Layer;  // the block (config.h): LayerNorm, plain MLP
+  c.ffn = FfnKind::Plain;
   c.tie_word_embeddings = true;
   return c;  // bos/eos: llm.c keeps <|endoftext|> in its tokenizer file only; the tokenizer supplies it
 }

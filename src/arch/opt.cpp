@@ -27,6 +27,8 @@ void parse(const json& j, const std::string& source, Config& c) {
   set_activation(get_string(j, "activation_function", source, "relu"), "activation_function", source, c);
   c.pre_norm = get_bool(j, "do_layer_norm_before", source, true);
   c.output_norm = c.pre_norm && !get_bool(j, "_remove_final_layer_norm", source, false);
+  c.norm = NormKind::Layer;  // the block (config.h): LayerNorm, plain MLP
+  c.ffn = FfnKind::Plain;
   if (!get_bool(j, "layer_norm_elementwise_affine", source, true)) {
     throw Error(
         ErrorKind::Unsupported,

@@ -362,8 +362,9 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void rope(Tensor x, const Step& step, int64_t n_heads, int64_t D, int64_t rotary_dim,
-            float theta) override {
+  using Backend::rope;
+  void rope(Tensor x, const Step& step, int64_t n_heads, int64_t D, int64_t rotary_dim, float theta,
+            RopeLayout layout) override {
     const int64_t half = rotary_dim / 2;
     if (rotary_dim < 2 || rotary_dim % 2 != 0 || rotary_dim > D || x.cols != n_heads * D) {
       throw Error(ErrorKind::Argument, "cpu rope: " + std::to_string(rotary_dim) + " rotary dimensions of " +
@@ -388,6 +389,17 @@ class CpuBackend final : public Backend {
           cs[size_t(i)] = float(std::cos(double(angle)));
           cs[size_t(half + i)] = float(std::sin(double(angle)));
         }
+        if (layout == RopeLayout::AdjacentPairs) {
+          for (int64_t h = 0; h < n_heads; ++h) {
+            float* v = x.ptr<float>() + t * x.stride + h * D;
+            for (int64_t i = 0; i < half; ++i) {
+              const float a = v[2 * i], b = v[2 * i + 1], c = cs[size_t(i)], s = cs[size_t(half + i)];
+              v[2 * i] = a * c - b * s;
+              v[2 * i + 1] = b * c + a * s;
+            }
+          }
+          continue;
+        }
         for (int64_t h = 0; h < n_heads; ++h) {
           float* v = x.ptr<float>() + t * x.stride + h * D;
           for (int64_t i = 0; i < half; ++i) {
@@ -405,11 +417,15 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void layer_norm(Tensor out, const Tensor& in, const Tensor& w, const Tensor& b, float eps) override {
+  void norm(Tensor out, const Tensor& in, const Tensor& w, const Tensor& b, NormKind kind,
+            float eps) override {
     const int64_t C = in.cols;
+    if (out.rows != in.rows || out.cols != C || w.numel() != C || (!b.empty() && b.numel() != C)) {
+      throw Error(ErrorKind::Argument, "cpu norm: shapes disagree");
+    }
     const float* wp = w.ptr<float>();
-    const float* bp = b.ptr<float>();
-    auto rows = [&](int64_t r0, int64_t r1) {
+    const float* bp = b.empty() ? nullptr : b.ptr<float>();
+    auto layer = [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const float* x = in.ptr<float>() + r * in.stride;
         float* y = out.ptr<float>() + r * out.stride;
@@ -421,9 +437,30 @@ class CpuBackend final : public Backend {
 #pragma omp simd reduction(+ : var)
         for (int64_t i = 0; i < C; ++i) var += (x[i] - mean) * (x[i] - mean);
         const float rstd = 1.0f / std::sqrt(var / float(C) + eps);
-        for (int64_t i = 0; i < C; ++i) y[i] = (x[i] - mean) * rstd * wp[i] + bp[i];
+        if (bp) {
+          for (int64_t i = 0; i < C; ++i) y[i] = (x[i] - mean) * rstd * wp[i] + bp[i];
+        } else {
+          for (int64_t i = 0; i < C; ++i) y[i] = (x[i] - mean) * rstd * wp[i];
+        }
       }
     };
+    // transformers' LlamaRMSNorm in F32: variance = mean(x^2); x * rsqrt(variance + eps); then * w.
+    auto rms = [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* x = in.ptr<float>() + r * in.stride;
+        float* y = out.ptr<float>() + r * out.stride;
+        float sq = 0.0f;
+#pragma omp simd reduction(+ : sq)
+        for (int64_t i = 0; i < C; ++i) sq += x[i] * x[i];
+        const float rstd = 1.0f / std::sqrt(sq / float(C) + eps);
+        if (bp) {
+          for (int64_t i = 0; i < C; ++i) y[i] = x[i] * rstd * wp[i] + bp[i];
+        } else {
+          for (int64_t i = 0; i < C; ++i) y[i] = x[i] * rstd * wp[i];
+        }
+      }
+    };
+    auto rows = [&](int64_t r0, int64_t r1) { kind == NormKind::Rms ? rms(r0, r1) : layer(r0, r1); };
     if (in.rows < 8) {
       rows(0, in.rows);
     } else {
@@ -526,7 +563,36 @@ class CpuBackend final : public Backend {
         case Activation::Relu:
           for (int64_t i = 0; i < F; ++i) v[i] = v[i] > 0.0f ? v[i] : 0.0f;
           break;
+        case Activation::Silu:
+          cpu::silu(v, F);
+          break;
       }
+    }
+  }
+
+  // Per row: out = gate (unless out is the gate itself), act(out) in place, then out *= up.
+  void gated_act(Tensor out, const Tensor& gate_up, Activation act) override {
+    const int64_t F = out.cols;
+    if (gate_up.cols != 2 * F || gate_up.rows != out.rows) {
+      throw Error(ErrorKind::Argument, "cpu gated_act: out [" + std::to_string(out.rows) + ", " +
+                                           std::to_string(F) + "] from gate | up [" +
+                                           std::to_string(gate_up.rows) + ", " +
+                                           std::to_string(gate_up.cols) + "]");
+    }
+    auto rows = [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* g = gate_up.ptr<float>() + r * gate_up.stride;
+        const float* u = g + F;
+        float* o = out.ptr<float>() + r * out.stride;
+        if (o != g) std::memcpy(o, g, size_t(F) * sizeof(float));
+        apply_act(out.row_slice(r, 1), 0, F, act);
+        for (int64_t i = 0; i < F; ++i) o[i] *= u[i];
+      }
+    };
+    if (out.rows < 2) {
+      rows(0, out.rows);
+    } else {
+      pool_.parallel_for(out.rows, rows);
     }
   }
 

@@ -223,6 +223,7 @@ void attention_prefill(float* o, int64_t ldo, const float* q, int64_t ldq, int64
   kernels().attention_prefill(o, ldo, q, ldq, nq, p0, kt, v, S, D, scale);
 }
 void gelu_tanh(float* x, int64_t n) { kernels().gelu_tanh(x, n); }
+void silu(float* x, int64_t n) { kernels().silu(x, n); }
 void gemv_packed16_rows(float* y, int64_t ldy, const uint16_t* w, int64_t kp, const float* x, int64_t ldx,
                         int64_t nx, int64_t r0, int64_t n, int64_t k, bool accumulate, bool is_bf16) {
   kernels().gemv_packed16_rows(y, ldy, w, kp, x, ldx, nx, r0, n, k, accumulate, is_bf16);
@@ -568,6 +569,9 @@ void gelu_tanh(float* x, int64_t n) {
   const float c = std::sqrt(2.0f / float(M_PI));
   for (int64_t i = 0; i < n; ++i)
     x[i] = 0.5f * x[i] * (1.0f + std::tanh(c * (x[i] + 0.044715f * x[i] * x[i] * x[i])));
+}
+void silu(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = float(double(x[i]) / (1.0 + std::exp(-double(x[i]))));
 }
 }  // namespace reference
 

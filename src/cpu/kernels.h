@@ -71,6 +71,8 @@ void attention_prefill(float* o, int64_t ldo, const float* q, int64_t ldq, int64
 
 // x = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in place; within a few ulp of the std::tanh result.
 void gelu_tanh(float* x, int64_t n);
+// x = x sigmoid(x) = x / (1 + exp(-x)) (SiLU), in place; within a few ulp of the std::exp result.
+void silu(float* x, int64_t n);
 
 // Several rows of activations at once (batched decode: nx sequences, every weight read from memory once).
 // Row t of x is x + t * ldx, row t of y is y + t * ldy, for t < nx.
@@ -243,6 +245,7 @@ struct KernelTable {
   void (*attention_prefill)(float*, int64_t, const float*, int64_t, int64_t, int64_t, const float*,
                             const float*, int64_t, int64_t, float);
   void (*gelu_tanh)(float*, int64_t);
+  void (*silu)(float*, int64_t);
   void (*gemv_packed16_rows)(float*, int64_t, const uint16_t*, int64_t, const float*, int64_t, int64_t,
                              int64_t, int64_t, int64_t, bool, bool);
   void (*gemv_f32_rows)(float*, int64_t, const float*, int64_t, const float*, int64_t, int64_t, int64_t,
@@ -284,6 +287,7 @@ void gemv_f16(float* y, const uint16_t* w, int64_t ldw, const float* x, int64_t 
               bool accumulate);
 void gemv_f32(float* y, const float* w, int64_t ldw, const float* x, int64_t n, int64_t k, bool accumulate);
 void gelu_tanh(float* x, int64_t n);
+void silu(float* x, int64_t n);  // x / (1 + exp(-x)) in double, rounded once
 }  // namespace reference
 
 }  // namespace minigpt::cpu

@@ -137,6 +137,8 @@ __device__ __forceinline__ float activate(float x, Activation act) {
       return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
     case Activation::Relu:
       return x > 0.0f ? x : 0.0f;
+    case Activation::Silu:  // x / (1 + e^-x): for x < -88, e^-x = inf and the quotient -0
+      return x / (1.0f + expf(-x));
   }
   return x;
 }

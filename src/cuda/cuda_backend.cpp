@@ -355,8 +355,9 @@ class CudaBackend final : public Backend {
     }
   }
 
-  void rope(Tensor x, const Step& step, int64_t n_heads, int64_t head_dim, int64_t rotary_dim,
-            float theta) override {
+  using Backend::rope;
+  void rope(Tensor x, const Step& step, int64_t n_heads, int64_t head_dim, int64_t rotary_dim, float theta,
+            RopeLayout layout) override {
     need_device_f32(x, "rope", "x");
     need(x.rows >= step.n_tokens && x.cols == n_heads * head_dim && rotary_dim >= 2 && rotary_dim % 2 == 0 &&
              rotary_dim <= head_dim,
@@ -366,20 +367,21 @@ class CudaBackend final : public Backend {
     if (in_step_) same_step(step, "rope");
     for (const SeqRun& r : step.runs) {
       cuda::rope(x.row_slice(r.first, r.n).ptr<float>(), x.stride, r.n, step_value(r), n_heads, head_dim,
-                 rotary_dim, theta, stream_);
+                 rotary_dim, theta, layout, stream_);
     }
   }
 
-  void layer_norm(Tensor out, const Tensor& in, const Tensor& w, const Tensor& b, float eps) override {
-    need_device_f32(out, "layer_norm", "out");
-    need_device_f32(in, "layer_norm", "in");
-    need_device_f32(w, "layer_norm", "w");
-    need_device_f32(b, "layer_norm", "b");
-    need(out.rows == in.rows && out.cols == in.cols && w.cols == in.cols && b.cols == in.cols,
-         "layer_norm: shapes disagree");
+  void norm(Tensor out, const Tensor& in, const Tensor& w, const Tensor& b, NormKind kind,
+            float eps) override {
+    need_device_f32(out, "norm", "out");
+    need_device_f32(in, "norm", "in");
+    need_device_f32(w, "norm", "w");
+    if (!b.empty()) need_device_f32(b, "norm", "b");
+    need(out.rows == in.rows && out.cols == in.cols && w.cols == in.cols && (b.empty() || b.cols == in.cols),
+         "norm: shapes disagree");
     bind();
-    cuda::layer_norm(out.ptr<float>(), out.stride, in.ptr<float>(), in.stride, w.ptr<float>(), b.ptr<float>(),
-                     in.rows, in.cols, eps, stream_);
+    cuda::norm(out.ptr<float>(), out.stride, in.ptr<float>(), in.stride, w.ptr<float>(),
+               b.empty() ? nullptr : b.ptr<float>(), in.rows, in.cols, kind, eps, stream_);
   }
 
   void linear(Tensor out, const Tensor& in, const Linear& lin, bool accumulate) override {
@@ -393,6 +395,16 @@ class CudaBackend final : public Backend {
     need_device_f32(x, "activation", "x");
     bind();
     cuda::activation(x.ptr<float>(), x.stride, x.rows, x.cols, act, stream_);
+  }
+
+  void gated_act(Tensor out, const Tensor& gate_up, Activation act) override {
+    need_device_f32(out, "gated_act", "out");
+    need_device_f32(gate_up, "gated_act", "gate_up");
+    need(gate_up.rows == out.rows && gate_up.cols == 2 * out.cols,
+         "gated_act: shapes disagree (out [T, F], gate_up [T, 2F])");
+    bind();
+    cuda::gated_act(out.ptr<float>(), out.stride, gate_up.ptr<float>(), gate_up.stride, out.rows, out.cols,
+                    act, stream_);
   }
 
   // Each run's rows go to its sequence's caches at its positions (rows [S, Hkv * D], heads side by side).

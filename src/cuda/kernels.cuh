@@ -14,12 +14,17 @@ namespace minigpt::cuda {
 void embed(float* out, int64_t ldo, const int32_t* tokens, int64_t T, StepValue pos0, const void* wte,
            DType wte_dtype, int64_t ld_wte, const float* wpe, int64_t ld_wpe, int64_t C, cudaStream_t stream);
 
-// out = (in - mean) / sqrt(var + eps) * w + b per row (two passes, like the CPU backend)
-void layer_norm(float* out, int64_t ldo, const float* in, int64_t ldi, const float* w, const float* b,
-                int64_t T, int64_t C, float eps, cudaStream_t stream);
+// A norm per row, as Backend::norm says: Layer, out = (in - mean) / sqrt(var + eps) * w + b (two passes, like
+// the CPU backend); Rms, out = in / sqrt(mean(in^2) + eps) * w + b. b may be null (no bias).
+void norm(float* out, int64_t ldo, const float* in, int64_t ldi, const float* w, const float* b, int64_t T,
+          int64_t C, NormKind kind, float eps, cudaStream_t stream);
 
 // x = act(x)                                        x: [T, F]
 void activation(float* x, int64_t ldx, int64_t T, int64_t F, Activation act, cudaStream_t stream);
+
+// out[t][i] = act(gu[t][i]) * gu[t][F + i], in place when out is gu        out: [T, F]; gu: [T, 2F]
+void gated_act(float* out, int64_t ldo, const float* gu, int64_t ldg, int64_t T, int64_t F, Activation act,
+               cudaStream_t stream);
 
 // The decode path of linear(): y[t] = act((y[t] if accumulate) + b + W x[t]) for T <= kGemvMaxRows, one warp
 // per output, each weight read once for all T rows; F32 activations and accumulation, W [N, K] in `w_dtype`.
@@ -89,7 +94,7 @@ void add_positions(float* out, int64_t ldo, int64_t T, StepValue pos0, const flo
 
 // Rotary positions in place on x: [T, H * D] (token t at position pos0 + t), as Backend::rope says.
 void rope(float* x, int64_t ldx, int64_t T, StepValue pos0, int64_t H, int64_t D, int64_t rotary_dim,
-          float theta, cudaStream_t stream);
+          float theta, RopeLayout layout, cudaStream_t stream);
 
 // Raises the dynamic shared memory limit of the attention kernels (heads up to kMaxHeadDim); once per device.
 void attention_init();

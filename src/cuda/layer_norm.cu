@@ -1,5 +1,6 @@
-// layer_norm: one block per row; mean, then the variance around it (two passes, as the CPU backend does,
-// so no cancellation from E[x^2] - E[x]^2 on rows with a large mean).
+// norm: one block per row. LayerNorm: the mean, then the variance around it (two passes, as the CPU backend
+// does, so no cancellation from E[x^2] - E[x]^2 on rows with a large mean). RMSNorm: the mean of the squares
+// (one pass, as transformers' LlamaRMSNorm), no mean subtracted.
 #include "cuda/kernels.cuh"
 
 namespace minigpt::cuda {
@@ -19,28 +20,40 @@ __device__ float block_sum(float v, float* shared) {
   return total;
 }
 
+template <bool kRms>
 __global__ void __launch_bounds__(kThreads)
-    layer_norm_kernel(float* out, int64_t ldo, const float* in, int64_t ldi, const float* w, const float* b,
-                      int64_t C, float eps) {
+    norm_kernel(float* out, int64_t ldo, const float* in, int64_t ldi, const float* w, const float* b,
+                int64_t C, float eps) {
   __shared__ float shared[kThreads / 32];
   pdl_wait();
   pdl_trigger();
   const float* x = in + int64_t(blockIdx.x) * ldi;
   float* y = out + int64_t(blockIdx.x) * ldo;
-  float s = 0.0f;
-  for (int64_t i = threadIdx.x; i < C; i += kThreads) s += x[i];
-  const float mean = block_sum(s, shared) / float(C);
+  float mean = 0.0f;  // RMSNorm: none
+  if (!kRms) {
+    float s = 0.0f;
+    for (int64_t i = threadIdx.x; i < C; i += kThreads) s += x[i];
+    mean = block_sum(s, shared) / float(C);
+  }
   float v = 0.0f;
   for (int64_t i = threadIdx.x; i < C; i += kThreads) v += (x[i] - mean) * (x[i] - mean);
   const float rstd = 1.0f / sqrtf(block_sum(v, shared) / float(C) + eps);
-  for (int64_t i = threadIdx.x; i < C; i += kThreads) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
+  if (b) {
+    for (int64_t i = threadIdx.x; i < C; i += kThreads) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
+  } else {
+    for (int64_t i = threadIdx.x; i < C; i += kThreads) y[i] = (x[i] - mean) * rstd * w[i];
+  }
 }
 
 }  // namespace
 
-void layer_norm(float* out, int64_t ldo, const float* in, int64_t ldi, const float* w, const float* b,
-                int64_t T, int64_t C, float eps, cudaStream_t stream) {
-  launch(layer_norm_kernel, unsigned(T), kThreads, 0, stream, out, ldo, in, ldi, w, b, C, eps);
+void norm(float* out, int64_t ldo, const float* in, int64_t ldi, const float* w, const float* b, int64_t T,
+          int64_t C, NormKind kind, float eps, cudaStream_t stream) {
+  if (kind == NormKind::Rms) {
+    launch(norm_kernel<true>, unsigned(T), kThreads, 0, stream, out, ldo, in, ldi, w, b, C, eps);
+  } else {
+    launch(norm_kernel<false>, unsigned(T), kThreads, 0, stream, out, ldo, in, ldi, w, b, C, eps);
+  }
 }
 
 }  // namespace minigpt::cuda

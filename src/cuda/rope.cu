@@ -1,5 +1,5 @@
 // Positions applied after the embeddings: learned rows added to a projected embedding (OPT's project_in),
-// and rotary positions on the query and key heads (GPT-NeoX's rotate_half).
+// and rotary positions on the query and key heads (GPT-NeoX's rotate_half, or GPT-J's adjacent pairs).
 #include "cuda/kernels.cuh"
 
 namespace minigpt::cuda {
@@ -18,8 +18,9 @@ __global__ void add_positions_kernel(float* out, int64_t ldo, StepValue pos0, co
 
 // A block per token, a thread per (head, pair): the angle as transformers computes it, in F32:
 // position * (1 / theta^(2i / rotary_dim)); cos and sin of it in F32 (the CPU backend rounds a double's).
-__global__ void rope_kernel(float* x, int64_t ldx, StepValue pos0, int H, int D, int rotary_dim,
-                            float theta) {
+// Pair i is dimensions (i, i + rotary_dim / 2), or (2i, 2i + 1) when `adjacent`.
+__global__ void rope_kernel(float* x, int64_t ldx, StepValue pos0, int H, int D, int rotary_dim, float theta,
+                            bool adjacent) {
   pdl_wait();
   pdl_trigger();
   const int64_t t = blockIdx.x;
@@ -32,9 +33,10 @@ __global__ void rope_kernel(float* x, int64_t ldx, StepValue pos0, int H, int D,
     float s, c;
     sincosf(angle, &s, &c);
     float* v = x + t * ldx + int64_t(h) * D;
-    const float a = v[i], b = v[i + half];
-    v[i] = a * c - b * s;
-    v[i + half] = b * c + a * s;
+    const int ia = adjacent ? 2 * i : i, ib = adjacent ? 2 * i + 1 : i + half;
+    const float a = v[ia], b = v[ib];
+    v[ia] = a * c - b * s;
+    v[ib] = b * c + a * s;
   }
 }
 
@@ -48,9 +50,10 @@ void add_positions(float* out, int64_t ldo, int64_t T, StepValue pos0, const flo
 }
 
 void rope(float* x, int64_t ldx, int64_t T, StepValue pos0, int64_t H, int64_t D, int64_t rotary_dim,
-          float theta, cudaStream_t stream) {
+          float theta, RopeLayout layout, cudaStream_t stream) {
   if (T == 0) return;
-  launch(rope_kernel, unsigned(T), 128, 0, stream, x, ldx, pos0, int(H), int(D), int(rotary_dim), theta);
+  launch(rope_kernel, unsigned(T), 128, 0, stream, x, ldx, pos0, int(H), int(D), int(rotary_dim), theta,
+         layout == RopeLayout::AdjacentPairs);
 }
 
 }  // namespace minigpt::cuda

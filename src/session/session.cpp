@@ -41,7 +41,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   xn_ = tensor(B, C);
   qkv_ = tensor(B, HD + 2 * c.kv_dim());
   att_ = tensor(B, HD);
-  h_ = tensor(B, c.n_inner);
+  h_ = tensor(B, c.ffn_up_width());
   if (c.projects_io()) e_ = tensor(B, c.embd_io());
   ensure_logit_rows(1);
 }
@@ -231,6 +231,22 @@ void Session::forward(const Step& step, std::span<const int64_t> logit_rows, flo
     } else {
       be.embed(x, step, w.token_embd, w.pos_embd);
     }
+    // The block's parts as its description (Config: norm, ffn, rope_layout, pre_norm, parallel_residual)
+    // says: a norm of its kind, and the MLP, x += down(act(up(in))) or, gated, x += down(act(gate) * up).
+    auto norm = [&](Tensor out, const Tensor& in, const Tensor& nw, const Tensor& nb) {
+      be.norm(out, in, nw, nb, c.norm, c.layer_norm_epsilon);
+    };
+    auto mlp = [&](const Tensor& out, const Tensor& in, const LayerWeights& L) {
+      if (c.ffn == FfnKind::Gated) {
+        const Tensor hg = h.col_slice(0, c.n_inner);  // act(gate) * up in place of the gate
+        be.linear(h, in, L.ffn_up, false);
+        be.gated_act(hg, h, c.activation);
+        be.linear(out, hg, L.ffn_down, true);
+      } else {
+        be.linear_act(h, in, L.ffn_up, c.activation);
+        be.linear(out, h, L.ffn_down, true);
+      }
+    };
     for (int64_t l = 0; l < c.n_layer; ++l) {
       const LayerWeights& L = w.layers[size_t(l)];
       float scale = c.scale_attn_weights ? 1.0f / std::sqrt(float(D)) : 1.0f;
@@ -238,11 +254,11 @@ void Session::forward(const Step& step, std::span<const int64_t> logit_rows, flo
       // attention: att = attn(ln_1(x)) over each token's own sequence (rotary positions rotate q and k
       // before k is stored)
       const Tensor& attn_in = c.pre_norm ? xn : x;
-      if (c.pre_norm) be.layer_norm(xn, x, L.attn_norm_w, L.attn_norm_b, c.layer_norm_epsilon);
+      if (c.pre_norm) norm(xn, x, L.attn_norm_w, L.attn_norm_b);
       be.linear(qkv, attn_in, L.attn_qkv, false);
       if (c.position_encoding == PositionEncoding::Rotary) {
-        be.rope(q, step, H, D, c.rotary_dim, c.rope_theta);
-        be.rope(k, step, c.kv_heads(), D, c.rotary_dim, c.rope_theta);
+        be.rope(q, step, H, D, c.rotary_dim, c.rope_theta, c.rope_layout);
+        be.rope(k, step, c.kv_heads(), D, c.rotary_dim, c.rope_theta, c.rope_layout);
       }
       if (qkv_observer_) qkv_observer_(l, step, qkv);
       be.store_kv(cache, l, k, v, step);
@@ -250,24 +266,21 @@ void Session::forward(const Step& step, std::span<const int64_t> logit_rows, flo
       if (!c.pre_norm) {
         // post-norm (OPT-350m): x = ln_1(x + proj(att)); x = ln_2(x + mlp(x))
         be.linear(x, att, L.attn_out, true);
-        be.layer_norm(xn, x, L.attn_norm_w, L.attn_norm_b, c.layer_norm_epsilon);
+        norm(xn, x, L.attn_norm_w, L.attn_norm_b);
         std::swap(x, xn);
-        be.linear_act(h, x, L.ffn_up, c.activation);
-        be.linear(x, h, L.ffn_down, true);
-        be.layer_norm(xn, x, L.ffn_norm_w, L.ffn_norm_b, c.layer_norm_epsilon);
+        mlp(x, x, L);
+        norm(xn, x, L.ffn_norm_w, L.ffn_norm_b);
         std::swap(x, xn);
       } else if (c.parallel_residual) {
         // x += proj(att) + mlp(ln_2(x)), both norms of the block's input x
-        be.layer_norm(xn, x, L.ffn_norm_w, L.ffn_norm_b, c.layer_norm_epsilon);
-        be.linear_act(h, xn, L.ffn_up, c.activation);
+        norm(xn, x, L.ffn_norm_w, L.ffn_norm_b);
         be.linear(x, att, L.attn_out, true);
-        be.linear(x, h, L.ffn_down, true);
+        mlp(x, xn, L);
       } else {
         // x += proj(att); x += mlp(ln_2(x))
         be.linear(x, att, L.attn_out, true);
-        be.layer_norm(xn, x, L.ffn_norm_w, L.ffn_norm_b, c.layer_norm_epsilon);
-        be.linear_act(h, xn, L.ffn_up, c.activation);
-        be.linear(x, h, L.ffn_down, true);
+        norm(xn, x, L.ffn_norm_w, L.ffn_norm_b);
+        mlp(x, xn, L);
       }
     }
     if (rows == 0) return;
@@ -292,12 +305,10 @@ void Session::forward(const Step& step, std::span<const int64_t> logit_rows, flo
     }
     Tensor xf = xn.row_slice(0, rows);
     if (consecutive) {
-      be.layer_norm(xf, x.row_slice(logit_rows.front(), rows), w.out_norm_w, w.out_norm_b,
-                    c.layer_norm_epsilon);
+      norm(xf, x.row_slice(logit_rows.front(), rows), w.out_norm_w, w.out_norm_b);
     } else {
       for (int64_t i = 0; i < rows; ++i) {
-        be.layer_norm(xf.row_slice(i, 1), x.row_slice(logit_rows[size_t(i)], 1), w.out_norm_w, w.out_norm_b,
-                      c.layer_norm_epsilon);
+        norm(xf.row_slice(i, 1), x.row_slice(logit_rows[size_t(i)], 1), w.out_norm_w, w.out_norm_b);
       }
     }
     head(logits, xf);
