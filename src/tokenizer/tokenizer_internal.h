@@ -23,7 +23,7 @@ struct RawAdded {
   bool special = true, normalized = false, lstrip = false, rstrip = false;
 };
 
-// What load() gathers from either file format before building the tables.
+// What a reader gathers from a tokenizer file (any of the formats) before the tables are built.
 struct RawTokenizer {
   std::vector<std::pair<std::string, int64_t>> vocab;       // symbol, id
   std::vector<std::pair<std::string, std::string>> merges;  // left, right symbols, by rank
