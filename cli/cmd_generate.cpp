@@ -1,9 +1,6 @@
 // minigpt generate: stream text from a prompt, with transformers-compatible sampling.
-#include <editline/readline.h>
-#include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdio>
 #include <functional>
 #include <iostream>
@@ -15,16 +12,18 @@
 #include "common.h"
 #include "id_list.h"
 #include "io/io.h"
+#include "line_input.h"
 #include "minigpt/error.h"
 #include "minigpt/generate.h"
 #include "minigpt/generation_config.h"
+#include "sampling_flags.h"
 
 namespace minigpt::cli {
 namespace {
 
 using json = nlohmann::json;
 
-struct GenerateCliOptions {
+struct GenerateCliOptions : SamplingFlags {
   ModelOptions model;
   std::string prompt;
   bool prompt_given = false;
@@ -35,15 +34,9 @@ struct GenerateCliOptions {
   bool show_special = false;  // generated special tokens shown as text
   int64_t top_logprobs = 0;
   std::string overflow;  // --context-overflow; empty: error, or slide with -i
-  std::optional<uint64_t> seed;
   std::optional<int64_t> ctx_size;
   bool interactive = false;
-  std::vector<std::string> logit_bias;  // --logit-bias as given, read by run_generate
-  GenerateOptions gen;
 };
-
-// Ctrl-C in interactive mode: counted by the handler, read between tokens (and after a line is read).
-std::atomic<int> g_interrupts{0};
 
 // --json's logit_bias: {"id": bias} as the OpenAI API writes it, a token's last bias, -inf as null.
 json bias_json(const std::vector<std::pair<int32_t, float>>& bias) {
@@ -70,24 +63,6 @@ json bias_json(const std::vector<std::pair<int32_t, float>>& bias) {
 //   `generate --context-overflow slide` does.
 // So a turn is what `generate` with the same options gives on the whole conversation up to there (checked by
 // tests/test_interactive.cpp), where the window starts where it last had to move.
-// One line of stdin, without its newline: false at the end of the input before any byte. A line of more than
-// kMaxTextBytes is an Error, as is a failed read (std::getline grew a line without bound: /dev/zero as input
-// took gigabytes, then ended the session with exit 0 when an allocation failed).
-bool read_stdin_line(std::string& line) {
-  line.clear();
-  for (int c; (c = getc_unlocked(stdin)) != EOF;) {
-    if (c == '\n') return true;
-    if (line.size() >= kMaxTextBytes) {
-      throw Error(ErrorKind::Argument,
-                  "stdin: a line of more than " + std::to_string(kMaxTextBytes >> 20) + " MiB (the limit)");
-    }
-    line.push_back(char(c));
-  }
-  if (std::ferror(stdin))
-    throw Error(ErrorKind::Io, std::string("stdin: reading failed: ") + std::strerror(errno));
-  return !line.empty();
-}
-
 int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, const Tokenizer& tok,
                     GenerateOptions g, int64_t n_ctx, const std::string& first_prompt,
                     const std::vector<int32_t>& first_ids) {
@@ -113,13 +88,7 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
   };
   const std::string ctx_text = "the context of " + std::to_string(n_ctx) + " tokens";
 
-  struct sigaction sa {};
-  sa.sa_handler = [](int) { g_interrupts.fetch_add(1); };
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &sa, nullptr);
-  const bool tty = ::isatty(STDIN_FILENO);
-  if (tty) rl_catch_signals = 0;  // Ctrl-C reaches our handler, not libedit's
+  catch_interrupts();
 
   enum class Turn { Done, Refused, End };
   // One turn: `ids` appended, then generation.
@@ -227,24 +196,8 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
   }
   for (;;) {
     if (!at_line_start && prompt == "> ") show("\n");
-    g_interrupts = 0;
     std::string line;
-    if (tty) {
-      char* raw = readline(prompt.c_str());
-      if (raw == nullptr) {  // EOF (Ctrl-D): the shell's prompt goes on a line of its own
-        show("\n");
-        break;
-      }
-      line = raw;
-      std::free(raw);
-      if (g_interrupts.load() > 0 && line.empty()) break;  // Ctrl-C at the prompt ends the session
-      if (!line.empty()) add_history(line.c_str());
-    } else {
-      show(prompt);
-      if (!read_stdin_line(line)) break;
-      // The line after its prompt, as a terminal shows what was typed: the transcript reads as a dialogue.
-      show(line + "\n");
-    }
+    if (!read_turn_line(prompt, line, show)) break;
     at_line_start = true;
     std::vector<int32_t> ids;
     try {
@@ -294,8 +247,7 @@ int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& 
   // generation_config.json (general.sampling.* in a GGUF file) for the sampling flags not given, as
   // llama.cpp takes a GGUF file's; its eos_token_id ends generation, as in transformers.
   const GenerationDefaults defaults = read_generation_defaults(source);
-  defaults.apply(g.sampling, given);
-  g.eos_token_ids = defaults.eos_token_ids;
+  apply_generation_defaults(g, defaults, given);
   g.skip_special = !o.show_special;  // as llama.cpp's CLI and server, and minigpt's server
   if (!given("max_new_tokens")) {
     // An empty prompt is the BOS alone.
@@ -308,16 +260,7 @@ int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& 
     }
     if (const auto n = defaults.default_new_tokens(n_prompt)) g.max_new_tokens = *n;
   }
-  if (!defaults.describe().empty()) {
-    std::fprintf(stderr, "minigpt: %s: %s (flags override)\n", defaults.source.c_str(),
-                 defaults.describe().c_str());
-  }
-  if (!defaults.not_applied.empty()) {
-    std::string names;
-    for (const std::string& n : defaults.not_applied) names += (names.empty() ? "" : ", ") + n;
-    std::fprintf(stderr, "minigpt: %s: not applied: %s (transformers applies them: its tokens may differ)\n",
-                 defaults.source.c_str(), names.c_str());
-  }
+  note_generation_defaults(defaults);
   g.sampling.seed = o.seed ? *o.seed : std::random_device{}() * 0x100000001ull ^ std::random_device{}();
   if (o.overflow.empty()) o.overflow = o.interactive ? "slide" : "error";
   g.overflow = o.overflow == "truncate" ? ContextOverflow::Truncate
@@ -420,37 +363,7 @@ const bool registered_generate =
       auto* file_opt = app.add_option("--file", o->file, "Read the prompt from this file");
       prompt_opt->excludes(file_opt);
       app.add_flag("--no-echo", o->no_echo, "Do not print the prompt before the generated text");
-      app.add_option("-n,--max-new-tokens", o->gen.max_new_tokens,
-                     "Tokens to generate at most (default 128; -1 = until the context is full, as "
-                     "llama.cpp's -n -1)");
-      app.add_option("--temperature,--temp", o->gen.sampling.temperature,
-                     "Sampling temperature; 0 = greedy (default 1.0)");
-      app.add_option("--top-k", o->gen.sampling.top_k, "Keep the k most likely tokens; 0 = off (default 50)");
-      app.add_option("--top-p", o->gen.sampling.top_p, "Nucleus sampling mass in (0, 1] (default 1.0 = off)");
-      app.add_option("--min-p", o->gen.sampling.min_p,
-                     "Drop tokens below min_p x the top probability (default 0 = off)");
-      app.add_option("--repetition-penalty,--repeat-penalty", o->gen.sampling.repetition_penalty,
-                     "CTRL repetition penalty (default 1.0 = off)");
-      app.add_option(
-          "--repeat-last-n", o->gen.sampling.repeat_last_n,
-          "The repetition penalty's window, as llama.cpp's: the last N tokens (default -1 = the whole "
-          "sequence, as transformers; 0 = none)");
-      app.add_option("--presence-penalty", o->gen.sampling.presence_penalty,
-                     "The OpenAI API's: minus this from the logit of every token generated so far "
-                     "(default 0 = off)");
-      app.add_option(
-          "--frequency-penalty", o->gen.sampling.frequency_penalty,
-          "The OpenAI API's: minus this x the times a token was generated so far (default 0 = off)");
-      app.add_option(
-             "--logit-bias", o->logit_bias,
-             "Add BIAS to a token's logit, as llama.cpp: TOKEN_ID+BIAS or TOKEN_ID-BIAS (15043+1; 198-inf: "
-             "never); repeatable")
-          ->allow_extra_args(false);
-      // "-1" (which CLI11 would read as 2^64 - 1) is refused by main.cpp's check of every integer option.
-      app.add_option_function<uint64_t>(
-          "--seed", [o](const uint64_t& s) { o->seed = s; }, "Random seed (default: random)");
-      app.add_option("--stop", o->gen.stop, "Stop before this string (repeatable)")->allow_extra_args(false);
-      app.add_flag("--ignore-eos", o->gen.ignore_eos, "Keep generating past the end-of-text token");
+      add_sampling_flags(app, *o);
       app.add_option("--context-overflow", o->overflow,
                      "When the context is full: error, truncate (the prompt's oldest tokens) or slide (the "
                      "oldest tokens, generation goes on) (default error; with -i, slide)")
@@ -480,19 +393,7 @@ const bool registered_generate =
       return [o, &app] {
         for (const auto& b : o->logit_bias) o->gen.sampling.logit_bias.push_back(parse_logit_bias(b));
         // The flags given on the command line: the model's generation defaults fill in the others.
-        return run_generate(*o, [&app](const char* name) {
-          static const std::pair<const char*, const char*> kFlags[] = {
-              {"temperature", "--temperature"},
-              {"top_k", "--top-k"},
-              {"top_p", "--top-p"},
-              {"min_p", "--min-p"},
-              {"repetition_penalty", "--repetition-penalty"},
-              {"repeat_last_n", "--repeat-last-n"},
-              {"max_new_tokens", "--max-new-tokens"}};
-          for (const auto& [key, flag] : kFlags)
-            if (std::string_view(key) == name) return app.count(flag) > 0;
-          return false;
-        });
+        return run_generate(*o, flags_given(app));
       };
     });
 

@@ -36,6 +36,7 @@ struct ServeCliOptions {
   server::ServerOptions server;
   std::optional<int64_t> ctx_size;
   std::string alias;
+  std::string chat_template;  // --chat-template FILE
   ServeSampling sampling;
 };
 
@@ -87,7 +88,8 @@ int run_serve(ServeCliOptions& o) {
   std::replace(so.system_fingerprint.begin(), so.system_fingerprint.end(), ' ', '-');
   so.system_fingerprint += "-" + model->backend().name();
   if (model->backend().device() == Device::Host) so.system_fingerprint += "-" + cpu_info().kernel_level;
-  so.chat_template = load_chat_template(source, tok);
+  so.chat_template = o.chat_template.empty() ? load_chat_template(source, tok)
+                                             : load_chat_template_file(o.chat_template, source, tok);
   so.generation_defaults = read_generation_defaults(source);
   apply_sampling_flags(o.sampling, so.generation_defaults);
   const GenerationDefaults& gd = so.generation_defaults;
@@ -200,6 +202,10 @@ const bool registered_serve =
                 return why.empty() ? why : refuse(why);
               },
               "ORIGIN"));
+      app.add_option("--chat-template", o->chat_template,
+                     "A Jinja chat template file for /v1/chat/completions, instead of the model's own (for a "
+                     "model without one)")
+          ->check(nonempty_path());
       app.add_option("--alias", o->alias,
                      "The model's name in the API (default: the model's file or folder name)");
       // Request defaults, as llama-server's sampling flags (a request's own field wins)

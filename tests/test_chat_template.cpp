@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "convert/gguf_convert.h"
@@ -89,6 +90,47 @@ TEST(ChatTemplate, RendersRealTemplatesAsTransformersDoes) {
   }
   EXPECT_GT(outputs, 200);
   EXPECT_GT(errors, 10);
+}
+
+// Seven real models' templates (Llama 3.1 and 3.2, Qwen2.5, Qwen3, SmolLM3, Mistral-Nemo, Phi-3.5; the files
+// in tests/fixtures/chat/templates/, llama.cpp's) with each model's own special tokens, as a transformers
+// tokenizer's apply_chat_template passes them (its special_tokens_map: a model without a BOS has none), and
+// the variables the Llama templates read (date_string): the ten non-empty conversations, with and without the
+// generation prompt, the same bytes; an error where transformers raised one.
+TEST(ChatTemplate, RealModelsTemplatesWithTheirOwnTokensEqualApplyChatTemplate) {
+  const auto dir = test::source_dir() / "tests/fixtures/chat";
+  const ojson ref = read_fixture(dir / "templates.json");
+  const std::tm now = reference_now(ref);
+  ASSERT_GE(ref["models"].size(), 7u);
+  for (const auto& m : ref["models"]) {
+    const std::string name = m["name"].get<std::string>();
+    SCOPED_TRACE(name);
+    std::ifstream in(dir / m["file"].get<std::string>(), std::ios::binary);
+    ASSERT_TRUE(in) << m["file"];
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const ChatTemplate tmpl(ss.str(), m["special_tokens"], name);
+    int outputs = 0;
+    std::set<size_t> conversations;
+    for (const auto& c : m["cases"]) {
+      const auto& conv = ref["conversations"][c["conversation"].get<size_t>()];
+      const bool agp = c["add_generation_prompt"].get<bool>();
+      SCOPED_TRACE(conv["name"].get<std::string>() + (agp ? " +generation prompt" : ""));
+      conversations.insert(c["conversation"].get<size_t>());
+      if (c.contains("output")) {
+        try {
+          EXPECT_EQ(tmpl.render(conv["messages"], agp, m["extra"], &now), c["output"].get<std::string>());
+          ++outputs;
+        } catch (const Error& e) {
+          ADD_FAILURE() << e.what();
+        }
+      } else {
+        EXPECT_THROW(tmpl.render(conv["messages"], agp, m["extra"], &now), Error) << c["error"];
+      }
+    }
+    EXPECT_EQ(conversations.size(), 10u);
+    EXPECT_GE(outputs, 18);  // Mistral's refuses the two conversations whose roles do not alternate
+  }
 }
 
 // raise_exception's message reaches the caller, on one line.
@@ -260,6 +302,27 @@ TEST(ChatTemplate, ChatModelPromptIdsAndGreedyTokensEqualTransformers) {
     if (r.reason == StopReason::Eos) got.push_back(model->config().eos_token_id);  // transformers keeps it
     EXPECT_EQ(got, c["generated"].get<std::vector<int32_t>>());
   }
+}
+
+// A chat reply ends at the template's eos_token (<|im_end|> for chatml-tiny, from tokenizer_config.json) as
+// well as at the model's eos ids, each once; a template made from a string adds none.
+TEST(ChatTemplate, StopIdsAreTheModelsEosAndTheTemplatesEndOfTurn) {
+  const auto dir = test::fixture_dir("chatml-tiny");
+  const Tokenizer tok = Tokenizer::load(dir);
+  const auto tmpl = load_chat_template(dir, tok);
+  ASSERT_TRUE(tmpl.has_value());
+  const auto im_end = tok.special_id("<|im_end|>");
+  const auto eot = tok.special_id("<|endoftext|>");
+  ASSERT_TRUE(im_end && eot);
+  EXPECT_EQ(tmpl->end_of_turn_ids(), std::vector<int32_t>{*im_end});
+  Config c;
+  c.eos_token_id = *eot;  // a base model's config, naming <|endoftext|> only
+  EXPECT_EQ(chat_stop_ids(c, {}, *tmpl), (std::vector<int64_t>{*eot, *im_end}));
+  c.eos_token_ids = {*eot, *im_end};
+  EXPECT_EQ(chat_stop_ids(c, {}, *tmpl), (std::vector<int64_t>{*eot, *im_end}));
+  EXPECT_EQ(chat_stop_ids(c, {7}, *tmpl), (std::vector<int64_t>{7, *im_end}));  // generation_config's first
+  EXPECT_EQ(chat_stop_ids(c, {}, ChatTemplate("x", {{"eos_token", "<|im_end|>"}})),
+            (std::vector<int64_t>{*eot, *im_end}));
 }
 
 // Where templates are found: chat_template.jinja over tokenizer_config.json; a list of named templates

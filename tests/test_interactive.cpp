@@ -2,12 +2,7 @@
 // over between turns (each turn's text equals generate() on the whole conversation), Ctrl-C stops a
 // generation and not the program, Ctrl-D ends it with exit status 0.
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <pty.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <termios.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -16,6 +11,7 @@
 #include <thread>
 
 #include "minigpt/generate.h"
+#include "pty_util.h"
 #include "test_util.h"
 
 namespace minigpt {
@@ -23,81 +19,7 @@ namespace {
 
 std::filesystem::path shipped() { return test::source_dir() / "models" / "shakespeare-char"; }
 
-class Pty {
- public:
-  explicit Pty(std::vector<std::string> args) {
-    struct winsize ws {};
-    ws.ws_col = 200;
-    ws.ws_row = 50;
-    pid_ = forkpty(&master_, nullptr, nullptr, &ws);
-    if (pid_ == 0) {
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-  }
-  ~Pty() {
-    if (pid_ > 0 && !reaped_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (master_ >= 0) ::close(master_);
-  }
-  bool ok() const { return pid_ > 0 && master_ >= 0; }
-  pid_t pid() const { return pid_; }
-  void write(const std::string& s) { ASSERT_EQ(::write(master_, s.data(), s.size()), ssize_t(s.size())); }
-  // Reads until `needle` appears after `from` in what was read (true), or the deadline passes / EOF (false).
-  bool read_until(const std::string& needle, size_t from, double seconds = 30) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    while (out_.find(needle, from) == std::string::npos) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      pollfd p{master_, POLLIN, 0};
-      if (::poll(&p, 1, int(left.count())) <= 0) return false;
-      char buf[4096];
-      const ssize_t n = ::read(master_, buf, sizeof buf);
-      if (n <= 0) return false;  // EIO: the child closed the terminal
-      for (ssize_t i = 0; i < n; ++i) {
-        if (buf[i] != '\r') out_ += buf[i];  // the terminal's CR LF
-      }
-    }
-    return true;
-  }
-  const std::string& out() const { return out_; }
-  // Waits for the child to exit, reading what it writes (never blocking: poll), and types Ctrl-D again every
-  // second: one typed while the terminal was between modes (libedit switches it at each prompt) can be lost.
-  int wait_exit(double seconds = 30) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    auto last_eof = std::chrono::steady_clock::now();
-    while (std::chrono::steady_clock::now() < end) {
-      pollfd p{master_, POLLIN, 0};
-      if (::poll(&p, 1, 50) > 0) {
-        char buf[4096];
-        const ssize_t n = ::read(master_, buf, sizeof buf);
-        if (n > 0) out_.append(buf, size_t(n));
-      }
-      int st = 0;
-      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-        reaped_ = true;
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      }
-      if (std::chrono::steady_clock::now() - last_eof > std::chrono::seconds(1)) {
-        last_eof = std::chrono::steady_clock::now();
-        (void)!::write(master_, "\x04", 1);
-      }
-    }
-    return -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int master_ = -1;
-  bool reaped_ = false;
-  std::string out_;
-};
+using test::Pty;
 
 TEST(Interactive, TurnsKeepTheCacheCtrlCStopsAGenerationCtrlDEnds) {
   const int64_t n = 20;  // tokens per turn: three turns and a stopped one fit the model's 128 positions

@@ -7,6 +7,7 @@
     !defined(MINIGPT_MINJA_MAX_STEPS)
 #error "third_party/minja lacks minigpt's patch (scripts/minja_limits.patch): run scripts/fetch_minja.sh"
 #endif
+#include <algorithm>
 #include <sstream>
 
 #include "formats/gguf.h"
@@ -195,16 +196,31 @@ std::string ChatTemplate::render(const ojson& messages, bool add_generation_prom
   }
 }
 
-std::optional<ChatTemplate> load_chat_template(const fs::path& model, const Tokenizer& tok) {
-  return load_chat_template(ModelSource::open(model), tok);
+std::vector<int64_t> chat_stop_ids(const Config& c, const std::vector<int64_t>& eos, const ChatTemplate& t) {
+  std::vector<int64_t> out;
+  auto add = [&](int64_t id) {
+    if (id >= 0 && std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+  };
+  if (!eos.empty()) {
+    for (const int64_t id : eos) add(id);
+  } else if (!c.eos_token_ids.empty()) {
+    for (const int64_t id : c.eos_token_ids) add(id);
+  } else {
+    add(c.eos_token_id);
+  }
+  for (const int32_t id : t.end_of_turn_ids()) add(id);
+  return out;
 }
 
-std::optional<ChatTemplate> load_chat_template(const ModelSource& model_source, const Tokenizer& tok) {
+namespace {
+
+// The special tokens a template of this model sees (see load_chat_template()).
+ojson special_tokens_of(const ModelSource& model_source, const Tokenizer& tok) {
   const fs::path& model = model_source.path();
   std::error_code ec;
+  ojson tokens = ojson::object();
   if (model_source.format() == ModelFormat::Directory && fs::is_directory(model, ec)) {
     const ojson config = read_json(model / "tokenizer_config.json", "tokenizer config");
-    ojson tokens = ojson::object();
     const ojson map = read_json(model / "special_tokens_map.json", "special tokens map");
     for (const char* name : kTokenNames) {
       std::string s;
@@ -212,10 +228,30 @@ std::optional<ChatTemplate> load_chat_template(const ModelSource& model_source, 
       if (s.empty() && map.is_object() && map.contains(name)) s = token_string(map[name]);
       if (!s.empty()) tokens[name] = s;
     }
+  } else if (model_source.format() == ModelFormat::Gguf) {
+    const std::pair<const char*, const char*> keys[] = {{"bos_token", "tokenizer.ggml.bos_token_id"},
+                                                        {"eos_token", "tokenizer.ggml.eos_token_id"},
+                                                        {"unk_token", "tokenizer.ggml.unknown_token_id"},
+                                                        {"pad_token", "tokenizer.ggml.padding_token_id"},
+                                                        {"sep_token", "tokenizer.ggml.seperator_token_id"}};
+    for (const auto& [name, key] : keys) {
+      const auto id = model_source.gguf().get_int(key);
+      if (id && *id >= 0 && *id < tok.n_vocab()) tokens[name] = tok.token_bytes(int32_t(*id));
+    }
+  }
+  return tokens;
+}
+
+// The model's template, with its tokens; nullopt when it has none.
+std::optional<ChatTemplate> model_template(const ModelSource& model_source, const ojson& tokens) {
+  const fs::path& model = model_source.path();
+  std::error_code ec;
+  if (model_source.format() == ModelFormat::Directory && fs::is_directory(model, ec)) {
     const fs::path jinja = model / "chat_template.jinja";
     if (fs::exists(fs::symlink_status(jinja, ec))) {
       return ChatTemplate(read_regular_file(jinja, kMaxConfigBytes, "chat template"), tokens, jinja.string());
     }
+    const ojson config = read_json(model / "tokenizer_config.json", "tokenizer config");
     if (!config.is_object() || !config.contains("chat_template") || config["chat_template"].is_null()) {
       return std::nullopt;
     }
@@ -235,20 +271,47 @@ std::optional<ChatTemplate> load_chat_template(const ModelSource& model_source, 
     throw Error(ErrorKind::Format, origin + ": chat_template must be a string or a list of named templates");
   }
   if (model_source.format() != ModelFormat::Gguf) return std::nullopt;
-  const GgufFile* f = &model_source.gguf();
-  const auto source = f->get_string("tokenizer.chat_template");
+  const auto source = model_source.gguf().get_string("tokenizer.chat_template");
   if (!source) return std::nullopt;
-  ojson tokens = ojson::object();
-  const std::pair<const char*, const char*> keys[] = {{"bos_token", "tokenizer.ggml.bos_token_id"},
-                                                      {"eos_token", "tokenizer.ggml.eos_token_id"},
-                                                      {"unk_token", "tokenizer.ggml.unknown_token_id"},
-                                                      {"pad_token", "tokenizer.ggml.padding_token_id"},
-                                                      {"sep_token", "tokenizer.ggml.seperator_token_id"}};
-  for (const auto& [name, key] : keys) {
-    const auto id = f->get_int(key);
-    if (id && *id >= 0 && *id < tok.n_vocab()) tokens[name] = tok.token_bytes(int32_t(*id));
-  }
   return ChatTemplate(*source, tokens, model.string());
+}
+
+// The ids of eos_token and of a GGUF file's end-of-turn tokens (ChatTemplate::end_of_turn_ids()).
+void set_end_of_turn(ChatTemplate& t, const ModelSource& model_source, const Tokenizer& tok) {
+  std::vector<int32_t> ids;
+  const std::string eos = t.special_tokens().value("eos_token", std::string());
+  if (!eos.empty()) {
+    if (const auto id = tok.special_id(eos)) ids.push_back(*id);
+  }
+  if (model_source.format() == ModelFormat::Gguf) {
+    for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
+      const auto id = model_source.gguf().get_int(key);
+      if (id && *id >= 0 && *id < tok.n_vocab() &&
+          std::find(ids.begin(), ids.end(), int32_t(*id)) == ids.end())
+        ids.push_back(int32_t(*id));
+    }
+  }
+  t.set_end_of_turn_ids(std::move(ids));
+}
+
+}  // namespace
+
+std::optional<ChatTemplate> load_chat_template(const fs::path& model, const Tokenizer& tok) {
+  return load_chat_template(ModelSource::open(model), tok);
+}
+
+std::optional<ChatTemplate> load_chat_template(const ModelSource& model_source, const Tokenizer& tok) {
+  std::optional<ChatTemplate> t = model_template(model_source, special_tokens_of(model_source, tok));
+  if (t) set_end_of_turn(*t, model_source, tok);
+  return t;
+}
+
+ChatTemplate load_chat_template_file(const fs::path& file, const ModelSource& model_source,
+                                     const Tokenizer& tok) {
+  ChatTemplate t(read_regular_file(file, kMaxConfigBytes, "chat template"),
+                 special_tokens_of(model_source, tok), file.string());
+  set_end_of_turn(t, model_source, tok);
+  return t;
 }
 
 }  // namespace minigpt

@@ -20,7 +20,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "minigpt/config.h"
 #include "minigpt/model_source.h"
 
 namespace minigpt {
@@ -44,10 +46,23 @@ class ChatTemplate {
   const std::string& source() const;
   const nlohmann::ordered_json& special_tokens() const;
 
+  // The tokens that end a turn of this template's model besides its eos ids: the id of eos_token
+  // (tokenizer_config.json's, e.g. <|im_end|>, <|eot_id|>, <|end|>, which a base model's config.json may not
+  // name) and a GGUF file's tokenizer.ggml.eot_token_id and eom_token_id, llama.cpp's end-of-turn tokens.
+  // Set by load_chat_template(); empty for a template made from a string.
+  const std::vector<int32_t>& end_of_turn_ids() const { return end_of_turn_; }
+  void set_end_of_turn_ids(std::vector<int32_t> ids) { end_of_turn_ = std::move(ids); }
+
  private:
   struct Impl;
   std::shared_ptr<const Impl> impl_;
+  std::vector<int32_t> end_of_turn_;
 };
+
+// The ids that end a chat reply: `eos` (generation_config.json's eos_token_id when it has one) or else the
+// model's (Config::eos_token_ids, eos_token_id), and the template's end_of_turn_ids(); each once, in order.
+std::vector<int64_t> chat_stop_ids(const Config& config, const std::vector<int64_t>& eos,
+                                   const ChatTemplate& t);
 
 // The chat template of a model, if it has one:
 // - a directory: chat_template.jinja (what transformers >= 4.43 saves), else tokenizer_config.json's
@@ -55,11 +70,18 @@ class ChatTemplate {
 //   from tokenizer_config.json's bos_token, eos_token, unk_token, pad_token, sep_token, cls_token,
 //   mask_token (strings, or {"content": ...} objects), then special_tokens_map.json;
 // - a GGUF file (by its bytes, whatever its name): tokenizer.chat_template; special tokens from
-// tokenizer.ggml.{bos,eos,unknown,padding,
-//   seperator}_token_id through `tokenizer`.
+//   tokenizer.ggml.{bos,eos,unknown,padding,seperator}_token_id through `tokenizer`.
+// Its end_of_turn_ids() are set.
 // Throws Error(Format) when the template is malformed (or not a string), naming the file.
 std::optional<ChatTemplate> load_chat_template(const std::filesystem::path& model,
                                                const Tokenizer& tokenizer);
 std::optional<ChatTemplate> load_chat_template(const ModelSource& model, const Tokenizer& tokenizer);
+
+// The template of `file` (a Jinja file, as a model directory's chat_template.jinja or one of llama.cpp's
+// models/templates) with `model`'s special tokens, as load_chat_template() finds them: for a model without a
+// template of its own, or to replace it. Error(Io) naming the file when it cannot be read, Error(Format) when
+// it does not parse.
+ChatTemplate load_chat_template_file(const std::filesystem::path& file, const ModelSource& model,
+                                     const Tokenizer& tokenizer);
 
 }  // namespace minigpt

@@ -561,6 +561,9 @@ CompletionRequest parse_chat_request(std::string_view body, const Tokenizer& tok
   }
 
   parse_common(j, r, c, limits, has(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens");
+  // A reply ends at the template's end-of-turn token (<|im_end|>, <|eot_id|>) too, where the model's eos ids
+  // do not name it.
+  r.gen.eos_token_ids = chat_stop_ids(c, r.gen.eos_token_ids, *tmpl);
   // The chat API has no default length (16 is the legacy completions API's): without one, a reply runs
   // until EOS, a stop string or a full context, as OpenAI's and llama-server's do.
   if (!r.max_tokens_given) r.max_tokens = limits.n_ctx > 0 ? limits.n_ctx : c.n_ctx;

@@ -1,0 +1,180 @@
+// `minigpt chat` through a pseudo-terminal on chatml-tiny (a random GPT-2 with Qwen2.5's ChatML template):
+// two turns, a Ctrl-C mid-reply, /reset, a third turn. Each turn's prompt (--prompt-log) equals what
+// transformers' apply_chat_template renders for the conversation so far, its replies equal
+// generate(do_sample=False) (tests/fixtures/chat/session.json, tools/reference/make_chat_reference.py), and
+// the KV cache keeps the previous turns: only the new part of the prompt is evaluated.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "minigpt/tokenizer.h"
+#include "pty_util.h"
+#include "test_util.h"
+
+namespace minigpt {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+ojson read_chat_session() {
+  std::ifstream in(test::source_dir() / "tests/fixtures/chat/session.json");
+  return ojson::parse(in);
+}
+
+std::vector<ojson> read_json_lines(const std::filesystem::path& p) {
+  std::vector<ojson> out;
+  std::istringstream in(test::read_file(p));
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) out.push_back(ojson::parse(line));
+  }
+  return out;
+}
+
+// The command line: greedy, the reference's reply length, and the tokens it suppressed (the random model's
+// parts of characters) banned, as transformers' suppress_tokens bans them.
+std::vector<std::string> chat_args(const ojson& ref, const std::string& log) {
+  std::vector<std::string> args = {MINIGPT_CLI_PATH,
+                                   "chat",
+                                   "-m",
+                                   test::fixture_dir("chatml-tiny").string(),
+                                   "--system",
+                                   ref["system"].get<std::string>(),
+                                   "--temperature",
+                                   "0",
+                                   "-n",
+                                   std::to_string(ref["max_new_tokens"].get<int64_t>()),
+                                   "-t",
+                                   "1",
+                                   "--prompt-log",
+                                   log};
+  for (const auto& id : ref["suppress"]) {
+    args.push_back("--logit-bias");
+    args.push_back(std::to_string(id.get<int64_t>()) + "-inf");
+  }
+  return args;
+}
+
+TEST(ChatCli, TwoTurnsCtrlCResetAndATurnEqualTransformersRendering) {
+  const ojson ref = read_chat_session();
+  const auto& turns = ref["turns"];
+  ASSERT_EQ(turns.size(), 4u);
+  test::TempDir tmp;
+  const auto log = tmp / "prompts.jsonl";
+  test::Pty pty(chat_args(ref, log.string()));
+  ASSERT_TRUE(pty.ok());
+  ASSERT_TRUE(pty.read_until("> ", 0, 60)) << pty.out();
+
+  // One turn: type `line`, read up to the next prompt; the text between the echoed line and the prompt.
+  auto turn = [&](const std::string& line) {
+    const size_t from = pty.out().size();
+    pty.write(line + "\n");
+    EXPECT_TRUE(pty.read_until(line + "\n", from)) << pty.out();
+    const size_t start = pty.out().find(line + "\n", from) + line.size() + 1;
+    EXPECT_TRUE(pty.read_until("\n> ", start)) << pty.out();
+    const size_t end = pty.out().find("\n> ", start);
+    // libedit may draw the line again (seen under load): the reply follows the last echo.
+    const size_t last = pty.out().rfind(line + "\n", end);
+    const size_t begin = last != std::string::npos && last >= from ? last + line.size() + 1 : start;
+    return pty.out().substr(begin, end - begin);
+  };
+  const auto users = ref["users"];
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE("turn " + std::to_string(i + 1));
+    EXPECT_EQ(turn(users[i].get<std::string>()), turns[i]["reply"].get<std::string>());
+  }
+
+  // Ctrl-C mid-reply, deterministically (as tests/test_interactive.cpp does it): the line is typed and
+  // echoed, the program is stopped before it reads the Enter, and SIGINT is pending when it continues: the
+  // reply ends at its first token and the program goes back to the prompt.
+  {
+    const std::string line = users[2].get<std::string>();
+    const size_t from = pty.out().size();
+    pty.write(line);
+    ASSERT_TRUE(pty.read_until(line, from)) << pty.out();
+    ::kill(pty.pid(), SIGSTOP);
+    pty.write("\n");
+    ::kill(pty.pid(), SIGINT);
+    ::kill(pty.pid(), SIGCONT);
+    ASSERT_TRUE(pty.read_until(line + "\n", from)) << pty.out();
+    const size_t start = pty.out().find(line + "\n", from) + line.size() + 1;
+    ASSERT_TRUE(pty.read_until("\n> ", start)) << pty.out();
+    EXPECT_EQ(::kill(pty.pid(), 0), 0) << "Ctrl-C ended the program";
+  }
+  {
+    const size_t from = pty.out().size();
+    pty.write("/reset\n");
+    ASSERT_TRUE(pty.read_until("the conversation is cleared", from)) << pty.out();
+    ASSERT_TRUE(pty.read_until("> ", from)) << pty.out();
+  }
+  {
+    SCOPED_TRACE("turn after /reset");
+    EXPECT_EQ(turn(users[3].get<std::string>()), turns[3]["reply"].get<std::string>());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // libedit is reading the line by now
+  pty.write("\x04");
+  EXPECT_EQ(pty.wait_exit(), 0) << pty.out();
+
+  // The prompts it evaluated: transformers' renderings of the conversation so far, the replies included; the
+  // second turn evaluates only what follows the first turn's prompt and reply in the cache, the one after
+  // /reset all of its prompt.
+  const std::vector<ojson> prompts = read_json_lines(log);
+  ASSERT_EQ(prompts.size(), 4u) << test::read_file(log);
+  for (size_t i = 0; i < 4; ++i) {
+    SCOPED_TRACE("turn " + std::to_string(i + 1));
+    EXPECT_EQ(prompts[i]["prompt"].get<std::string>(), turns[i]["prompt"].get<std::string>());
+    EXPECT_EQ(prompts[i]["tokens"].get<size_t>(), turns[i]["ids"].size());
+    EXPECT_EQ(prompts[i]["kept"].get<size_t>() + prompts[i]["evaluated"].get<size_t>(),
+              turns[i]["ids"].size());
+  }
+  EXPECT_EQ(prompts[0]["kept"], 0);
+  EXPECT_GE(prompts[1]["kept"].get<size_t>(), turns[0]["ids"].size())
+      << "the first turn's prompt was evaluated again";
+  EXPECT_GE(prompts[2]["kept"].get<size_t>(), turns[1]["ids"].size());
+  EXPECT_LT(prompts[1]["evaluated"].get<size_t>(), turns[1]["ids"].size() - turns[0]["ids"].size());
+  EXPECT_EQ(prompts[3]["kept"], 0) << "/reset kept the cache";
+}
+
+// The conversation from a pipe (no terminal: plain lines, the transcript shows each line after its prompt); a
+// model without a chat template is refused in one line unless --chat-template gives one.
+TEST(ChatCli, PipedLinesAndTheTemplateFlag) {
+  const ojson ref = read_chat_session();
+  test::TempDir tmp;
+  std::string args;
+  for (const auto& a : chat_args(ref, (tmp / "log").string())) {
+    if (a == MINIGPT_CLI_PATH) continue;
+    args += "'" + a + "' ";
+  }
+  auto r = test::run_cli(args, ref["users"][0].get<std::string>() + "\n");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "> " + ref["users"][0].get<std::string>() + "\n" +
+                       ref["turns"][0]["reply"].get<std::string>() + "\n> \n");
+
+  r = test::run_cli("chat -t 1", "hi\n");  // the shipped model has no chat template
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_NE(r.err.find("has no chat template"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--chat-template FILE"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+
+  // The shipped model with Qwen2.5's template given, the one chatml-tiny carries: the prompt of the
+  // reference's first turn.
+  const auto tmpl = test::source_dir() / "tests/fixtures/chat/templates/Qwen-Qwen2.5-7B-Instruct.jinja";
+  r = test::run_cli("chat -t 1 -n 4 --temperature 0 --system '" + ref["system"].get<std::string>() +
+                        "' --chat-template '" + tmpl.string() + "' --prompt-log '" + (tmp / "log2").string() +
+                        "'",
+                    ref["users"][0].get<std::string>() + "\n");
+  EXPECT_EQ(r.status, 0) << r.err;
+  const auto lines = read_json_lines(tmp / "log2");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["prompt"].get<std::string>(), ref["turns"][0]["prompt"].get<std::string>());
+}
+
+}  // namespace
+}  // namespace minigpt
