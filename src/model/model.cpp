@@ -18,6 +18,7 @@
 #include "arch/arch.h"
 #include "arch/llmc.h"
 #include "formats/gguf.h"
+#include "formats/llama2c.h"
 #include "formats/safetensors.h"
 #include "io/io.h"
 #include "io/json_parse.h"
@@ -802,6 +803,11 @@ std::shared_ptr<const Model> Model::load(const fs::path& dir, const LoadOptions&
 
 std::shared_ptr<const Model> Model::load(const ModelSource& source, const LoadOptions& options) {
   const fs::path& dir = source.path();
+  if (source.format() == ModelFormat::Llama2c) {
+    Llama2cFile::open(dir);  // its header checked
+    throw Error(ErrorKind::Unsupported,
+                dir.string() + ": a llama2.c checkpoint holds a Llama model, which this build does not run");
+  }
   if (source.format() == ModelFormat::Llmc) {
     std::shared_ptr<Model> m(new Model());
     m->dir_ = dir;
@@ -832,6 +838,11 @@ ModelSummary Model::inspect(const fs::path& dir) { return inspect(ModelSource::o
 
 ModelSummary Model::inspect(const ModelSource& source) {
   const fs::path& dir = source.path();
+  if (source.format() == ModelFormat::Llama2c) {
+    Llama2cFile::open(dir);  // its header checked
+    throw Error(ErrorKind::Unsupported,
+                dir.string() + ": a llama2.c checkpoint holds a Llama model, which this build does not run");
+  }
   if (source.format() == ModelFormat::Llmc) {
     ModelSummary s;
     LlmcModel g = open_llmc(dir);
