@@ -1,12 +1,13 @@
 // llama2.c checkpoints (-m FILE.bin): the files tools/reference/make_llama2c_reference.py wrote as llama2.c's
-// export.py writes versions 0, 1 and 2 are read as their headers say; version 2's values lie within half
-// their group's scale of the weights it quantized; a legacy file (no magic) is told by its size; every
-// malformed header is one line.
+// export.py writes versions 0, 1 and 2 are read as their headers say and give transformers' logits and
+// greedy tokens; version 2's values lie within half their group's scale of the weights it quantized; a
+// legacy file (no magic) is told by its size; every malformed header is one line.
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "formats/llama2c.h"
+#include "minigpt/generate.h"
 #include "minigpt/model_source.h"
 #include "test_util.h"
 
@@ -213,6 +214,103 @@ TEST(Llama2c, AFileTruncatedAfterOpeningIsAnIoError) {
   const Llama2cTensor& last = f->tensors().back();
   std::vector<float> buf(size_t(last.numel()));
   test::expect_error([&] { f->read(last, buf.data()); }, ErrorKind::Io, {"cut.bin: read failed at byte"});
+}
+
+std::vector<float> llama2c_ref(const std::string& key) {
+  auto f = SafeTensorsFile::open(llama2c_dir() / "reference.safetensors");
+  return test::read_tensor<float>(*f, key, StDtype::F32);
+}
+std::vector<int32_t> llama2c_ref_ids(const std::string& key) {
+  auto f = SafeTensorsFile::open(llama2c_dir() / "reference.safetensors");
+  return test::read_tensor<int32_t>(*f, key, StDtype::I32);
+}
+
+std::vector<int32_t> llama2c_greedy(const std::shared_ptr<const Model>& model,
+                                    const std::vector<int32_t>& prompt, int64_t n) {
+  Session s(model);
+  GenerateOptions o;
+  o.max_new_tokens = n;
+  o.sampling.temperature = 0;
+  o.ignore_eos = true;
+  return generate(s, nullptr, prompt, o).tokens;
+}
+
+// Each version gives transformers' logits (float32 on both sides: the differences are summation order,
+// ~1e-6 of logits whose spread is ~2, so 1e-4 leaves room and still catches any wrong weight, rotary pair or
+// norm) and its greedy tokens, decoded through the KV cache where transformers recomputes each step.
+// Version 2 is compared with transformers on the weights the file holds (q x scale, 1e-4), and with
+// transformers on the weights before quantization within what quantizing moved transformers' own logits
+// (|minigpt - float| <= |dequantized - float| + 1e-4, the triangle inequality of the first), with the same
+// greedy tokens (the script picked seeds where quantization keeps them).
+TEST(Llama2c, EachVersionGivesTransformersLogitsAndGreedyTokens) {
+  const std::vector<int32_t> tokens = llama2c_ref_ids("tokens"), prompt = llama2c_ref_ids("prompt");
+  for (const Llama2cFixture& x : kLlama2cFixtures) {
+    SCOPED_TRACE(x.name);
+    const std::string name = x.name;
+    auto model = Model::load(llama2c_file(name), LoadOptions::threads(2));
+    const Config& c = model->config();
+    EXPECT_EQ(c.rope_layout, RopeLayout::AdjacentPairs);
+    EXPECT_EQ(c.tie_word_embeddings, x.shared);
+    EXPECT_EQ(c.kv_heads(), x.n_kv_heads);
+    Session s(model);
+    const auto got = s.eval_all(tokens);
+    const int64_t V = x.vocab;
+    ASSERT_EQ(got.size(), tokens.size() * size_t(V));
+    const std::vector<float> exact = llama2c_ref(name + (x.version == 2 ? ".logits_deq" : ".logits"));
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(double(got[i]) - exact[i]));
+    std::printf("[ measured ] llama2.c %s vs transformers%s: max |logit difference| %.3g\n", x.name,
+                x.version == 2 ? " on the dequantized weights" : "", worst);
+    EXPECT_LT(worst, 1e-4);
+    const std::vector<int32_t> greedy = llama2c_ref_ids(name + ".greedy");
+    EXPECT_EQ(llama2c_greedy(model, prompt, int64_t(greedy.size())), greedy);
+    if (x.version == 2) {
+      EXPECT_EQ(llama2c_ref_ids(name + ".greedy_deq"), greedy);
+      const std::vector<float> fl = llama2c_ref(name + ".logits");
+      double moved = 0, worst_fl = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        const double q = std::fabs(double(exact[i]) - fl[i]);
+        moved = std::max(moved, q);
+        worst_fl = std::max(worst_fl, std::fabs(double(got[i]) - fl[i]));
+        ASSERT_LE(std::fabs(double(got[i]) - fl[i]), q + 1e-4) << "logit " << i;
+      }
+      std::printf(
+          "[ measured ] llama2.c %s vs transformers on the float weights: max %.3g (quantization moves "
+          "transformers' own by %.3g)\n",
+          x.name, worst_fl, moved);
+    }
+  }
+}
+
+// Without --tokenizer a command that needs text says what to pass; token ids need none.
+TEST(Llama2c, TheCliAsksForTheTokenizerAndRunsOnIds) {
+  const std::string m = llama2c_file("v1-tied").string();
+  auto r = test::run_cli("generate -m " + m + " -p hello -n 2");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("a llama2.c checkpoint carries no tokenizer; pass its vocabulary with --tokenizer"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(test::line_count(r.err), 1u) << r.err;
+  r = test::run_cli("info -m " + llama2c_file("v2-tied").string());
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(
+      r.out.find("source:       llama2.c checkpoint, version 2 (Q8_0 groups of 64, dequantized to F32 at "
+                 "load), shared classifier"),
+      std::string::npos)
+      << r.out;
+}
+
+// A NaN weight is refused at load, named as llama2.c names the array, with its layer.
+TEST(Llama2c, NonFiniteWeightsAreNamedByTheirArray) {
+  std::string image = test::read_file(llama2c_file("v1-tied"));
+  auto f = Llama2cFile::from_memory(reinterpret_cast<const uint8_t*>(image.data()), image.size(), "mem.bin");
+  const Llama2cTensor& wq = find_llama2c_tensor(*f, "wq", 1);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(image.data() + wq.offset + 4 * 5, &nan, 4);
+  test::TempDir tmp;
+  test::write_file(tmp / "nan.bin", image);
+  test::expect_error([&] { Model::load(tmp / "nan.bin", LoadOptions::threads(1)); }, ErrorKind::Format,
+                     {"nan.bin (llama2.c's wq, layer 1)"});
 }
 
 }  // namespace
