@@ -132,6 +132,12 @@ json model_json(const std::string& dir, const ModelSummary& s, const TokenizerSu
                  {"n_vocab", s.llmc->n_vocab},
                  {"n_vocab_padded", s.llmc->n_vocab_padded}};
   }
+  if (s.llama2c) {
+    j["llama2c"] = {{"version", s.llama2c->version},
+                    {"dtype", s.llama2c->version == 2 ? "Q8_0 groups" : "F32"},
+                    {"shared_classifier", s.llama2c->shared_classifier}};
+    if (s.llama2c->version == 2) j["llama2c"]["group_size"] = s.llama2c->group_size;
+  }
   j["files"] = s.files;
   j["bos_token_id"] = c.bos_token_id;
   j["eos_token_id"] = c.eos_token_id;
@@ -216,6 +222,15 @@ void print_model(const std::string& dir, const ModelSummary& s, const TokenizerS
         "source:       llm.c checkpoint, version %d (%s parameters), V %lld (wte padded to Vp %lld rows)\n",
         int(s.llmc->version), s.llmc->version == 5 ? "BF16" : "F32", (long long)s.llmc->n_vocab,
         (long long)s.llmc->n_vocab_padded);
+  }
+  if (s.llama2c) {
+    const std::string kind =
+        s.llama2c->version == 0 ? "legacy, F32"
+        : s.llama2c->version == 1
+            ? "F32"
+            : "Q8_0 groups of " + std::to_string(s.llama2c->group_size) + ", dequantized to F32 at load";
+    std::printf("source:       llama2.c checkpoint, version %d (%s), %s classifier\n",
+                int(s.llama2c->version), kind.c_str(), s.llama2c->shared_classifier ? "shared" : "unshared");
   }
   std::printf("bits/weight:  %.2f (every tensor as stored: matrices, embeddings, norms, biases)\n",
               bits_per_weight(s));

@@ -10,6 +10,7 @@
 
 #include "arch/llmc.h"
 #include "cpu/sysinfo.h"
+#include "formats/llama2c.h"
 #include "minigpt/error.h"
 #include "minigpt/registry.h"
 
@@ -177,6 +178,8 @@ Tokenizer load_tokenizer(const std::string& tokenizer, const ModelSource& model,
 
 void check_tokenizer_source(const std::string& tokenizer, const ModelSource& model) {
   if (tokenizer.empty() && model.format() == ModelFormat::Llmc) throw llmc_no_tokenizer_error(model.path());
+  if (tokenizer.empty() && model.format() == ModelFormat::Llama2c)
+    throw llama2c_no_tokenizer_error(model.path());
 }
 
 void check_output_not_input(const std::string& flag, const std::string& out, const ModelOptions& m,

@@ -147,8 +147,9 @@ TEST(Cli, ModelAndTextFileMistakesSayWhatToDo) {
   test::write_file(tmp / "zero.gguf", "");
   auto r = test::run_cli("info -m " + (tmp / "zero.gguf").string());
   EXPECT_EQ(r.status, 1);
-  EXPECT_EQ(r.err, "minigpt: error: '" + (tmp / "zero.gguf").string() +
-                       "' is 0 bytes, too short for a GGUF file or an llm.c checkpoint (truncated?)\n");
+  EXPECT_EQ(r.err,
+            "minigpt: error: '" + (tmp / "zero.gguf").string() +
+                "' is 0 bytes, too short for a GGUF file, an llm.c or a llama2.c checkpoint (truncated?)\n");
   const std::string gguf =
       test::read_file(test::source_dir() / "tests" / "fixtures" / "gguf" / "gpt2-quant-mix.gguf");
   test::write_file(tmp / "cut.gguf", gguf.substr(0, 1000));

@@ -276,8 +276,8 @@ TEST(Llmc, MalformedFilesAreOneLineErrors) {
     test::expect_error(
         [&] { Model::load(path, LoadOptions::threads(1)); }, llmc_magic ? c.kind : ErrorKind::Io,
         {path.string(), llmc_magic           ? c.needle
-                        : c.image.size() < 4 ? "too short for a GGUF file or an llm.c checkpoint"
-                                             : "starts with neither \"GGUF\" nor llm.c's magic"});
+                        : c.image.size() < 4 ? "too short for a GGUF file, an llm.c or a llama2.c checkpoint"
+                                             : "starts with neither \"GGUF\", llm.c's magic"});
   }
 }
 

@@ -134,6 +134,30 @@ def main():
         return header + (struct.pack("<%df" % n, *[0.25] * n) if version == 3 else b"\x80\x3e" * n)
     put("fuzz_llmc", "tiny_f32", llmc(3, 1, 1, 1, 1, 1, 1))
     put("fuzz_llmc", "tiny_bf16", llmc(5, 2, 3, 1, 1, 2, 4))
+    # llama2.c checkpoints (src/formats/llama2c.h): the smallest model in each of export.py's versions.
+    def llama2c(version, dim, hidden, L, H, Hkv, V, S, shared=True, gs=2):
+        kv = Hkv * dim // H
+        mats = V * dim + L * (2 * dim * dim + 2 * kv * dim + 3 * hidden * dim) + (0 if shared else V * dim)
+        norms = (2 * L + 1) * dim
+        if version == 0:
+            head = struct.pack("<7i", dim, hidden, L, H, Hkv, V if shared else -V, S)
+            return head + struct.pack("<%df" % (mats + norms + S * dim // H), *[0.25] * (mats + norms + S * dim // H))
+        head = struct.pack("<Ii7iB", 0x616B3432, version, dim, hidden, L, H, Hkv, V, S, int(shared))
+        head += struct.pack("<i", gs) if version == 2 else b""
+        head += b"\0" * (256 - len(head))
+        if version == 1:
+            return head + struct.pack("<%df" % (mats + norms), *[0.25] * (mats + norms))
+        # every matrix's dim is a factor, so each is whole groups: int8 values then their scales, per tensor
+        sizes = [V * dim] + [dim * dim] * L + [kv * dim] * (2 * L) + [dim * dim] * L + [hidden * dim] * (3 * L)
+        sizes += [] if shared else [V * dim]
+        body = struct.pack("<%df" % norms, *[1.0] * norms)
+        for n in sizes:
+            body += b"\x7f" * n + struct.pack("<%df" % (n // gs), *[0.01] * (n // gs))
+        return head + body
+    put("fuzz_llama2c", "v0_tied", llama2c(0, 2, 2, 1, 1, 1, 2, 2))
+    put("fuzz_llama2c", "v0_untied_gqa", llama2c(0, 4, 2, 1, 2, 1, 1, 1, shared=False))
+    put("fuzz_llama2c", "v1_untied", llama2c(1, 2, 3, 1, 1, 1, 2, 2, shared=False))
+    put("fuzz_llama2c", "v2_tied", llama2c(2, 4, 2, 1, 2, 1, 2, 2, gs=2))
     for i, s in enumerate(["15496 995", "0\n1\t2  50256\n", "2147483647", "", "  7  ", "12a", "-1", "2147483648"]):
         put("fuzz_id_list", "ids%d" % i, s)
     # the same target reads --logit-bias values too

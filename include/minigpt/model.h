@@ -47,6 +47,13 @@ struct LlmcSummary {
   int64_t n_vocab_padded = 0;  // Vp >= V: the embedding's rows in the file
 };
 
+// A llama2.c checkpoint's header, as `minigpt info` shows it.
+struct Llama2cSummary {
+  int32_t version = 0;            // 0: legacy, 1: float32, 2: Q8_0 groups (dequantized to F32 at load)
+  int64_t group_size = 0;         // version 2: values per scale
+  bool shared_classifier = true;  // the head is the token embedding
+};
+
 // What a model directory holds, read from config.json and the weight files' headers only (no weight is
 // read): `minigpt info`.
 struct ModelSummary {
@@ -57,6 +64,7 @@ struct ModelSummary {
   std::string
       file_type;  // a GGUF file's general.file_type as llama.cpp names it ("Q4_K - Medium"); else empty
   std::optional<LlmcSummary> llmc;  // an llm.c checkpoint's header (version, V and the padded Vp); else unset
+  std::optional<Llama2cSummary> llama2c;  // a llama2.c checkpoint's header; else unset
 };
 
 struct LoadOptions {
@@ -75,8 +83,8 @@ struct LoadOptions {
 
 class Model {
  public:
-  // Loads `dir` (config.json + model.safetensors, or shards + model.safetensors.index.json), a GGUF file or
-  // an llm.c checkpoint (src/arch/llmc.h).
+  // Loads `dir` (config.json + model.safetensors, or shards + model.safetensors.index.json), a GGUF file,
+  // an llm.c checkpoint (src/arch/llmc.h) or a llama2.c checkpoint (src/formats/llama2c.h).
   static std::shared_ptr<const Model> load(const std::filesystem::path& dir, const LoadOptions& options = {});
   // The same from a path already opened (its tokenizer, generation defaults and chat template read it too).
   static std::shared_ptr<const Model> load(const ModelSource& source, const LoadOptions& options = {});

@@ -1,6 +1,6 @@
 // A model path, opened and classified once: a directory (a Hugging Face model, or a tokenizer alone), a GGUF
-// file or an llm.c checkpoint, told apart by what the path is and by a file's first bytes, never by its
-// name. The model (Model::load), its tokenizer (Tokenizer::load), its generation defaults and its chat
+// file, an llm.c or a llama2.c checkpoint, told apart by what the path is and by a file's first bytes, never
+// by its name. The model (Model::load), its tokenizer (Tokenizer::load), its generation defaults and its chat
 // template all read this one object, so a GGUF file's metadata is parsed once for all of them.
 #pragma once
 
@@ -15,6 +15,7 @@ enum class ModelFormat {
   Directory,  // anything that is not a regular file: what it lacks is said by the reader that needs it
   Gguf,       // starts with "GGUF"
   Llmc,       // starts with one of llm.c's magic numbers
+  Llama2c,    // starts with llama2.c's "ak42", or is a legacy llama2.c checkpoint (told by its size)
 };
 
 class ModelSource {

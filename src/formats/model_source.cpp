@@ -5,6 +5,7 @@
 #include <string>
 
 #include "formats/gguf.h"
+#include "formats/llama2c.h"
 #include "formats/llmc_magic.h"
 #include "minigpt/error.h"
 
@@ -17,26 +18,54 @@ ModelSource ModelSource::open(const fs::path& path) {
   s.path_ = path;
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return s;  // a directory, or nothing: its reader says which
-  uint8_t magic[4] = {};
+  // The first 28 bytes: a magic number, or a llama2.c legacy header (seven int32, no magic).
+  uint8_t head[28] = {};
   std::ifstream in(path, std::ios::binary);
-  in.read(reinterpret_cast<char*>(magic), 4);
-  if (!in) {
+  in.read(reinterpret_cast<char*>(head), sizeof head);
+  const size_t n = size_t(in.gcount());
+  const uint64_t size = uint64_t(fs::file_size(path, ec));
+  if (n < 4) {
     // Too short for any magic: an empty or cut file (a failed download), not a directory.
-    throw Error(ErrorKind::Io, "'" + path.string() + "' is " + std::to_string(fs::file_size(path, ec)) +
-                                   " bytes, too short for a GGUF file or an llm.c checkpoint (truncated?)");
+    throw Error(ErrorKind::Io, "'" + path.string() + "' is " + std::to_string(size) +
+                                   " bytes, too short for a GGUF file, an llm.c or a llama2.c checkpoint "
+                                   "(truncated?)");
   }
-  const int32_t m = int32_t(uint32_t(magic[0]) | uint32_t(magic[1]) << 8 | uint32_t(magic[2]) << 16 |
-                            uint32_t(magic[3]) << 24);
-  if (is_llmc_magic(m)) {
+  const uint32_t m =
+      uint32_t(head[0]) | uint32_t(head[1]) << 8 | uint32_t(head[2]) << 16 | uint32_t(head[3]) << 24;
+  const char* by_magic = is_llmc_magic(int32_t(m))           ? "llm.c's"
+                         : std::memcmp(head, "GGUF", 4) == 0 ? "GGUF's"
+                         : m == kLlama2cMagic                ? "llama2.c's (\"ak42\")"
+                                                             : nullptr;
+  // A legacy header is told by the size it implies; a file that also starts with a magic number and whose
+  // first 28 bytes imply its exact size as a legacy header is refused rather than guessed at.
+  uint64_t implied = 0;
+  const bool legacy = probe_llama2c_legacy(head, n, size, &implied);
+  if (by_magic != nullptr && legacy) {
+    throw Error(ErrorKind::Format, "'" + path.string() + "' is ambiguous: it starts with " + by_magic +
+                                       " magic number, and read as a llama2.c legacy checkpoint (no magic) "
+                                       "its header implies exactly its " +
+                                       std::to_string(size) + " bytes");
+  }
+  if (legacy || m == kLlama2cMagic) {
+    s.format_ = ModelFormat::Llama2c;
+    return s;
+  }
+  if (is_llmc_magic(int32_t(m))) {
     s.format_ = ModelFormat::Llmc;
     return s;
   }
-  if (std::memcmp(magic, "GGUF", 4) != 0) {
+  if (std::memcmp(head, "GGUF", 4) != 0) {
+    const std::string as_legacy = implied == 0
+                                      ? std::string()
+                                      : "; read as a llama2.c legacy header it implies " +
+                                            std::to_string(implied) + " bytes, but the file has " +
+                                            std::to_string(size) + (size < implied ? " (truncated?)" : "");
     throw Error(ErrorKind::Io,
                 "'" + path.string() +
-                    "' is not a directory (a model is a directory with config.json, a GGUF file "
-                    "or an llm.c checkpoint; this file starts with neither \"GGUF\" nor llm.c's "
-                    "magic 20240326)");
+                    "' is not a directory (a model is a directory with config.json, a GGUF file, an llm.c or "
+                    "a llama2.c checkpoint; this file starts with neither \"GGUF\", llm.c's magic 20240326 "
+                    "nor llama2.c's \"ak42\", and is no llama2.c legacy checkpoint" +
+                    as_legacy + ")");
   }
   s.format_ = ModelFormat::Gguf;
   s.gguf_ = GgufFile::open(path);

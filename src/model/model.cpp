@@ -16,8 +16,10 @@
 #include <sstream>
 
 #include "arch/arch.h"
+#include "arch/llama2c.h"
 #include "arch/llmc.h"
 #include "formats/gguf.h"
+#include "formats/llama2c.h"
 #include "formats/safetensors.h"
 #include "io/io.h"
 #include "io/json_parse.h"
@@ -202,12 +204,14 @@ struct Plan {
 // gguf: the tensors are named as llama.cpp names them, and every matrix is stored [n_out, n_in] (its
 // converter transposes GPT-2's Conv1D weights).
 Plan make_plan(const Config& c, const std::map<std::string, HostTensor>& all,
-               const std::string& weights_where, const std::string& config_name, bool gguf = false) {
+               const std::string& weights_where, const std::string& config_name, bool gguf = false,
+               const char* implied_by = nullptr) {
   const arch::Architecture* a = arch::find(c.arch);
   if (a == nullptr)
     throw Error(ErrorKind::Unsupported, config_name + ": architecture '" + c.arch + "' is not supported");
   Plan plan;
-  const std::string implied = gguf ? "the metadata implies" : "config.json implies";
+  // What the shapes come from: config.json, GGUF metadata, or a checkpoint's own header (implied_by).
+  const std::string implied = implied_by ? implied_by : gguf ? "the metadata implies" : "config.json implies";
   plan.descs = a->tensors(c);
   if (gguf) {
     std::vector<TensorDesc> named;
@@ -416,6 +420,42 @@ LlmcModel open_llmc(const fs::path& path) {
                               (t.layer >= 0 ? ", layer " + std::to_string(t.layer) : std::string()) + ")";
     g.tensors.emplace(t.gguf_name, HostTensor{g.file->dtype(), t.shape, size_t(t.nbytes), where,
                                               [file, tensor](void* dst) { file->read(*tensor, dst); }});
+  }
+  return g;
+}
+
+// A llama2.c checkpoint: its config from the header, each tensor under the name its role has in the Llama
+// family's description (so it takes a directory's plan), readable while `file` stays open; version 2's
+// quantized matrices are dequantized to F32 as they are read.
+struct Llama2cModel {
+  std::shared_ptr<Llama2cFile> file;
+  Config config;
+  std::map<std::string, HostTensor> tensors;
+};
+
+Llama2cModel open_llama2c(const fs::path& path) {
+  Llama2cModel g;
+  g.file = Llama2cFile::open(path);
+  g.config = llama2c_config(g.file->header());
+  g.config.validate(g.file->path());
+  const std::vector<arch::TensorDesc> descs = llama2c_architecture().tensors(g.config);
+  for (const Llama2cTensor& t : g.file->tensors()) {
+    const arch::Role role = llama2c_role(t);
+    auto d = std::find_if(descs.begin(), descs.end(),
+                          [&](const arch::TensorDesc& x) { return x.role == role && x.layer == t.layer; });
+    if (d == descs.end()) {
+      throw Error(ErrorKind::Format,
+                  g.file->path() + ": llama2.c's " + t.name + " has no place in the model");
+    }
+    const Llama2cFile* file = g.file.get();
+    const Llama2cTensor* tensor = &t;
+    // Messages also name the array as llama2.c does: "x.bin (llama2.c's wq, layer 0): tensor 'layers.0...'".
+    const std::string where = g.file->path() + " (llama2.c's " + t.name +
+                              (t.layer >= 0 ? ", layer " + std::to_string(t.layer) : std::string()) + ")";
+    g.tensors.emplace(d->names[0], HostTensor{StDtype::F32, t.shape, size_t(t.numel()) * sizeof(float), where,
+                                              [file, tensor](void* dst) {
+                                                file->read(*tensor, static_cast<float*>(dst));
+                                              }});
   }
   return g;
 }
@@ -838,14 +878,14 @@ struct ModelBuilder {
   }
 
   static void run(Model& m, const std::map<std::string, HostTensor>& all, const LoadOptions& options,
-                  const std::string& weights_where, bool gguf = false) {
+                  const std::string& weights_where, bool gguf = false, const char* implied_by = nullptr) {
     if (options.weight_dtype && !is_float_weight_dtype(*options.weight_dtype)) {
       throw Error(ErrorKind::Argument, "weight dtype must be F32, F16 or BF16");
     }
-    const std::string config_name = gguf             ? m.dir_.string()
-                                    : m.dir_.empty() ? std::string("config")
-                                                     : (m.dir_ / "config.json").string();
-    const Plan plan = make_plan(m.config_, all, weights_where, config_name, gguf);
+    const std::string config_name = gguf || implied_by ? m.dir_.string()
+                                    : m.dir_.empty()   ? std::string("config")
+                                                       : (m.dir_ / "config.json").string();
+    const Plan plan = make_plan(m.config_, all, weights_where, config_name, gguf, implied_by);
     m.backend_ = options.backend ? options.backend
                                  : make_backend("cpu", BackendOptions{options.n_threads, 0, std::nullopt});
     ModelBuilder b{m, options, *m.backend_};
@@ -861,6 +901,14 @@ std::shared_ptr<const Model> Model::load(const fs::path& dir, const LoadOptions&
 
 std::shared_ptr<const Model> Model::load(const ModelSource& source, const LoadOptions& options) {
   const fs::path& dir = source.path();
+  if (source.format() == ModelFormat::Llama2c) {
+    std::shared_ptr<Model> m(new Model());
+    m->dir_ = dir;
+    Llama2cModel g = open_llama2c(dir);
+    m->config_ = g.config;
+    ModelBuilder::run(*m, g.tensors, options, g.file->path(), false, "the header implies");
+    return m;
+  }
   if (source.format() == ModelFormat::Llmc) {
     std::shared_ptr<Model> m(new Model());
     m->dir_ = dir;
@@ -891,6 +939,19 @@ ModelSummary Model::inspect(const fs::path& dir) { return inspect(ModelSource::o
 
 ModelSummary Model::inspect(const ModelSource& source) {
   const fs::path& dir = source.path();
+  if (source.format() == ModelFormat::Llama2c) {
+    ModelSummary s;
+    Llama2cModel g = open_llama2c(dir);
+    s.config = g.config;
+    const Plan plan =
+        make_plan(s.config, g.tensors, g.file->path(), g.file->path(), false, "the header implies");
+    s.n_params = plan.n_params;
+    for (const auto& [dtype, bytes] : plan.bytes_by_dtype) s.stored_bytes.emplace_back(dtype, bytes);
+    s.files.push_back(g.file->path());
+    const Llama2cHeader& h = g.file->header();
+    s.llama2c = Llama2cSummary{h.version, h.group_size, h.shared_classifier};
+    return s;
+  }
   if (source.format() == ModelFormat::Llmc) {
     ModelSummary s;
     LlmcModel g = open_llmc(dir);

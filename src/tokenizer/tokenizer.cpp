@@ -9,6 +9,7 @@
 
 #include "arch/llmc.h"
 #include "formats/gguf.h"
+#include "formats/llama2c.h"
 #include "io/io.h"
 #include "minigpt/error.h"
 #include "tokenizer/normalizer.h"
@@ -106,6 +107,7 @@ Tokenizer Tokenizer::load(const ModelSource& source) {
   const std::filesystem::path& dir = source.path();
   // llm.c keeps its tokenizer in a file of its own, token bytes without the merges: it can only decode.
   if (source.format() == ModelFormat::Llmc) throw llmc_no_tokenizer_error(dir);
+  if (source.format() == ModelFormat::Llama2c) throw llama2c_no_tokenizer_error(dir);
   if (source.format() == ModelFormat::Gguf) return from_gguf(source.gguf());
   if (std::filesystem::exists(dir / "tokenizer.json")) {
     const auto path = dir / "tokenizer.json";
