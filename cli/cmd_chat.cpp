@@ -154,15 +154,6 @@ int run_chat(ChatCliOptions& o, const std::function<bool(const char*)>& given) {
     const size_t keep = std::min(common_prefix(cached, ids), ids.size() - 1);
     session.keep(0, int64_t(keep));
     cached.assign(ids.begin(), ids.end());
-    if (log) {
-      log << ojson{{"prompt", prompt},
-                   {"tokens", ids.size()},
-                   {"kept", keep},
-                   {"evaluated", ids.size() - keep}}
-                 .dump(-1, ' ', false, ojson::error_handler_t::replace)
-          << "\n"
-          << std::flush;
-    }
     std::span<const float> logits =
         session.eval(std::span<const int32_t>(ids.data() + keep, ids.size() - keep));
     GenerateCallbacks cb;
@@ -182,6 +173,16 @@ int run_chat(ChatCliOptions& o, const std::function<bool(const char*)>& given) {
       cached.push_back(t);
     }
     const GenerateResult& r = gen.result();
+    if (log) {
+      log << ojson{{"prompt", prompt},
+                   {"tokens", ids.size()},
+                   {"kept", keep},
+                   {"evaluated", ids.size() - keep},
+                   {"reply", r.text}}
+                 .dump(-1, ' ', false, ojson::error_handler_t::replace)
+          << "\n"
+          << std::flush;
+    }
     messages = std::move(next);
     messages.push_back({{"role", "assistant"}, {"content", r.text}});
     if (r.reason == StopReason::Context) {
@@ -194,7 +195,10 @@ int run_chat(ChatCliOptions& o, const std::function<bool(const char*)>& given) {
 }
 
 const bool registered_chat = register_command(
-    "chat", "Talk with a chat model over its chat template (docs/chat.md)", [](CLI::App& app) {
+    "chat",
+    "Talk with a chat model over its chat template: /reset clears the history, Ctrl-C stops a reply, "
+    "Ctrl-D ends (docs/chat.md)",
+    [](CLI::App& app) {
       auto o = std::make_shared<ChatCliOptions>();
       add_model_options(app, o->model, false);
       add_tokenizer_option(app, o->model.tokenizer);
@@ -212,8 +216,8 @@ const bool registered_chat = register_command(
           "the model's whole context)");
       app.add_option(
              "--prompt-log", o->prompt_log,
-             "Append to FILE, each turn, a JSON line with the prompt the template rendered and the tokens "
-             "kept from the cache and evaluated")
+             "Append to FILE, each turn, a JSON line with the prompt the template rendered, the tokens kept "
+             "from the cache and evaluated, and the reply")
           ->check(nonempty_path());
       return [o, &app] {
         for (const auto& b : o->logit_bias) o->gen.sampling.logit_bias.push_back(parse_logit_bias(b));

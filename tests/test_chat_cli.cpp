@@ -14,8 +14,12 @@
 #include <thread>
 #include <vector>
 
+#include "minigpt/generate.h"
+#include "minigpt/model.h"
+#include "minigpt/session.h"
 #include "minigpt/tokenizer.h"
 #include "pty_util.h"
+#include "server/chat_template.h"
 #include "test_util.h"
 
 namespace minigpt {
@@ -174,6 +178,48 @@ TEST(ChatCli, PipedLinesAndTheTemplateFlag) {
   const auto lines = read_json_lines(tmp / "log2");
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0]["prompt"].get<std::string>(), ref["turns"][0]["prompt"].get<std::string>());
+}
+
+// Mistral-Nemo's template puts the system prompt in the last user turn, so the second turn's rendering
+// differs from the first's early on: the cache is kept only up to there and the rest evaluated again. The
+// prompt is still the template's rendering of the history (the first reply included; the engine renders as
+// transformers does, test_chat_template.cpp), and the reply is what a fresh session gives on that prompt.
+TEST(ChatCli, AHistoryRenderedDifferentlyIsEvaluatedAgain) {
+  const auto dir = test::fixture_dir("chatml-tiny");  // with Mistral's template in place of its own
+  const auto file =
+      test::source_dir() / "tests/fixtures/chat/templates/mistralai-Mistral-Nemo-Instruct-2407.jinja";
+  test::TempDir tmp;
+  const int64_t n = 8;
+  const auto r = test::run_cli("chat -m '" + dir.string() + "' -t 1 --temperature 0 -n " + std::to_string(n) +
+                                   " --system 'Be brief.' " + "--chat-template '" + file.string() +
+                                   "' --prompt-log '" + (tmp / "log").string() + "'",
+                               "ROMEO:\nJULIET:\n");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto turns = read_json_lines(tmp / "log");
+  ASSERT_EQ(turns.size(), 2u);
+  const Tokenizer tok = Tokenizer::load(dir);
+  const ChatTemplate tmpl = load_chat_template_file(file, ModelSource::open(dir), tok);
+  const ojson system = {{"role", "system"}, {"content", "Be brief."}};
+  const ojson history = ojson::array({system,
+                                      {{"role", "user"}, {"content", "ROMEO:"}},
+                                      {{"role", "assistant"}, {"content", turns[0]["reply"]}},
+                                      {{"role", "user"}, {"content", "JULIET:"}}});
+  const std::string prompt = tmpl.render(history, true);
+  EXPECT_EQ(turns[1]["prompt"].get<std::string>(), prompt);
+  const auto ids = tok.encode(prompt, true);
+  EXPECT_EQ(turns[1]["tokens"].get<size_t>(), ids.size());
+  EXPECT_LT(turns[1]["kept"].get<size_t>(), turns[0]["tokens"].get<size_t>())
+      << "the first turn's rendering changed";
+  EXPECT_EQ(turns[1]["kept"].get<size_t>() + turns[1]["evaluated"].get<size_t>(), ids.size());
+
+  auto model = Model::load(dir, LoadOptions::threads(1));
+  GenerateOptions g;
+  g.sampling.temperature = 0;
+  g.max_new_tokens = n;
+  g.skip_special = true;
+  g.eos_token_ids = chat_stop_ids(model->config(), {}, tmpl);
+  Session s(model);
+  EXPECT_EQ(generate(s, &tok, ids, g).text, turns[1]["reply"].get<std::string>());
 }
 
 }  // namespace
