@@ -141,6 +141,10 @@ int run_chat(ChatCliOptions& o, const std::function<bool(const char*)>& given) {
       note(std::string(e.what()) + " (the line was not added)");  // a refused conversation, invalid UTF-8
       continue;
     }
+    if (ids.empty()) {
+      note("the chat template rendered an empty prompt: there is nothing to reply to");
+      continue;
+    }
     if (int64_t(ids.size()) >= n_ctx) {
       note("the conversation with that line is " + std::to_string(ids.size()) +
            " tokens, and the context of " + std::to_string(n_ctx) + " has room for " +

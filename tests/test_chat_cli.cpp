@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -77,6 +78,8 @@ TEST(ChatCli, TwoTurnsCtrlCResetAndATurnEqualTransformersRendering) {
 
   // One turn: type `line`, read up to the next prompt; the text between the echoed line and the prompt.
   auto turn = [&](const std::string& line) {
+    // libedit switches the terminal's mode at each prompt: a line typed before it has may be echoed twice
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     const size_t from = pty.out().size();
     pty.write(line + "\n");
     EXPECT_TRUE(pty.read_until(line + "\n", from)) << pty.out();
@@ -99,6 +102,7 @@ TEST(ChatCli, TwoTurnsCtrlCResetAndATurnEqualTransformersRendering) {
   // reply ends at its first token and the program goes back to the prompt.
   {
     const std::string line = users[2].get<std::string>();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     const size_t from = pty.out().size();
     pty.write(line);
     ASSERT_TRUE(pty.read_until(line, from)) << pty.out();
@@ -112,6 +116,7 @@ TEST(ChatCli, TwoTurnsCtrlCResetAndATurnEqualTransformersRendering) {
     EXPECT_EQ(::kill(pty.pid(), 0), 0) << "Ctrl-C ended the program";
   }
   {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     const size_t from = pty.out().size();
     pty.write("/reset\n");
     ASSERT_TRUE(pty.read_until("the conversation is cleared", from)) << pty.out();
