@@ -20,7 +20,11 @@ Usage: python3 tools/reference/make_chat_reference.py [--templates DIR] [--names
    and the ids model.generate(do_sample=False, max_new_tokens=12) adds.
 3. templates.json's "models": the templates of REAL_MODELS (Llama 3.1 / 3.2, Qwen2.5, Qwen3, SmolLM3,
    Mistral-Nemo, Phi-3.5; copied into tests/fixtures/chat/templates/ with llama.cpp's LICENSE) rendered by a
-   transformers tokenizer's apply_chat_template with each model's own special tokens, for every conversation.
+   transformers tokenizer's apply_chat_template with each model's own special tokens, for every non-empty
+   conversation.
+4. tests/fixtures/chat/session.json: a `minigpt chat` session on chatml-tiny (SESSION: a system prompt, two
+   turns, a third stopped by Ctrl-C, /reset, a fourth): each turn's prompt as apply_chat_template renders the
+   conversation so far, its ids, and the greedy reply (see chat_session()).
 
 Deterministic (transformers 5.23.0, tokenizers 0.23.3, torch 2.15.0): re-running gives identical files.
 """
