@@ -148,6 +148,13 @@ TEST(ChatCli, TwoTurnsCtrlCResetAndATurnEqualTransformersRendering) {
   EXPECT_GE(prompts[2]["kept"].get<size_t>(), turns[1]["ids"].size());
   EXPECT_LT(prompts[1]["evaluated"].get<size_t>(), turns[1]["ids"].size() - turns[0]["ids"].size());
   EXPECT_EQ(prompts[3]["kept"], 0) << "/reset kept the cache";
+  // The reply Ctrl-C stopped: the start of the whole reply, shorter than it, and what the history kept (the
+  // next prompt would show it; /reset dropped it here).
+  const std::string cut = prompts[2]["reply"].get<std::string>(),
+                    whole = turns[2]["reply"].get<std::string>();
+  EXPECT_FALSE(cut.empty()) << "the reply ends at its first token, after it is shown";
+  EXPECT_LT(cut.size(), whole.size());
+  EXPECT_EQ(whole.substr(0, cut.size()), cut);
 }
 
 // The conversation from a pipe (no terminal: plain lines, the transcript shows each line after its prompt); a
