@@ -3,8 +3,9 @@
 // Each turn renders the whole conversation (the system prompt, every user line and reply so far, the new
 // line, and the generation prompt) with the template, exactly as transformers' apply_chat_template does, and
 // tokenizes it as apply_chat_template(tokenize=True) does. The KV cache holds the tokens of the previous
-// turns: only the part after the longest prefix they share with the new rendering is evaluated (all of it
-// where the template renders the history differently, e.g. Qwen3 dropping a reply's thinking). The reply is
+// turns: only the part after the longest prefix they share with the new rendering is evaluated (from where
+// they differ when the template renders the history differently, e.g. one that moves the system prompt to the
+// last user turn or drops a past reply's thinking). The reply is
 // generated until an end-of-turn token (the model's eos ids and the template's, chat_stop_ids()), a stop
 // string, -n tokens or a full context; what was shown of it joins the conversation as the assistant's
 // message.
