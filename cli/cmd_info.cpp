@@ -99,7 +99,22 @@ json model_json(const std::string& dir, const ModelSummary& s, const TokenizerSu
   if (c.position_encoding == PositionEncoding::Rotary) {
     j["rotary_dim"] = c.rotary_dim;
     j["rope_theta"] = c.rope_theta;
+    j["rope_layout"] = c.rope_layout == RopeLayout::AdjacentPairs ? "adjacent" : "halves";
+    const RopeScaling& r = c.rope_scaling;
+    if (r.kind == RopeScalingKind::Linear) j["rope_scaling"] = {{"type", "linear"}, {"factor", r.factor}};
+    if (r.kind == RopeScalingKind::Llama3) {
+      j["rope_scaling"] = {{"type", "llama3"},
+                           {"factor", r.factor},
+                           {"low_freq_factor", r.low_freq_factor},
+                           {"high_freq_factor", r.high_freq_factor},
+                           {"original_max_position_embeddings", r.original_context}};
+    }
   }
+  j["head_dim"] = c.head_dim();
+  j["norm"] = c.norm == NormKind::Rms ? "rms" : "layer";
+  j["mlp"] = c.ffn == FfnKind::Gated ? "gated" : "plain";
+  j["qk_norm"] = c.qk_norm;
+  j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
   j["residual"] = c.parallel_residual ? "parallel" : "sequential";
   j["layer_norm"] = c.pre_norm ? "pre" : "post";
   j["final_norm"] = c.output_norm;
@@ -161,12 +176,26 @@ void print_model(const std::string& dir, const ModelSummary& s, const TokenizerS
   std::printf("context:      %lld tokens\n", (long long)c.n_ctx);
   std::printf("vocabulary:   %lld tokens\n", (long long)c.n_vocab);
   std::printf("activation:   %s\n", c.activation_name.c_str());
+  std::printf("norm:         %s\n", c.norm == NormKind::Rms ? "RMSNorm" : "LayerNorm");
+  std::printf("mlp:          %s\n",
+              c.ffn == FfnKind::Gated ? "gated (down(act(gate) * up))" : "plain (down(act(up)))");
+  if (c.qk_norm) std::printf("q/k norm:     RMSNorm of each query and key head before rotary\n");
   if (c.position_encoding == PositionEncoding::Rotary) {
-    std::printf("positions:    rotary (%lld of %lld head dims, theta %g)\n", (long long)c.rotary_dim,
-                (long long)c.head_dim(), double(c.rope_theta));
+    std::printf("positions:    rotary (%lld of %lld head dims, theta %g, %s)\n", (long long)c.rotary_dim,
+                (long long)c.head_dim(), double(c.rope_theta),
+                c.rope_layout == RopeLayout::AdjacentPairs ? "adjacent pairs" : "halves (rotate_half)");
+    if (c.rope_scaling.kind == RopeScalingKind::Linear) {
+      std::printf("rope scaling: linear, factor %g\n", double(c.rope_scaling.factor));
+    } else if (c.rope_scaling.kind == RopeScalingKind::Llama3) {
+      std::printf("rope scaling: llama3, factor %g, low/high freq factors %g/%g, original context %lld\n",
+                  double(c.rope_scaling.factor), double(c.rope_scaling.low_freq_factor),
+                  double(c.rope_scaling.high_freq_factor), (long long)c.rope_scaling.original_context);
+    }
   } else {
     std::printf("positions:    %s\n", positions_name(c.position_encoding));
   }
+  if (c.sliding_window > 0)
+    std::printf("attention:    sliding window of %lld positions\n", (long long)c.sliding_window);
   std::printf("residual:     %s\n", c.parallel_residual ? "parallel" : "sequential");
   if (!c.pre_norm)
     std::printf("layer norms:  after each residual add (post-norm)%s\n",

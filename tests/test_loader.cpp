@@ -232,8 +232,8 @@ TEST(Config, BadConfigs) {
             "c.json");
       },
       ErrorKind::Config, {"c.json", "n_embd (16) is not divisible by n_head (3)"});
-  expect_error([] { parse_config(R"({"model_type":"llama","n_layer":2})", "c.json"); },
-               ErrorKind::Unsupported, {"c.json", "model_type 'llama'"});
+  expect_error([] { parse_config(R"({"model_type":"falcon","n_layer":2})", "c.json"); },
+               ErrorKind::Unsupported, {"c.json", "model_type 'falcon'"});
   expect_error([] { parse_config(R"({"n_layer":2})", "c.json"); }, ErrorKind::Config,
                {"missing field 'model_type'"});
   expect_error(

@@ -130,7 +130,10 @@ TEST_P(Fixture, SixteenBitKvCacheStaysNearTransformers) {
       auto row = d.eval(std::span<const int32_t>(&ref.tokens[size_t(t)], 1));
       rows.insert(rows.end(), row.begin(), row.end());
     }
-    const double bound = kv == DType::F16 ? 2e-2 : 1e-1;
+    // The Llama-shaped fixtures (a gated MLP: the product of two projections of the rounded values; wider
+    // heads and grouped queries) move further: measured F16 1.2e-2, BF16 1.24e-1; bounds 2x that.
+    const bool gated = model->config().ffn == FfnKind::Gated;
+    const double bound = kv == DType::F16 ? (gated ? 2.5e-2 : 2e-2) : (gated ? 2.5e-1 : 1e-1);
     for (const std::vector<float>* got : std::array<const std::vector<float>*, 2>{&all, &rows}) {
       const Diff diff = compare(got->data(), ref.logits.data(), T, V);
       std::printf("[ measured ] %s, %s KV cache (%s): max |logit - transformers| = %.3g\n", GetParam(),
@@ -150,7 +153,10 @@ INSTANTIATE_TEST_SUITE_P(Transformers, Fixture,
                                            "tiny-relu-legacy", "tiny-sinusoidal", "neox-parallel",
                                            "neox-sequential", "neox-f16", "neox-bf16", "opt-prenorm",
                                            "opt-postnorm-proj", "opt-nobias-untied", "opt-bf16",
-                                           "bigcode-mqa", "bigcode-mha", "bigcode-4x", "bigcode-f16"),
+                                           "bigcode-mqa", "bigcode-mha", "bigcode-4x", "bigcode-f16",
+                                           "llama-gqa62", "llama-gqa93-llama3", "llama-linear-bias",
+                                           "llama-f16", "llama-bf16", "mistral-window", "qwen2-bias",
+                                           "qwen3-headdim", "qwen3-bf16"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
@@ -295,6 +301,9 @@ namespace {
 struct SixteenBit {
   DType dtype;
   double tol;
+  // The Llama-shaped fixtures' (a gated MLP multiplies two projections of the rounded weights): measured
+  // BF16 0.234, F16 0.026; bounds 2x that.
+  double tol_gated;
 };
 
 class LowPrecision : public ::testing::TestWithParam<SixteenBit> {};
@@ -302,10 +311,12 @@ class LowPrecision : public ::testing::TestWithParam<SixteenBit> {};
 TEST_P(LowPrecision, LogitsCloseAndArgmaxAgreesWithTransformers) {
   const SixteenBit p = GetParam();
   int64_t positions = 0, agree = 0;
-  double worst = 0;
-  for (const char* name : {"tiny", "tiny-untied", "tiny-sharded", "tiny-relu-legacy", "tiny-sinusoidal",
-                           "neox-parallel", "neox-sequential", "opt-prenorm", "opt-postnorm-proj",
-                           "opt-nobias-untied", "bigcode-mqa", "bigcode-mha"}) {
+  double worst = 0, worst_gated = 0;
+  for (const char* name :
+       {"tiny", "tiny-untied", "tiny-sharded", "tiny-relu-legacy", "tiny-sinusoidal", "neox-parallel",
+        "neox-sequential", "opt-prenorm", "opt-postnorm-proj", "opt-nobias-untied", "bigcode-mqa",
+        "bigcode-mha", "llama-gqa62", "llama-gqa93-llama3", "llama-linear-bias", "mistral-window",
+        "qwen2-bias", "qwen3-headdim"}) {
     const Reference ref = load_reference(name);
     LoadOptions lo;
     lo.n_threads = 2;
@@ -315,7 +326,8 @@ TEST_P(LowPrecision, LogitsCloseAndArgmaxAgreesWithTransformers) {
     const int64_t V = model->config().n_vocab, T = int64_t(ref.tokens.size());
     Session s(model);
     auto got = s.eval_all(ref.tokens);
-    worst = std::max(worst, compare(got.data(), ref.logits.data(), T, V).max_abs);
+    double& w = model->config().ffn == FfnKind::Gated ? worst_gated : worst;
+    w = std::max(w, compare(got.data(), ref.logits.data(), T, V).max_abs);
     // The argmax bar is GPT-2's (the tiny fixtures); the families' random models have closer ties (measured
     // 417/422 in BF16 over all fixtures together), so for them the logits bound above is the check.
     if (std::string(name).rfind("tiny", 0) == 0) {
@@ -330,14 +342,18 @@ TEST_P(LowPrecision, LogitsCloseAndArgmaxAgreesWithTransformers) {
       ASSERT_LE(compare(row.data(), got.data() + t * V, 1, V).max_abs, 1e-4) << name << " position " << t;
     }
   }
-  std::printf("[ measured ] %s weights: max |logit - transformers F32| = %.3g, argmax agreement %lld/%lld\n",
-              std::string(dtype_name(p.dtype)).c_str(), worst, (long long)agree, (long long)positions);
+  std::printf(
+      "[ measured ] %s weights: max |logit - transformers F32| = %.3g (gated MLP families %.3g), argmax "
+      "agreement %lld/%lld\n",
+      std::string(dtype_name(p.dtype)).c_str(), worst, worst_gated, (long long)agree, (long long)positions);
   EXPECT_LE(worst, p.tol);
+  EXPECT_LE(worst_gated, p.tol_gated);
   EXPECT_GE(double(agree), 0.99 * double(positions));
 }
 
 INSTANTIATE_TEST_SUITE_P(Weights, LowPrecision,
-                         ::testing::Values(SixteenBit{DType::BF16, 0.15}, SixteenBit{DType::F16, 0.02}),
+                         ::testing::Values(SixteenBit{DType::BF16, 0.15, 0.5},
+                                           SixteenBit{DType::F16, 0.02, 0.06}),
                          [](const auto& info) { return std::string(dtype_name(info.param.dtype)); });
 
 }  // namespace
@@ -366,7 +382,9 @@ INSTANTIATE_TEST_SUITE_P(Families, FamilyGreedy,
                          ::testing::Values("neox-parallel", "neox-sequential", "neox-f16", "neox-bf16",
                                            "opt-prenorm", "opt-postnorm-proj", "opt-nobias-untied",
                                            "opt-bf16", "bigcode-mqa", "bigcode-mha", "bigcode-4x",
-                                           "bigcode-f16"),
+                                           "bigcode-f16", "llama-gqa62", "llama-gqa93-llama3",
+                                           "llama-linear-bias", "llama-f16", "llama-bf16", "mistral-window",
+                                           "qwen2-bias", "qwen3-headdim", "qwen3-bf16"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');

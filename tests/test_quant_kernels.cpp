@@ -1,6 +1,6 @@
-// The quantized-weight kernels (src/cpu/kernels_quant.inc) at every kernel level this machine runs, against
-// the dequantizer (src/quant/dequant.cpp, itself checked bit for bit against the gguf package) and a
-// double-precision dot product.
+// The quantized-weight kernels (src/cpu/kernels_quant_gemv.inc, kernels_quant_gemm.inc) at every kernel
+// level this machine runs, against the dequantizer (src/quant/dequant.cpp, itself checked bit for bit
+// against the gguf package) and a double-precision dot product.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -261,7 +261,7 @@ def main():
     add("loader", "config.json not JSON", info(model_dir("cfg-json", config='{"model_type": ')))
     add("loader", "config.json number 1e999", info(model_dir("cfg-1e999", config=cfg(n_layer="X").replace('"X"', "1e999"))))
     add("loader", "config.json is an array", info(model_dir("cfg-array", config="[1, 2]")))
-    add("loader", "model_type llama", info(model_dir("cfg-llama", config=cfg(model_type="llama"))))
+    add("loader", "model_type falcon", info(model_dir("cfg-falcon", config=cfg(model_type="falcon"))))
     add("loader", "n_head missing", info(model_dir("cfg-nohead", config=cfg(n_head=...))))
     add("loader", "n_head a string", info(model_dir("cfg-headstr", config=cfg(n_head="2"))))
     add("loader", "bos_token_id 2^64 - 1", info(model_dir("cfg-bos64", config=cfg(bos_token_id=2 ** 64 - 1))))

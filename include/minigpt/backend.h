@@ -72,6 +72,8 @@ struct KvCacheSpec {
   int64_t head_dim = 0;
   int64_t n_ctx = 0;
   int64_t n_seq = 1;
+  // Sliding-window attention: a query at position p attends to keys p - window + 1 .. p only. 0: no window.
+  int64_t window = 0;
 };
 
 // Keys and values of past positions, made by a backend (make_kv_cache) in a layout only its ops know.
@@ -149,6 +151,15 @@ class Backend {
   void rope(Tensor x, const Step& step, int64_t n_heads, int64_t head_dim, int64_t rotary_dim, float theta) {
     rope(x, step, n_heads, head_dim, rotary_dim, theta, RopeLayout::NeoxHalves);
   }
+  // rope with the inverse frequencies given rather than computed from a base: pair i rotates by position *
+  // inv_freq[i]. inv_freq: [1, rotary_dim / 2] F32 made by prepare_weight (Config::rope_inv_freq(), a
+  // rescaled rope's).
+  virtual void rope_freqs(Tensor x, const Step& step, int64_t n_heads, int64_t head_dim, int64_t rotary_dim,
+                          const Tensor& inv_freq, RopeLayout layout) = 0;
+  // A norm of each head, in place: x [T, n_heads * D] (may be a strided view: the q or k columns of qkv),
+  // each D-wide head normalized as norm() does with w [1, D] (shared by the heads; no bias). Qwen3's q_norm
+  // and k_norm. The default runs norm() on each token's heads as rows.
+  virtual void norm_heads(Tensor x, int64_t n_heads, const Tensor& w, NormKind kind, float eps);
   // A norm of its kind, per row, in F32:                   out, in: [T, C]; w, b: [1, C]
   //   Layer: out = (in - mean) / sqrt(var + eps) * w + b (the mean first, then the variance around it)
   //   Rms:   out = in / sqrt(mean(in^2) + eps) * w + b, as transformers' LlamaRMSNorm: in * (1 / sqrt(mean of
@@ -179,7 +190,8 @@ class Backend {
   virtual void store_kv(KvCache& cache, int64_t layer, const Tensor& k, const Tensor& v,
                         const Step& step) = 0;
   // Causal attention of the step's queries over their own sequence's cached keys and values (positions 0
-  // .. their own), after store_kv of the same step. Query head h reads KV head h / (H / Hkv).
+  // .. their own; with the cache's window W, positions p - W + 1 .. p), after store_kv of the same step.
+  // Query head h reads KV head h / (H / Hkv).
   //   out, q: [T, H * D] (q may be strided); scores are scale * q.k; softmax over the causal window.
   virtual void attention(Tensor out, const Tensor& q, KvCache& cache, int64_t layer, const Step& step,
                          int64_t n_head, float scale) = 0;

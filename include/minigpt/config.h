@@ -22,6 +22,17 @@ enum class FfnKind { Plain, Gated };
 // rotary_dim / 2), GPT-NeoX's and transformers' rotate_half; or (2i, 2i + 1), GPT-J's rotate_every_two and
 // llama.cpp's rope on its permuted Llama q and k.
 enum class RopeLayout { NeoxHalves, AdjacentPairs };
+// How the rotary frequencies are rescaled for a longer context (transformers' rope_type): none; linear,
+// every inverse frequency divided by `factor`; llama3 (Llama 3.1's), the low frequencies divided by
+// `factor`, the high ones kept and those between interpolated (transformers' _compute_llama3_parameters).
+enum class RopeScalingKind { None, Linear, Llama3 };
+struct RopeScaling {
+  RopeScalingKind kind = RopeScalingKind::None;
+  float factor = 1.0f;
+  float low_freq_factor = 1.0f;   // llama3
+  float high_freq_factor = 4.0f;  // llama3
+  int64_t original_context = 0;   // llama3: original_max_position_embeddings
+};
 
 // The model_type of a Config made field by field: the first of the architecture table (src/arch/arch.cpp).
 const char* default_arch();
@@ -66,9 +77,19 @@ struct Config {
   int64_t rotary_dim = 0;
   float rope_theta = 10000.0f;
   RopeLayout rope_layout = RopeLayout::NeoxHalves;  // which dimensions rotate together (rotate_half above)
-  bool scale_attn_weights = true;                   // scores /= sqrt(head_dim)
-  bool scale_attn_by_inverse_layer_idx = false;     // scores /= (layer + 1)
-  bool tie_word_embeddings = true;                  // the LM head is the token embedding matrix
+  RopeScaling rope_scaling;                         // the frequencies' rescaling (none by default)
+  // The width of a query/key/value head; 0: n_embd / n_head. Llama-shaped models may set it apart (Qwen3:
+  // 128 for 1024 / 16), so that H * head_dim need not equal n_embd.
+  int64_t n_head_dim = 0;
+  // Sliding-window attention (Mistral): a query at position p sees keys p - sliding_window + 1 .. p only,
+  // at any context length. 0: no window (every earlier position).
+  int64_t sliding_window = 0;
+  // A per-head RMSNorm of each query and key head (weights [head_dim], shared by the heads) before the
+  // rotary positions (Qwen3's q_norm, k_norm).
+  bool qk_norm = false;
+  bool scale_attn_weights = true;                // scores /= sqrt(head_dim)
+  bool scale_attn_by_inverse_layer_idx = false;  // scores /= (layer + 1)
+  bool tie_word_embeddings = true;               // the LM head is the token embedding matrix
   bool attn_bias = true;  // the attention projections have biases (GPT-NeoX attention_bias, OPT enable_bias)
   bool mlp_bias = true;   // the MLP's two linear layers have biases (OPT enable_bias)
   // -1: the model has none. transformers accepts ids outside the vocabulary (its default 50256 in a small
@@ -80,13 +101,17 @@ struct Config {
   // then eos_token_id alone.
   std::vector<int64_t> eos_token_ids;
 
-  int64_t head_dim() const { return n_embd / n_head; }
+  int64_t head_dim() const { return n_head_dim > 0 ? n_head_dim : n_embd / n_head; }
   int64_t embd_io() const { return n_embd_io > 0 ? n_embd_io : n_embd; }
   bool projects_io() const { return embd_io() != n_embd; }
+  int64_t q_dim() const { return n_head * head_dim(); }
   int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   int64_t kv_dim() const { return kv_heads() * head_dim(); }
   // The width of the MLP's first linear layer's output: n_inner, or gate | up for a gated MLP.
   int64_t ffn_up_width() const { return ffn == FfnKind::Gated ? 2 * n_inner : n_inner; }
+  // The rotary inverse frequencies, rotary_dim / 2 of them, as transformers computes them in F32: 1 /
+  // rope_theta^(2i / rotary_dim), then rope_scaling applied.
+  std::vector<float> rope_inv_freq() const;
   // Throws Error(Config) naming `source` when the values are inconsistent or out of range, and
   // Error(Unsupported) for a variant the forward pass does not implement yet.
   void validate(const std::string& source) const;

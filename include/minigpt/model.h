@@ -19,9 +19,10 @@ namespace minigpt {
 struct LayerWeights {
   Tensor attn_norm_w, attn_norm_b;  // [1, C]
   Linear attn_qkv;                  // C -> (H + 2 Hkv) D   (q | k | v, heads side by side in each)
+  Tensor attn_q_norm, attn_k_norm;  // [1, D] per-head RMSNorm weights (Config::qk_norm); else empty
   Linear attn_out;                  // H D -> C
   Tensor ffn_norm_w, ffn_norm_b;    // [1, C]
-  Linear ffn_up;                    // C -> F
+  Linear ffn_up;                    // C -> F, or C -> 2F (gate | up) for a gated MLP
   Linear ffn_down;                  // F -> C
 };
 
@@ -31,6 +32,9 @@ struct ModelWeights {
   Linear proj_out;    // C -> E before the head; n_out = 0 when E == C
   Tensor pos_embd;    // [S, C] position embeddings (learned, or the sinusoidal table built at load); empty
                       // for rotary positions
+  // [1, rotary_dim / 2] the rotary inverse frequencies (Config::rope_inv_freq()) where rope_scaling rescales
+  // them; empty otherwise (the backend's rope computes them from rope_theta)
+  Tensor rope_freqs;
   std::vector<LayerWeights> layers;
   Tensor out_norm_w, out_norm_b;  // [1, C]; empty without a final norm (Config::output_norm)
   Linear output;                  // E -> V (token_embd itself when tied)

@@ -18,10 +18,15 @@ extern const Architecture kGpt2;
 extern const Architecture kGptNeox;
 extern const Architecture kOpt;
 extern const Architecture kGptBigcode;
+extern const Architecture kLlama;
+extern const Architecture kMistral;
+extern const Architecture kQwen2;
+extern const Architecture kQwen3;
 
 namespace {
 // Every architecture minigpt knows. Adding one: its file in src/arch/ and a line here.
-const std::array<const Architecture*, 4> kArchitectures = {&kGpt2, &kGptNeox, &kOpt, &kGptBigcode};
+const std::array<const Architecture*, 8> kArchitectures = {&kGpt2,  &kGptNeox, &kOpt,   &kGptBigcode,
+                                                           &kLlama, &kMistral, &kQwen2, &kQwen3};
 }  // namespace
 
 const Architecture& default_architecture() { return *kArchitectures.front(); }
@@ -161,6 +166,14 @@ std::string_view role_name(Role r) {
       return "attn_v";
     case Role::AttnVBias:
       return "attn_v_bias";
+    case Role::AttnQNorm:
+      return "attn_q_norm";
+    case Role::AttnKNorm:
+      return "attn_k_norm";
+    case Role::FfnGate:
+      return "ffn_gate";
+    case Role::FfnGateBias:
+      return "ffn_gate_bias";
     case Role::ProjIn:
       return "project_in";
     case Role::ProjOut:
@@ -174,10 +187,13 @@ std::string_view role_name(Role r) {
 bool is_matrix(Role r) {
   return r == Role::TokenEmbd || r == Role::AttnQkv || r == Role::AttnOut || r == Role::FfnUp ||
          r == Role::FfnDown || r == Role::Output || r == Role::AttnQ || r == Role::AttnK ||
-         r == Role::AttnV || r == Role::ProjIn || r == Role::ProjOut;
+         r == Role::AttnV || r == Role::ProjIn || r == Role::ProjOut || r == Role::FfnGate;
 }
 
-bool is_norm_weight(Role r) { return r == Role::AttnNorm || r == Role::FfnNorm || r == Role::OutputNorm; }
+bool is_norm_weight(Role r) {
+  return r == Role::AttnNorm || r == Role::FfnNorm || r == Role::OutputNorm || r == Role::AttnQNorm ||
+         r == Role::AttnKNorm;
+}
 
 std::string gguf_name(Role role, int64_t layer) {
   // llama.cpp's names (gguf-py's constants.py, MODEL_TENSOR): weights end in .weight, biases in .bias.
@@ -229,6 +245,14 @@ std::string gguf_name(Role role, int64_t layer) {
       return blk + "attn_v.weight";
     case Role::AttnVBias:
       return blk + "attn_v.bias";
+    case Role::AttnQNorm:
+      return blk + "attn_q_norm.weight";
+    case Role::AttnKNorm:
+      return blk + "attn_k_norm.weight";
+    case Role::FfnGate:
+      return blk + "ffn_gate.weight";
+    case Role::FfnGateBias:
+      return blk + "ffn_gate.bias";
     case Role::ProjIn:
     case Role::ProjOut:
     case Role::Ignored:

@@ -40,12 +40,18 @@ enum class Role {
   AttnKBias,
   AttnV,
   AttnVBias,
+  // Per-head RMSNorm weights of the queries and keys ([D], shared by the heads: Qwen3's q_norm, k_norm).
+  AttnQNorm,
+  AttnKNorm,
   AttnOut,  // H D -> C
   AttnOutBias,
   FfnNorm,
   FfnNormBias,
-  FfnUp,  // C -> F
+  FfnUp,  // C -> F (a gated MLP's: C -> 2F, gate | up, when FfnGate is not apart)
   FfnUpBias,
+  // A gated MLP's gate (Llama's gate_proj, C -> F) stored apart: stacked before FfnUp's rows at load.
+  FfnGate,
+  FfnGateBias,
   FfnDown,  // F -> C
   FfnDownBias,
   OutputNorm,

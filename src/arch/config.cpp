@@ -40,7 +40,8 @@ void Config::validate(const std::string& source) const {
   check_range("n_positions", n_ctx, 1, kMaxDim);
   check_range("vocab_size", n_vocab, 1, kMaxVocab);
   check_range("n_inner", n_inner, 1, 16 * kMaxDim);
-  if (n_embd % n_head != 0) {
+  if (n_head_dim != 0) check_range("head_dim", n_head_dim, 1, kMaxDim);
+  if (n_head_dim == 0 && n_embd % n_head != 0) {
     config_fail(source, "n_embd (" + std::to_string(n_embd) + ") is not divisible by n_head (" +
                             std::to_string(n_head) + ")");
   }
@@ -59,7 +60,7 @@ void Config::validate(const std::string& source) const {
     config_fail(source, "sinusoidal positions need an even n_embd, got " + std::to_string(n_embd));
   }
   if (position_encoding == PositionEncoding::Rotary) {
-    const int64_t D = n_embd / n_head;
+    const int64_t D = head_dim();
     if (rotary_dim < 2 || rotary_dim > D || rotary_dim % 2 != 0) {
       config_fail(source, "the rotary dimensions per head (" + std::to_string(rotary_dim) +
                               ") must be even and in [2, head_dim = " + std::to_string(D) + "]");
@@ -69,8 +70,50 @@ void Config::validate(const std::string& source) const {
                               std::to_string(rope_theta));
     }
   }
+  if (rope_scaling.kind != RopeScalingKind::None) {
+    if (!(rope_scaling.factor >= 1.0f) || !std::isfinite(rope_scaling.factor)) {
+      config_fail(source, "rope_scaling's factor must be a finite number >= 1, got " +
+                              std::to_string(rope_scaling.factor));
+    }
+    if (rope_scaling.kind == RopeScalingKind::Llama3 &&
+        (rope_scaling.original_context < 1 ||
+         !(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor) ||
+         !(rope_scaling.low_freq_factor > 0.0f) || !std::isfinite(rope_scaling.high_freq_factor))) {
+      config_fail(source,
+                  "rope_scaling llama3 needs original_max_position_embeddings >= 1 and 0 < low_freq_factor < "
+                  "high_freq_factor");
+    }
+  }
+  check_range("sliding_window", sliding_window, 0, int64_t(1) << 40);
   if (n_embd_io != 0) check_range("word_embed_proj_dim", n_embd_io, 1, kMaxDim);
   check_range("the position offset", pos_offset, 0, kMaxDim);
+}
+
+std::vector<float> Config::rope_inv_freq() const {
+  const int64_t half = rotary_dim / 2;
+  std::vector<float> inv(size_t(std::max<int64_t>(half, 0)));
+  // transformers: 1 / base ** (arange(0, dim, 2) / dim), every operation on F32 tensors.
+  for (int64_t i = 0; i < half; ++i)
+    inv[size_t(i)] = 1.0f / std::pow(rope_theta, float(2 * i) / float(rotary_dim));
+  const RopeScaling& r = rope_scaling;
+  if (r.kind == RopeScalingKind::Linear) {
+    for (float& f : inv) f /= r.factor;
+  } else if (r.kind == RopeScalingKind::Llama3) {
+    // _compute_llama3_parameters: wavelengths beyond the original context's take the frequency / factor,
+    // those below a quarter of it (high_freq_factor 4) keep it, and those between are interpolated.
+    const float old_len = float(r.original_context);
+    const float low_wavelen = old_len / r.low_freq_factor, high_wavelen = old_len / r.high_freq_factor;
+    const float two_pi = float(2.0 * M_PI);
+    for (float& f : inv) {
+      const float wavelen = two_pi / f;
+      const float llama = wavelen > low_wavelen ? f / r.factor : f;
+      const float smooth = (old_len / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+      const float smoothed = (1.0f - smooth) * llama / r.factor + smooth * llama;
+      const bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
+      f = medium ? smoothed : llama;
+    }
+  }
+  return inv;
 }
 
 Config parse_config(const std::string& text, const std::string& source) {

@@ -119,9 +119,12 @@ inline void set_activation(const std::string& name, const char* key, const std::
     c.activation = Activation::GeluErf;
   } else if (name == "relu") {
     c.activation = Activation::Relu;
+  } else if (name == "silu" || name == "swish") {
+    c.activation = Activation::Silu;
   } else {
-    throw Error(ErrorKind::Unsupported, source + ": " + key + " '" + name +
-                                            "' is not supported (gelu_new, gelu_pytorch_tanh, gelu, relu)");
+    throw Error(ErrorKind::Unsupported,
+                source + ": " + key + " '" + name +
+                    "' is not supported (gelu_new, gelu_pytorch_tanh, gelu, relu, silu)");
   }
 }
 

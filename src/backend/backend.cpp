@@ -48,3 +48,24 @@ void Backend::copy_kv(KvCache& cache, int64_t from, int64_t to, int64_t n) {
 }
 
 }  // namespace minigpt
+
+namespace minigpt {
+
+void Backend::norm_heads(Tensor x, int64_t n_heads, const Tensor& w, NormKind kind, float eps) {
+  if (n_heads < 1 || x.cols % n_heads != 0 || w.numel() != x.cols / n_heads) {
+    throw Error(ErrorKind::Argument, name() + " norm_heads: " + std::to_string(n_heads) + " heads over " +
+                                         std::to_string(x.cols) + " columns, weights of " +
+                                         std::to_string(w.numel()));
+  }
+  const int64_t D = x.cols / n_heads;
+  for (int64_t t = 0; t < x.rows; ++t) {
+    // Token t's heads as n_heads rows of D, side by side.
+    Tensor heads = x.row_slice(t, 1);
+    heads.rows = n_heads;
+    heads.cols = D;
+    heads.stride = D;
+    norm(heads, heads, w, Tensor{}, kind, eps);
+  }
+}
+
+}  // namespace minigpt

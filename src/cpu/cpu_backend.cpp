@@ -365,18 +365,40 @@ class CpuBackend final : public Backend {
   using Backend::rope;
   void rope(Tensor x, const Step& step, int64_t n_heads, int64_t D, int64_t rotary_dim, float theta,
             RopeLayout layout) override {
+    check_rope(x, n_heads, D, rotary_dim);
+    // transformers: inv_freq = 1 / theta ** (arange(0, rotary_dim, 2) / rotary_dim), angle = position *
+    // inv_freq, each rounded to F32; cos and sin of the F32 angle.
     const int64_t half = rotary_dim / 2;
+    std::vector<float> inv(static_cast<size_t>(half));
+    for (int64_t i = 0; i < half; ++i) {
+      inv[size_t(i)] = 1.0f / std::pow(theta, float(2 * i) / float(rotary_dim));
+    }
+    rotate(x, step, n_heads, D, rotary_dim, inv.data(), layout);
+  }
+
+  void rope_freqs(Tensor x, const Step& step, int64_t n_heads, int64_t D, int64_t rotary_dim,
+                  const Tensor& inv_freq, RopeLayout layout) override {
+    check_rope(x, n_heads, D, rotary_dim);
+    if (inv_freq.numel() != rotary_dim / 2 || inv_freq.dtype != DType::F32) {
+      throw Error(ErrorKind::Argument, "cpu rope_freqs: " + std::to_string(inv_freq.numel()) +
+                                           " frequencies for " + std::to_string(rotary_dim) +
+                                           " rotary dimensions");
+    }
+    rotate(x, step, n_heads, D, rotary_dim, inv_freq.ptr<float>(), layout);
+  }
+
+  static void check_rope(const Tensor& x, int64_t n_heads, int64_t D, int64_t rotary_dim) {
     if (rotary_dim < 2 || rotary_dim % 2 != 0 || rotary_dim > D || x.cols != n_heads * D) {
       throw Error(ErrorKind::Argument, "cpu rope: " + std::to_string(rotary_dim) + " rotary dimensions of " +
                                            std::to_string(n_heads) + " heads of " + std::to_string(D) +
                                            " over " + std::to_string(x.cols) + " columns");
     }
-    // transformers: inv_freq = 1 / theta ** (arange(0, rotary_dim, 2) / rotary_dim), angle = position *
-    // inv_freq, each rounded to F32; cos and sin of the F32 angle.
-    std::vector<float> inv(static_cast<size_t>(half));
-    for (int64_t i = 0; i < half; ++i) {
-      inv[size_t(i)] = 1.0f / std::pow(theta, float(2 * i) / float(rotary_dim));
-    }
+  }
+
+  // Rotates pair i of each head by position * inv[i].
+  void rotate(Tensor x, const Step& step, int64_t n_heads, int64_t D, int64_t rotary_dim, const float* inv,
+              RopeLayout layout) {
+    const int64_t half = rotary_dim / 2;
     // The step's token t sits at position pos[t].
     std::vector<int64_t> pos(static_cast<size_t>(step.n_tokens));
     for (const SeqRun& run : step.runs)
@@ -673,7 +695,7 @@ class CpuBackend final : public Backend {
       throw Error(ErrorKind::Argument, "cpu attention: " + std::to_string(n_head) + " query heads of " +
                                            std::to_string(D) + " over " + std::to_string(Hkv) + " KV heads");
     }
-    const int64_t group = n_head / Hkv;
+    const int64_t group = n_head / Hkv, W = cache.spec().window;
     // The tasks: per run, per query head, a tile of queries. A run of up to 4 queries (decode) is one tile
     // per head, streaming its K and V once; a longer one (prefill) is cut into tiles of
     // kPrefillTileQueries queries, register-blocked like a GEMM.
@@ -704,9 +726,13 @@ class CpuBackend final : public Backend {
         // A decode step on a 16-bit cache: the kernel reads the cache itself where its level can (see
         // cpu::attention_row16), without the widened copy: Q8_0 124M, F16 cache, 2 threads, Zen 3, tg64 at
         // depth 448 +19%, at 896 +8% (bench/results/2026-11-27-cpu-kv16-decode-stop41.md).
+        // A sliding window: the first key the task's first query sees (0 without one, or before the window
+        // has filled).
+        const int64_t first_key = W > 0 ? std::max<int64_t>(0, run.pos0 + task.t0 - W + 1) : 0;
         if (!wide && run.n == 1 &&
-            cpu::attention_row16(o, qq, run.pos0 + 1, cache.k<uint16_t>(layer, run.seq) + kvh * D * S,
-                                 cache.v<uint16_t>(layer, run.seq) + kvh * S * D, S, D, scale, bf16)) {
+            cpu::attention_row16(
+                o, qq, run.pos0 + 1 - first_key, cache.k<uint16_t>(layer, run.seq) + kvh * D * S + first_key,
+                cache.v<uint16_t>(layer, run.seq) + (kvh * S + first_key) * D, S, D, scale, bf16)) {
           continue;
         }
         const float* kt = nullptr;
@@ -728,7 +754,15 @@ class CpuBackend final : public Backend {
           kt = kw;
           vv = vw;
         }
-        if (run.n <= 4) {
+        if (W > 0 && run.pos0 + task.t0 + task.nq > W) {
+          // Past the window's length the queries of a task start at different keys: one at a time, each
+          // from its own first key (the kernels read keys p0 - n + 1 .. p0 from the pointers given).
+          for (int64_t i = 0; i < task.nq; ++i) {
+            const int64_t p = run.pos0 + task.t0 + i, j0 = std::max<int64_t>(0, p - W + 1);
+            cpu::attention_block(o + i * out.stride, out.stride, qq + i * q.stride, q.stride, 1, p - j0,
+                                 kt + j0, vv + j0 * D, ld, D, scale);
+          }
+        } else if (run.n <= 4) {
           cpu::attention_block(o, out.stride, qq, q.stride, task.nq, run.pos0 + task.t0, kt, vv, ld, D,
                                scale);
         } else {

@@ -84,8 +84,8 @@ void gemv_packed16_rows(float* y, int64_t ldy, const uint16_t* w, int64_t kp, co
 void gemv_f32_rows(float* y, int64_t ldy, const float* w, int64_t ldw, const float* x, int64_t ldx,
                    int64_t nx, int64_t n, int64_t k, bool accumulate);
 
-// Quantized weights: GGUF blocks (see kernels_quant.inc for each type's layout) interleaved by groups of 4
-// rows (QuantInterleave), against activations quantized per 32 values (QAct, made by quantize_acts): the
+// Quantized weights: GGUF blocks (see kernels_quant_gemv.inc for each type's layout) interleaved by groups of
+// 4 rows (QuantInterleave), against activations quantized per 32 values (QAct, made by quantize_acts): the
 // integer dot products llama.cpp uses. The kinds with kernels; the other GGUF types are widened to F32 rows
 // by the backend.
 enum class QKind { Q8_0, Q4_0, Q4_K, Q5_K, Q6_K };

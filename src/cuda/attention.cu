@@ -34,7 +34,7 @@ template <typename KV>
 __global__ void __launch_bounds__(kPrefillWarps * 32)
     attention_prefill_kernel(float* out, int64_t ldo, const float* __restrict__ q, int64_t ldq,
                              const KV* __restrict__ kc, const KV* __restrict__ vc, int64_t ldc, int T,
-                             StepValue pos0_v, int D, float scale, int group) {
+                             StepValue pos0_v, int D, float scale, int group, int64_t window) {
   extern __shared__ float smem[];
   float* k_s = smem;                   // [kTile][D + 1]
   float* v_s = k_s + kTile * (D + 1);  // [kTile][D]
@@ -45,15 +45,18 @@ __global__ void __launch_bounds__(kPrefillWarps * 32)
   const int t0 = blockIdx.x * kPrefillWarps;
   const int t = t0 + warp;
   const bool active = t < T;
-  const int64_t p = pos0 + t;                                // this warp's query sees keys 0 .. p
+  const int64_t p = pos0 + t;                                // this warp's query sees keys lo .. p
   const int64_t n_keys = pos0 + min(T, t0 + kPrefillWarps);  // keys any query of the block sees
+  // A sliding window: this query's first key, and the block's first tile (its first query's first key).
+  const int64_t lo = window > 0 ? max(int64_t(0), p - window + 1) : 0;
+  const int64_t first = window > 0 ? max(int64_t(0), pos0 + t0 - window + 1) / kTile * kTile : 0;
   for (int d = lane; d < D; d += 32)
     q_s[warp * D + d] = active ? scale * q[int64_t(t) * ldq + h * D + d] : 0.0f;
 
   float m = -INFINITY, l = 0.0f, o[kChunks];
 #pragma unroll
   for (int i = 0; i < kChunks; ++i) o[i] = 0.0f;
-  for (int64_t j0 = 0; j0 < n_keys; j0 += kTile) {
+  for (int64_t j0 = first; j0 < n_keys; j0 += kTile) {
     __syncthreads();  // the previous tile is consumed (and q_s written, on the first pass)
     for (int idx = threadIdx.x; idx < kTile * D; idx += kPrefillWarps * 32) {
       const int r = idx / D, d = idx % D;
@@ -67,16 +70,17 @@ __global__ void __launch_bounds__(kPrefillWarps * 32)
       v_s[r * D + d] = vv;
     }
     __syncthreads();
-    if (!active || j0 > p) continue;  // warp-uniform; every warp still reaches both barriers
+    // warp-uniform; every warp still reaches both barriers
+    if (!active || j0 > p || j0 + kTile <= lo) continue;
     float s = -INFINITY;
-    if (j0 + lane <= p) {
+    if (j0 + lane <= p && j0 + lane >= lo) {
       const float* kr = k_s + lane * (D + 1);
       const float* qr = q_s + warp * D;
       float acc = 0.0f;
       for (int d = 0; d < D; ++d) acc += qr[d] * kr[d];
       s = acc;
     }
-    const float m_new = fmaxf(m, warp_max(s));  // finite: key j0 <= p is valid
+    const float m_new = fmaxf(m, warp_max(s));  // finite: some key of the tile is in lo .. p
     const float corr = expf(m - m_new);         // 0 on the first tile (m = -inf)
     const float pj = expf(s - m_new);           // 0 for masked keys
     l = l * corr + warp_sum(pj);
@@ -335,7 +339,7 @@ template <typename KV>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     attention_decode_kernel(float* partial, const float* __restrict__ q, const KV* __restrict__ kc,
                             const KV* __restrict__ vc, int64_t ldc, StepValue pos0_v, int D, float scale,
-                            int n_splits, int group) {
+                            int n_splits, int group, int64_t window) {
   pdl_wait();
   pdl_trigger();
   extern __shared__ float smem[];
@@ -345,9 +349,11 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   float* red = v_s + kTile * D;        // [kDecodeWarps][D + 2]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int split = blockIdx.x, h = blockIdx.y;
+  // The keys lo .. n_keys - 1: all so far, or a sliding window's last `window`.
   const int64_t n_keys = int64_t(pos0_v.get()) + 1;
-  const int64_t chunk = split_chunk(n_keys, n_splits);
-  const int64_t begin = int64_t(split) * chunk;
+  const int64_t lo = window > 0 ? max(int64_t(0), n_keys - window) : 0;
+  const int64_t chunk = split_chunk(n_keys - lo, n_splits);
+  const int64_t begin = lo + int64_t(split) * chunk;
   if (begin >= n_keys) return;  // a split past the keys so far: the merge does not read it
   const int64_t end = min(n_keys, begin + chunk);
   const KV* kh = kc + (h / group) * D;
@@ -435,14 +441,15 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 // out[h] = sum_s o_s exp(m_s - M) / sum_s l_s exp(m_s - M) over the splits that hold keys, one block per
 // head. Split 0 always holds key 0, so M is finite and the sum positive.
 __global__ void attention_merge_kernel(float* out, const float* __restrict__ partial, StepValue pos0_v, int D,
-                                       int n_splits) {
+                                       int n_splits, int64_t window) {
   pdl_wait();
   pdl_trigger();
   const int h = blockIdx.x;
   const float* ph = partial + int64_t(h) * n_splits * (D + 2);
   const int64_t n_keys = int64_t(pos0_v.get()) + 1;
-  const int64_t chunk = split_chunk(n_keys, n_splits);
-  const int used = int((n_keys + chunk - 1) / chunk);
+  const int64_t count = window > 0 ? min(n_keys, window) : n_keys;  // as the decode kernel splits them
+  const int64_t chunk = split_chunk(count, n_splits);
+  const int used = int((count + chunk - 1) / chunk);
   float M = -INFINITY;
   for (int s = 0; s < used; ++s) M = fmaxf(M, ph[s * (D + 2)]);
   float L = 0.0f;
@@ -464,21 +471,22 @@ __global__ void attention_merge_kernel(float* out, const float* __restrict__ par
 template <typename KV>
 void prefill_typed(float* out, int64_t ldo, const float* q, int64_t ldq, const void* kc, const void* vc,
                    int64_t ldc, int64_t T, StepValue pos0, int64_t H, int64_t Hkv, int64_t D, float scale,
-                   cudaStream_t stream) {
+                   int64_t window, cudaStream_t stream) {
   const dim3 grid{blocks_for(T, kPrefillWarps), unsigned(H)};
   attention_prefill_kernel<KV><<<grid, kPrefillWarps * 32, prefill_smem(D), stream>>>(
       out, ldo, q, ldq, static_cast<const KV*>(kc), static_cast<const KV*>(vc), ldc, int(T), pos0, int(D),
-      scale, int(H / Hkv));
+      scale, int(H / Hkv), window);
   CUDA_CHECK_LAUNCH();
 }
 
 template <typename KV>
 void decode_typed(float* partial, const float* q, const void* kc, const void* vc, int64_t ldc, StepValue pos0,
-                  int64_t H, int64_t Hkv, int64_t D, float scale, int64_t n_splits, cudaStream_t stream) {
+                  int64_t H, int64_t Hkv, int64_t D, float scale, int64_t n_splits, int64_t window,
+                  cudaStream_t stream) {
   const dim3 grid{unsigned(n_splits), unsigned(H)};
   launch(attention_decode_kernel<KV>, grid, kDecodeWarps * 32, decode_smem(D), stream, partial, q,
          static_cast<const KV*>(kc), static_cast<const KV*>(vc), ldc, pos0, int(D), scale, int(n_splits),
-         int(H / Hkv));
+         int(H / Hkv), window);
 }
 
 template <typename KV>
@@ -500,21 +508,22 @@ void attention_init() {
 
 void attention_prefill(float* out, int64_t ldo, const float* q, int64_t ldq, const void* k_cache,
                        const void* v_cache, DType kv_dtype, int64_t ld_cache, int64_t T, StepValue pos0,
-                       int64_t H, int64_t Hkv, int64_t D, float scale, bool tensor_cores,
+                       int64_t H, int64_t Hkv, int64_t D, float scale, bool tensor_cores, int64_t window,
                        cudaStream_t stream) {
-  if (tensor_cores && prefill_mma_fits(kv_dtype, k_cache, v_cache, ld_cache, D)) {
+  // (a sliding window runs on the scalar kernel, which masks the keys before each query's window)
+  if (tensor_cores && window == 0 && prefill_mma_fits(kv_dtype, k_cache, v_cache, ld_cache, D)) {
     return prefill_mma(out, ldo, q, ldq, k_cache, v_cache, ld_cache, T, pos0, H, Hkv, D, scale, stream);
   }
   switch (kv_dtype) {
     case DType::F32:
       return prefill_typed<float>(out, ldo, q, ldq, k_cache, v_cache, ld_cache, T, pos0, H, Hkv, D, scale,
-                                  stream);
+                                  window, stream);
     case DType::F16:
       return prefill_typed<__half>(out, ldo, q, ldq, k_cache, v_cache, ld_cache, T, pos0, H, Hkv, D, scale,
-                                   stream);
+                                   window, stream);
     case DType::BF16:
       return prefill_typed<__nv_bfloat16>(out, ldo, q, ldq, k_cache, v_cache, ld_cache, T, pos0, H, Hkv, D,
-                                          scale, stream);
+                                          scale, window, stream);
     default:
       throw Error(ErrorKind::Argument, "cuda attention: the cache must be F32, F16 or BF16");
   }
@@ -528,22 +537,25 @@ int64_t attention_decode_splits(int64_t S) { return std::min<int64_t>(64, std::m
 
 void attention_decode(float* out, const float* q, const void* k_cache, const void* v_cache, DType kv_dtype,
                       int64_t ld_cache, StepValue pos0, int64_t H, int64_t Hkv, int64_t D, float scale,
-                      int64_t n_splits, float* partial, cudaStream_t stream) {
+                      int64_t n_splits, int64_t window, float* partial, cudaStream_t stream) {
   switch (kv_dtype) {
     case DType::F32:
-      decode_typed<float>(partial, q, k_cache, v_cache, ld_cache, pos0, H, Hkv, D, scale, n_splits, stream);
+      decode_typed<float>(partial, q, k_cache, v_cache, ld_cache, pos0, H, Hkv, D, scale, n_splits, window,
+                          stream);
       break;
     case DType::F16:
-      decode_typed<__half>(partial, q, k_cache, v_cache, ld_cache, pos0, H, Hkv, D, scale, n_splits, stream);
+      decode_typed<__half>(partial, q, k_cache, v_cache, ld_cache, pos0, H, Hkv, D, scale, n_splits, window,
+                           stream);
       break;
     case DType::BF16:
       decode_typed<__nv_bfloat16>(partial, q, k_cache, v_cache, ld_cache, pos0, H, Hkv, D, scale, n_splits,
-                                  stream);
+                                  window, stream);
       break;
     default:
       throw Error(ErrorKind::Argument, "cuda attention: the cache must be F32, F16 or BF16");
   }
-  launch(attention_merge_kernel, unsigned(H), 128, 0, stream, out, partial, pos0, int(D), int(n_splits));
+  launch(attention_merge_kernel, unsigned(H), 128, 0, stream, out, partial, pos0, int(D), int(n_splits),
+         window);
 }
 
 }  // namespace minigpt::cuda

@@ -367,8 +367,34 @@ class CudaBackend final : public Backend {
     if (in_step_) same_step(step, "rope");
     for (const SeqRun& r : step.runs) {
       cuda::rope(x.row_slice(r.first, r.n).ptr<float>(), x.stride, r.n, step_value(r), n_heads, head_dim,
-                 rotary_dim, theta, layout, stream_);
+                 rotary_dim, theta, nullptr, layout, stream_);
     }
+  }
+
+  void rope_freqs(Tensor x, const Step& step, int64_t n_heads, int64_t head_dim, int64_t rotary_dim,
+                  const Tensor& inv_freq, RopeLayout layout) override {
+    need_device_f32(x, "rope", "x");
+    need_device_f32(inv_freq, "rope", "inv_freq");
+    need(x.rows >= step.n_tokens && x.cols == n_heads * head_dim && rotary_dim >= 2 && rotary_dim % 2 == 0 &&
+             rotary_dim <= head_dim && inv_freq.numel() == rotary_dim / 2,
+         "rope: shapes disagree");
+    check_runs(step, "rope");
+    bind();
+    if (in_step_) same_step(step, "rope");
+    for (const SeqRun& r : step.runs) {
+      cuda::rope(x.row_slice(r.first, r.n).ptr<float>(), x.stride, r.n, step_value(r), n_heads, head_dim,
+                 rotary_dim, 0.0f, inv_freq.ptr<float>(), layout, stream_);
+    }
+  }
+
+  void norm_heads(Tensor x, int64_t n_heads, const Tensor& w, NormKind kind, float eps) override {
+    need_device_f32(x, "norm_heads", "x");
+    need_device_f32(w, "norm_heads", "w");
+    need(n_heads >= 1 && x.cols % n_heads == 0 && w.numel() == x.cols / n_heads,
+         "norm_heads: shapes disagree");
+    bind();
+    cuda::norm_heads(x.ptr<float>(), x.stride, x.rows, n_heads, x.cols / n_heads, w.ptr<float>(), kind, eps,
+                     stream_);
   }
 
   void norm(Tensor out, const Tensor& in, const Tensor& w, const Tensor& b, NormKind kind,
@@ -481,11 +507,12 @@ class CudaBackend final : public Backend {
         ensure_scratch(&partial_, &partial_bytes_, bytes);
         cuda::attention_decode(out.row_slice(r.first, 1).ptr<float>(), q.row_slice(r.first, 1).ptr<float>(),
                                kc, vc, c.dtype(), c.width(), pos, n_head, Hkv, D, scale, n_splits,
-                               static_cast<float*>(partial_), stream_);
+                               cache.spec().window, static_cast<float*>(partial_), stream_);
       } else {
         cuda::attention_prefill(out.row_slice(r.first, r.n).ptr<float>(), out.stride,
                                 q.row_slice(r.first, r.n).ptr<float>(), q.stride, kc, vc, c.dtype(),
-                                c.width(), r.n, pos, n_head, Hkv, D, scale, options_.mma_attention, stream_);
+                                c.width(), r.n, pos, n_head, Hkv, D, scale, options_.mma_attention,
+                                cache.spec().window, stream_);
       }
     }
   }

@@ -19,6 +19,11 @@ void embed(float* out, int64_t ldo, const int32_t* tokens, int64_t T, StepValue 
 void norm(float* out, int64_t ldo, const float* in, int64_t ldi, const float* w, const float* b, int64_t T,
           int64_t C, NormKind kind, float eps, cudaStream_t stream);
 
+// The same norm of each D-wide head of x in place (Backend::norm_heads), weights w [D], no bias.  x: [T, H *
+// D]
+void norm_heads(float* x, int64_t ldx, int64_t T, int64_t H, int64_t D, const float* w, NormKind kind,
+                float eps, cudaStream_t stream);
+
 // x = act(x)                                        x: [T, F]
 void activation(float* x, int64_t ldx, int64_t T, int64_t F, Activation act, cudaStream_t stream);
 
@@ -76,7 +81,7 @@ void store_kv(void* k_cache, void* v_cache, DType kv_dtype, int64_t ld_cache, co
 constexpr int64_t kMaxHeadDim = 256;
 void attention_prefill(float* out, int64_t ldo, const float* q, int64_t ldq, const void* k_cache,
                        const void* v_cache, DType kv_dtype, int64_t ld_cache, int64_t T, StepValue pos0,
-                       int64_t H, int64_t Hkv, int64_t D, float scale, bool tensor_cores,
+                       int64_t H, int64_t Hkv, int64_t D, float scale, bool tensor_cores, int64_t window,
                        cudaStream_t stream);
 
 // Attention of one query at pos0 (flash-decoding): the keys 0 .. pos0 split into `n_splits` ranges per
@@ -86,15 +91,16 @@ void attention_prefill(float* out, int64_t ldo, const float* q, int64_t ldq, con
 int64_t attention_decode_splits(int64_t S);
 void attention_decode(float* out, const float* q, const void* k_cache, const void* v_cache, DType kv_dtype,
                       int64_t ld_cache, StepValue pos0, int64_t H, int64_t Hkv, int64_t D, float scale,
-                      int64_t n_splits, float* partial, cudaStream_t stream);
+                      int64_t n_splits, int64_t window, float* partial, cudaStream_t stream);
 
 // out[t] += wpe[pos0 + t]                                 out: [T, C]; wpe: [S, C] F32
 void add_positions(float* out, int64_t ldo, int64_t T, StepValue pos0, const float* wpe, int64_t ld_wpe,
                    int64_t C, cudaStream_t stream);
 
-// Rotary positions in place on x: [T, H * D] (token t at position pos0 + t), as Backend::rope says.
+// Rotary positions in place on x: [T, H * D] (token t at position pos0 + t), as Backend::rope says; with
+// inv_freq (device, rotary_dim / 2 floats: Backend::rope_freqs) the frequencies given, else from theta.
 void rope(float* x, int64_t ldx, int64_t T, StepValue pos0, int64_t H, int64_t D, int64_t rotary_dim,
-          float theta, RopeLayout layout, cudaStream_t stream);
+          float theta, const float* inv_freq, RopeLayout layout, cudaStream_t stream);
 
 // Raises the dynamic shared memory limit of the attention kernels (heads up to kMaxHeadDim); once per device.
 void attention_init();

@@ -1,6 +1,6 @@
 // norm: one block per row. LayerNorm: the mean, then the variance around it (two passes, as the CPU backend
 // does, so no cancellation from E[x^2] - E[x]^2 on rows with a large mean). RMSNorm: the mean of the squares
-// (one pass, as transformers' LlamaRMSNorm), no mean subtracted.
+// (one pass, as transformers' LlamaRMSNorm), no mean subtracted. norm_heads: the same per head of a row.
 #include "cuda/kernels.cuh"
 
 namespace minigpt::cuda {
@@ -23,12 +23,14 @@ __device__ float block_sum(float v, float* shared) {
 template <bool kRms>
 __global__ void __launch_bounds__(kThreads)
     norm_kernel(float* out, int64_t ldo, const float* in, int64_t ldi, const float* w, const float* b,
-                int64_t C, float eps) {
+                int64_t C, float eps, int heads) {
   __shared__ float shared[kThreads / 32];
   pdl_wait();
   pdl_trigger();
-  const float* x = in + int64_t(blockIdx.x) * ldi;
-  float* y = out + int64_t(blockIdx.x) * ldo;
+  // Block r normalizes part r % heads (C wide) of row r / heads: a whole row when heads is 1.
+  const int64_t row = int64_t(blockIdx.x) / heads, part = int64_t(blockIdx.x) % heads;
+  const float* x = in + row * ldi + part * C;
+  float* y = out + row * ldo + part * C;
   float mean = 0.0f;  // RMSNorm: none
   if (!kRms) {
     float s = 0.0f;
@@ -50,9 +52,21 @@ __global__ void __launch_bounds__(kThreads)
 void norm(float* out, int64_t ldo, const float* in, int64_t ldi, const float* w, const float* b, int64_t T,
           int64_t C, NormKind kind, float eps, cudaStream_t stream) {
   if (kind == NormKind::Rms) {
-    launch(norm_kernel<true>, unsigned(T), kThreads, 0, stream, out, ldo, in, ldi, w, b, C, eps);
+    launch(norm_kernel<true>, unsigned(T), kThreads, 0, stream, out, ldo, in, ldi, w, b, C, eps, 1);
   } else {
-    launch(norm_kernel<false>, unsigned(T), kThreads, 0, stream, out, ldo, in, ldi, w, b, C, eps);
+    launch(norm_kernel<false>, unsigned(T), kThreads, 0, stream, out, ldo, in, ldi, w, b, C, eps, 1);
+  }
+}
+
+void norm_heads(float* x, int64_t ldx, int64_t T, int64_t H, int64_t D, const float* w, NormKind kind,
+                float eps, cudaStream_t stream) {
+  if (T == 0) return;
+  if (kind == NormKind::Rms) {
+    launch(norm_kernel<true>, unsigned(T * H), kThreads, 0, stream, x, ldx, static_cast<const float*>(x), ldx,
+           w, static_cast<const float*>(nullptr), D, eps, int(H));
+  } else {
+    launch(norm_kernel<false>, unsigned(T * H), kThreads, 0, stream, x, ldx, static_cast<const float*>(x),
+           ldx, w, static_cast<const float*>(nullptr), D, eps, int(H));
   }
 }
 

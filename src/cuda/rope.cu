@@ -17,10 +17,11 @@ __global__ void add_positions_kernel(float* out, int64_t ldo, StepValue pos0, co
 }
 
 // A block per token, a thread per (head, pair): the angle as transformers computes it, in F32:
-// position * (1 / theta^(2i / rotary_dim)); cos and sin of it in F32 (the CPU backend rounds a double's).
+// position * (1 / theta^(2i / rotary_dim)), or position * inv_freq[i] where the frequencies are given (a
+// rescaled rope); cos and sin of it in F32 (the CPU backend rounds a double's).
 // Pair i is dimensions (i, i + rotary_dim / 2), or (2i, 2i + 1) when `adjacent`.
 __global__ void rope_kernel(float* x, int64_t ldx, StepValue pos0, int H, int D, int rotary_dim, float theta,
-                            bool adjacent) {
+                            const float* __restrict__ inv_freq, bool adjacent) {
   pdl_wait();
   pdl_trigger();
   const int64_t t = blockIdx.x;
@@ -28,7 +29,7 @@ __global__ void rope_kernel(float* x, int64_t ldx, StepValue pos0, int H, int D,
   const float p = float(int64_t(pos0.get()) + t);
   for (int j = threadIdx.x; j < H * half; j += blockDim.x) {
     const int h = j / half, i = j % half;
-    const float inv = 1.0f / powf(theta, float(2 * i) / float(rotary_dim));
+    const float inv = inv_freq ? inv_freq[i] : 1.0f / powf(theta, float(2 * i) / float(rotary_dim));
     const float angle = p * inv;
     float s, c;
     sincosf(angle, &s, &c);
@@ -50,10 +51,10 @@ void add_positions(float* out, int64_t ldo, int64_t T, StepValue pos0, const flo
 }
 
 void rope(float* x, int64_t ldx, int64_t T, StepValue pos0, int64_t H, int64_t D, int64_t rotary_dim,
-          float theta, RopeLayout layout, cudaStream_t stream) {
+          float theta, const float* inv_freq, RopeLayout layout, cudaStream_t stream) {
   if (T == 0) return;
   launch(rope_kernel, unsigned(T), 128, 0, stream, x, ldx, pos0, int(H), int(D), int(rotary_dim), theta,
-         layout == RopeLayout::AdjacentPairs);
+         inv_freq, layout == RopeLayout::AdjacentPairs);
 }
 
 }  // namespace minigpt::cuda

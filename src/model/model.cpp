@@ -641,44 +641,82 @@ struct ModelBuilder {
     // Separate projections: q, k and v stacked as rows (each [out, C]), their biases side by side.
     const Role parts[3] = {Role::AttnQ, Role::AttnK, Role::AttnV};
     const Role biases[3] = {Role::AttnQBias, Role::AttnKBias, Role::AttnVBias};
-    const Match* mw[3];
-    for (int i = 0; i < 3; ++i) {
+    return stacked(plan, l, parts, biases, "q, k and v projections", config_name);
+  }
+
+  // The matrices of `parts` (OutIn, one n_in) stacked as rows in that order into one linear layer, their
+  // biases side by side (a missing one among present ones is zero): separate q, k and v projections, a
+  // gated MLP's gate and up. Quantized blocks stay blocks where the backend holds their type (a row of
+  // blocks is a row of the matrix).
+  Linear stacked(const Plan& plan, int64_t l, std::span<const Role> parts, std::span<const Role> biases,
+                 const std::string& what, const std::string& config_name) {
+    std::vector<const Match*> mw(parts.size());
+    for (size_t i = 0; i < parts.size(); ++i) {
       mw[i] = plan.find(parts[i], l);
       if (mw[i] == nullptr) {
         throw Error(ErrorKind::Shape, config_name + ": the " + std::string(arch::role_name(parts[i])) +
                                           " weight of layer " + std::to_string(l) + " is missing");
       }
-      if (mw[i]->desc->order != MatrixOrder::OutIn || stored(*mw[i]->tensor) != stored(*mw[0]->tensor)) {
-        throw Error(ErrorKind::Shape, mw[i]->tensor->file + ": tensor '" + *mw[i]->name + "' has dtype " +
-                                          std::string(st_dtype_name(mw[i]->tensor->dtype)) + " but '" +
-                                          *mw[0]->name + "' has " +
-                                          std::string(st_dtype_name(mw[0]->tensor->dtype)) +
-                                          "; a layer's q, k and v projections must share one dtype");
+      const HostTensor &ti = *mw[i]->tensor, &t0 = *mw[0]->tensor;
+      if (mw[i]->desc->order != MatrixOrder::OutIn || stored(ti) != stored(t0)) {
+        const auto type = [](const HostTensor& t) {
+          return t.quantized() ? std::string(ggml_type_info(uint32_t(t.quant))->name)
+                               : std::string(st_dtype_name(t.dtype));
+        };
+        throw Error(ErrorKind::Shape, ti.file + ": tensor '" + *mw[i]->name + "' has type " + type(ti) +
+                                          " but '" + *mw[0]->name + "' has " + type(t0) + "; a layer's " +
+                                          what + " must share one type");
       }
     }
-    const DType dtype = matrix_dtype(stored(*mw[0]->tensor));
-    const DType held = stored(*mw[0]->tensor);  // what stage() gives; the backend converts to `dtype`
-    const int64_t n_out = mw[0]->desc->shape[0] + mw[1]->desc->shape[0] + mw[2]->desc->shape[0];
-    const size_t row = size_t(C) * dtype_size(held);
+    const int64_t C = mw[0]->desc->shape[1];
+    int64_t n_out = 0;
+    for (const Match* m : mw) n_out += m->desc->shape[0];
     Staged w;
-    w.bytes = std::make_unique_for_overwrite<uint8_t[]>(size_t(n_out) * row);
-    size_t at = 0;
-    for (int i = 0; i < 3; ++i) {
-      const Staged p = stage(*mw[i], dtype);
-      const size_t n = size_t(mw[i]->desc->shape[0]) * row;
-      std::memcpy(w.bytes.get() + at, p.bytes.get(), n);
-      at += n;
+    WeightFormat format;
+    // Blocks of different types (llama-quantize's Q4_K_M gives some attn_v Q6_K beside Q4_K q and k) are
+    // dequantized and held as F32 together.
+    bool one_type = true;
+    for (const Match* m : mw) one_type = one_type && m->tensor->quant == mw[0]->tensor->quant;
+    if (const auto q = one_type ? kept_quantized(*mw[0]->tensor) : std::nullopt) {
+      format = *q;
+      const size_t row = q->row_bytes(C);
+      w.bytes = std::make_unique_for_overwrite<uint8_t[]>(size_t(n_out) * row);
+      size_t at = 0;
+      for (const Match* m : mw) {
+        const Staged p = stage_blocks(*m, *q, m->desc->shape[0], C);
+        const size_t n = size_t(m->desc->shape[0]) * row;
+        std::memcpy(w.bytes.get() + at, p.bytes.get(), n);
+        at += n;
+      }
+      w.view = Tensor{w.bytes.get(), DType::F32, Device::Host, n_out, C, C};
+    } else {
+      const DType dtype = matrix_dtype(stored(*mw[0]->tensor));
+      const DType held = stored(*mw[0]->tensor);  // what stage() gives; the backend converts to `dtype`
+      format = WeightFormat::plain(dtype);
+      const size_t row = size_t(C) * dtype_size(held);
+      w.bytes = std::make_unique_for_overwrite<uint8_t[]>(size_t(n_out) * row);
+      size_t at = 0;
+      for (const Match* m : mw) {
+        const Staged p = stage(*m, dtype);
+        const size_t n = size_t(m->desc->shape[0]) * row;
+        std::memcpy(w.bytes.get() + at, p.bytes.get(), n);
+        at += n;
+      }
+      w.view = make_tensor(w.bytes.get(), held, Device::Host, n_out, C);
     }
-    w.view = make_tensor(w.bytes.get(), held, Device::Host, n_out, C);
-    const Match* mb[3] = {plan.find(biases[0], l), plan.find(biases[1], l), plan.find(biases[2], l)};
-    const bool any_bias = mb[0] || mb[1] || mb[2];
+    std::vector<const Match*> mb(biases.size());
+    bool any_bias = false;
+    for (size_t i = 0; i < biases.size(); ++i) {
+      mb[i] = plan.find(biases[i], l);
+      any_bias = any_bias || mb[i] != nullptr;
+    }
     Staged b;
     if (any_bias) {
-      // Widened to F32 here (each may have its own dtype); a missing one among present ones is zero.
+      // Widened to F32 here (each may have its own dtype).
       b.bytes = std::make_unique<uint8_t[]>(size_t(n_out) * sizeof(float));
       auto* out = reinterpret_cast<float*>(b.bytes.get());
       int64_t off = 0;
-      for (int i = 0; i < 3; ++i) {
+      for (size_t i = 0; i < mw.size(); ++i) {
         if (mb[i] != nullptr) {
           const Staged p = stage(*mb[i], DType::F32);
           for (int64_t j = 0; j < mw[i]->desc->shape[0]; ++j)
@@ -688,8 +726,7 @@ struct ModelBuilder {
       }
       b.view = make_tensor(b.bytes.get(), DType::F32, Device::Host, 1, n_out);
     }
-    return prepare(std::move(w), any_bias ? &b : nullptr, MatrixOrder::OutIn, WeightFormat::plain(dtype), C,
-                   n_out);
+    return prepare(std::move(w), any_bias ? &b : nullptr, MatrixOrder::OutIn, format, C, n_out);
   }
 
   void build(const Plan& plan, const std::string& config_name) {
@@ -705,6 +742,11 @@ struct ModelBuilder {
       return *match;
     };
     auto vec_of = [&](Role role, int64_t layer) { return vec(need(role, layer)); };
+    // A norm's bias, which RMSNorm families have none of: empty when the description has none.
+    auto bias_of = [&](Role role, int64_t layer) {
+      const Match* match = plan.find(role, layer);
+      return match != nullptr ? vec(*match) : Tensor{};
+    };
     auto linear_of = [&](Role role, Role bias, int64_t layer) {
       return linear(need(role, layer), plan.find(bias, layer));
     };
@@ -752,23 +794,40 @@ struct ModelBuilder {
         break;
       }
       case PositionEncoding::Rotary:
-        break;  // applied to q and k, no table
+        // applied to q and k, no table; the frequencies themselves where rope_scaling rescales them
+        if (c.rope_scaling.kind != RopeScalingKind::None) {
+          std::vector<float> inv = c.rope_inv_freq();
+          w.rope_freqs = be.prepare_weight(
+              make_tensor(inv.data(), DType::F32, Device::Host, 1, int64_t(inv.size())), m.owned_);
+        }
+        break;
     }
     for (int64_t l = 0; l < c.n_layer; ++l) {
       LayerWeights L;
       L.attn_norm_w = vec_of(Role::AttnNorm, l);
-      L.attn_norm_b = vec_of(Role::AttnNormBias, l);
+      L.attn_norm_b = bias_of(Role::AttnNormBias, l);
       L.attn_qkv = qkv_of(plan, l, config_name);
+      if (c.qk_norm) {
+        L.attn_q_norm = vec_of(Role::AttnQNorm, l);
+        L.attn_k_norm = vec_of(Role::AttnKNorm, l);
+      }
       L.attn_out = linear_of(Role::AttnOut, Role::AttnOutBias, l);
       L.ffn_norm_w = vec_of(Role::FfnNorm, l);
-      L.ffn_norm_b = vec_of(Role::FfnNormBias, l);
-      L.ffn_up = linear_of(Role::FfnUp, Role::FfnUpBias, l);
+      L.ffn_norm_b = bias_of(Role::FfnNormBias, l);
+      if (plan.find(Role::FfnGate, l) != nullptr) {
+        // gate_proj and up_proj apart: stacked gate | up, the fused layout of a gated MLP (config.h).
+        const Role parts[2] = {Role::FfnGate, Role::FfnUp};
+        const Role biases[2] = {Role::FfnGateBias, Role::FfnUpBias};
+        L.ffn_up = stacked(plan, l, parts, biases, "gate and up projections", config_name);
+      } else {
+        L.ffn_up = linear_of(Role::FfnUp, Role::FfnUpBias, l);
+      }
       L.ffn_down = linear_of(Role::FfnDown, Role::FfnDownBias, l);
       w.layers.push_back(L);
     }
     if (c.output_norm) {
       w.out_norm_w = vec_of(Role::OutputNorm, -1);
-      w.out_norm_b = vec_of(Role::OutputNormBias, -1);
+      w.out_norm_b = bias_of(Role::OutputNormBias, -1);
     }
     if (c.tie_word_embeddings) {
       w.output = w.token_embd;

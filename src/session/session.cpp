@@ -31,6 +31,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   spec.head_dim = c.head_dim();
   spec.n_ctx = n_ctx_;
   spec.n_seq = options.n_seq;
+  spec.window = c.sliding_window;
   cache_ = be.make_kv_cache(spec);
   const int64_t C = c.n_embd, B = max_batch_, HD = c.n_head * c.head_dim();
   auto tensor = [&](int64_t rows, int64_t cols) {
@@ -256,7 +257,14 @@ void Session::forward(const Step& step, std::span<const int64_t> logit_rows, flo
       const Tensor& attn_in = c.pre_norm ? xn : x;
       if (c.pre_norm) norm(xn, x, L.attn_norm_w, L.attn_norm_b);
       be.linear(qkv, attn_in, L.attn_qkv, false);
-      if (c.position_encoding == PositionEncoding::Rotary) {
+      if (c.qk_norm) {
+        be.norm_heads(q, H, L.attn_q_norm, NormKind::Rms, c.layer_norm_epsilon);
+        be.norm_heads(k, c.kv_heads(), L.attn_k_norm, NormKind::Rms, c.layer_norm_epsilon);
+      }
+      if (c.position_encoding == PositionEncoding::Rotary && !w.rope_freqs.empty()) {
+        be.rope_freqs(q, step, H, D, c.rotary_dim, w.rope_freqs, c.rope_layout);
+        be.rope_freqs(k, step, c.kv_heads(), D, c.rotary_dim, w.rope_freqs, c.rope_layout);
+      } else if (c.position_encoding == PositionEncoding::Rotary) {
         be.rope(q, step, H, D, c.rotary_dim, c.rope_theta, c.rope_layout);
         be.rope(k, step, c.kv_heads(), D, c.rotary_dim, c.rope_theta, c.rope_layout);
       }

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Reference fixtures for the GPT-NeoX (Pythia), OPT and gpt_bigcode families.
+"""Reference fixtures for the GPT-NeoX (Pythia), OPT, gpt_bigcode and Llama-shaped (llama, mistral, qwen2,
+qwen3) families.
 
 Writes tests/fixtures/models/<name>/: a random checkpoint as transformers' save_pretrained writes it
 (config.json + model.safetensors) and reference.safetensors with the input `tokens` and transformers'
@@ -10,7 +11,10 @@ rounded weights and hold float32 logits of the rounded weights.
 
 Every variant switch the loader has is covered: NeoX parallel/sequential residual, partial/full rotary,
 rotary base, attention biases on/off, tied/untied head; OPT pre-/post-norm, project_in/out, biases
-on/off, tied/untied; gpt_bigcode multi-query and multi-head, tied/untied. Head counts include odd ones.
+on/off, tied/untied; gpt_bigcode multi-query and multi-head, tied/untied; Llama grouped-query 6:2 and 9:3,
+tied/untied, rope_scaling llama3 and linear, attention and MLP biases; Mistral with a sliding window
+shorter than the sequence; Qwen2's q/k/v biases; Qwen3's q/k norms with head_dim != hidden / heads. Head
+counts include odd ones.
 
 Re-run from the repository root (deterministic; needs torch, transformers, safetensors, numpy):
 
@@ -25,7 +29,8 @@ import sys
 import numpy as np
 import torch
 from transformers import (GPTBigCodeConfig, GPTBigCodeForCausalLM, GPTNeoXConfig, GPTNeoXForCausalLM,
-                          OPTConfig, OPTForCausalLM)
+                          LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, OPTConfig,
+                          OPTForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_reference import fresh_dir, make_tokens, run_logits, write_reference  # noqa: E402
@@ -95,7 +100,58 @@ def bigcode(seed, **cfg):
     return build(GPTBigCodeForCausalLM, GPTBigCodeConfig, seed, **base)
 
 
+def llama_like(cls, config_cls, seed, **cfg):
+    base = dict(vocab_size=160, max_position_embeddings=64, rms_norm_eps=1e-5, hidden_act="silu",
+                tie_word_embeddings=False)
+    base.update(cfg)
+    return build(cls, config_cls, seed, **base)
+
+
+def llama(seed, **cfg):
+    return llama_like(LlamaForCausalLM, LlamaConfig, seed, **cfg)
+
+
 FIXTURES = {
+    # Grouped-query attention 6:2 (heads of 16), untied head, rope_theta 10000.
+    "llama-gqa62": lambda: save("llama-gqa62", llama(2301, hidden_size=96, num_attention_heads=6,
+                                                     num_key_value_heads=2, num_hidden_layers=2,
+                                                     intermediate_size=128), 2301, 40),
+    # 9:3 (heads of 8), tied, rope_scaling llama3 with an original context short enough that the low,
+    # medium and high frequency bands all occur (wavelengths 6 .. 3e4 against 8 and 32).
+    "llama-gqa93-llama3": lambda: save("llama-gqa93-llama3", llama(
+        2302, hidden_size=72, num_attention_heads=9, num_key_value_heads=3, num_hidden_layers=2,
+        intermediate_size=96, tie_word_embeddings=True,
+        rope_parameters=dict(rope_type="llama3", rope_theta=10000.0, factor=4.0, low_freq_factor=1.0,
+                             high_freq_factor=4.0, original_max_position_embeddings=32)), 2302, 48),
+    # rope_scaling linear, attention_bias (q, k, v, o) and mlp_bias, explicit head_dim, rope_theta 500000.
+    "llama-linear-bias": lambda: save("llama-linear-bias", llama(
+        2303, hidden_size=64, num_attention_heads=4, num_key_value_heads=4, head_dim=16, num_hidden_layers=3,
+        intermediate_size=80, attention_bias=True, mlp_bias=True,
+        rope_parameters=dict(rope_type="linear", rope_theta=500000.0, factor=2.0)), 2303, 40),
+    "llama-f16": lambda: save("llama-f16", llama(2304, hidden_size=96, num_attention_heads=6,
+                                                 num_key_value_heads=2, num_hidden_layers=2,
+                                                 intermediate_size=128), 2304, 24, torch.float16),
+    "llama-bf16": lambda: save("llama-bf16", llama(2305, hidden_size=72, num_attention_heads=9,
+                                                   num_key_value_heads=3, num_hidden_layers=2,
+                                                   intermediate_size=96, tie_word_embeddings=True),
+                               2305, 24, torch.bfloat16),
+    # a sliding window of 8 over 40 tokens: every position past 8 drops its oldest keys
+    "mistral-window": lambda: save("mistral-window", llama_like(
+        MistralForCausalLM, MistralConfig, 2401, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+        num_hidden_layers=2, intermediate_size=96, sliding_window=8), 2401, 40),
+    # Qwen2.5's shape family: q/k/v biases, grouped queries 6:2, tied
+    "qwen2-bias": lambda: save("qwen2-bias", llama_like(
+        Qwen2ForCausalLM, Qwen2Config, 2501, hidden_size=96, num_attention_heads=6, num_key_value_heads=2,
+        num_hidden_layers=2, intermediate_size=128, tie_word_embeddings=True), 2501, 40),
+    # Qwen3: q/k norms, head_dim 24 with 4 heads of a 64-wide model, grouped 4:2
+    "qwen3-headdim": lambda: save("qwen3-headdim", llama_like(
+        Qwen3ForCausalLM, Qwen3Config, 2601, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=24, num_hidden_layers=2, intermediate_size=96), 2601, 40),
+    "qwen3-bf16": lambda: save("qwen3-bf16", llama_like(
+        Qwen3ForCausalLM, Qwen3Config, 2602, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=24, num_hidden_layers=2, intermediate_size=96, tie_word_embeddings=True), 2602, 24,
+        torch.bfloat16),
+
     # Pythia's defaults: parallel residual, a quarter of each head rotary, untied embed_out. 3 heads of 16.
     "neox-parallel": lambda: save("neox-parallel", neox(2001, hidden_size=48, num_attention_heads=3,
                                                         num_hidden_layers=2, intermediate_size=96,

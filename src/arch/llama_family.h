@@ -1,0 +1,38 @@
+// What the Llama-shaped families share (llama, mistral, qwen2, qwen3): RMSNorm, a SiLU-gated MLP of
+// gate_proj, up_proj and down_proj, rotary positions on whole heads, separate q_proj, k_proj and v_proj with
+// grouped-query attention. Each family's file (src/arch/<family>.cpp) says what it changes: a Variant.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "arch/arch.h"
+
+namespace minigpt::arch::llama_family {
+
+struct Variant {
+  const char* model_type;  // config.json's model_type, written back by to_json
+  const char* hf_class;    // the transformers class
+  // The attention's biases: Llama's attention_bias (q, k, v and o, all or none, read from config.json), or
+  // Qwen2's fixed q, k and v biases (o none).
+  bool qkv_bias_fixed = false;
+  bool qk_norm = false;        // Qwen3's q_norm and k_norm
+  bool reads_window = false;   // Mistral's sliding_window (others refuse use_sliding_window)
+  bool tied_default = false;   // tie_word_embeddings when config.json does not say
+  double theta_default = 1e4;  // rope_theta when config.json does not say
+};
+
+void parse(const Variant& v, const nlohmann::json& j, const std::string& source, Config& c);
+nlohmann::json to_json(const Variant& v, const Config& c);
+std::vector<TensorDesc> tensors(const Variant& v, const Config& c);
+
+// GGUF as llama.cpp's convert_hf_to_gguf.py writes it under `gguf_arch` ("llama", "qwen2", "qwen3"): its
+// `llama` files hold q and k rows permuted so that rotary pairs are adjacent (read with
+// RopeLayout::AdjacentPairs, written permuted); qwen2 and qwen3 keep the halves.
+void parse_gguf(const Variant& v, const char* gguf_arch, const GgufFile& f, Config& c);
+void check_gguf_form(const Variant& v, const Config& c, const std::string& source);
+void write_gguf(const Variant& v, const char* gguf_arch, const Config& c, const nlohmann::json& j,
+                const std::string& source, GgufKv& kv);
+
+}  // namespace minigpt::arch::llama_family

@@ -1,0 +1,31 @@
+// Mistral (transformers' MistralForCausalLM): Llama's block with sliding-window attention (sliding_window:
+// a key older than the window is never attended). llama.cpp converts it as a llama model.
+#include "arch/llama_family.h"
+
+namespace minigpt::arch {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr llama_family::Variant kVariant = {
+    .model_type = "mistral", .hf_class = "MistralForCausalLM", .reads_window = true};
+
+void parse(const json& j, const std::string& source, Config& c) {
+  llama_family::parse(kVariant, j, source, c);
+}
+json to_json(const Config& c) { return llama_family::to_json(kVariant, c); }
+std::vector<TensorDesc> tensors(const Config& c) { return llama_family::tensors(kVariant, c); }
+
+}  // namespace
+
+extern const Architecture kMistral;
+constinit const Architecture kMistral = {
+    .model_type = "mistral",
+    .hf_class = "MistralForCausalLM",
+    .display_name = "Mistral",
+    .parse = parse,
+    .to_json = to_json,
+    .tensors = tensors,
+};
+
+}  // namespace minigpt::arch
