@@ -3,8 +3,9 @@
 // Each turn renders the whole conversation (the system prompt, every user line and reply so far, the new
 // line, and the generation prompt) with the template, exactly as transformers' apply_chat_template does, and
 // tokenizes it as apply_chat_template(tokenize=True) does. The KV cache holds the tokens of the previous
-// turns: only the part after the longest prefix they share with the new rendering is evaluated (all of it
-// where the template renders the history differently, e.g. Qwen3 dropping a reply's thinking). The reply is
+// turns: only the part after the longest prefix they share with the new rendering is evaluated (from where
+// they differ when the template renders the history differently, e.g. one that moves the system prompt to the
+// last user turn or drops a past reply's thinking). The reply is
 // generated until an end-of-turn token (the model's eos ids and the template's, chat_stop_ids()), a stop
 // string, -n tokens or a full context; what was shown of it joins the conversation as the assistant's
 // message.
@@ -141,6 +142,10 @@ int run_chat(ChatCliOptions& o, const std::function<bool(const char*)>& given) {
       note(std::string(e.what()) + " (the line was not added)");  // a refused conversation, invalid UTF-8
       continue;
     }
+    if (ids.empty()) {
+      note("the chat template rendered an empty prompt: there is nothing to reply to");
+      continue;
+    }
     if (int64_t(ids.size()) >= n_ctx) {
       note("the conversation with that line is " + std::to_string(ids.size()) +
            " tokens, and the context of " + std::to_string(n_ctx) + " has room for " +
@@ -154,15 +159,6 @@ int run_chat(ChatCliOptions& o, const std::function<bool(const char*)>& given) {
     const size_t keep = std::min(common_prefix(cached, ids), ids.size() - 1);
     session.keep(0, int64_t(keep));
     cached.assign(ids.begin(), ids.end());
-    if (log) {
-      log << ojson{{"prompt", prompt},
-                   {"tokens", ids.size()},
-                   {"kept", keep},
-                   {"evaluated", ids.size() - keep}}
-                 .dump(-1, ' ', false, ojson::error_handler_t::replace)
-          << "\n"
-          << std::flush;
-    }
     std::span<const float> logits =
         session.eval(std::span<const int32_t>(ids.data() + keep, ids.size() - keep));
     GenerateCallbacks cb;
@@ -182,6 +178,16 @@ int run_chat(ChatCliOptions& o, const std::function<bool(const char*)>& given) {
       cached.push_back(t);
     }
     const GenerateResult& r = gen.result();
+    if (log) {
+      log << ojson{{"prompt", prompt},
+                   {"tokens", ids.size()},
+                   {"kept", keep},
+                   {"evaluated", ids.size() - keep},
+                   {"reply", r.text}}
+                 .dump(-1, ' ', false, ojson::error_handler_t::replace)
+          << "\n"
+          << std::flush;
+    }
     messages = std::move(next);
     messages.push_back({{"role", "assistant"}, {"content", r.text}});
     if (r.reason == StopReason::Context) {
@@ -194,7 +200,10 @@ int run_chat(ChatCliOptions& o, const std::function<bool(const char*)>& given) {
 }
 
 const bool registered_chat = register_command(
-    "chat", "Talk with a chat model over its chat template (docs/chat.md)", [](CLI::App& app) {
+    "chat",
+    "Talk with a chat model over its chat template: /reset clears the history, Ctrl-C stops a reply, "
+    "Ctrl-D ends (docs/chat.md)",
+    [](CLI::App& app) {
       auto o = std::make_shared<ChatCliOptions>();
       add_model_options(app, o->model, false);
       add_tokenizer_option(app, o->model.tokenizer);
@@ -212,8 +221,8 @@ const bool registered_chat = register_command(
           "the model's whole context)");
       app.add_option(
              "--prompt-log", o->prompt_log,
-             "Append to FILE, each turn, a JSON line with the prompt the template rendered and the tokens "
-             "kept from the cache and evaluated")
+             "Append to FILE, each turn, a JSON line with the prompt the template rendered, the tokens kept "
+             "from the cache and evaluated, and the reply")
           ->check(nonempty_path());
       return [o, &app] {
         for (const auto& b : o->logit_bias) o->gen.sampling.logit_bias.push_back(parse_logit_bias(b));

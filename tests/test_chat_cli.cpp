@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -14,8 +15,12 @@
 #include <thread>
 #include <vector>
 
+#include "minigpt/generate.h"
+#include "minigpt/model.h"
+#include "minigpt/session.h"
 #include "minigpt/tokenizer.h"
 #include "pty_util.h"
+#include "server/chat_template.h"
 #include "test_util.h"
 
 namespace minigpt {
@@ -73,6 +78,8 @@ TEST(ChatCli, TwoTurnsCtrlCResetAndATurnEqualTransformersRendering) {
 
   // One turn: type `line`, read up to the next prompt; the text between the echoed line and the prompt.
   auto turn = [&](const std::string& line) {
+    // libedit switches the terminal's mode at each prompt: a line typed before it has may be echoed twice
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     const size_t from = pty.out().size();
     pty.write(line + "\n");
     EXPECT_TRUE(pty.read_until(line + "\n", from)) << pty.out();
@@ -95,6 +102,7 @@ TEST(ChatCli, TwoTurnsCtrlCResetAndATurnEqualTransformersRendering) {
   // reply ends at its first token and the program goes back to the prompt.
   {
     const std::string line = users[2].get<std::string>();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     const size_t from = pty.out().size();
     pty.write(line);
     ASSERT_TRUE(pty.read_until(line, from)) << pty.out();
@@ -108,6 +116,7 @@ TEST(ChatCli, TwoTurnsCtrlCResetAndATurnEqualTransformersRendering) {
     EXPECT_EQ(::kill(pty.pid(), 0), 0) << "Ctrl-C ended the program";
   }
   {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     const size_t from = pty.out().size();
     pty.write("/reset\n");
     ASSERT_TRUE(pty.read_until("the conversation is cleared", from)) << pty.out();
@@ -139,6 +148,13 @@ TEST(ChatCli, TwoTurnsCtrlCResetAndATurnEqualTransformersRendering) {
   EXPECT_GE(prompts[2]["kept"].get<size_t>(), turns[1]["ids"].size());
   EXPECT_LT(prompts[1]["evaluated"].get<size_t>(), turns[1]["ids"].size() - turns[0]["ids"].size());
   EXPECT_EQ(prompts[3]["kept"], 0) << "/reset kept the cache";
+  // The reply Ctrl-C stopped: the start of the whole reply, shorter than it, and what the history kept (the
+  // next prompt would show it; /reset dropped it here).
+  const std::string cut = prompts[2]["reply"].get<std::string>(),
+                    whole = turns[2]["reply"].get<std::string>();
+  EXPECT_FALSE(cut.empty()) << "the reply ends at its first token, after it is shown";
+  EXPECT_LT(cut.size(), whole.size());
+  EXPECT_EQ(whole.substr(0, cut.size()), cut);
 }
 
 // The conversation from a pipe (no terminal: plain lines, the transcript shows each line after its prompt); a
@@ -174,6 +190,48 @@ TEST(ChatCli, PipedLinesAndTheTemplateFlag) {
   const auto lines = read_json_lines(tmp / "log2");
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0]["prompt"].get<std::string>(), ref["turns"][0]["prompt"].get<std::string>());
+}
+
+// Mistral-Nemo's template puts the system prompt in the last user turn, so the second turn's rendering
+// differs from the first's early on: the cache is kept only up to there and the rest evaluated again. The
+// prompt is still the template's rendering of the history (the first reply included; the engine renders as
+// transformers does, test_chat_template.cpp), and the reply is what a fresh session gives on that prompt.
+TEST(ChatCli, AHistoryRenderedDifferentlyIsEvaluatedAgain) {
+  const auto dir = test::fixture_dir("chatml-tiny");  // with Mistral's template in place of its own
+  const auto file =
+      test::source_dir() / "tests/fixtures/chat/templates/mistralai-Mistral-Nemo-Instruct-2407.jinja";
+  test::TempDir tmp;
+  const int64_t n = 8;
+  const auto r = test::run_cli("chat -m '" + dir.string() + "' -t 1 --temperature 0 -n " + std::to_string(n) +
+                                   " --system 'Be brief.' " + "--chat-template '" + file.string() +
+                                   "' --prompt-log '" + (tmp / "log").string() + "'",
+                               "ROMEO:\nJULIET:\n");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto turns = read_json_lines(tmp / "log");
+  ASSERT_EQ(turns.size(), 2u);
+  const Tokenizer tok = Tokenizer::load(dir);
+  const ChatTemplate tmpl = load_chat_template_file(file, ModelSource::open(dir), tok);
+  const ojson system = {{"role", "system"}, {"content", "Be brief."}};
+  const ojson history = ojson::array({system,
+                                      {{"role", "user"}, {"content", "ROMEO:"}},
+                                      {{"role", "assistant"}, {"content", turns[0]["reply"]}},
+                                      {{"role", "user"}, {"content", "JULIET:"}}});
+  const std::string prompt = tmpl.render(history, true);
+  EXPECT_EQ(turns[1]["prompt"].get<std::string>(), prompt);
+  const auto ids = tok.encode(prompt, true);
+  EXPECT_EQ(turns[1]["tokens"].get<size_t>(), ids.size());
+  EXPECT_LT(turns[1]["kept"].get<size_t>(), turns[0]["tokens"].get<size_t>())
+      << "the first turn's rendering changed";
+  EXPECT_EQ(turns[1]["kept"].get<size_t>() + turns[1]["evaluated"].get<size_t>(), ids.size());
+
+  auto model = Model::load(dir, LoadOptions::threads(1));
+  GenerateOptions g;
+  g.sampling.temperature = 0;
+  g.max_new_tokens = n;
+  g.skip_special = true;
+  g.eos_token_ids = chat_stop_ids(model->config(), {}, tmpl);
+  Session s(model);
+  EXPECT_EQ(generate(s, &tok, ids, g).text, turns[1]["reply"].get<std::string>());
 }
 
 }  // namespace

@@ -413,6 +413,8 @@ TEST(ChatTemplate, AConvertedGgufCarriesTheTemplate) {
   ASSERT_TRUE(tmpl.has_value());
   EXPECT_EQ(tmpl->special_tokens().value("eos_token", ""), "<|im_end|>");
   EXPECT_EQ(tmpl->special_tokens().value("bos_token", ""), "<|endoftext|>");
+  // the eos token's id, from tokenizer.ggml.eos_token_id, ends a reply (the converter writes no eot id)
+  EXPECT_EQ(tmpl->end_of_turn_ids(), std::vector<int32_t>{*tok.special_id("<|im_end|>")});
   const ojson ref = read_fixture(dir / "reference.json");
   const auto& c = ref["cases"][1];
   EXPECT_EQ(tmpl->render(c["messages"], true), c["prompt"].get<std::string>());

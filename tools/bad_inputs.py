@@ -506,6 +506,24 @@ def main():
     add("serve", "chat_template.jinja is a FIFO", ["serve", "-m", fifo_jinja, "--port", "0"])
     add("serve", "tokenizer_config.json is a FIFO", ["serve", "-m", replaced("fifo-tokcfg", "tokenizer_config.json", "fifo", base=SHIPPED), "--port", "0"])
 
+    # chat: a model without a chat template, and the templates --chat-template names
+    chat_tiny = os.path.join(ROOT, "tests", "fixtures", "models", "chatml-tiny")
+    add("chat", "a model without a chat template (the shipped model)", ["chat", "-m", SHIPPED], stdin=b"hi\n")
+    add("chat", "--chat-template that does not exist", ["chat", "--chat-template", os.path.join(T, "none.jinja")],
+        stdin=b"hi\n")
+    bad_jinja = os.path.join(T, "bad.jinja")
+    open(bad_jinja, "w").write("{% for m in messages %}{{ m.content }}")
+    add("chat", "--chat-template that does not parse", ["chat", "--chat-template", bad_jinja], stdin=b"hi\n")
+    add("chat", "--chat-template ''", ["chat", "--chat-template", ""], stdin=b"hi\n")
+    no_system = os.path.join(T, "no-system.jinja")
+    open(no_system, "w").write("{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}"
+                               "{% endif %}{% for m in messages %}{{ m.content }}{% endfor %}")
+    add("chat", "--system that the template refuses", ["chat", "--chat-template", no_system, "--system", "x"],
+        stdin=b"hi\n")
+    add("chat", "--temperature -1", ["chat", "-m", chat_tiny, "--temperature", "-1"], stdin=b"hi\n")
+    add("chat", "--prompt-log in a directory that does not exist",
+        ["chat", "-m", chat_tiny, "--prompt-log", os.path.join(T, "no", "log")], stdin=b"hi\n")
+
     # GGUF files (-m FILE.gguf): the mixed-type fixture with one field broken in place
     gg = lambda path: ["generate", "-m", path, "-p", "x", "-n", "2"]
     mix = open(GGUF_MIX, "rb").read()

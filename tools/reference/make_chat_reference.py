@@ -20,7 +20,11 @@ Usage: python3 tools/reference/make_chat_reference.py [--templates DIR] [--names
    and the ids model.generate(do_sample=False, max_new_tokens=12) adds.
 3. templates.json's "models": the templates of REAL_MODELS (Llama 3.1 / 3.2, Qwen2.5, Qwen3, SmolLM3,
    Mistral-Nemo, Phi-3.5; copied into tests/fixtures/chat/templates/ with llama.cpp's LICENSE) rendered by a
-   transformers tokenizer's apply_chat_template with each model's own special tokens, for every conversation.
+   transformers tokenizer's apply_chat_template with each model's own special tokens, for every non-empty
+   conversation.
+4. tests/fixtures/chat/session.json: a `minigpt chat` session on chatml-tiny (SESSION: a system prompt, two
+   turns, a third stopped by Ctrl-C, /reset, a fourth): each turn's prompt as apply_chat_template renders the
+   conversation so far, its ids, and the greedy reply (see chat_session()).
 
 Deterministic (transformers 5.23.0, tokenizers 0.23.3, torch 2.15.0): re-running gives identical files.
 """
@@ -195,9 +199,9 @@ def chat_session():
     """tests/fixtures/chat/session.json: for turns 1 and 2, the prompt apply_chat_template renders for the
     history so far (the system prompt, the users' lines, the replies), its ids, and the reply: the ids
     model.generate(do_sample=False) adds (up to max_new_tokens, ending at eos <|im_end|>) and their text
-    (decode(skip_special_tokens=True), what the history keeps as the assistant's content); for turn 3 its
-    prompt (its reply is cut by Ctrl-C); for turn 4, after /reset, the prompt of the system prompt and its
-    line alone, and its reply."""
+    (decode(skip_special_tokens=True), what the history keeps as the assistant's content); the same for turn 3,
+    whose reply Ctrl-C cuts short; for turn 4, after /reset, the prompt of the system prompt and its line
+    alone, and its reply."""
     d = os.path.join(FIX, "models", "chatml-tiny")
     tok = transformers.AutoTokenizer.from_pretrained(d)
     model = GPT2LMHeadModel.from_pretrained(d).eval()
@@ -209,18 +213,17 @@ def chat_session():
     history = list(system)
     turns = []
 
-    def turn(messages, generate=True):
+    def turn(messages):
         prompt = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         ids = tok.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, return_dict=False)
         t = {"messages": list(messages), "prompt": prompt, "ids": ids}
-        if generate:
-            with torch.no_grad():
-                gen = model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=SESSION["max_new_tokens"],
-                                     pad_token_id=model.config.bos_token_id, suppress_tokens=suppress)[0, len(ids):].tolist()
-            if gen and gen[-1] == model.config.eos_token_id:
-                gen = gen[:-1]
-            t["reply_ids"] = gen
-            t["reply"] = tok.decode(gen, skip_special_tokens=True)
+        with torch.no_grad():
+            gen = model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=SESSION["max_new_tokens"],
+                                 pad_token_id=model.config.bos_token_id, suppress_tokens=suppress)[0, len(ids):].tolist()
+        if gen and gen[-1] == model.config.eos_token_id:
+            gen = gen[:-1]
+        t["reply_ids"] = gen
+        t["reply"] = tok.decode(gen, skip_special_tokens=True)
         assert len(ids) + SESSION["max_new_tokens"] <= model.config.n_positions, len(ids)
         return t
 
@@ -230,7 +233,7 @@ def chat_session():
         turns.append(t)
         history.append({"role": "assistant", "content": t["reply"]})
     history.append({"role": "user", "content": SESSION["users"][2]})
-    turns.append(turn(history, generate=False))
+    turns.append(turn(history))  # its reply, which Ctrl-C cuts short
     turns.append(turn(system + [{"role": "user", "content": SESSION["users"][3]}]))
     out = {"transformers": transformers.__version__, **SESSION, "suppress": suppress, "turns": turns}
     with open(os.path.join(FIX, "chat", "session.json"), "w", encoding="utf-8") as f:
