@@ -616,14 +616,20 @@ class PySession {
   }
   nb::object logits() const { return last_; }
   void reset() {
-    std::lock_guard<std::mutex> lock(m_->compute);
-    s_->reset();
+    {
+      nb::gil_scoped_release release;  // waiting for another thread's step on the model
+      std::lock_guard<std::mutex> lock(m_->compute);
+      s_->reset();
+    }
     history_.clear();
     last_ = nb::none();
   }
   void keep(int64_t n) {
-    std::lock_guard<std::mutex> lock(m_->compute);
-    s_->keep(0, n);
+    {
+      nb::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(m_->compute);
+      s_->keep(0, n);
+    }
     history_.resize(size_t(n));
     last_ = nb::none();
   }
