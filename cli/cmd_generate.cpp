@@ -247,19 +247,8 @@ int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& 
   // generation_config.json (general.sampling.* in a GGUF file) for the sampling flags not given, as
   // llama.cpp takes a GGUF file's; its eos_token_id ends generation, as in transformers.
   const GenerationDefaults defaults = read_generation_defaults(source);
-  apply_generation_defaults(g, defaults, given);
   g.skip_special = !o.show_special;  // as llama.cpp's CLI and server, and minigpt's server
-  if (!given("max_new_tokens")) {
-    // An empty prompt is the BOS alone.
-    const int64_t n_prompt = std::max<int64_t>(1, int64_t(prompt.size()));
-    if (defaults.max_length && !defaults.max_new_tokens && *defaults.max_length <= n_prompt) {
-      // transformers' generate() raises here too
-      throw Error(ErrorKind::Config,
-                  defaults.source + ": max_length " + std::to_string(*defaults.max_length) +
-                      " leaves no room after the prompt's " + std::to_string(n_prompt) + " tokens (give -n)");
-    }
-    if (const auto n = defaults.default_new_tokens(n_prompt)) g.max_new_tokens = *n;
-  }
+  minigpt::apply_generation_defaults(g, defaults, int64_t(prompt.size()), given);
   note_generation_defaults(defaults);
   g.sampling.seed = o.seed ? *o.seed : std::random_device{}() * 0x100000001ull ^ std::random_device{}();
   if (o.overflow.empty()) o.overflow = o.interactive ? "slide" : "error";
@@ -274,10 +263,8 @@ int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& 
 
   // -n -1 (llama.cpp's): as many tokens as the context has room for after the prompt (an empty prompt is
   // the BOS alone); in -i, a turn's at most a context's worth. Any other negative count is refused below.
-  if (g.max_new_tokens == -1) {
-    g.max_new_tokens =
-        o.interactive ? n_ctx : std::max<int64_t>(1, n_ctx - std::max<int64_t>(1, int64_t(prompt.size())));
-  }
+  if (g.max_new_tokens == -1 && o.interactive) g.max_new_tokens = n_ctx;
+  g.max_new_tokens = resolve_max_new_tokens(g.max_new_tokens, int64_t(prompt.size()), n_ctx);
   // Everything that can be refused is refused before a byte is written.
   validate_options(g, model->config(), &tok);
   if (o.interactive) return run_interactive(o, model, tok, g, n_ctx, prompt_text, prompt);

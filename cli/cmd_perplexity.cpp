@@ -18,6 +18,7 @@
 #include "common.h"
 #include "io/io.h"
 #include "minigpt/error.h"
+#include "minigpt/generate.h"
 #include "minigpt/perplexity.h"
 #include "minigpt/tokenizer.h"
 #include "run/kl_divergence.h"
@@ -136,15 +137,12 @@ int run_perplexity(const PerplexityCliOptions& o) {
       po.recipe = PerplexityRecipe::Chunks;
       if (o.chunks) po.max_chunks = *o.chunks;
     }
-    const PerplexityRecipe recipe = kl_ref ? kl_ref->header().options.recipe : po.recipe;
-    if (tok && recipe == PerplexityRecipe::Stride) {
-      tokens = tok->encode_with_specials(text);
-    } else if (tok) {
-      const auto prefix = tok->special_prefix();
-      tokens.assign(prefix.begin(), prefix.end());
-      if (!prefix.empty()) po.bos = prefix[0];
-      const auto ids = tok->encode(text);
-      tokens.insert(tokens.end(), ids.begin(), ids.end());
+    if (tok) {
+      // As the reference's recipe encoded it, with --kl-divergence (whose options replace these below).
+      PerplexityOptions as = po;
+      if (kl_ref) as.recipe = kl_ref->header().options.recipe;
+      tokens = perplexity_tokens(*tok, text, as);
+      po.bos = as.bos;
     }
   } catch (const Error& e) {
     throw Error(e.kind(), o.file + ": " + e.what());

@@ -12,6 +12,7 @@
 #include "common.h"
 #include "cpu/cpu.h"
 #include "minigpt/error.h"
+#include "minigpt/generate.h"
 #include "minigpt/generation_config.h"
 #include "server/chat_template.h"
 #include "server/server.h"

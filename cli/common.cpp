@@ -156,24 +156,7 @@ Tokenizer load_tokenizer(const std::string& tokenizer, const ModelSource& model)
 }
 
 Tokenizer load_tokenizer(const std::string& tokenizer, const ModelSource& model, int64_t n_vocab) {
-  Tokenizer tok = load_tokenizer(tokenizer, model);
-  if (tok.n_vocab() > n_vocab) {
-    throw Error(ErrorKind::Config, (tokenizer.empty() ? model.path().string() : tokenizer) +
-                                       ": the tokenizer has " + std::to_string(tok.n_vocab()) +
-                                       " tokens, more than the model's vocabulary of " +
-                                       std::to_string(n_vocab) + " (vocab_size)");
-  }
-  // Fewer tokens than the vocabulary is how padded vocabularies look (GPT-2's 50257 tokens in llm.c's and
-  // nanoGPT's 50304 rows, Pythia's 50277 in up to 50688): those ids decode to no text, as in transformers.
-  // A --tokenizer short by more than any padding is another model's, whose text would come out empty.
-  constexpr int64_t kMaxPadding = 1024;
-  if (!tokenizer.empty() && n_vocab - tok.n_vocab() > kMaxPadding) {
-    throw Error(ErrorKind::Config, tokenizer + ": the tokenizer has " + std::to_string(tok.n_vocab()) +
-                                       " tokens, " + std::to_string(n_vocab - tok.n_vocab()) +
-                                       " fewer than the model's vocabulary of " + std::to_string(n_vocab) +
-                                       " (vocab_size): it is not this model's tokenizer");
-  }
-  return tok;
+  return Tokenizer::load_for_model(model, n_vocab, tokenizer);
 }
 
 void check_tokenizer_source(const std::string& tokenizer, const ModelSource& model) {
@@ -221,17 +204,6 @@ void write_stdout(std::string_view s) {
 void finish_stdout() {
   errno = 0;
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) stdout_failed(errno);
-}
-
-int64_t context_size(std::optional<int64_t> ctx_size, int64_t model_ctx) {
-  constexpr int64_t kDefaultMaxCtx = 4096;
-  if (!ctx_size) return std::min(model_ctx, kDefaultMaxCtx);
-  if (*ctx_size < 0 || *ctx_size > model_ctx) {
-    throw Error(ErrorKind::Argument, "-c/--ctx-size: " + std::to_string(*ctx_size) + " is outside [0, " +
-                                         std::to_string(model_ctx) +
-                                         "] (the model's context; 0 = all of it)");
-  }
-  return *ctx_size == 0 ? model_ctx : *ctx_size;
 }
 
 }  // namespace minigpt::cli

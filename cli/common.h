@@ -82,11 +82,6 @@ void check_output_not_input(const std::string& flag, const std::string& out, con
 // rather than taken as not given.
 CLI::Validator nonempty_path();
 
-// The context (KV-cache positions) for -c/--ctx-size: by default the model's, but at most 4096, so that a
-// config with a huge n_positions does not allocate gigabytes for a short run; 0 = all of the model's.
-// Error(Argument) outside [0, model_ctx].
-int64_t context_size(std::optional<int64_t> ctx_size, int64_t model_ctx);
-
 // Writes `s` to stdout and flushes it; throws Error(Io) when the write fails (a full disk, /dev/full, a
 // closed pipe), so that no command reports success having written nothing.
 void write_stdout(std::string_view s);

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(cmake g++ make pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libicu-dev
           libgtest-dev googletest curl python3 clang-format libcairo2-dev fonts-dejavu-core
-          libcpp-httplib-dev libedit-dev python3-venv)
+          libcpp-httplib-dev libedit-dev python3-venv python3-dev)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -19,7 +19,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"
 fi
 
-# The Python client tests' virtual environment (.venv: the openai client, tests/python/requirements.txt).
+# The project's virtual environment (.venv: the openai client for the server's tests; nanobind, numpy, pytest
+# and mypy for the Python package, which the build below makes when .venv has nanobind).
 bash scripts/venv.sh
 
 # minja, the chat templates' Jinja engine (no Debian package): from PyPI into third_party/minja.

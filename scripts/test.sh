@@ -20,11 +20,13 @@ if [ -n "${MINIGPT_SANITIZE:-}" ]; then
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 fi
 bash scripts/fetch_minja.sh  # the chat templates' engine (setup.sh fetches it too; nothing to do when there)
+# .venv: the openai client tests' and the Python package's (nanobind, which the build looks for, numpy, pytest,
+# mypy); setup.sh made it, and this is cheap when it is there.
+bash scripts/venv.sh
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   BUILD_DIR="$BUILD_DIR" bash scripts/setup.sh "${extra[@]}"
 else
   cmake --build "$BUILD_DIR" -j"$(nproc)"
 fi
-bash scripts/venv.sh  # the openai client tests' .venv (setup.sh made it; cheap when it is there)
 cd "$BUILD_DIR"
 ctest --output-on-failure -j"$(nproc)" "$@"

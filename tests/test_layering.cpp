@@ -1,5 +1,5 @@
 // The layers of minigpt's source, lowest first, and a test that every #include "..." in include/, src/,
-// cli/ and examples/ points at its own layer or one below. A file's layer is its folder's (a public
+// cli/, examples/ and python/ points at its own layer or one below. A file's layer is its folder's (a public
 // header's is named below); an include that resolves to no file fails too, so a renamed folder cannot turn
 // the test into one that passes on nothing.
 //
@@ -19,9 +19,12 @@
 //   run        include/minigpt/{sampler,generate,generation_config,attention,perplexity,minigpt}.h, src/run/
 //   app        src/convert/, src/server/                                 what the commands are made of
 //   cli        cli/                                                      the minigpt program
+//   python     python/                                                   the Python package's extension
+//   module
 //
 // One exception: the backend registry (src/backend/registry.cpp, cuda_loader.cpp) makes the backends it
-// lists, so it includes cpu/ and cuda/. Public headers (include/) and examples/ include public headers only.
+// lists, so it includes cpu/ and cuda/. Public headers (include/), examples/ and python/ include public
+// headers only.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -81,6 +84,7 @@ std::optional<Layer> layer_of(const std::string& rel) {
       {"src/server/", {"server", 11}},
       {"cli/", {"cli", 12}},
       {"examples/", {"examples", 12}},
+      {"python/", {"python", 12}},
   };
   const std::string pub = "include/minigpt/";
   if (rel.rfind(pub, 0) == 0) {
@@ -118,7 +122,7 @@ struct Finding {
 Finding check_tree() {
   Finding f;
   const std::regex include_re(R"re(^\s*#\s*include\s+"([^"]+)")re");
-  for (const char* top : {"include", "src", "cli", "examples"}) {
+  for (const char* top : {"include", "src", "cli", "examples", "python"}) {
     for (const auto& entry : fs::recursive_directory_iterator(kRoot / top)) {
       if (!entry.is_regular_file() || !is_source(entry.path())) continue;
       const std::string rel = fs::relative(entry.path(), kRoot).string();
@@ -147,10 +151,11 @@ Finding check_tree() {
           f.violations.push_back(where + " -> " + *target + ", in no layer");
           continue;
         }
-        const bool public_only = rel.rfind("include/", 0) == 0 || rel.rfind("examples/", 0) == 0;
+        const bool public_only =
+            rel.rfind("include/", 0) == 0 || rel.rfind("examples/", 0) == 0 || rel.rfind("python/", 0) == 0;
         if (public_only && target->rfind("include/", 0) != 0) {
           f.violations.push_back(where + " -> " + *target +
-                                 ": public headers and examples include public "
+                                 ": public headers, examples and the Python module include public "
                                  "headers only");
           continue;
         }

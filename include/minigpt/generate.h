@@ -5,12 +5,14 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "minigpt/generation_config.h"
 #include "minigpt/sampler.h"
 #include "minigpt/session.h"
 #include "minigpt/tokenizer.h"
@@ -142,9 +144,62 @@ class Generator {
   bool sampled_ = false;
 };
 
+// generate() one token at a time, so that a caller can stop between tokens (the Python package checks for
+// Ctrl-C there, and its stream=True iterator returns after each): each step() evaluates what is pending (the
+// prompt first, then the token sampled last, or the window again after a slide) and samples the next token,
+// emitting it through the callbacks. generate() runs steps until the end.
+class Generation {
+ public:
+  // Validates the options and prepares the prompt as generate() does (Error(Argument) for bad options or an
+  // overlong prompt), resets the session and starts the clock; evaluates nothing yet. `session` must
+  // outlive this object.
+  Generation(Session& session, const Tokenizer* tokenizer, std::vector<int32_t> prompt,
+             const GenerateOptions& options, GenerateCallbacks callbacks = {});
+  ~Generation();
+  Generation(const Generation&) = delete;
+  Generation& operator=(const Generation&) = delete;
+
+  // One token: true while generation goes on, false once it has ended (result() is then complete). An Error
+  // thrown by the session leaves the generation ended.
+  bool step();
+  // Ends generation before the next step (StopReason::Cancelled): releases what was held back.
+  void cancel();
+  bool done() const;
+  GenerateResult& result();
+
+ private:
+  Session* session_;
+  GenerateOptions o_;
+  std::vector<int32_t> prompt_;
+  int64_t dropped_ = 0;
+  std::function<void()> on_prefilled_;
+  std::unique_ptr<Generator> gen_;
+  bool prefilled_ = false;
+  bool failed_ = false;
+};
+
 // Runs generation from `prompt` (ids; empty = start from the model's BOS token). `tokenizer` may be null
 // (no text then; stop strings need one). Throws Error(Argument) for bad options or an overlong prompt.
 GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::vector<int32_t> prompt,
                         const GenerateOptions& options, const GenerateCallbacks& callbacks = {});
+
+// `minigpt generate`'s settings from a model's own defaults (read_generation_defaults()): each sampling
+// setting for which `given(name)` is false (names as GenerationDefaults::apply() asks, and
+// "max_new_tokens"), the ids that end generation, and max_new_tokens when not given (the defaults'
+// max_new_tokens, or max_length less the prompt's `n_prompt` tokens; an empty prompt counts as its BOS).
+// Throws Error(Config) when max_length leaves no room after the prompt, and an unusable setting's message
+// (GenerationDefaults::unusable) when it is not given.
+void apply_generation_defaults(GenerateOptions& options, const GenerationDefaults& defaults, int64_t n_prompt,
+                               const std::function<bool(const char*)>& given);
+
+// The context (KV-cache positions) for -c/--ctx-size: by default (nullopt) the model's, but at most 4096, so
+// that a config with a huge n_positions does not allocate gigabytes for a short run; 0 = all of the model's.
+// Error(Argument) outside [0, model_ctx].
+int64_t context_size(std::optional<int64_t> ctx_size, int64_t model_ctx);
+
+// -n -1 (llama.cpp's): as many tokens as a context of n_ctx has room for after a prompt of n_prompt tokens
+// (an empty one is its BOS), at least 1. Any other count is returned as it is (validate_options() refuses
+// one below 1).
+int64_t resolve_max_new_tokens(int64_t max_new_tokens, int64_t n_prompt, int64_t n_ctx);
 
 }  // namespace minigpt

@@ -19,9 +19,11 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "minigpt/session.h"
+#include "minigpt/tokenizer.h"
 
 namespace minigpt {
 
@@ -35,6 +37,13 @@ struct PerplexityOptions {
   std::optional<int32_t>
       bos;  // Chunks: replaces each chunk's first token (the tokenizer's BOS, if it adds one)
 };
+
+// The tokens `options.recipe` scores in `text`, as `minigpt perplexity` encodes it: Stride, tokenizer(text)
+// with the template's special tokens, as transformers; Chunks, the text after the template's prefix (a BOS
+// where the tokenizer adds one, as llama.cpp), which then also replaces the first token of every chunk
+// (options.bos is set to it). Throws the tokenizer's Error for text it refuses.
+std::vector<int32_t> perplexity_tokens(const Tokenizer& tokenizer, std::string_view text,
+                                       PerplexityOptions& options);
 
 // One evaluation window: tokens [begin, end) are evaluated from an empty cache; the logits of window
 // positions [first, last) score the token after each (token begin + j + 1 for position j).

@@ -36,6 +36,9 @@ class Session {
   std::span<const float> eval(std::span<const int32_t> tokens, int64_t seq = 0);
   // The same, returning the logits of every appended token: [n_tokens * V], row-major.
   std::span<const float> eval_all(std::span<const int32_t> tokens, int64_t seq = 0);
+  // The same, writing the logits into `out` ([n_tokens * V], memory of the caller's: a numpy array the Python
+  // package returns) instead of the session's.
+  void eval_all(std::span<const int32_t> tokens, std::span<float> out, int64_t seq = 0);
 
   // Tokens for one sequence in a batched step.
   struct SeqTokens {
@@ -79,6 +82,8 @@ class Session {
   void check_tokens(std::span<const int32_t> tokens, int64_t seq, const char* what) const;
   // Runs one step; the logits of the step's rows `logit_rows` (ascending) go to logits_out (null: none).
   void forward(const Step& step, std::span<const int64_t> logit_rows, float* logits_out);
+  // Every token's logits into out [n * V], in chunks of max_batch (tokens checked).
+  void forward_all(std::span<const int32_t> tokens, int64_t seq, float* out);
   void check_finite(const float* logits, const Step& step, std::span<const int64_t> rows) const;
   void ensure_logit_rows(int64_t rows);
 

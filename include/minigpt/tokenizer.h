@@ -98,6 +98,13 @@ class Tokenizer {
   static Tokenizer load(const std::filesystem::path& dir);
   // The same from a path already opened (a GGUF file's metadata is not parsed again).
   static Tokenizer load(const ModelSource& source);
+  // The tokenizer of a loaded model of `n_vocab` tokens: that of `tokenizer` (a directory or GGUF file, as
+  // `--tokenizer` names it) when not empty, else the model's own. A tokenizer with more tokens than n_vocab
+  // (one that is not the model's) is an Error(Config) naming it, before any text is encoded into ids the
+  // model lacks; so is a separate `tokenizer` with over 1024 fewer (more than a padded vocabulary's unused
+  // rows: its text would be empty).
+  static Tokenizer load_for_model(const ModelSource& model, int64_t n_vocab,
+                                  const std::string& tokenizer = {});
   // The same from file contents in memory (load() reads the files and calls these); `source` names the
   // file in error messages.
   static Tokenizer from_tokenizer_json(std::string_view text, const std::string& source = "tokenizer.json");

@@ -51,8 +51,24 @@ std::filesystem::path executable_path() {
   return buf;
 }
 
-// Where to look: $MINIGPT_CUDA_MODULE if set (and only there), else beside the executable if it is there,
-// else the dynamic linker's search path. `described` names the place for messages.
+// The file this code was loaded from: the executable (the CLI), or the shared object that holds the library
+// (the Python package's extension module, whose process is python).
+std::filesystem::path code_path() {
+  const std::filesystem::path exe = executable_path();
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&executable_path), &info) == 0 || info.dli_fname == nullptr ||
+      *info.dli_fname == '\0') {
+    return exe;
+  }
+  std::error_code ec;
+  const std::filesystem::path object = std::filesystem::canonical(info.dli_fname, ec);
+  if (ec || exe.empty() || std::filesystem::equivalent(object, exe, ec)) return exe;
+  return object;
+}
+
+// Where to look: $MINIGPT_CUDA_MODULE if set (and only there), else beside the executable (or the shared
+// object the library is linked into) if it is there, else the dynamic linker's search path. `described`
+// names the place for messages.
 Module load() {
   Module m;
   std::string path, described;
@@ -61,7 +77,7 @@ Module load() {
     path = env;
     described = "MINIGPT_CUDA_MODULE=" + path;
   } else {
-    const std::filesystem::path exe = executable_path();
+    const std::filesystem::path exe = code_path();
     std::error_code ec;
     const std::filesystem::path beside =
         exe.empty() ? std::filesystem::path() : exe.parent_path() / cuda_module::kFileName;

@@ -253,40 +253,97 @@ void Generator::finish(StopReason reason) {
   }
 }
 
-GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::vector<int32_t> prompt,
-                        const GenerateOptions& o, const GenerateCallbacks& cb) {
+Generation::Generation(Session& session, const Tokenizer* tokenizer, std::vector<int32_t> prompt,
+                       const GenerateOptions& o, GenerateCallbacks cb)
+    : session_(&session), o_(o), on_prefilled_(cb.on_prefilled) {
   const Config& c = session.model().config();
-  const int64_t n_ctx = session.n_ctx();
   validate_options(o, c, tokenizer);
-  int64_t dropped = 0;
-  prompt = prepare_prompt(std::move(prompt), o, c, tokenizer, n_ctx, &dropped);
-
+  prompt_ = prepare_prompt(std::move(prompt), o, c, tokenizer, session.n_ctx(), &dropped_);
   session.reset();
-  Generator gen(c, tokenizer, o, prompt, cb);
-  gen.result().prompt_dropped = dropped;
-  const auto t0 = clock_type::now();
-  std::span<const float> logits = session.eval(prompt);
-  gen.result().prefill_seconds = since(t0);
-  if (cb.on_prefilled) cb.on_prefilled();
-  while (gen.push(logits)) {
-    if (session.n_past() == n_ctx) {
-      if (o.overflow != ContextOverflow::Slide) {
-        gen.finish(StopReason::Context);
-        break;
+  gen_ = std::make_unique<Generator>(c, tokenizer, o, prompt_, std::move(cb));
+  gen_->result().prompt_dropped = dropped_;
+}
+
+Generation::~Generation() = default;
+
+bool Generation::step() {
+  if (gen_->done() || failed_) return false;
+  try {
+    Session& session = *session_;
+    const int64_t n_ctx = session.n_ctx();
+    std::span<const float> logits;
+    if (!prefilled_) {
+      const auto t0 = clock_type::now();
+      logits = session.eval(prompt_);
+      gen_->result().prefill_seconds = since(t0);
+      prefilled_ = true;
+      if (on_prefilled_) on_prefilled_();
+    } else if (session.n_past() == n_ctx) {
+      if (o_.overflow != ContextOverflow::Slide) {
+        gen_->finish(StopReason::Context);
+        return false;
       }
       // The last half of the window, the new token included, evaluated again from position 0.
-      const std::vector<int32_t>& history = gen.history();
+      const std::vector<int32_t>& history = gen_->history();
       const int64_t keep = slide_keep(n_ctx);
       session.reset();
       logits = session.eval(
           std::span<const int32_t>(history.data() + history.size() - size_t(keep), size_t(keep)));
-      ++gen.result().slides;
+      ++gen_->result().slides;
     } else {
-      const int32_t next = gen.next();
+      const int32_t next = gen_->next();
       logits = session.eval(std::span<const int32_t>(&next, 1));
     }
+    return gen_->push(logits);
+  } catch (...) {
+    failed_ = true;
+    throw;
   }
-  return std::move(gen.result());
+}
+
+void Generation::cancel() { gen_->finish(StopReason::Cancelled); }
+
+bool Generation::done() const { return gen_->done() || failed_; }
+
+GenerateResult& Generation::result() { return gen_->result(); }
+
+GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::vector<int32_t> prompt,
+                        const GenerateOptions& o, const GenerateCallbacks& cb) {
+  Generation g(session, tokenizer, std::move(prompt), o, cb);
+  while (g.step()) {
+  }
+  return std::move(g.result());
+}
+
+void apply_generation_defaults(GenerateOptions& g, const GenerationDefaults& defaults, int64_t n_prompt,
+                               const std::function<bool(const char*)>& given) {
+  defaults.apply(g.sampling, given);
+  g.eos_token_ids = defaults.eos_token_ids;
+  if (given("max_new_tokens")) return;
+  n_prompt = std::max<int64_t>(1, n_prompt);  // an empty prompt is the BOS alone
+  if (defaults.max_length && !defaults.max_new_tokens && *defaults.max_length <= n_prompt) {
+    // transformers' generate() raises here too
+    throw Error(ErrorKind::Config, defaults.source + ": max_length " + std::to_string(*defaults.max_length) +
+                                       " leaves no room after the prompt's " + std::to_string(n_prompt) +
+                                       " tokens (give -n)");
+  }
+  if (const auto n = defaults.default_new_tokens(n_prompt)) g.max_new_tokens = *n;
+}
+
+int64_t context_size(std::optional<int64_t> ctx_size, int64_t model_ctx) {
+  constexpr int64_t kDefaultMaxCtx = 4096;
+  if (!ctx_size) return std::min(model_ctx, kDefaultMaxCtx);
+  if (*ctx_size < 0 || *ctx_size > model_ctx) {
+    throw Error(ErrorKind::Argument, "-c/--ctx-size: " + std::to_string(*ctx_size) + " is outside [0, " +
+                                         std::to_string(model_ctx) +
+                                         "] (the model's context; 0 = all of it)");
+  }
+  return *ctx_size == 0 ? model_ctx : *ctx_size;
+}
+
+int64_t resolve_max_new_tokens(int64_t max_new_tokens, int64_t n_prompt, int64_t n_ctx) {
+  if (max_new_tokens != -1) return max_new_tokens;
+  return std::max<int64_t>(1, n_ctx - std::max<int64_t>(1, n_prompt));
 }
 
 }  // namespace minigpt

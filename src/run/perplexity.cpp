@@ -14,6 +14,17 @@ namespace {
 Error arg_error(const std::string& what) { return Error(ErrorKind::Argument, "perplexity: " + what); }
 }  // namespace
 
+std::vector<int32_t> perplexity_tokens(const Tokenizer& tokenizer, std::string_view text,
+                                       PerplexityOptions& options) {
+  if (options.recipe == PerplexityRecipe::Stride) return tokenizer.encode_with_specials(text);
+  const auto prefix = tokenizer.special_prefix();
+  std::vector<int32_t> tokens(prefix.begin(), prefix.end());
+  if (!prefix.empty()) options.bos = prefix[0];
+  const auto ids = tokenizer.encode(text);
+  tokens.insert(tokens.end(), ids.begin(), ids.end());
+  return tokens;
+}
+
 std::vector<PerplexityWindow> perplexity_windows(int64_t n_tokens, int64_t n_ctx_session,
                                                  const PerplexityOptions& o) {
   const int64_t n_ctx = o.n_ctx > 0 ? o.n_ctx : n_ctx_session;

@@ -149,10 +149,26 @@ std::span<const float> Session::eval(std::span<const int32_t> tokens, int64_t se
 
 std::span<const float> Session::eval_all(std::span<const int32_t> tokens, int64_t seq) {
   check_tokens(tokens, seq, "eval");
+  all_logits_.resize(tokens.size() * size_t(model_->config().n_vocab));
+  forward_all(tokens, seq, all_logits_.data());
+  return {all_logits_.data(), all_logits_.size()};
+}
+
+void Session::eval_all(std::span<const int32_t> tokens, std::span<float> out, int64_t seq) {
+  check_tokens(tokens, seq, "eval");
+  const size_t want = tokens.size() * size_t(model_->config().n_vocab);
+  if (out.size() != want) {
+    throw Error(ErrorKind::Argument, "eval: the output holds " + std::to_string(out.size()) +
+                                         " floats, not " + std::to_string(tokens.size()) + " x " +
+                                         std::to_string(model_->config().n_vocab));
+  }
+  forward_all(tokens, seq, out.data());
+}
+
+void Session::forward_all(std::span<const int32_t> tokens, int64_t seq, float* out) {
   const int64_t n = int64_t(tokens.size());
   const int64_t V = model_->config().n_vocab;
   ensure_logit_rows(std::min(n, max_batch_));
-  all_logits_.resize(size_t(n * V));
   std::vector<int64_t> rows;
   for (int64_t i = 0; i < n; i += max_batch_) {
     const int64_t len = std::min(max_batch_, n - i);
@@ -160,9 +176,8 @@ std::span<const float> Session::eval_all(std::span<const int32_t> tokens, int64_
     const Step step{tokens.data() + i, len, {&run, 1}};
     rows.resize(size_t(len));
     for (int64_t r = 0; r < len; ++r) rows[size_t(r)] = r;
-    forward(step, rows, all_logits_.data() + i * V);
+    forward(step, rows, out + i * V);
   }
-  return {all_logits_.data(), all_logits_.size()};
 }
 
 std::span<const float> Session::eval_batch(std::span<const SeqTokens> batch) {

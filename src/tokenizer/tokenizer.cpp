@@ -198,6 +198,27 @@ Tokenizer Tokenizer::load(const ModelSource& source) {
               dir.string() + ": no tokenizer.json, nor vocab.json + merges.txt, nor tokenizer.model");
 }
 
+Tokenizer Tokenizer::load_for_model(const ModelSource& model, int64_t n_vocab, const std::string& tokenizer) {
+  Tokenizer tok = tokenizer.empty() ? load(model) : load(std::filesystem::path(tokenizer));
+  if (tok.n_vocab() > n_vocab) {
+    throw Error(ErrorKind::Config, (tokenizer.empty() ? model.path().string() : tokenizer) +
+                                       ": the tokenizer has " + std::to_string(tok.n_vocab()) +
+                                       " tokens, more than the model's vocabulary of " +
+                                       std::to_string(n_vocab) + " (vocab_size)");
+  }
+  // Fewer tokens than the vocabulary is how padded vocabularies look (GPT-2's 50257 tokens in llm.c's and
+  // nanoGPT's 50304 rows, Pythia's 50277 in up to 50688): those ids decode to no text, as in transformers.
+  // A separate tokenizer short by more than any padding is another model's, whose text would come out empty.
+  constexpr int64_t kMaxPadding = 1024;
+  if (!tokenizer.empty() && n_vocab - tok.n_vocab() > kMaxPadding) {
+    throw Error(ErrorKind::Config, tokenizer + ": the tokenizer has " + std::to_string(tok.n_vocab()) +
+                                       " tokens, " + std::to_string(n_vocab - tok.n_vocab()) +
+                                       " fewer than the model's vocabulary of " + std::to_string(n_vocab) +
+                                       " (vocab_size): it is not this model's tokenizer");
+  }
+  return tok;
+}
+
 Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
   return build(tokenizer_detail::read_gguf_tokenizer(f), f.path());
 }
