@@ -267,11 +267,11 @@ TEST(FaultsCli, ABadKernelLevelIsOneLineBeforeAnyWork) {
       const std::string err = test::read_file(tmp / "err");
       ASSERT_TRUE(WIFEXITED(rc)) << args;
       EXPECT_EQ(WEXITSTATUS(rc), 1) << args << ": " << err;
-      EXPECT_EQ(
-          err,
-          "minigpt: error: MINIGPT_CPU=bogus: unknown kernel level (generic, avx2, avx512 or avx512bf16; "
-          "this CPU supports: " +
-              cpu_info_levels() + ")\n")
+      EXPECT_EQ(err,
+                "minigpt: error: MINIGPT_CPU=bogus: unknown kernel level (generic, avx2, avx512, avx512bf16 "
+                "or amx; "
+                "this CPU supports: " +
+                    cpu_info_levels() + ")\n")
           << args;
     }
   }

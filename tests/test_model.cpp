@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "cpu/cpu.h"
+#include "cpu/kernels.h"
 #include "minigpt/generate.h"
 #include "minigpt/model.h"
 #include "minigpt/session.h"
@@ -355,6 +357,51 @@ INSTANTIATE_TEST_SUITE_P(Weights, LowPrecision,
                          ::testing::Values(SixteenBit{DType::BF16, 0.15, 0.5},
                                            SixteenBit{DType::F16, 0.02, 0.06}),
                          [](const auto& info) { return std::string(dtype_name(info.param.dtype)); });
+
+// BF16 weights multiplied in BF16 (MINIGPT_BF16_MATH=bf16: cpu::gemv_bf16_rows, cpu::bgemm), where the CPU
+// can: rounding the activations to BF16 moves each product by at most 2^-8 of sum |w x|, the same order as
+// rounding the weights, so the logits stay within the weights-only bound above (0.15) of transformers' F32
+// ones, with the same argmax bar; decode (one row: the F32 GEMV) and prefill (the BF16 GEMM) then differ by
+// the activations' rounding alone, within that bound too.
+TEST(LowPrecisionBf16Math, LogitsCloseAndArgmaxAgreesWithTransformers) {
+  if (!cpu::bf16_available())
+    GTEST_SKIP() << "kernel level " << cpu::kernel_level_name()
+                 << " has no BF16 arithmetic (it needs AVX-512 BF16)";
+  struct Bf16MathEnv {
+    Bf16MathEnv() { setenv("MINIGPT_BF16_MATH", "bf16", 1); }
+    ~Bf16MathEnv() { unsetenv("MINIGPT_BF16_MATH"); }
+  } env;
+  int64_t positions = 0, agree = 0;
+  double worst = 0, worst_decode = 0;
+  for (const char* name : {"tiny", "tiny-untied", "neox-parallel", "opt-prenorm", "bigcode-mqa"}) {
+    const Reference ref = load_reference(name);
+    LoadOptions lo;
+    lo.n_threads = 2;
+    lo.weight_dtype = DType::BF16;
+    auto model = Model::load(test::fixture_dir(name), lo);
+    const int64_t V = model->config().n_vocab, T = int64_t(ref.tokens.size());
+    Session s(model);
+    auto got = s.eval_all(ref.tokens);
+    worst = std::max(worst, compare(got.data(), ref.logits.data(), T, V).max_abs);
+    if (std::string(name).rfind("tiny", 0) == 0) {
+      for (int64_t t = 0; t < T; ++t)
+        agree += argmax(got.data() + t * V, V) == argmax(ref.logits.data() + t * V, V);
+      positions += T;
+    }
+    Session step(model);
+    for (int64_t t = 0; t < T; ++t) {
+      auto row = step.eval(std::span<const int32_t>(&ref.tokens[size_t(t)], 1));
+      worst_decode = std::max(worst_decode, compare(row.data(), got.data() + t * V, 1, V).max_abs);
+    }
+  }
+  std::printf(
+      "[ measured ] BF16 weights in BF16 arithmetic: max |logit - transformers F32| = %.3g, decode against "
+      "prefill %.3g, argmax agreement %lld/%lld\n",
+      worst, worst_decode, (long long)agree, (long long)positions);
+  EXPECT_LE(worst, 0.15);
+  EXPECT_LE(worst_decode, 0.15);
+  EXPECT_GE(double(agree), 0.99 * double(positions));
+}
 
 }  // namespace
 }  // namespace minigpt

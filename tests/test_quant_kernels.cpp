@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cpu/kernels.h"
+#include "minigpt/error.h"
 #include "minigpt/tensor.h"
 #include "quant/quant.h"
 
@@ -141,9 +142,17 @@ bool gemm_output_is(const std::vector<float>& y, const std::vector<float>& y0, i
 
 class QuantKernelsAtLevel : public ::testing::TestWithParam<std::string> {
  protected:
+  // A level this binary lacks or this CPU cannot run: skipped, saying which (kernels_for's message).
+  void SetUp() override {
+    try {
+      cpu::kernels_for(GetParam());
+    } catch (const Error& e) {
+      GTEST_SKIP() << e.what();
+    }
+  }
   const cpu::KernelTable& k() const { return cpu::kernels_for(GetParam()); }
 };
-INSTANTIATE_TEST_SUITE_P(Levels, QuantKernelsAtLevel, ::testing::ValuesIn(cpu::supported_levels()),
+INSTANTIATE_TEST_SUITE_P(Levels, QuantKernelsAtLevel, ::testing::ValuesIn(cpu::all_levels()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // The activation quantization: each value within half a step of its block's scale, the sums of 16 right,
@@ -270,10 +279,10 @@ TEST_P(QuantKernelsAtLevel, GemvEqualsTheDequantizedProduct) {
 // in double, on shapes with every tail (rows past a multiple of 12 and of 4, tokens past a multiple of 32,
 // odd K), leading dimensions wider than the data, and nothing written outside [nt, rows).
 TEST_P(QuantKernelsAtLevel, F32GemmEqualsTheDoubleProduct) {
-  const bool avx512 = GetParam() == "avx512" || GetParam() == "avx512bf16";
-  if (!avx512) {  // the other levels have none: prefill runs OpenBLAS's sgemm
+  const bool avx512 = GetParam() == "avx512" || GetParam() == "avx512bf16" || GetParam() == "amx";
+  if (!avx512) {
     EXPECT_EQ(k().fgemm, nullptr) << GetParam();
-    return;
+    GTEST_SKIP() << GetParam() << " has no F32 GEMM (it needs AVX-512): prefill runs OpenBLAS's sgemm there";
   }
   ASSERT_NE(k().fgemm, nullptr) << GetParam();
   std::mt19937 rng(29);
@@ -308,10 +317,11 @@ TEST_P(QuantKernelsAtLevel, F32GemmEqualsTheDoubleProduct) {
 // dequantized weights with the activations as the GEMV quantizes them (quantize_acts16), within 1e-5 of
 // sum |w x|; nothing written past the rows or tokens.
 TEST_P(QuantKernelsAtLevel, Q8GemmEqualsTheDequantizedProduct) {
-  if (GetParam() != "avx512bf16") {  // the others widen Q8_0 to F32 tiles for the F32 GEMM
+  if (GetParam() != "avx512bf16" && GetParam() != "amx") {
     EXPECT_EQ(k().q8gemm, nullptr) << GetParam();
     EXPECT_EQ(k().q8gemm_pack_x, nullptr) << GetParam();
-    return;
+    GTEST_SKIP() << GetParam()
+                 << " has no Q8_0 GEMM (it needs AVX-512 VNNI): Q8_0 prefill widens to F32 there";
   }
   ASSERT_NE(k().q8gemm, nullptr);
   std::mt19937 rng(31);
@@ -363,9 +373,9 @@ TEST_P(QuantKernelsAtLevel, Int8GemmEqualsTheDequantizedProduct) {
   if (GetParam() != "generic") {
     EXPECT_EQ(k().qgemm_kinds, 0x1Eu) << "every kind but Q8_0 (16-bit activations: cpu::acts_int16)";
   }
-  if (k().qgemm == nullptr) {  // generic has none: prefill widens to F32 for sgemm
+  if (k().qgemm == nullptr) {
     EXPECT_EQ(k().qgemm_kinds, 0u);
-    return;
+    GTEST_SKIP() << GetParam() << " has no int8 GEMM (it needs AVX2): quantized prefill widens to F32 there";
   }
   std::mt19937 rng(13);
   std::normal_distribution<float> nd(0.0f, 1.0f);

@@ -529,6 +529,10 @@ class CpuBackend final : public Backend {
         gemv16(out, in, lin, accumulate);
         return false;
       }
+      if (lin.w.dtype == DType::BF16 && bf16_math_) {
+        gemm_bf16(out, in, lin, accumulate, act);
+        return true;
+      }
       gemm_widened(out, in, lin, accumulate, act);
       return true;
     }
@@ -815,11 +819,25 @@ class CpuBackend final : public Backend {
   }
 
   // out (+)= in W^T for the T rows of `in` and a packed 16-bit weight, the weight rows split over the
-  // threads: every weight read once for all rows.
+  // threads: every weight read once for all rows. BF16 weights against several rows, where the backend
+  // computes in BF16 (cpu::bf16_math): the rows rounded to BF16 once, here, then cpu::gemv_bf16_rows (one
+  // row stays on the F32 kernel: a decode step of one sequence is bound by memory, not arithmetic).
   void gemv16(const Tensor& out, const Tensor& in, const Linear& lin, bool accumulate) {
     const int64_t N = lin.n_out, K = lin.n_in, T = in.rows;
     const bool bf16 = lin.w.dtype == DType::BF16;
     float* y = out.ptr<float>();
+    if (bf16 && T > 1 && bf16_math_) {
+      const int64_t kp = lin.w.stride;            // Packed16::padded_cols(K)
+      thread_local std::vector<uint16_t> xb_buf;  // the caller's, named by pointer in the lambda
+      xb_buf.resize(size_t(T * kp));
+      cpu::to_bf16_rows(xb_buf.data(), kp, in.ptr<float>(), in.stride, T, K);
+      const uint16_t* xb = xb_buf.data();
+      pool_.parallel_chunks(N, chunk(N, 4), [&](int64_t n0, int64_t n1) {
+        init_out(out, lin, accumulate, n0, n1);
+        cpu::gemv_bf16_rows(y + n0, out.stride, lin.w.ptr<uint16_t>(), kp, xb, kp, T, n0, n1 - n0, K, true);
+      });
+      return;
+    }
     pool_.parallel_chunks(N, chunk(N, 4), [&](int64_t n0, int64_t n1) {
       init_out(out, lin, accumulate, n0, n1);
       if (T == 1) {
@@ -948,6 +966,26 @@ class CpuBackend final : public Backend {
     });
   }
 
+  // out (+)= in W^T for a batch and BF16 weights where the backend computes in BF16 (cpu::bf16_math): the
+  // activations rounded to BF16 and packed once, split over the threads by blocks of 32 tokens; then the
+  // weight rows go out in chunks of 12-row tiles, each read in place (no widening) against every token.
+  void gemm_bf16(Tensor out, const Tensor& in, const Linear& lin, bool accumulate, const Activation* act) {
+    const int64_t N = lin.n_out, K = lin.n_in, T = in.rows;
+    thread_local std::vector<uint16_t> buf;  // the caller's, named by pointer in the lambdas
+    buf.resize(size_t(cpu::bgemm_packed_halves(T, K)) + 32);
+    uint16_t* xp =
+        buf.data() + (32 - (reinterpret_cast<uintptr_t>(buf.data()) / 2) % 32) % 32;  // 64-byte aligned
+    pool_.parallel_chunks((T + 31) / 32, 1, [&](int64_t b0, int64_t b1) {
+      cpu::bgemm_pack_x(xp, in.ptr<float>(), in.stride, T, K, 32 * b0, std::min(T, 32 * b1));
+    });
+    pool_.parallel_chunks(N, chunk(N, 12), [&](int64_t n0, int64_t n1) {
+      init_out(out, lin, accumulate, n0, n1);
+      cpu::bgemm(out.ptr<float>() + n0, out.stride, lin.w.ptr<uint16_t>(), lin.w.stride, n0, n1 - n0, xp, T,
+                 K);
+      if (act) apply_act(out, n0, n1, *act);
+    });
+  }
+
   // out (+)= in W^T for a batch through minigpt's GEMM (cpu::own_sgemm): the activations packed once, the
   // weight rows split over the threads in chunks of 12-row blocks. F32 weights are read where they are;
   // 16-bit or quantized ones are widened 12 rows at a time into the thread's own buffer (in L1 or L2), then
@@ -1021,6 +1059,7 @@ class CpuBackend final : public Backend {
 
   cpu::ThreadPool pool_;
   DType kv_dtype_;
+  const bool bf16_math_ = cpu::bf16_math();  // BF16 weights in BF16 arithmetic (MINIGPT_BF16_MATH=bf16)
   std::mutex gemm_mutex_;
   std::vector<float> gemm_scratch_;
 };
@@ -1042,6 +1081,7 @@ std::shared_ptr<Backend> make_cpu_backend(int n_threads, DType kv_dtype) {
   // process in std::terminate (a server on its first request).
   cpu::kernels();
   cpu::own_sgemm();  // a bad MINIGPT_SGEMM, likewise
+  cpu::bf16_math();  // and MINIGPT_BF16_MATH
   return std::make_shared<CpuBackend>(n_threads, kv_dtype);
 }
 

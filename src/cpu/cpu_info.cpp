@@ -42,6 +42,24 @@ bool own_sgemm() {
   }();
   return own;
 }
+
+// F32 by default: BF16 arithmetic rounds the activations (2^-8 of sum |w x| per product; GPT-2 124M's logits
+// move by ~1e-2), so prefill, decode and batched decode no longer give the same logits as transformers' F32
+// product of the BF16 weights, which the rest of minigpt's unquantized paths do to ~1e-5.
+bool bf16_math() {
+  const char* v = std::getenv("MINIGPT_BF16_MATH");
+  if (v == nullptr || *v == '\0' || std::string_view(v) == "f32") return false;
+  if (std::string_view(v) != "bf16") {
+    throw Error(ErrorKind::Argument,
+                "MINIGPT_BF16_MATH='" + std::string(v) + "': f32 or bf16 (or unset: f32)");
+  }
+  if (!bf16_available()) {
+    throw Error(ErrorKind::Argument, "MINIGPT_BF16_MATH=bf16: the kernel level " +
+                                         std::string(kernel_level_name()) +
+                                         " has no BF16 arithmetic (it needs AVX-512 BF16)");
+  }
+  return true;
+}
 }  // namespace cpu
 
 CpuInfo cpu_info() {

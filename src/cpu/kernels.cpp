@@ -5,6 +5,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -41,6 +45,11 @@ namespace avx512bf16 {
 extern const KernelTable table;
 }
 #endif
+#ifdef MINIGPT_KERNELS_AMX
+namespace amx {
+extern const KernelTable table;
+}
+#endif
 
 namespace {
 
@@ -52,7 +61,7 @@ struct Feature {
 // The CPU features the levels need. __builtin_cpu_supports (libgcc's CPUID reading) also checks through
 // XGETBV that the OS saves the AVX / AVX-512 registers, so a feature is only reported where it can be used.
 struct Features {
-  Feature f[8];
+  Feature f[9];
   bool has(std::string_view name) const {
     for (const Feature& x : f)
       if (x.name != nullptr && name == x.name) return x.present;
@@ -66,6 +75,25 @@ struct Features {
 bool has_f16c() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   return __get_cpuid(1, &a, &b, &c, &d) != 0 && ((c >> 29) & 1u) != 0;
+}
+
+// AMX with BF16 that this process may use: CPUID leaf 7 EDX bits 22 (AMX-BF16) and 24 (AMX-TILE), the OS
+// saving the tile state (XCR0 bits 17, 18), and on Linux the kernel's permission for this process to use
+// the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, asked once here; without it the first tile instruction
+// faults).
+bool has_amx_bf16() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0 || ((d >> 22) & 1u) == 0 || ((d >> 24) & 1u) == 0)
+    return false;
+  if (__get_cpuid(1, &a, &b, &c, &d) == 0 || ((c >> 27) & 1u) == 0) return false;  // OSXSAVE: xgetbv works
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo & 0x60000u) != 0x60000u) return false;
+#ifdef __linux__
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) return false;
+#endif
+  return true;
 }
 #endif
 
@@ -81,7 +109,8 @@ const Features& features() {
           {"avx512bw", __builtin_cpu_supports("avx512bw") != 0},
           {"avx512vl", __builtin_cpu_supports("avx512vl") != 0},
           {"avx512bf16", __builtin_cpu_supports("avx512bf16") != 0},
-          {"avx512vnni", __builtin_cpu_supports("avx512vnni") != 0}}};
+          {"avx512vnni", __builtin_cpu_supports("avx512vnni") != 0},
+          {"amx-bf16", has_amx_bf16()}}};
 #endif
     return r;
   }();
@@ -91,7 +120,7 @@ const Features& features() {
 struct Level {
   const char* name;
   const KernelTable* table;  // null: not built into this binary
-  const char* needs[8];      // CPU features, null-terminated
+  const char* needs[10];     // CPU features, null-terminated
 };
 
 // Lowest first.
@@ -115,6 +144,15 @@ const Level kLevels[] = {
     {"avx512bf16",
      nullptr,
      {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512bf16", "avx512vnni"}},
+#endif
+#ifdef MINIGPT_KERNELS_AMX
+    {"amx",
+     &amx::table,
+     {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512bf16", "avx512vnni", "amx-bf16"}},
+#else
+    {"amx",
+     nullptr,
+     {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512bf16", "avx512vnni", "amx-bf16"}},
 #endif
 };
 
@@ -149,7 +187,7 @@ const KernelTable& level_table(std::string_view name, const std::string& what) {
   }
   throw Error(ErrorKind::Argument,
               what +
-                  ": unknown kernel level (generic, avx2, avx512 or avx512bf16; this CPU "
+                  ": unknown kernel level (generic, avx2, avx512, avx512bf16 or amx; this CPU "
                   "supports: " +
                   joined(supported_levels()) + ")");
 }
@@ -177,6 +215,12 @@ std::vector<std::string> supported_levels() {
   std::vector<std::string> r;
   for (const Level& l : kLevels)
     if (l.table != nullptr && missing_feature(l) == nullptr) r.emplace_back(l.name);
+  return r;
+}
+
+std::vector<std::string> all_levels() {
+  std::vector<std::string> r;
+  for (const Level& l : kLevels) r.emplace_back(l.name);
   return r;
 }
 
@@ -300,6 +344,21 @@ void q8gemm_pack_x(uint8_t* xp, const float* x, int64_t ldx, int64_t nt, int64_t
 void q8gemm(float* y, int64_t ldy, const uint8_t* panel, const uint8_t* xp, int64_t nt, int64_t rows,
             int64_t k) {
   kernels().q8gemm(y, ldy, panel, xp, nt, rows, k);
+}
+bool bf16_available() { return kernels().bgemm != nullptr; }
+void to_bf16_rows(uint16_t* xb, int64_t ldxb, const float* x, int64_t ldx, int64_t nt, int64_t k) {
+  kernels().to_bf16_rows(xb, ldxb, x, ldx, nt, k);
+}
+void gemv_bf16_rows(float* y, int64_t ldy, const uint16_t* w, int64_t kp, const uint16_t* xb, int64_t ldxb,
+                    int64_t nx, int64_t r0, int64_t n, int64_t k, bool accumulate) {
+  kernels().gemv_bf16_rows(y, ldy, w, kp, xb, ldxb, nx, r0, n, k, accumulate);
+}
+void bgemm_pack_x(uint16_t* xp, const float* x, int64_t ldx, int64_t nt, int64_t k, int64_t t0, int64_t t1) {
+  kernels().bgemm_pack_x(xp, x, ldx, nt, k, t0, t1);
+}
+void bgemm(float* y, int64_t ldy, const uint16_t* w, int64_t kp, int64_t r0, int64_t rows, const uint16_t* xp,
+           int64_t nt, int64_t k) {
+  kernels().bgemm(y, ldy, w, kp, r0, rows, xp, nt, k);
 }
 bool qgemm_available() { return kernels().qgemm != nullptr; }
 bool qgemm_takes(QKind kind) {

@@ -3,9 +3,10 @@
 // The kernels are compiled once per instruction-set level (src/cpu/kernels_impl.inc, one object per level,
 // each in its own namespace minigpt::cpu::<level> with its own -m flags) and the best level this CPU runs
 // is chosen at first use from CPUID: generic (plain loops), avx2 (AVX2 + FMA + F16C, x86-64-v3), avx512
-// and avx512bf16 (the AVX2 code with the wider ISA open to the compiler's own vectorisation). The
-// environment variable MINIGPT_CPU=generic|avx2|avx512|avx512bf16 forces a level (an unknown one, or one
-// this CPU cannot run, is an Error of kind Argument). The functions below forward through the chosen
+// and avx512bf16 (the AVX2 code with the wider ISA open to the compiler's own vectorisation, and AVX-512
+// kernels where written), amx (avx512bf16 with AMX tiles for the BF16 GEMM). The environment variable
+// MINIGPT_CPU=generic|avx2|avx512|avx512bf16|amx forces a level (an unknown one, or one this CPU cannot
+// run, is an Error of kind Argument). The functions below forward through the chosen
 // level's KernelTable: one indirect call each.
 //
 // Matrices here are row-major [N, K] with row stride ldw: y[n] = sum_k W[n, k] x[k] (the OutIn layout).
@@ -230,6 +231,39 @@ void fgemm_pack_x(float* xp, const float* x, int64_t ldx, int64_t nt, int64_t k,
 void fgemm(float* y, int64_t ldy, const float* w, int64_t ldw, int64_t rows, const float* xp, int64_t nt,
            int64_t k);
 
+// BF16 weights in BF16 arithmetic, where the level has it (bf16_available: AVX-512 BF16's vdpbf16ps, 32
+// products per instruction, the weights used as stored): the activations rounded to BF16 once per product
+// (to nearest even; denormals to zero, as the instruction's conversion does), products of pairs of columns
+// added to F32 accumulators. Each product of two BF16 values is exact in F32, so the result differs from
+// the F32 product of the stored weights (gemv_packed16; fgemm or sgemm on widened rows) only by the
+// activations' rounding, at most 2^-8 of sum |w x|, and the F32 summation.
+bool bf16_available();
+// Whether a CPU backend multiplies BF16 weights in BF16 (the kernels below) or widens them to F32 (the exact
+// F32 product of the stored weights, as for F16): MINIGPT_BF16_MATH=f32 (or unset) or bf16, read when a
+// backend is made. Throws Error(Argument) for another value, or for bf16 where !bf16_available().
+bool bf16_math();
+// Row t of x [nt, k] (row stride ldx) rounded to BF16 at xb + t * ldxb, then zeros up to
+// Packed16::padded_cols(k) (ldxb at least that). The same bytes at every level.
+void to_bf16_rows(uint16_t* xb, int64_t ldxb, const float* x, int64_t ldx, int64_t nt, int64_t k);
+// The batched-decode GEMV: y[t][i] (+)= sum_k W[r0 + i, k] x_t[k] for i < n, t < nx (row t of y at
+// y + t * ldy), W a BF16 Packed16 matrix with padded columns kp (r0 a multiple of 4), x_t the BF16 row
+// xb + t * ldxb made by to_bf16_rows. Only where bf16_available().
+void gemv_bf16_rows(float* y, int64_t ldy, const uint16_t* w, int64_t kp, const uint16_t* xb, int64_t ldxb,
+                    int64_t nx, int64_t r0, int64_t n, int64_t k, bool accumulate);
+// The prefill GEMM's activations: x [nt, k] (row t at x + t * ldx) rounded to BF16 as blocks of 32 tokens,
+// each pair-major (for each pair of columns, the 32 tokens' pairs; the last block's missing tokens and the
+// columns past k zero): bgemm_packed_halves(nt, k) 16-bit values, 64-byte aligned. Tokens [t0, t1) of it (t0
+// a multiple of 32), so that threads can share the work.
+inline int64_t bgemm_packed_halves(int64_t nt, int64_t k) {
+  return (nt + 31) / 32 * 32 * Packed16::padded_cols(k);
+}
+void bgemm_pack_x(uint16_t* xp, const float* x, int64_t ldx, int64_t nt, int64_t k, int64_t t0, int64_t t1);
+// y[t][i] += sum_k W[r0 + i, k] x_t[k] for i < rows, t < nt: W a BF16 Packed16 matrix with padded columns kp
+// (r0 a multiple of 4; the padding rows of the last block are read), the activations packed by
+// bgemm_pack_x. Only where bf16_available().
+void bgemm(float* y, int64_t ldy, const uint16_t* w, int64_t kp, int64_t r0, int64_t rows, const uint16_t* xp,
+           int64_t nt, int64_t k);
+
 // One level's kernels (the functions above, same meaning and signatures).
 struct KernelTable {
   const char* name;
@@ -265,6 +299,13 @@ struct KernelTable {
   // null at the levels without it
   void (*q8gemm)(float*, int64_t, const uint8_t*, const uint8_t*, int64_t, int64_t, int64_t);
   void (*q8gemm_pack_x)(uint8_t*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t);
+  void (*to_bf16_rows)(uint16_t*, int64_t, const float*, int64_t, int64_t, int64_t);
+  // null at the levels without AVX-512 BF16
+  void (*gemv_bf16_rows)(float*, int64_t, const uint16_t*, int64_t, const uint16_t*, int64_t, int64_t,
+                         int64_t, int64_t, int64_t, bool);
+  void (*bgemm)(float*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, const uint16_t*, int64_t,
+                int64_t);
+  void (*bgemm_pack_x)(uint16_t*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t);
 };
 
 // The level in use (chosen on first call: MINIGPT_CPU, else the best this CPU runs; throws Error
@@ -273,6 +314,9 @@ const KernelTable& kernels();
 const char* kernel_level_name();
 // The levels this binary holds and this CPU runs, lowest first ("generic" always).
 std::vector<std::string> supported_levels();
+// Every level name, lowest first, whether or not this binary holds it and this CPU runs it (for tests that
+// show a level they cannot run as skipped, with kernels_for's reason).
+std::vector<std::string> all_levels();
 // The features we care about that this CPU has, e.g. "avx2 fma f16c".
 std::string cpu_features();
 // A given level's table, for tests: throws Error (Argument) for an unknown level, one this binary lacks,
