@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 using test::ChildRun;
 using test::run_minigpt;
 
-size_t line_count(const std::string& s) {
+size_t cuda_log_line_count(const std::string& s) {
   size_t n = 0;
   for (char ch : s) n += ch == '\n';
   return n + (!s.empty() && s.back() != '\n');
@@ -159,7 +159,7 @@ TEST(CudaModule, CudaRequestLoadsTheModuleOrSaysWhy) {
   }
   EXPECT_NE(r.status, 0);
   EXPECT_EQ(r.out, "");
-  EXPECT_EQ(line_count(r.err), 1u) << r.err;
+  EXPECT_EQ(cuda_log_line_count(r.err), 1u) << r.err;
   EXPECT_EQ(r.err, "minigpt: error: " + why + "\n");
 #ifdef MINIGPT_WITH_CUDA
   EXPECT_EQ(why.rfind("no CUDA device: ", 0), 0u) << why;
@@ -194,7 +194,7 @@ TEST(CudaModule, UnloadableModuleIsNamed) {
       run_minigpt({"generate", "--backend", "cuda", "-p", "x"}, {"MINIGPT_CUDA_MODULE=/nonexistent.so"});
   EXPECT_NE(r.status, 0);
   EXPECT_EQ(r.out, "");
-  EXPECT_EQ(line_count(r.err), 1u) << r.err;
+  EXPECT_EQ(cuda_log_line_count(r.err), 1u) << r.err;
   EXPECT_EQ(r.err.rfind("minigpt: error: ", 0), 0u) << r.err;
 #ifdef MINIGPT_WITH_CUDA
   EXPECT_NE(r.err.find("cannot load the CUDA backend module MINIGPT_CUDA_MODULE=/nonexistent.so: "),
@@ -205,7 +205,7 @@ TEST(CudaModule, UnloadableModuleIsNamed) {
   // A library that is not a minigpt module.
   r = run_minigpt({"generate", "--backend", "cuda", "-p", "x"}, {"MINIGPT_CUDA_MODULE=libm.so.6"});
   EXPECT_NE(r.status, 0);
-  EXPECT_EQ(line_count(r.err), 1u) << r.err;
+  EXPECT_EQ(cuda_log_line_count(r.err), 1u) << r.err;
   EXPECT_NE(r.err.find("libm.so.6: it is not a minigpt CUDA module"), std::string::npos) << r.err;
 #else
   EXPECT_NE(r.err.find("built without CUDA"), std::string::npos) << r.err;
