@@ -158,7 +158,7 @@ std::vector<int32_t> to_ids(nb::handle obj) {
       }
       return ids;
     }
-    throw nb::type_error("token ids: an array of integers is needed, not of floats");
+    throw nb::type_error("token ids: an array of an integer type is needed");
   }
   if (nb::isinstance<nb::str>(obj) || nb::isinstance<nb::bytes>(obj) || !PySequence_Check(obj.ptr()))
     throw nb::type_error("token ids: a sequence of int is needed");

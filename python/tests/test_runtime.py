@@ -165,3 +165,14 @@ def test_stubs_describe_the_module() -> None:
             assert not missing, (cls.name, missing)
     assert set(minigpt.__all__) <= set(dir(minigpt))
     assert (Path(minigpt.__file__).parent / "py.typed").exists()
+
+
+def test_ids_in_any_integer_form(shipped: minigpt.Model) -> None:
+    ids = [82, 79, 77, 69, 79, 58]
+    want = shipped.logits(ids)
+    forms: list[minigpt.Ids] = [tuple(ids), np.array(ids, dtype=np.int64), np.array(ids, dtype=np.uint8),
+             np.repeat(np.array(ids, dtype=np.int16), 2)[::2]]  # fmt: skip
+    for form in forms:
+        assert np.array_equal(shipped.logits(form), want)
+    with pytest.raises(TypeError):
+        shipped.logits(np.array(ids, dtype=np.float32))
