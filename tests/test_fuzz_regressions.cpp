@@ -219,13 +219,13 @@ TEST(FuzzRegressions, TokenizerInMemoryEqualsLoad) {
     vocab += "\"" + sym + "\":" + std::to_string(b - 33) + ",";
   }
   vocab.back() = '}';
-  // Too few byte symbols: an error naming the file, from memory as from disk.
+  // Too few byte symbols (no space): an error naming the file, from memory as from disk.
   expect_error([&] { Tokenizer::from_vocab_merges(vocab, "", "v.json", "m.txt"); }, ErrorKind::Format,
-               {"m.txt", "lacks the symbol of byte 0"});
+               {"m.txt", "lacks the symbol of byte 32"});
   test::write_file(tmp / "vocab.json", vocab);
   test::write_file(tmp / "merges.txt", "");
   expect_error([&] { Tokenizer::load(tmp.path()); }, ErrorKind::Format,
-               {"merges.txt", "lacks the symbol of byte 0"});
+               {"merges.txt", "lacks the symbol of byte 32"});
   expect_error([&] { Tokenizer::from_tokenizer_json("{\"model\": 1e999}"); }, ErrorKind::Format,
                {"tokenizer.json", "not valid JSON"});
 }

@@ -1,47 +1,65 @@
-// Byte-level BPE: the tokenizers of GPT-2, GPT-NeoX / Pythia, OPT, StarCoder (gpt_bigcode) and of the
-// project's byte-level models.
+// Tokenizers: byte-level BPE (GPT-2, GPT-NeoX / Pythia, OPT, StarCoder, Llama 3, Qwen2 and the pre-tokenizers
+// llama.cpp names), SentencePiece BPE (Llama 2, Mistral, Phi-3, TinyLlama, llama2.c) and character-level BPE.
+//
+// Files: tokenizer.json; vocab.json + merges.txt (+ tokenizer_config.json); a GGUF file's tokenizer.ggml.*
+// (model "gpt2" with the pre-tokenizers of src/arch/tokenizer_pre.cpp, model "llama" with scores); a
+// sentencepiece tokenizer.model; llama2.c's tokenizer.bin. A file is told by its contents, never its name.
 //
 // Behaviour, decided once here:
 // - Input text must be valid UTF-8. encode() throws Error(ErrorKind::Argument, "... byte offset N")
 //   otherwise: Hugging Face `tokenizers` only accepts str, so there is no reference behaviour to copy,
 //   and an error is better than a silent U+FFFD substitution.
 // - Added tokens (`added_tokens` of tokenizer.json; `<|endoftext|>` for vocab.json + merges.txt; control and
-//   user-defined tokens of a GGUF file) split the text before anything else, as `tokenizers` does:
-//   leftmost, then longest. A special one ("special": true, a GGUF control token) is recognised only with
-//   allow_special = true (tiktoken's `allowed_special="all"`); otherwise its text is ordinary text
-//   (tiktoken's `disallowed_special=()`, `tokenizers`' encode_special_tokens = True). A non-special one
-//   (GPT-NeoX's runs of spaces, a GGUF user-defined token) is part of the vocabulary and always recognised.
+//   user-defined tokens of a GGUF file or tokenizer.model) split the text before anything else, as
+//   `tokenizers` does: leftmost, then longest. A special one ("special": true, a control token) is recognised
+//   only with allow_special = true (tiktoken's `allowed_special="all"`); otherwise its text is ordinary text
+//   (tiktoken's `disallowed_special=()`, `tokenizers`' encode_special_tokens = True, llama.cpp's
+//   parse_special = false). A non-special one (GPT-NeoX's runs of spaces, a user-defined token) is part of
+//   the vocabulary and always recognised.
 //   Their flags as `tokenizers` applies them: "normalized": false tokens are matched in the text as given,
 //   first; then each piece between them is normalized and "normalized": true tokens (their content
 //   normalized too) are matched in it; "lstrip" / "rstrip" take the Unicode white space before / after the
 //   token into it. "single_word": true is refused (Error(Unsupported)). A flag the file leaves out is false,
 //   but "special", which is true (as before the flags were read). decode() gives an added token's content.
-// - The normalizer of tokenizer.json: none, or NFC (alone or in a Sequence), which GPT-NeoX has. NFC is
-//   `tokenizers`' own: Unicode 9.0's (ICU's NFC restricted to the code points of Unicode 9.0, see
-//   src/tokenizer/normalizer.h). ASCII and already-NFC text is not copied. decode() returns the normalized
-//   text: "e\u0301" encodes as "\u00e9" does. Other normalizers are refused (Error(Unsupported)).
-// - Pre-tokenization is GPT-2's regex on PCRE2 (UTF, UCP, JIT), \s spelled as Unicode White_Space,
-//   and \p{L} / \p{N} widened by the letters and numbers assigned after PCRE2's Unicode tables
-//   (src/tokenizer/unicode_extra.h), so that the splits match HF tokenizers over all code points. The
-//   pre_tokenizer of tokenizer.json is ByteLevel (add_prefix_space false, use_regex true), optionally after
-//   Digits (individual_digits true or false) in a Sequence, as StarCoder's: numeric characters (Rust's
-//   char::is_numeric) are split off first, one by one or in runs. Any other pre-tokenizer is refused.
+// - The normalizer of tokenizer.json: none, NFC (GPT-NeoX, Qwen2), SentencePiece's Prepend("▁") and
+//   Replace(" ", "▁") (Llama 2), or a Sequence of them. NFC is `tokenizers`' own: Unicode 9.0's (ICU's
+//   NFC restricted to the code points of Unicode 9.0, see src/tokenizer/normalizer.h). decode() returns the
+//   normalized text: "é" encodes as "é" does. Other normalizers are refused (Error(Unsupported)).
+// - Pre-tokenization: a sequence of regex splits on PCRE2 (UTF, UCP, JIT), as `tokenizers`' Split with
+//   behavior Isolated: ByteLevel's GPT-2 regex, Split (Llama 3's, Qwen2's, DeepSeek's patterns), Digits,
+//   Punctuation; \s spelled as Unicode White_Space and \p{L} / \p{N} widened by the letters and numbers
+//   assigned after PCRE2's Unicode tables (src/tokenizer/unicode_extra.h), so that the splits match HF
+//   tokenizers over all code points. A split after ByteLevel sees byte symbols (Digits, ASCII-digit
+//   patterns: falcon's). Metaspace (SentencePiece's space, prepend_scheme, split) for a SentencePiece BPE.
+// - Byte-level BPE: a vocabulary that lacks the symbols of bytes valid UTF-8 never holds (0xC0, 0xC1,
+//   0xF5..0xFF: GPT-NeoX's) loads; one that lacks any other byte is refused.
+// - SentencePiece BPE: the symbols are characters, a space is U+2581 ("▁"), the dummy prefix puts one
+//   before the text (tokenizers' Prepend: every section between added tokens, as llama.cpp; Metaspace's
+//   "first" / "always": unless it starts with a space; sentencepiece's add_dummy_prefix: the text's start).
+//   A character the vocabulary lacks becomes its <0xNN> byte tokens (byte_fallback) or the unknown token
+//   (consecutive ones fused with fuse_unk, as sentencepiece does). Merges come from tokenizer.json's list
+//   (by rank) or from the scores (GGUF "llama", tokenizer.model, tokenizer.bin): two adjacent tokens merge
+//   when their concatenation is a normal or user-defined token, the highest score first, the leftmost of
+//   equal scores, as sentencepiece and llama.cpp do.
 // - Character-level BPE, as tools/convert_nanogpt.py --meta writes for a nanoGPT character model (and
 //   `tokenizers` saves for BPE(vocab, merges=[]) with decoders.Fuse()): no pre_tokenizer, no merges, the
 //   Fuse decoder, every symbol one character standing for itself. encode() gives one id per character; a
 //   character the vocabulary lacks is Error(Argument) naming it (`tokenizers` drops it silently, nanoGPT's
 //   stoi[c] raises); an unk_token is refused.
-// - The BPE model: dropout, continuing_subword_prefix, end_of_word_suffix, byte_fallback and ignore_merges
-//   must be unset (null, "", false or 0, as GPT-2, GPT-NeoX, OPT and StarCoder have them); else refused.
+// - The BPE model: ignore_merges (a pre-token that is a token is not merged: Llama 3), byte_fallback and
+//   fuse_unk are read; dropout, continuing_subword_prefix and end_of_word_suffix must be unset.
 // - The post_processor of tokenizer.json (what `tokenizers` adds around the ids when asked to add
 //   special tokens) is applied by encode_with_specials() only; encode() returns the ids of the text
 //   alone. Accepted: none (null), ByteLevel (it only moves offsets, ids are unchanged),
 //   TemplateProcessing (its "single" template: special tokens before and after exactly one sequence
 //   "A"; "pair" is ignored, minigpt never encodes pairs), and a Sequence of these with at most one
 //   TemplateProcessing. Any other processor (BertProcessing, RobertaProcessing, ...) is refused with
-//   Error(Unsupported), a malformed template or one naming ids the tokenizer lacks with Error(Format).
+//   Error(Unsupported), a malformed template or one naming ids the tokenizer lacks with Error(Format). A
+//   GGUF file's add_bos_token / add_eos_token are such a template.
 // - Every refusal is one line naming the file and the component ("normalizer 'NFKC' is not supported").
-// - decode() returns raw bytes: a sequence of ids may end inside a multi-byte character. Use
+// - decode() returns raw bytes: a sequence of ids may end inside a multi-byte character. A SentencePiece
+//   token decodes with U+2581 as a space and a <0xNN> token as its byte; decode() drops the dummy prefix's
+//   space at the start of the text (tokenizers' Strip / Metaspace decoder, sentencepiece's DecodeIds). Use
 //   StreamDecoder to print text while generating.
 // - A Tokenizer is immutable after load; encode() and decode() may be called from many threads at
 //   once. The cache of repeated pre-tokens lives inside one encode() call (no shared mutable state).
@@ -49,6 +67,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <list>
 #include <memory>
 #include <optional>
 #include <span>
@@ -64,17 +83,18 @@ namespace minigpt {
 class GgufFile;
 
 namespace tokenizer_detail {
-class PreTokenizer;   // the compiled GPT-2 split pattern (PCRE2), see src/tokenizer/pretokenizer.h
+class PreTokenizer;   // the compiled split patterns (PCRE2), see src/tokenizer/pretokenizer.h
 struct RawTokenizer;  // what either file format holds, before the tables are built
 class PieceCache;     // the ids of the pre-tokens one encode() call has seen
 }  // namespace tokenizer_detail
 
 class Tokenizer {
  public:
-  // Reads `dir`/tokenizer.json if it exists, else `dir`/vocab.json + `dir`/merges.txt (or, when `dir` is a
-  // file, the tokenizer of that GGUF file; an llm.c checkpoint has none: Error(Unsupported) asking for
-  // --tokenizer). Throws Error (Io, Format, Unsupported) naming the file. A directory with no weights is
-  // fine.
+  // Reads `dir`/tokenizer.json if it exists, else `dir`/vocab.json + `dir`/merges.txt, else
+  // `dir`/tokenizer.model; when `dir` is a file, the tokenizer of that GGUF file, or a sentencepiece
+  // tokenizer.model, or a llama2.c tokenizer.bin (told by their contents; an llm.c checkpoint has none:
+  // Error(Unsupported) asking for --tokenizer). Throws Error (Io, Format, Unsupported) naming the file. A
+  // directory with no weights is fine.
   static Tokenizer load(const std::filesystem::path& dir);
   // The same from a path already opened (a GGUF file's metadata is not parsed again).
   static Tokenizer load(const ModelSource& source);
@@ -90,9 +110,14 @@ class Tokenizer {
                                      const std::string& config_source = "tokenizer_config.json");
   // The 256 byte symbols and no merges, no special tokens: id == byte value.
   static Tokenizer byte_level();
-  // The tokenizer a GGUF file carries (tokenizer.ggml.*: GPT-2's byte-level BPE); load() calls this for a
-  // path that is a file.
+  // The tokenizer a GGUF file carries (tokenizer.ggml.*); load() calls this for a GGUF file.
   static Tokenizer from_gguf(const GgufFile& f);
+  // llama2.c's tokenizer.bin (tokenizer.py's export of a sentencepiece model: the longest token's length,
+  // then per token its score, length and bytes; no count: the file's end is the vocabulary's). Ids 0, 1, 2
+  // are <unk>, <s>, </s>; the <0xNN> tokens are byte fallback.
+  static Tokenizer from_llama2c(std::string_view bytes, const std::string& source = "tokenizer.bin");
+  // A sentencepiece model (tokenizer.model, a ModelProto) of type BPE, read with libsentencepiece.
+  static Tokenizer from_sentencepiece(std::string_view bytes, const std::string& source = "tokenizer.model");
 
   // The ids of `text` alone: `tokenizers`' Tokenizer.encode(text, add_special_tokens=False) (which
   // recognises added tokens in the text, as allow_special = true does), tiktoken's encode().
@@ -124,6 +149,13 @@ class Tokenizer {
   int32_t n_vocab() const { return n_vocab_; }
   // A character-level BPE (see above): no byte alphabet, no merges.
   bool char_level() const { return char_level_; }
+  // A SentencePiece BPE (see above): characters and U+2581, byte fallback.
+  bool sentencepiece() const { return spm_; }
+  // Whether decode() drops the dummy prefix's space at the start of a text.
+  bool strips_leading_space() const { return strip_prefix_; }
+  // A byte-level BPE split by GPT-2's regex alone (or after Digits), without ignore_merges: what GGUF's
+  // tokenizer.ggml.pre "gpt-2" says, the one form minigpt's converter writes.
+  bool gpt2_split() const { return gpt2_split_; }
   std::optional<int32_t> special_id(std::string_view text) const;
   // Whether `id` is an added token marked special (<|endoftext|>, <|im_start|>; a GGUF file's control
   // tokens): what transformers' decode(skip_special_tokens=True) and llama-server leave out of the text.
@@ -145,6 +177,9 @@ class Tokenizer {
     int32_t rank;
     int32_t id;
   };
+  std::vector<std::pair<uint64_t, Merge>> build_sentencepiece(
+      const tokenizer_detail::RawTokenizer& raw, const std::unordered_map<std::string, int32_t>& sym_to_id,
+      const std::string& where);
   // An added token, with the flags `tokenizers` applies.
   struct AddedToken {
     std::string content;  // as the file gives it: what decode() gives and special_id() looks up
@@ -167,10 +202,18 @@ class Tokenizer {
   void split_added(std::string_view text, const AddedPass& pass, bool allow_special, OnText&& on_text,
                    std::vector<int32_t>& out) const;
   void bpe(std::string_view piece, std::vector<int32_t>& out) const;
-  void bpe_short(std::string_view piece, std::vector<int32_t>& out) const;
-  void bpe_long(std::string_view piece, std::vector<int32_t>& out) const;
-  void encode_ordinary(std::string_view text, std::vector<int32_t>& out,
-                       tokenizer_detail::PieceCache& cache) const;
+  // The merges over initial symbols (ids; -1 an unknown character, which merges with nothing).
+  void merge_short(int32_t* syms, size_t n, std::vector<int32_t>& out) const;
+  void merge_long(const int32_t* syms, size_t n, std::vector<int32_t>& out) const;
+  void check_missing_bytes(std::string_view piece, const std::vector<int32_t>& out, size_t from) const;
+  // SentencePiece BPE of one pre-token (normalized: U+2581 for spaces).
+  void spm_bpe(std::string_view piece, std::vector<int32_t>& out) const;
+  // A section of text between added tokens: the dummy prefix, U+2581 for spaces, Metaspace's split, spm_bpe.
+  void encode_sentencepiece(std::string_view text, bool at_start, std::vector<int32_t>& out,
+                            tokenizer_detail::PieceCache& cache, std::list<std::string>& keep) const;
+  // `at_start`: the text begins the whole input (the dummy prefix's "first" rules).
+  void encode_ordinary(std::string_view text, bool at_start, std::vector<int32_t>& out,
+                       tokenizer_detail::PieceCache& cache, std::list<std::string>& keep) const;
   const Merge* find_merge(int32_t left, int32_t right) const;
 
   int32_t n_vocab_ = 0;
@@ -188,9 +231,22 @@ class Tokenizer {
   std::vector<MergeSlot> merge_slots_;
   size_t n_merges_ = 0;
   void add_merge(uint64_t key, Merge m);
-  std::vector<AddedToken> added_;                         // in the file's order
-  AddedPass raw_pass_, normalized_pass_;                  // "normalized": false tokens, then true ones
-  bool nfc_ = false;                                      // the normalizer is NFC
+  std::vector<AddedToken> added_;         // in the file's order
+  AddedPass raw_pass_, normalized_pass_;  // "normalized": false tokens, then true ones
+  bool nfc_ = false;                      // the normalizer is NFC
+  bool ignore_merges_ = false;            // a pre-token that is a token is that token (piece_ids_)
+  bool missing_bytes_ = false;            // byte_ids_ has a -1 that valid UTF-8 can need
+  bool gpt2_split_ = false;
+  // SentencePiece BPE (spm_): a character's id (ascii_ids_ for ASCII, piece_ids_ for the rest; -1 none), the
+  // ids of the <0xNN> tokens (-1 none), the unknown token, and how the text gets its U+2581.
+  bool spm_ = false;
+  bool fuse_unk_ = false, escape_spaces_ = false, split_on_space_ = false, strip_prefix_ = false;
+  uint8_t prefix_ = 0;  // a tokenizer_detail::Prefix
+  int32_t unk_id_ = -1;
+  int32_t ascii_ids_[128] = {};
+  int32_t byte_fallback_ids_[256] = {};
+  // The tokens by their bytes (byte-level, for ignore_merges) or text (SentencePiece: the mergeable ones).
+  std::unordered_map<std::string, int32_t> piece_ids_;
   std::vector<int32_t> special_prefix_, special_suffix_;  // the post_processor's template around the text
   // Shared so that a Tokenizer copies cheaply; the compiled pattern is immutable.
   std::shared_ptr<const tokenizer_detail::PreTokenizer> pre_;
@@ -199,15 +255,21 @@ class Tokenizer {
 // Turns ids into text while generating: emits only complete UTF-8 characters, holds the bytes of a
 // character split across tokens, and emits U+FFFD for each maximal invalid byte sequence (the
 // replacement policy of Python's bytes.decode(errors="replace")).
+//
+// `text_start`: the first id begins a text (a prompt's first token), so a SentencePiece tokenizer's dummy
+// prefix space is dropped from it as decode() drops it; false (the default) for ids that continue a text
+// (a reply after its prompt), whose leading space is a real one.
 class StreamDecoder {
  public:
-  explicit StreamDecoder(const Tokenizer& tokenizer) : tokenizer_(&tokenizer) {}
+  explicit StreamDecoder(const Tokenizer& tokenizer, bool text_start = false)
+      : tokenizer_(&tokenizer), strip_(text_start && tokenizer.strips_leading_space()) {}
   std::string push(int32_t id);
   // What is still held, as U+FFFD (it can only be an incomplete character); resets the decoder.
   std::string flush();
 
  private:
   const Tokenizer* tokenizer_;
+  bool strip_ = false;  // the next byte is the dummy prefix's space, if it is one
   std::string pending_;
 };
 

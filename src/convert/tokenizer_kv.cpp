@@ -38,12 +38,21 @@ void add_tokenizer_kv(const fs::path& dir, const json& config, int64_t n_vocab, 
   // is then the right tokenizer.ggml.pre.
   // A character-level tokenizer (a nanoGPT character model's) has no GGUF form: llama.cpp's BPE tokenizer
   // model is byte-level, and its converter refuses such a tokenizer too (an unknown pre-tokenizer).
-  if (Tokenizer::load(dir).char_level()) {
+  const Tokenizer loaded = Tokenizer::load(dir);
+  if (loaded.char_level()) {
     throw Error(ErrorKind::Unsupported,
                 s.where + ": the tokenizer is character-level, which GGUF (llama.cpp's byte-level \"" +
                     gguf_tokenizer::kByteLevelBpe +
                     "\" "
                     "tokenizer) cannot hold; run the model directory as it is");
+  }
+  // The converter writes tokenizer.ggml.pre "gpt-2" and the merges: other tokenizers (SentencePiece, Llama
+  // 3's or Qwen2's splits) would be read back as another one.
+  if (!loaded.gpt2_split()) {
+    throw Error(ErrorKind::Unsupported,
+                s.where +
+                    ": the tokenizer is not a byte-level BPE split by GPT-2's regex, the one minigpt's "
+                    "converter writes to GGUF; run the model directory as it is");
   }
   struct Added {
     int64_t id;

@@ -49,22 +49,24 @@ const Tokenizer::Merge* Tokenizer::find_merge(int32_t left, int32_t right) const
 }
 
 void Tokenizer::bpe(std::string_view piece, std::vector<int32_t>& out) const {
-  if (piece.size() == 1) {
+  const size_t n = piece.size();
+  if (n == 1) {
     out.push_back(byte_ids_[static_cast<unsigned char>(piece[0])]);
-  } else if (piece.size() > kHeapThreshold) {
-    bpe_long(piece, out);
+  } else if (n > kHeapThreshold) {
+    std::vector<int32_t> syms(n);
+    for (size_t i = 0; i < n; ++i) syms[i] = byte_ids_[static_cast<unsigned char>(piece[i])];
+    merge_long(syms.data(), n, out);
   } else {
-    bpe_short(piece, out);
+    int32_t syms[kHeapThreshold + 1];
+    for (size_t i = 0; i < n; ++i) syms[i] = byte_ids_[static_cast<unsigned char>(piece[i])];
+    merge_short(syms, n, out);
   }
 }
 
 // Repeatedly merges the adjacent pair of lowest rank, leftmost first: O(n^2), but for a handful of
-// symbols a linear scan beats any heap.
-void Tokenizer::bpe_short(std::string_view piece, std::vector<int32_t>& out) const {
-  int32_t syms[kHeapThreshold + 1];
+// symbols a linear scan beats any heap. n <= kHeapThreshold.
+void Tokenizer::merge_short(int32_t* syms, size_t n, std::vector<int32_t>& out) const {
   int32_t ranks[kHeapThreshold + 1];  // ranks[i]: rank of the pair (syms[i], syms[i+1])
-  size_t n = piece.size();
-  for (size_t i = 0; i < n; ++i) syms[i] = byte_ids_[static_cast<unsigned char>(piece[i])];
   auto rank_at = [&](size_t i) {
     const Merge* m = find_merge(syms[i], syms[i + 1]);
     return m ? m->rank : INT32_MAX;
@@ -87,20 +89,19 @@ void Tokenizer::bpe_short(std::string_view piece, std::vector<int32_t>& out) con
   out.insert(out.end(), syms, syms + n);
 }
 
-// The same merge order as bpe_short (lowest rank, then leftmost), with a heap over candidate pairs
+// The same merge order as merge_short (lowest rank, then leftmost), with a heap over candidate pairs
 // and a linked list of symbols: O(n log n), so that a pre-token of 100k identical characters does
 // not take minutes. Stale heap entries are skipped when popped, as in HF tokenizers' Word::merge_all.
-void Tokenizer::bpe_long(std::string_view piece, std::vector<int32_t>& out) const {
+void Tokenizer::merge_long(const int32_t* init, size_t count, std::vector<int32_t>& out) const {
   struct Cand {
     int32_t rank;
     int32_t pos;
     int32_t left, right;  // the pair when pushed: if either symbol changed since, the entry is stale
     bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
   };
-  const int32_t n = static_cast<int32_t>(piece.size());
-  std::vector<int32_t> sym(n), prev(n), next(n);
+  const int32_t n = static_cast<int32_t>(count);
+  std::vector<int32_t> sym(init, init + count), prev(n), next(n);
   for (int32_t i = 0; i < n; ++i) {
-    sym[i] = byte_ids_[static_cast<unsigned char>(piece[i])];
     prev[i] = i - 1;
     next[i] = i + 1 < n ? i + 1 : -1;
   }
@@ -124,24 +125,85 @@ void Tokenizer::bpe_long(std::string_view piece, std::vector<int32_t>& out) cons
     if (sym[i] != c.left || next[i] < 0 || sym[next[i]] != c.right) continue;
     int32_t j = next[i];
     sym[i] = find_merge(c.left, c.right)->id;
-    sym[j] = -1;  // removed
+    sym[j] = INT32_MIN;  // removed
     next[i] = next[j];
     if (next[i] >= 0) prev[next[i]] = i;
     push(prev[i]);
     push(i);
   }
-  for (int32_t i = 0; i >= 0; i = next[i]) out.push_back(sym[i]);
+  for (int32_t i = 0; i >= 0 && n > 0; i = next[i]) out.push_back(sym[i]);
+}
+
+// One SentencePiece pre-token: its characters (a character the vocabulary lacks: its byte-fallback tokens,
+// or -1 for the unknown token), merged, then the unknown ones replaced (fused when fuse_unk).
+void Tokenizer::spm_bpe(std::string_view piece, std::vector<int32_t>& out) const {
+  std::vector<int32_t> syms;
+  syms.reserve(piece.size());
+  const auto* p = reinterpret_cast<const unsigned char*>(piece.data());
+  for (size_t i = 0; i < piece.size();) {
+    size_t len = 1;
+    if (p[i] < 0x80) {
+      const int32_t id = ascii_ids_[p[i]];
+      if (id >= 0) {
+        syms.push_back(id);
+        ++i;
+        continue;
+      }
+    } else {
+      tokenizer_detail::utf8_next(p + i, piece.size() - i, len);
+      const auto it = piece_ids_.find(std::string(piece.substr(i, len)));
+      if (it != piece_ids_.end()) {
+        syms.push_back(it->second);
+        i += len;
+        continue;
+      }
+    }
+    if (byte_fallback_ids_[0] >= 0) {
+      for (size_t k = 0; k < len; ++k) syms.push_back(byte_fallback_ids_[p[i + k]]);
+    } else {
+      syms.push_back(-1);
+    }
+    i += len;
+  }
+  const size_t before = out.size();
+  if (syms.size() == 1) {
+    out.push_back(syms[0]);
+  } else if (syms.size() > kHeapThreshold) {
+    merge_long(syms.data(), syms.size(), out);
+  } else if (!syms.empty()) {
+    merge_short(syms.data(), syms.size(), out);
+  }
+  // Unknown characters: the unknown token, one per run with fuse_unk (sentencepiece always fuses).
+  size_t w = before;
+  bool prev_unknown = false;
+  for (size_t r = before; r < out.size(); ++r) {
+    const int32_t id = out[r];
+    if (id >= 0) {
+      out[w++] = id;
+      prev_unknown = false;
+      continue;
+    }
+    if (unk_id_ < 0)
+      throw Error(ErrorKind::Argument,
+                  "tokenizer: a character of the text is not in the vocabulary, which has neither byte "
+                  "fallback nor an unknown token");
+    if (!(fuse_unk_ && prev_unknown)) out[w++] = unk_id_;
+    prev_unknown = true;
+  }
+  out.resize(w);
 }
 
 std::vector<int32_t> Tokenizer::bpe_for_test(std::string_view piece, BpeImpl impl) const {
   std::vector<int32_t> out;
   if (piece.empty()) return out;
+  std::vector<int32_t> syms;
+  for (unsigned char ch : piece) syms.push_back(byte_ids_[ch]);
   if (impl == BpeImpl::heap) {
-    bpe_long(piece, out);
+    merge_long(syms.data(), syms.size(), out);
   } else if (impl == BpeImpl::scan) {
     if (piece.size() > kHeapThreshold)
       throw Error(ErrorKind::Argument, "bpe_for_test: piece too long for the scan");
-    bpe_short(piece, out);
+    merge_short(syms.data(), syms.size(), out);
   } else {
     // The obvious reference: find the lowest-rank pair (leftmost on ties), merge it, repeat.
     for (unsigned char ch : piece) out.push_back(byte_ids_[ch]);
@@ -241,7 +303,12 @@ class PieceCache {
 
 using tokenizer_detail::PieceCache;
 
-void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out, PieceCache& cache) const {
+void Tokenizer::encode_ordinary(std::string_view text, bool at_start, std::vector<int32_t>& out,
+                                PieceCache& cache, std::list<std::string>& keep) const {
+  if (spm_) {
+    encode_sentencepiece(text, at_start, out, cache, keep);
+    return;
+  }
   if (char_level_) {
     // One id per character (the text is valid UTF-8: encode() checked it). tokenizers drops a character
     // its vocabulary lacks, silently; nanoGPT's stoi[c] fails on it: refused, naming it.
@@ -264,7 +331,9 @@ void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out
   }
   if (n_merges_ == 0) {
     // No merges: every byte is its own token whatever the split, so skip the regex.
+    const size_t before = out.size();
     for (unsigned char c : text) out.push_back(byte_ids_[c]);
+    if (missing_bytes_) check_missing_bytes(text, out, before);
     return;
   }
   // Text is mostly a few thousand distinct words repeated. The cache lives in one encode() call (its
@@ -272,6 +341,7 @@ void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out
   pre_->split(text, [&](std::string_view piece) {
     if (piece.size() == 1) {
       out.push_back(byte_ids_[static_cast<unsigned char>(piece[0])]);
+      if (missing_bytes_) check_missing_bytes(piece, out, out.size() - 1);
       return;
     }
     uint32_t n = 0;
@@ -280,9 +350,94 @@ void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out
       return;
     }
     size_t before = out.size();
+    if (ignore_merges_) {
+      // tokenizers' ignore_merges: a pre-token the vocabulary has is that token, whatever the merges say.
+      const auto it = piece_ids_.find(std::string(piece));
+      if (it != piece_ids_.end()) {
+        out.push_back(it->second);
+        cache.insert(piece, out.data() + before, 1);
+        return;
+      }
+    }
     bpe(piece, out);
+    if (missing_bytes_) check_missing_bytes(piece, out, before);
     cache.insert(piece, out.data() + before, static_cast<uint32_t>(out.size() - before));
   });
+}
+
+// A byte the vocabulary has no symbol for merges with nothing and stays -1: refused, naming it.
+void Tokenizer::check_missing_bytes(std::string_view piece, const std::vector<int32_t>& out,
+                                    size_t from) const {
+  for (size_t i = from; i < out.size(); ++i) {
+    if (out[i] >= 0) continue;
+    for (unsigned char c : piece) {
+      if (byte_ids_[c] >= 0) continue;
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", c);
+      throw Error(ErrorKind::Argument, std::string("tokenizer: the text needs byte ") + hex + " (in " +
+                                           json_quote(std::string(piece)) +
+                                           "), which this byte-level vocabulary has no symbol for");
+    }
+  }
+}
+
+void Tokenizer::encode_sentencepiece(std::string_view text, bool at_start, std::vector<int32_t>& out,
+                                     PieceCache& cache, std::list<std::string>& keep) const {
+  using tokenizer_detail::Prefix;
+  if (text.empty()) return;
+  const std::string_view space = tokenizer_detail::kSpaceSymbol;
+  const bool starts_with_space = text.starts_with(' ') || text.starts_with(space);
+  bool prefix = false;
+  switch (static_cast<Prefix>(prefix_)) {
+    case Prefix::none:
+      break;
+    case Prefix::every_section:
+      prefix = true;
+      break;
+    case Prefix::every_section_unless_space:
+      prefix = !starts_with_space;
+      break;
+    case Prefix::first_section:
+      prefix = at_start;
+      break;
+    case Prefix::first_section_unless_space:
+      prefix = at_start && !starts_with_space;
+      break;
+  }
+  // The cache's keys view the normalized text, which lives in `keep` until the end of the call.
+  std::string& norm = keep.emplace_back();
+  norm.reserve(text.size() + text.size() / 4 + 3);
+  if (prefix) norm += space;
+  for (char c : text) {
+    if (c == ' ' && escape_spaces_) {
+      norm += space;
+    } else {
+      norm += c;
+    }
+  }
+  auto one = [&](std::string_view piece) {
+    uint32_t n = 0;
+    if (const int32_t* ids = cache.find(piece, n)) {
+      out.insert(out.end(), ids, ids + n);
+      return;
+    }
+    const size_t before = out.size();
+    spm_bpe(piece, out);
+    cache.insert(piece, out.data() + before, static_cast<uint32_t>(out.size() - before));
+  };
+  const std::string_view all(norm);
+  if (!split_on_space_) {
+    one(all);
+    return;
+  }
+  // Metaspace's split: each U+2581 begins a piece (tokenizers' MergedWithNext).
+  size_t begin = 0;
+  while (begin < all.size()) {
+    size_t next = all.find(space, begin + 1);
+    if (next == std::string_view::npos) next = all.size();
+    one(all.substr(begin, next - begin));
+    begin = next;
+  }
 }
 
 static void check_utf8(std::string_view text) {
@@ -382,6 +537,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special
   // strings never move, and an empty one allocates nothing).
   std::list<std::string> normalized;
   auto normalized_pass = [&](std::string_view piece) {
+    const bool at_start = piece.data() == text.data();
     if (nfc_) {
       std::string nfc;
       if (tokenizer_detail::nfc_normalize(piece, nfc)) {
@@ -389,8 +545,12 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special
         piece = normalized.back();
       }
     }
+    const char* section_start = piece.data();
     split_added(
-        piece, normalized_pass_, allow_special, [&](std::string_view p) { encode_ordinary(p, out, cache); },
+        piece, normalized_pass_, allow_special,
+        [&](std::string_view p) {
+          encode_ordinary(p, at_start && p.data() == section_start, out, cache, normalized);
+        },
         out);
   };
   split_added(text, raw_pass_, allow_special, normalized_pass, out);

@@ -36,6 +36,8 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
                                            std::to_string(n_vocab_) + ")");
     out += id_bytes_[id];
   }
+  // The dummy prefix's space (tokenizers' Strip / Metaspace decoder, sentencepiece's DecodeIds).
+  if (strip_prefix_ && !out.empty() && out[0] == ' ') out.erase(0, 1);
   return out;
 }
 
@@ -84,6 +86,10 @@ std::string utf8_sanitize(std::string_view bytes) {
 
 std::string StreamDecoder::push(int32_t id) {
   pending_ += tokenizer_->token_bytes(id);
+  if (strip_ && !pending_.empty()) {
+    if (pending_[0] == ' ') pending_.erase(0, 1);
+    strip_ = false;
+  }
   std::string out;
   size_t used = sanitize_into(pending_, out, false);
   pending_.erase(0, used);

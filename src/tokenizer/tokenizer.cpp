@@ -3,13 +3,18 @@
 #include "minigpt/tokenizer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "arch/llmc.h"
 #include "formats/gguf.h"
 #include "formats/llama2c.h"
+#include "formats/llmc_magic.h"
 #include "io/io.h"
 #include "minigpt/error.h"
 #include "tokenizer/normalizer.h"
@@ -95,13 +100,81 @@ std::string symbol_to_bytes(std::string_view sym) {
   return out;
 }
 
+// What a SentencePiece token stands for: its text with U+2581 as a space, or, spelled <0xNN>, that byte.
+std::string spm_piece_bytes(std::string_view sym, bool may_be_byte) {
+  if (may_be_byte && sym.size() == 6 && sym.starts_with("<0x") && sym.back() == '>' &&
+      std::isxdigit(static_cast<unsigned char>(sym[3])) && std::isxdigit(static_cast<unsigned char>(sym[4])))
+    return std::string(1, static_cast<char>(std::stoi(std::string(sym.substr(3, 2)), nullptr, 16)));
+  std::string out;
+  const std::string_view space = tokenizer_detail::kSpaceSymbol;
+  for (size_t i = 0; i < sym.size();) {
+    if (sym.compare(i, space.size(), space) == 0) {
+      out += ' ';
+      i += space.size();
+    } else {
+      out += sym[i++];
+    }
+  }
+  return out;
+}
+
 std::string read_file(const std::filesystem::path& path) {
   return read_regular_file(path, kMaxTokenizerBytes, "tokenizer file");
 }
 
 }  // namespace
 
-Tokenizer Tokenizer::load(const std::filesystem::path& dir) { return load(ModelSource::open(dir)); }
+namespace {
+
+// A regular file that is neither GGUF nor an llm.c checkpoint: a tokenizer file on its own (--tokenizer).
+bool tokenizer_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  std::ifstream in(path, std::ios::binary);
+  unsigned char magic[28] = {};
+  in.read(reinterpret_cast<char*>(magic), sizeof magic);
+  const size_t n = size_t(in.gcount());
+  if (n < 4) return false;  // ModelSource says what is wrong with it
+  const int32_t m = int32_t(uint32_t(magic[0]) | uint32_t(magic[1]) << 8 | uint32_t(magic[2]) << 16 |
+                            uint32_t(magic[3]) << 24);
+  // A model checkpoint (GGUF, llm.c's, llama2.c's with "ak42" or a legacy one, told by its size) goes to
+  // ModelSource, which says whether it holds a tokenizer.
+  uint64_t implied = 0;
+  return std::memcmp(magic, "GGUF", 4) != 0 && !is_llmc_magic(m) && uint32_t(m) != kLlama2cMagic &&
+         !probe_llama2c_legacy(magic, n, uint64_t(std::filesystem::file_size(path, ec)), &implied);
+}
+
+// llama2.c's tokenizer.bin: a small longest-token length, then (score, length <= it, bytes) to the end, <unk>
+// first. Anything else that is not GGUF is taken for a sentencepiece model.
+bool looks_like_llama2c(std::string_view b) {
+  auto u32 = [&](size_t at) {
+    uint32_t u = 0;
+    for (int k = 0; k < 4; ++k) u |= uint32_t(static_cast<unsigned char>(b[at + k])) << (8 * k);
+    return u;
+  };
+  if (b.size() < 4 + 8 + 5) return false;
+  const uint32_t max_len = u32(0);
+  return max_len > 0 && max_len <= 4096 && u32(8) == 5 && b.substr(12, 5) == "<unk>";
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
+  if (tokenizer_file(dir)) {
+    const std::string bytes = read_file(dir);
+    if (looks_like_llama2c(bytes)) return from_llama2c(bytes, dir.string());
+    return from_sentencepiece(bytes, dir.string());
+  }
+  return load(ModelSource::open(dir));
+}
+
+Tokenizer Tokenizer::from_llama2c(std::string_view bytes, const std::string& source) {
+  return build(tokenizer_detail::read_llama2c_tokenizer(bytes, source), source);
+}
+
+Tokenizer Tokenizer::from_sentencepiece(std::string_view bytes, const std::string& source) {
+  return build(tokenizer_detail::read_sentencepiece_model(bytes, source), source);
+}
 
 Tokenizer Tokenizer::load(const ModelSource& source) {
   const std::filesystem::path& dir = source.path();
@@ -122,7 +195,12 @@ Tokenizer Tokenizer::load(const ModelSource& source) {
     return from_vocab_merges(read_file(vocab_path), read_file(merges_path), vocab_path.string(),
                              merges_path.string(), config, config_path.string());
   }
-  throw Error(ErrorKind::Io, dir.string() + ": no tokenizer.json, nor vocab.json + merges.txt");
+  if (std::filesystem::exists(dir / "tokenizer.model")) {
+    const auto path = dir / "tokenizer.model";
+    return from_sentencepiece(read_file(path), path.string());
+  }
+  throw Error(ErrorKind::Io,
+              dir.string() + ": no tokenizer.json, nor vocab.json + merges.txt, nor tokenizer.model");
 }
 
 Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
@@ -166,7 +244,8 @@ Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
   t.id_bytes_.assign(t.n_vocab_, std::string());
   t.id_symbols_.assign(t.n_vocab_, std::string());
   t.has_id_.assign(t.n_vocab_, false);
-  for (auto& [sym, id] : raw.vocab) {
+  for (size_t v = 0; v < raw.vocab.size(); ++v) {
+    const auto& [sym, id] = raw.vocab[v];
     if (t.has_id_[id])
       throw Error(ErrorKind::Format, where + ": id " + std::to_string(id) + " is given to both \"" +
                                          t.id_symbols_[id] + "\" and \"" + sym + "\"");
@@ -183,11 +262,19 @@ Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
                                            ") is not one character, in a character-level vocabulary");
       t.id_bytes_[id] = sym;
       t.char_ids_.emplace(sym, static_cast<int32_t>(id));
+    } else if (raw.sentencepiece) {
+      // A <0xNN> token is its byte when it is byte fallback (its type says so, or tokenizer.json's
+      // byte_fallback).
+      const bool byte_token =
+          raw.types.empty() ? raw.byte_fallback : raw.types[v] == tokenizer_detail::PieceType::byte;
+      t.id_bytes_[id] = spm_piece_bytes(sym, byte_token);
     } else {
       t.id_bytes_[id] = symbol_to_bytes(sym);
     }
   }
   t.char_level_ = raw.char_level;
+  t.spm_ = raw.sentencepiece;
+  t.ignore_merges_ = raw.ignore_merges;
   t.nfc_ = raw.nfc;
   if (t.nfc_) tokenizer_detail::nfc_check_available();
   std::vector<const std::string*> added_text(size_t(t.n_vocab_), nullptr);
@@ -227,16 +314,31 @@ Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
     }
   }
 
-  for (int b = 0; b < 256 && !t.char_level_; ++b) {
+  const bool byte_level = !t.char_level_ && !t.spm_;
+  for (int b = 0; b < 256 && byte_level; ++b) {
+    // A vocabulary may lack bytes: valid UTF-8 never holds 0xC0, 0xC1 or 0xF5..0xFF (GPT-NeoX's lacks them),
+    // StarCoder's lacks 0xF1..0xF3 (planes 4 to 15, unassigned), falcon's some control characters. A text
+    // that needs one is refused by encode() (tokenizers drops the byte silently); a vocabulary without
+    // a printable ASCII byte is refused here.
     auto it = sym_to_id.find(alphabet().symbol(static_cast<unsigned char>(b)));
-    if (it == sym_to_id.end())
+    // Every real one has the printable ASCII bytes and the space; one without is not byte-level at all.
+    if (it == sym_to_id.end() && b >= 0x20 && b <= 0x7E)
       throw Error(ErrorKind::Format, where + ": the vocabulary lacks the symbol of byte " +
                                          std::to_string(b) + ", so not every text can be encoded");
-    t.byte_ids_[b] = it->second;
+    t.byte_ids_[b] = it == sym_to_id.end() ? -1 : it->second;
+    t.missing_bytes_ |= it == sym_to_id.end() && !(b == 0xC0 || b == 0xC1 || b >= 0xF5);
   }
+  if (t.ignore_merges_) {
+    // By the bytes each token stands for; of two with the same bytes, the vocabulary's first.
+    for (auto& [sym, id] : raw.vocab) t.piece_ids_.emplace(t.id_bytes_[id], static_cast<int32_t>(id));
+  }
+  std::vector<std::pair<uint64_t, Merge>> score_merges;
+  if (t.spm_) score_merges = t.build_sentencepiece(raw, sym_to_id, where);
+  const size_t n_merge_entries = raw.merges.size() + score_merges.size();
   size_t cap = 1024;
-  while (cap < raw.merges.size() * 2) cap *= 2;
+  while (cap < n_merge_entries * 2) cap *= 2;
   t.merge_slots_.assign(cap, MergeSlot{});
+  for (const auto& [key, m] : score_merges) t.add_merge(key, m);
   for (size_t r = 0; r < raw.merges.size(); ++r) {
     auto& [l, rt] = raw.merges[r];
     auto li = sym_to_id.find(l), ri = sym_to_id.find(rt), mi = sym_to_id.find(l + rt);
@@ -251,8 +353,84 @@ Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
     // A later duplicate wins, as in HF tokenizers (it collects the merges into a map).
     t.add_merge(pair_key(li->second, ri->second), Merge{static_cast<int32_t>(r), mi->second});
   }
-  t.pre_ = std::make_shared<const PreTokenizer>(raw.digits);
+  t.pre_ = std::make_shared<const PreTokenizer>(raw.splits);
+  {
+    const std::string gpt2 = tokenizer_detail::gpt2_step().pattern;
+    const auto& sp = raw.splits;
+    const bool digits_first =
+        sp.size() == 2 &&
+        (sp[0].pattern == tokenizer_detail::digits_step(tokenizer_detail::Digits::individual).pattern ||
+         sp[0].pattern == tokenizer_detail::digits_step(tokenizer_detail::Digits::contiguous).pattern);
+    t.gpt2_split_ = byte_level && !t.ignore_merges_ && !sp.empty() && sp.back().pattern == gpt2 &&
+                    sp.back().utf && (sp.size() == 1 || digits_first);
+  }
   return t;
+}
+
+// The SentencePiece tables: the characters' ids, the byte-fallback tokens, the unknown token, the space
+// rules, and (with scores) the merges the scores imply: for each mergeable token, each way of cutting it into
+// two mergeable tokens merges them into it, ranked by its score (equal scores, equal ranks: the leftmost pair
+// of those merges first, as in sentencepiece's and llama.cpp's queues).
+std::vector<std::pair<uint64_t, Tokenizer::Merge>> Tokenizer::build_sentencepiece(
+    const RawTokenizer& raw, const std::unordered_map<std::string, int32_t>& sym_to_id,
+    const std::string& where) {
+  using tokenizer_detail::PieceType;
+  fuse_unk_ = raw.fuse_unk;
+  escape_spaces_ = raw.escape_spaces;
+  split_on_space_ = raw.split_on_space;
+  strip_prefix_ = raw.strip_prefix_on_decode;
+  prefix_ = static_cast<uint8_t>(raw.prefix);
+  unk_id_ = raw.unk_id >= 0 ? static_cast<int32_t>(raw.unk_id) : -1;
+  if (!raw.types.empty() && raw.types.size() != raw.vocab.size())
+    throw Error(ErrorKind::Format, where + ": not one token type per token");
+  if (!raw.scores.empty() && raw.scores.size() != raw.vocab.size())
+    throw Error(ErrorKind::Format, where + ": not one score per token");
+  // Mergeable: what sentencepiece's BPE looks pairs up in (normal and user-defined pieces); without types
+  // (tokenizer.json), the whole vocabulary, as tokenizers looks characters up.
+  auto mergeable = [&](size_t i) {
+    return raw.types.empty() || raw.types[i] == PieceType::normal || raw.types[i] == PieceType::user_defined;
+  };
+  std::fill(std::begin(ascii_ids_), std::end(ascii_ids_), -1);
+  for (size_t i = 0; i < raw.vocab.size(); ++i) {
+    if (!mergeable(i)) continue;
+    const auto& [sym, id] = raw.vocab[i];
+    piece_ids_.emplace(sym, static_cast<int32_t>(id));
+    if (sym.size() == 1 && static_cast<unsigned char>(sym[0]) < 128)
+      ascii_ids_[static_cast<unsigned char>(sym[0])] = static_cast<int32_t>(id);
+  }
+  std::fill(std::begin(byte_fallback_ids_), std::end(byte_fallback_ids_), -1);
+  if (raw.byte_fallback) {
+    for (int b = 0; b < 256; ++b) {
+      char name[8];
+      std::snprintf(name, sizeof name, "<0x%02X>", b);
+      const auto it = sym_to_id.find(name);
+      if (it == sym_to_id.end())
+        throw Error(ErrorKind::Format, where + ": byte_fallback, but the vocabulary lacks the token " + name);
+      byte_fallback_ids_[b] = it->second;
+    }
+  }
+  std::vector<std::pair<uint64_t, Merge>> merges;
+  if (raw.scores.empty()) return merges;
+  std::vector<float> distinct;
+  for (size_t i = 0; i < raw.vocab.size(); ++i)
+    if (mergeable(i)) distinct.push_back(raw.scores[i]);
+  std::sort(distinct.begin(), distinct.end(), std::greater<float>());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  for (size_t i = 0; i < raw.vocab.size(); ++i) {
+    if (!mergeable(i)) continue;
+    const std::string& sym = raw.vocab[i].first;
+    const int32_t rank = static_cast<int32_t>(
+        std::lower_bound(distinct.begin(), distinct.end(), raw.scores[i], std::greater<float>()) -
+        distinct.begin());
+    for (size_t k = 1; k < sym.size(); ++k) {
+      if ((static_cast<unsigned char>(sym[k]) & 0xC0) == 0x80) continue;  // inside a character
+      const auto l = piece_ids_.find(sym.substr(0, k)), r = piece_ids_.find(sym.substr(k));
+      if (l == piece_ids_.end() || r == piece_ids_.end()) continue;
+      merges.emplace_back(pair_key(l->second, r->second),
+                          Merge{rank, static_cast<int32_t>(raw.vocab[i].second)});
+    }
+  }
+  return merges;
 }
 
 Tokenizer Tokenizer::byte_level() {

@@ -8,6 +8,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "arch/tokenizer_pre.h"
 #include "formats/gguf.h"
 #include "io/json_parse.h"
 #include "minigpt/error.h"
@@ -68,12 +69,30 @@ const json& type_of(const json& component, const std::string& where, const char*
   return component["type"];
 }
 
-// The normalizer: none, NFC, or a Sequence of these (NFC after NFC changes nothing).
+// The normalizer: none, NFC, SentencePiece's Prepend("▁") and Replace(" ", "▁") (Llama's), or a Sequence of
+// these.
 void read_normalizer(const json& n, const std::string& where, RawTokenizer& raw, int depth = 0) {
   if (n.is_null()) return;
   const std::string& type = type_of(n, where, "normalizer").get_ref<const std::string&>();
   if (type == "NFC") {
     raw.nfc = true;
+    return;
+  }
+  if (type == "Prepend") {
+    if (!n.contains("prepend") || n["prepend"] != std::string(kSpaceSymbol))
+      throw Error(ErrorKind::Unsupported,
+                  where + ": normalizer Prepend of anything but \"\u2581\" (U+2581) is not supported");
+    raw.prefix = Prefix::every_section;
+    return;
+  }
+  if (type == "Replace") {
+    const bool space_to_symbol = n.contains("pattern") && n["pattern"].is_object() &&
+                                 n["pattern"].contains("String") && n["pattern"]["String"] == " " &&
+                                 n.contains("content") && n["content"] == std::string(kSpaceSymbol);
+    if (!space_to_symbol)
+      throw Error(ErrorKind::Unsupported,
+                  where + ": normalizer Replace of anything but \" \" by \"\u2581\" is not supported");
+    raw.escape_spaces = true;
     return;
   }
   if (type == "Sequence") {
@@ -85,36 +104,40 @@ void read_normalizer(const json& n, const std::string& where, RawTokenizer& raw,
     return;
   }
   throw Error(ErrorKind::Unsupported,
-              where + ": normalizer " + type_name(type) + " is not supported (NFC and a Sequence of it are)");
+              where + ": normalizer " + type_name(type) +
+                  " is not supported (NFC, Prepend, Replace and a Sequence of them are)");
 }
 
-// The pre_tokenizer: ByteLevel, alone or last in a Sequence after Digits (StarCoder's). Digits after
-// ByteLevel would split the byte symbols of numeric characters ('\u00b2' stands for byte 0xB2): refused.
+// A regex as a literal string matches that string: its metacharacters escaped.
+std::string quote_regex(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (std::string_view("\\^$.|?*+()[]{}-/").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// The pre_tokenizer: a Sequence of Split (behavior Isolated), Digits, Punctuation and ByteLevel, or
+// Metaspace (SentencePiece). After ByteLevel a split sees byte symbols ('\u00b2' stands for byte 0xB2), so
+// only Digits and a pattern of ASCII digits (falcon's) may follow it.
 void read_pre_tokenizer(const json& p, const std::string& where, RawTokenizer& raw, int depth = 0) {
   auto is_null_or = [&](const char* key, const json& ok) {
     return !p.contains(key) || p[key].is_null() || p[key] == ok;
   };
-  if (p.is_null())
-    throw Error(ErrorKind::Unsupported,
-                where +
-                    ": no pre_tokenizer: only byte-level BPE (ByteLevel) is supported, and character-level "
-                    "BPE (no pre_tokenizer, no merges, the Fuse decoder)");
+  if (p.is_null()) return;
   const std::string& type = type_of(p, where, "pre_tokenizer").get_ref<const std::string&>();
   if (type == "ByteLevel") {
-    if (!is_null_or("add_prefix_space", false) || !is_null_or("use_regex", true))
-      throw Error(
-          ErrorKind::Unsupported,
-          where + ": pre_tokenizer ByteLevel with add_prefix_space or without use_regex is not supported");
+    if (!is_null_or("add_prefix_space", false))
+      throw Error(ErrorKind::Unsupported,
+                  where + ": pre_tokenizer ByteLevel with add_prefix_space is not supported");
     if (++raw.byte_level > 1)
       throw Error(ErrorKind::Unsupported,
                   where + ": pre_tokenizer: more than one ByteLevel is not supported");
+    if (is_null_or("use_regex", true)) raw.splits.push_back(gpt2_step());
     return;
   }
   if (type == "Digits") {
-    if (raw.byte_level > 0)
-      throw Error(
-          ErrorKind::Unsupported,
-          where + ": pre_tokenizer Digits after ByteLevel is not supported (before it, as StarCoder's, is)");
     bool individual = false;  // tokenizers' default
     if (p.contains("individual_digits") && !p["individual_digits"].is_null()) {
       if (!p["individual_digits"].is_boolean())
@@ -122,11 +145,73 @@ void read_pre_tokenizer(const json& p, const std::string& where, RawTokenizer& r
                     where + ": pre_tokenizer Digits: individual_digits is not true or false");
       individual = p["individual_digits"].get<bool>();
     }
-    // Individual after contiguous splits the runs again; contiguous after individual changes nothing.
-    if (individual || raw.digits == Digits::individual)
-      raw.digits = Digits::individual;
-    else
-      raw.digits = Digits::contiguous;
+    raw.splits.push_back(raw.byte_level > 0
+                             ? byte_digits_step(individual)
+                             : digits_step(individual ? Digits::individual : Digits::contiguous));
+    return;
+  }
+  if (type == "Split") {
+    const std::string what = where + ": pre_tokenizer Split: ";
+    if (!is_null_or("behavior", "Isolated") || !is_null_or("invert", false))
+      throw Error(ErrorKind::Unsupported, what +
+                                              "only behavior \"Isolated\" without invert is supported, not " +
+                                              json_quote(p.value("behavior", json())));
+    const json pat = p.value("pattern", json());
+    std::string regex;
+    if (pat.is_object() && pat.contains("Regex") && pat["Regex"].is_string()) {
+      regex = pat["Regex"].get<std::string>();
+    } else if (pat.is_object() && pat.contains("String") && pat["String"].is_string()) {
+      regex = quote_regex(pat["String"].get<std::string>());
+    } else {
+      throw Error(ErrorKind::Format, what + "\"pattern\" is neither {\"Regex\": ...} nor {\"String\": ...}");
+    }
+    if (regex.empty()) throw Error(ErrorKind::Format, what + "the pattern is empty");
+    if (raw.byte_level > 0) {
+      if (regex.find_first_not_of("0123456789[]{},-+*?") != std::string::npos)
+        throw Error(
+            ErrorKind::Unsupported,
+            what + "after ByteLevel only a pattern of ASCII digits is supported, not " + json_quote(regex));
+      raw.splits.push_back({regex, /*utf=*/false});
+    } else {
+      raw.splits.push_back({translate_pattern(regex)});
+    }
+    return;
+  }
+  if (type == "Punctuation") {
+    if (raw.byte_level > 0)
+      throw Error(ErrorKind::Unsupported,
+                  where + ": pre_tokenizer Punctuation after ByteLevel is not supported");
+    if (!is_null_or("behavior", "Isolated") && !is_null_or("behavior", "Contiguous"))
+      throw Error(
+          ErrorKind::Unsupported,
+          where + ": pre_tokenizer Punctuation: only behavior \"Isolated\" or \"Contiguous\" is supported");
+    raw.splits.push_back(punctuation_step(p.contains("behavior") && p["behavior"] == "Contiguous"));
+    return;
+  }
+  if (type == "Metaspace") {
+    const std::string what = where + ": pre_tokenizer Metaspace: ";
+    if (!is_null_or("replacement", std::string(kSpaceSymbol)))
+      throw Error(ErrorKind::Unsupported,
+                  what + "a replacement other than \"\u2581\" (U+2581) is not supported");
+    std::string scheme = "always";
+    if (p.contains("prepend_scheme") && p["prepend_scheme"].is_string()) {
+      scheme = p["prepend_scheme"].get<std::string>();
+    } else if (p.contains("add_prefix_space") && p["add_prefix_space"].is_boolean()) {
+      scheme = p["add_prefix_space"].get<bool>() ? "always" : "never";
+    }
+    if (scheme == "always") {
+      raw.prefix = Prefix::every_section_unless_space;
+    } else if (scheme == "first") {
+      raw.prefix = Prefix::first_section_unless_space;
+    } else if (scheme == "never") {
+      raw.prefix = Prefix::none;
+    } else {
+      throw Error(ErrorKind::Format,
+                  what + "prepend_scheme " + json_quote(scheme) + " is not always, first or never");
+    }
+    raw.escape_spaces = true;
+    raw.metaspace = true;
+    raw.split_on_space = !p.contains("split") || !p["split"].is_boolean() || p["split"].get<bool>();
     return;
   }
   if (type == "Sequence") {
@@ -137,24 +222,58 @@ void read_pre_tokenizer(const json& p, const std::string& where, RawTokenizer& r
     for (const json& part : p["pretokenizers"]) read_pre_tokenizer(part, where, raw, depth + 1);
     return;
   }
-  throw Error(ErrorKind::Unsupported,
-              where + ": pre_tokenizer " + type_name(type) +
-                  " is not supported (ByteLevel, after Digits in a Sequence or alone, is)");
+  throw Error(
+      ErrorKind::Unsupported,
+      where + ": pre_tokenizer " + type_name(type) +
+          " is not supported (ByteLevel, Split, Digits, Punctuation, Metaspace and a Sequence of them are)");
 }
 
-// The BPE options GPT-2, GPT-NeoX, OPT and StarCoder leave unset; anything else would silently give
-// different ids.
+// The decoder of a SentencePiece BPE: whether it drops the dummy prefix's space (Strip(" ", 1, 0) after
+// Replace / ByteFallback / Fuse, as Llama's; or Metaspace with a prepend_scheme other than "never").
+void read_spm_decoder(const json& d, const std::string& where, RawTokenizer& raw, int depth = 0) {
+  if (d.is_null()) return;
+  const std::string& type = type_of(d, where, "decoder").get_ref<const std::string&>();
+  if (type == "Sequence") {
+    if (depth >= 16) throw Error(ErrorKind::Format, where + ": decoder: Sequences nested more than 16 deep");
+    if (!d.contains("decoders") || !d["decoders"].is_array())
+      throw Error(ErrorKind::Format, where + ": decoder Sequence: \"decoders\" is not a list");
+    for (const json& part : d["decoders"]) read_spm_decoder(part, where, raw, depth + 1);
+    return;
+  }
+  if (type == "Strip") {
+    const int start = d.value("start", 0), stop = d.value("stop", 0);
+    if (d.value("content", std::string(" ")) != " " || start > 1 || stop != 0)
+      throw Error(ErrorKind::Unsupported,
+                  where + ": decoder Strip of anything but one leading space is not supported");
+    raw.strip_prefix_on_decode = start == 1;
+    return;
+  }
+  if (type == "Metaspace") {
+    raw.strip_prefix_on_decode =
+        d.value("prepend_scheme", std::string("always")) != "never" && d.value("add_prefix_space", true);
+    return;
+  }
+  // Replace("▁", " "), ByteFallback and Fuse are what decode() does for every SentencePiece BPE.
+  if (type == "Replace" || type == "ByteFallback" || type == "Fuse") return;
+  throw Error(ErrorKind::Unsupported,
+              where + ": decoder " + type_name(type) +
+                  " is not supported for a SentencePiece BPE (Replace, ByteFallback, Fuse, "
+                  "Strip, Metaspace and a Sequence of them are)");
+}
+
+// The BPE options that would silently give other ids if ignored: refused unless unset. byte_fallback,
+// ignore_merges and fuse_unk are read by read_tokenizer_json.
 void check_bpe_options(const json& model, const std::string& where) {
-  static const std::pair<const char*, json> kUnset[] = {{"dropout", 0.0},
-                                                        {"continuing_subword_prefix", ""},
-                                                        {"end_of_word_suffix", ""},
-                                                        {"byte_fallback", false},
-                                                        {"ignore_merges", false}};
+  static const std::pair<const char*, json> kUnset[] = {
+      {"dropout", 0.0}, {"continuing_subword_prefix", ""}, {"end_of_word_suffix", ""}};
   for (const auto& [key, unset] : kUnset) {
     if (model.contains(key) && !model[key].is_null() && model[key] != unset)
       throw Error(ErrorKind::Unsupported,
                   where + ": model BPE with " + key + " " + json_quote(model[key]) + " is not supported");
   }
+  for (const char* key : {"byte_fallback", "ignore_merges", "fuse_unk"})
+    if (model.contains(key) && !model[key].is_null() && !model[key].is_boolean())
+      throw Error(ErrorKind::Format, where + ": model BPE: " + key + " is not true or false");
 }
 
 // A TemplateProcessing's "single" template: {"SpecialToken": {"id": NAME, "type_id": n}} pieces around
@@ -285,6 +404,8 @@ void assign_added_ids(RawTokenizer& raw) {
 RawTokenizer read_vocab_merges(std::string_view vocab_json, std::string_view merges_txt,
                                const std::string& vocab_where, const std::string& merges_where) {
   RawTokenizer raw;
+  raw.splits.push_back(gpt2_step());  // GPT-2's ByteLevel, which these files leave implicit
+  raw.byte_level = 1;
   read_vocab_object(parse_json(vocab_json, vocab_where), vocab_where, raw);
   std::string_view rest(merges_txt);
   size_t line_no = 0;
@@ -315,12 +436,18 @@ RawTokenizer read_tokenizer_json(std::string_view text, const std::string& where
   if (model_type != "BPE")
     throw Error(ErrorKind::Unsupported, where + ": model type \"" + model_type + "\" is not BPE");
   check_bpe_options(model, where);
+  auto model_flag = [&](const char* key) {
+    return model.contains(key) && model[key].is_boolean() && model[key].get<bool>();
+  };
+  raw.ignore_merges = model_flag("ignore_merges");
+  raw.byte_fallback = model_flag("byte_fallback");
+  raw.fuse_unk = model_flag("fuse_unk");
   read_normalizer(j.value("normalizer", json()), where, raw);
   const json pre = j.value("pre_tokenizer", json());
   const json merges_json = model.value("merges", json::array());
   const json decoder = j.value("decoder", json());
-  if (pre.is_null() && merges_json.is_array() && merges_json.empty() && decoder.is_object() &&
-      decoder.contains("type") && decoder["type"] == "Fuse") {
+  if (pre.is_null() && !raw.escape_spaces && merges_json.is_array() && merges_json.empty() &&
+      decoder.is_object() && decoder.contains("type") && decoder["type"] == "Fuse") {
     // Character-level: tokenizers splits the text into characters and looks each up; Fuse joins them back.
     raw.char_level = true;
     if (model.contains("unk_token") && !model["unk_token"].is_null())
@@ -330,15 +457,45 @@ RawTokenizer read_tokenizer_json(std::string_view text, const std::string& where
                       "refused instead)");
   } else {
     read_pre_tokenizer(pre, where, raw);
-    if (raw.byte_level == 0)
-      throw Error(ErrorKind::Unsupported,
-                  where +
-                      ": the pre_tokenizer has no ByteLevel: only byte-level BPE is supported (and "
-                      "character-level BPE: no pre_tokenizer, no merges, the Fuse decoder)");
+    if (raw.byte_level > 0) {
+      if (raw.escape_spaces || raw.prefix != Prefix::none)
+        throw Error(
+            ErrorKind::Unsupported,
+            where + ": ByteLevel with a SentencePiece space (Metaspace, Prepend, Replace) is not supported");
+      if (raw.byte_fallback)
+        throw Error(ErrorKind::Unsupported,
+                    where + ": model BPE with byte_fallback and ByteLevel is not supported");
+    } else if (raw.escape_spaces) {
+      // SentencePiece BPE: characters are the symbols, a space is U+2581.
+      raw.sentencepiece = true;
+      if (raw.metaspace && !raw.splits.empty())
+        throw Error(
+            ErrorKind::Unsupported,
+            where + ": pre_tokenizer: splits beside Metaspace are not supported (Metaspace alone is)");
+      if (!raw.splits.empty())
+        throw Error(ErrorKind::Unsupported,
+                    where + ": pre_tokenizer: splits of a SentencePiece BPE are not supported");
+      read_spm_decoder(decoder, where, raw);
+    } else {
+      throw Error(
+          ErrorKind::Unsupported,
+          where +
+              ": neither ByteLevel nor a SentencePiece space (Metaspace, or a Replace normalizer): only "
+              "byte-level BPE, SentencePiece BPE and character-level BPE (no pre_tokenizer, no merges, the "
+              "Fuse decoder) are supported");
+    }
   }
   if (j.contains("post_processor")) read_post_processor(j["post_processor"], where, raw);
   if (!model.contains("vocab")) throw Error(ErrorKind::Format, where + ": model has no \"vocab\"");
   read_vocab_object(model["vocab"], where, raw);
+  if (raw.sentencepiece && model.contains("unk_token") && model["unk_token"].is_string()) {
+    const std::string& unk = model["unk_token"].get_ref<const std::string&>();
+    for (const auto& [sym, id] : raw.vocab)
+      if (sym == unk) raw.unk_id = id;
+    if (raw.unk_id < 0)
+      throw Error(ErrorKind::Format,
+                  where + ": model.unk_token " + json_quote(unk) + " is not in the vocabulary");
+  }
   const json& merges = model.value("merges", json::array());
   if (!merges.is_array()) throw Error(ErrorKind::Format, where + ": model.merges is not an array");
   size_t rank = 0;
@@ -407,21 +564,33 @@ void read_tokenizer_config(std::string_view text, const std::string& where, RawT
   assign_added_ids(raw);
 }
 
-// llama.cpp's tokenizer.ggml.* keys (convert_hf_to_gguf.py, _set_vocab_gpt2): the byte-level symbols in id
-// order, the merges as "left right" lines by rank, token types (3 = control, 4 = user-defined: the added
-// tokens), bos/eos ids and whether a BOS is added.
+// llama.cpp's tokenizer.ggml.* keys (convert_hf_to_gguf.py): the tokens in id order, their types (1 normal,
+// 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte), and either the merges as "left right" lines by
+// rank (model "gpt2": byte-level BPE, its pre-tokenizer named by tokenizer.ggml.pre) or the scores (model
+// "llama": SentencePiece BPE); bos/eos ids and whether they are added.
 RawTokenizer read_gguf_tokenizer(const GgufFile& f) {
   const std::string& where = f.path();
   const auto model = f.get_string(gguf_tokenizer::kModelKey);
   if (!model) throw Error(ErrorKind::Format, where + ": no tokenizer in the file (tokenizer.ggml.model)");
-  if (*model != gguf_tokenizer::kByteLevelBpe) {
+  const bool spm = *model == gguf_tokenizer::kSentencePiece;
+  if (*model != gguf_tokenizer::kByteLevelBpe && !spm) {
     throw Error(ErrorKind::Unsupported, where + ": tokenizer.ggml.model '" + *model + "' is not supported (" +
-                                            gguf_tokenizer::kByteLevelBpe + ": byte-level BPE)");
+                                            gguf_tokenizer::kByteLevelBpe + ": byte-level BPE, " +
+                                            gguf_tokenizer::kSentencePiece + ": SentencePiece BPE)");
   }
-  const auto pre = f.get_string(gguf_tokenizer::kPreKey).value_or(gguf_tokenizer::kGpt2Pre);
-  if (pre != gguf_tokenizer::kGpt2Pre && pre != "default") {
-    throw Error(ErrorKind::Unsupported, where + ": tokenizer.ggml.pre '" + pre +
-                                            "' is not supported (gpt-2: GPT-2's pre-tokenizer regex)");
+  RawTokenizer raw;
+  if (!spm) {
+    const auto pre_name = f.get_string(gguf_tokenizer::kPreKey).value_or(gguf_tokenizer::kGpt2Pre);
+    const arch::TokenizerPre* pre = arch::find_tokenizer_pre(pre_name);
+    if (pre == nullptr)
+      throw Error(ErrorKind::Unsupported, where + ": tokenizer.ggml.pre '" + pre_name +
+                                              "' is not supported (" + arch::tokenizer_pre_names() + " are)");
+    for (std::string_view sp : pre->splits) raw.splits.push_back({translate_pattern(sp)});
+    for (std::string_view sp : pre->byte_splits)
+      raw.splits.push_back(sp == "digits+" ? byte_digits_step(false) : SplitStep{std::string(sp), false});
+    raw.nfc = pre->nfc;
+    raw.ignore_merges = pre->ignore_merges;
+    raw.byte_level = 1;
   }
   auto strings = [&](const char* key, bool required) {
     std::vector<std::string> out;
@@ -436,33 +605,68 @@ RawTokenizer read_gguf_tokenizer(const GgufFile& f) {
     return out;
   };
   const auto tokens = strings("tokenizer.ggml.tokens", true);
-  const auto merges = strings("tokenizer.ggml.merges", false);
-  RawTokenizer raw;
   raw.vocab.reserve(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) raw.vocab.emplace_back(tokens[i], int64_t(i));
-  for (size_t i = 0; i < merges.size(); ++i)
-    split_merge_line(merges[i], i + 1, where + ": tokenizer.ggml.merges", raw);
-  if (const GgufValue* types = f.find_value("tokenizer.ggml.token_type")) {
+  if (!spm) {
+    const auto merges = strings("tokenizer.ggml.merges", false);
+    for (size_t i = 0; i < merges.size(); ++i)
+      split_merge_line(merges[i], i + 1, where + ": tokenizer.ggml.merges", raw);
+  }
+  const GgufValue* types = f.find_value("tokenizer.ggml.token_type");
+  if (types != nullptr) {
     if (types->type != GgufType::ARRAY || types->items.size() != tokens.size())
       throw Error(ErrorKind::Format, where + ": tokenizer.ggml.token_type is not one integer per token");
+    raw.types.reserve(tokens.size());
     for (size_t i = 0; i < tokens.size(); ++i) {
-      // A control token is special; a user-defined one is always recognised, as llama.cpp does
-      // (following tokenizers' non-special added tokens).
       const int64_t t = types->items[i].i;
-      if (t == 3 || t == 4) raw.added.push_back({tokens[i], int64_t(i), /*special=*/t == 3});
+      if (t < 1 || t > 6)
+        throw Error(ErrorKind::Format, where + ": tokenizer.ggml.token_type of token " + std::to_string(i) +
+                                           " is " + std::to_string(t) + ", not 1..6");
+      raw.types.push_back(static_cast<PieceType>(t));
+    }
+  }
+  if (spm) {
+    const GgufValue* scores = f.find_value("tokenizer.ggml.scores");
+    if (scores == nullptr || scores->type != GgufType::ARRAY || scores->items.size() != tokens.size())
+      throw Error(ErrorKind::Format, where + ": tokenizer.ggml.scores is not one number per token");
+    raw.scores.reserve(tokens.size());
+    for (const GgufValue& v : scores->items) raw.scores.push_back(static_cast<float>(v.f));
+    raw.sentencepiece = true;
+    raw.escape_spaces = true;
+    // llama.cpp puts the dummy prefix before the text and after every special token; only a file that says
+    // tokenizer.ggml.add_space_prefix = false has none.
+    const GgufValue* add_space = f.find_value("tokenizer.ggml.add_space_prefix");
+    const bool prefix = add_space == nullptr || add_space->type != GgufType::BOOL || add_space->i != 0;
+    raw.prefix = prefix ? Prefix::every_section : Prefix::none;
+    raw.strip_prefix_on_decode = prefix;
+    if (const auto unk = f.get_int("tokenizer.ggml.unknown_token_id");
+        unk && *unk >= 0 && *unk < int64_t(tokens.size()))
+      raw.unk_id = *unk;
+    for (PieceType t : raw.types) raw.byte_fallback |= t == PieceType::byte;
+  }
+  if (!raw.types.empty()) {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      // A control (or the unknown) token is special; a user-defined one is always recognised, as llama.cpp
+      // does (following tokenizers' non-special added tokens).
+      const PieceType t = raw.types[i];
+      if (t == PieceType::control || t == PieceType::user_defined || (spm && t == PieceType::unknown))
+        raw.added.push_back({tokens[i], int64_t(i), /*special=*/t != PieceType::user_defined});
     }
   } else {
     for (auto& [sym, id] : raw.vocab)
       if (sym == "<|endoftext|>") raw.added.push_back({sym, id});
   }
-  const GgufValue* add_bos = f.find_value("tokenizer.ggml.add_bos_token");
-  if (add_bos != nullptr && add_bos->type == GgufType::BOOL && add_bos->i != 0) {
-    const auto bos = f.get_int("tokenizer.ggml.bos_token_id");
-    if (!bos || *bos < 0 || *bos >= int64_t(tokens.size()))
-      throw Error(ErrorKind::Format, where + ": tokenizer.ggml.add_bos_token without a valid bos_token_id");
-    raw.template_prefix.emplace_back(tokens[size_t(*bos)], *bos);
+  auto add_special = [&](const char* flag, const char* id_key, auto& side) {
+    const GgufValue* add = f.find_value(flag);
+    if (add == nullptr || add->type != GgufType::BOOL || add->i == 0) return;
+    const auto id = f.get_int(id_key);
+    if (!id || *id < 0 || *id >= int64_t(tokens.size()))
+      throw Error(ErrorKind::Format, where + ": " + flag + " without a valid " + id_key);
+    side.emplace_back(tokens[size_t(*id)], *id);
     raw.has_template = true;
-  }
+  };
+  add_special("tokenizer.ggml.add_bos_token", "tokenizer.ggml.bos_token_id", raw.template_prefix);
+  add_special("tokenizer.ggml.add_eos_token", "tokenizer.ggml.eos_token_id", raw.template_suffix);
   return raw;
 }
 
