@@ -9,6 +9,7 @@
 #include "formats/llama2c.h"
 #include "minigpt/generate.h"
 #include "minigpt/model_source.h"
+#include "minigpt/tokenizer.h"
 #include "test_util.h"
 
 namespace minigpt {
@@ -298,6 +299,25 @@ TEST(Llama2c, TheCliAsksForTheTokenizerAndRunsOnIds) {
                  "load), shared classifier"),
       std::string::npos)
       << r.out;
+}
+
+// The fixtures' ids (the prompt and each fixture's greedy tokens) decode through a llama2.c tokenizer.bin
+// (--tokenizer; the spm fixture's, 2000 pieces) to the bytes its pieces spell, as run.c and sentencepiece
+// decode them.
+TEST(Llama2c, FixtureIdsDecodeThroughTokenizerBin) {
+  const Tokenizer tok =
+      Tokenizer::load(test::source_dir() / "tests" / "fixtures" / "tokenizer" / "spm" / "tokenizer.bin");
+  EXPECT_EQ(tok.n_vocab(), 2000);
+  const std::vector<int32_t> prompt = llama2c_ref_ids("prompt");
+  auto f = SafeTensorsFile::open(llama2c_dir() / "reference.safetensors");
+  for (const Llama2cFixture& x : kLlama2cFixtures) {
+    SCOPED_TRACE(x.name);
+    std::vector<int32_t> ids = prompt;
+    for (int32_t id : llama2c_ref_ids(std::string(x.name) + ".greedy")) ids.push_back(id);
+    const std::vector<uint8_t> text =
+        test::read_tensor<uint8_t>(*f, std::string(x.name) + ".text", StDtype::U8);
+    EXPECT_EQ(tok.decode(ids), std::string(text.begin(), text.end()));
+  }
 }
 
 // A NaN weight is refused at load, named as llama2.c names the array, with its layer.

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cpu/kernels.h"
+#include "formats/gguf.h"
 #include "minigpt/generate.h"
 #include "minigpt/session.h"
 #include "minigpt/tokenizer.h"

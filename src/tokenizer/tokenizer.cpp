@@ -131,12 +131,17 @@ bool tokenizer_file(const std::filesystem::path& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return false;
   std::ifstream in(path, std::ios::binary);
-  unsigned char magic[4] = {};
-  in.read(reinterpret_cast<char*>(magic), 4);
-  if (in.gcount() < 4) return false;  // ModelSource says what is wrong with it
+  unsigned char magic[28] = {};
+  in.read(reinterpret_cast<char*>(magic), sizeof magic);
+  const size_t n = size_t(in.gcount());
+  if (n < 4) return false;  // ModelSource says what is wrong with it
   const int32_t m = int32_t(uint32_t(magic[0]) | uint32_t(magic[1]) << 8 | uint32_t(magic[2]) << 16 |
                             uint32_t(magic[3]) << 24);
-  return std::memcmp(magic, "GGUF", 4) != 0 && !is_llmc_magic(m);
+  // A model checkpoint (GGUF, llm.c's, llama2.c's with "ak42" or a legacy one, told by its size) goes to
+  // ModelSource, which says whether it holds a tokenizer.
+  uint64_t implied = 0;
+  return std::memcmp(magic, "GGUF", 4) != 0 && !is_llmc_magic(m) && uint32_t(m) != kLlama2cMagic &&
+         !probe_llama2c_legacy(magic, n, uint64_t(std::filesystem::file_size(path, ec)), &implied);
 }
 
 // llama2.c's tokenizer.bin: a small longest-token length, then (score, length <= it, bytes) to the end, <unk>

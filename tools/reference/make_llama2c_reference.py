@@ -28,7 +28,9 @@ n_heads). The norms' eps is 1e-5 (run.c's rmsnorm) and rope_theta 10000 (run.c's
 
 Writes tests/fixtures/llama2c/:
   <name>.bin             one checkpoint per entry of FIXTURES
-  reference.safetensors  tokens, prompt (int32); for each fixture <name>.logits (float32 [T, V]) and
+  reference.safetensors  tokens, prompt (int32); for each fixture <name>.text (uint8: the bytes the prompt and
+                         greedy ids decode to through tests/fixtures/tokenizer/spm/tokenizer.bin, checked against
+                         sentencepiece's DecodeIds of its tokenizer.model); for each fixture <name>.logits (float32 [T, V]) and
                          <name>.greedy (int32 [N]): transformers' float32 forward on the model's weights and
                          N greedy tokens after the prompt, each a full recompute. Version 2 also has
                          <name>.logits_deq / <name>.greedy_deq (the same on the weights the file holds:
@@ -330,6 +332,37 @@ def greedy(model, prompt, n):
     return np.array(ids[len(prompt):], dtype=np.int32), margin
 
 
+SPM = os.path.join(ROOT, "tests", "fixtures", "tokenizer", "spm")
+
+
+def tokenizer_pieces():
+    """The pieces of the spm fixture's tokenizer.bin (llama2.c's tokenizer.py layout: int32 max_token_length,
+    then per token float32 score, int32 length, the bytes)."""
+    raw = open(os.path.join(SPM, "tokenizer.bin"), "rb").read()
+    pos, toks = 4, []
+    while pos < len(raw):
+        _, n = struct.unpack("<fi", raw[pos:pos + 8])
+        toks.append(raw[pos + 8:pos + 8 + n])
+        pos += 8 + n
+    return toks
+
+
+def spm_text(ids):
+    """The bytes the ids decode to: each piece's bytes (a <0xNN> piece its byte), the leading space of the
+    text dropped (run.c's decode after BOS; sentencepiece's DecodeIds, which must agree up to the invalid
+    UTF-8 it replaces)."""
+    import sentencepiece
+    pieces = tokenizer_pieces()
+    out = b""
+    for i in ids:
+        p = pieces[int(i)]
+        out += bytes([int(p[3:5], 16)]) if len(p) == 6 and p.startswith(b"<0x") and p.endswith(b">") else p
+    out = out[1:] if out.startswith(b" ") else out
+    sp = sentencepiece.SentencePieceProcessor(model_file=os.path.join(SPM, "tokenizer.model"))
+    assert sp.decode([int(i) for i in ids]) == out.decode("utf-8", "replace"), (sp.decode(ids), out)
+    return np.frombuffer(out, dtype=np.uint8).copy()
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     print(f"transformers {transformers.__version__}, torch {torch.__version__}, numpy {np.__version__}")
@@ -345,6 +378,7 @@ def main():
         writers[version](m, path)
         ref[name + ".logits"] = make_reference.run_logits(m, tokens)
         ref[name + ".greedy"], margin = greedy(m, prompt, GREEDY)
+        ref[name + ".text"] = spm_text(list(prompt) + list(ref[name + ".greedy"]))
         line = f"  {name}: greedy {ref[name + '.greedy'].tolist()} (margin {margin:.3g})"
         if version == 2:
             d = dequantized_model(m)
