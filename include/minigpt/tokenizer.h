@@ -160,9 +160,13 @@ class Tokenizer {
   // Whether `id` is an added token marked special (<|endoftext|>, <|im_start|>; a GGUF file's control
   // tokens): what transformers' decode(skip_special_tokens=True) and llama-server leave out of the text.
   bool is_special(int32_t id) const;
-  // <|endoftext|> when the vocabulary has it: GPT-2 uses it as both bos and eos.
-  std::optional<int32_t> eos_id() const { return special_id("<|endoftext|>"); }
-  std::optional<int32_t> bos_id() const { return eos_id(); }
+  // The file's end and beginning of text: a GGUF file's tokenizer.ggml.eos_token_id / bos_token_id,
+  // sentencepiece's </s> / <s> (tokenizer.model, tokenizer.bin); else <|endoftext|> when the vocabulary has
+  // it, which GPT-2 uses as both.
+  std::optional<int32_t> eos_id() const {
+    return eos_ >= 0 ? std::optional<int32_t>(eos_) : special_id("<|endoftext|>");
+  }
+  std::optional<int32_t> bos_id() const { return bos_ >= 0 ? std::optional<int32_t>(bos_) : eos_id(); }
 
   // The BPE merge of one pre-token, exposed for tests: the O(n log n) heap merge used for long
   // pre-tokens, the in-place scan used for short ones (at most 48 bytes), and a slow obvious
@@ -243,6 +247,7 @@ class Tokenizer {
   bool fuse_unk_ = false, escape_spaces_ = false, split_on_space_ = false, strip_prefix_ = false;
   uint8_t prefix_ = 0;  // a tokenizer_detail::Prefix
   int32_t unk_id_ = -1;
+  int32_t bos_ = -1, eos_ = -1;  // the file's, or -1
   int32_t ascii_ids_[128] = {};
   int32_t byte_fallback_ids_[256] = {};
   // The tokens by their bytes (byte-level, for ignore_merges) or text (SentencePiece: the mergeable ones).

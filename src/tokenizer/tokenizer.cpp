@@ -267,6 +267,8 @@ Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
   }
   t.char_level_ = raw.char_level;
   t.spm_ = raw.sentencepiece;
+  t.bos_ = raw.bos_id >= 0 && raw.bos_id < t.n_vocab_ ? static_cast<int32_t>(raw.bos_id) : -1;
+  t.eos_ = raw.eos_id >= 0 && raw.eos_id < t.n_vocab_ ? static_cast<int32_t>(raw.eos_id) : -1;
   t.ignore_merges_ = raw.ignore_merges;
   t.nfc_ = raw.nfc;
   if (t.nfc_) tokenizer_detail::nfc_check_available();
