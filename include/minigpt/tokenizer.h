@@ -246,6 +246,9 @@ class Tokenizer {
   bool spm_ = false;
   bool fuse_unk_ = false, escape_spaces_ = false, split_on_space_ = false, strip_prefix_ = false;
   uint8_t prefix_ = 0;  // a tokenizer_detail::Prefix
+  // No mergeable token has U+2581 after another character: a merge never crosses the start of a word (a run
+  // of U+2581 and what follows it), so each word is merged on its own (and cached), with the same ids.
+  bool spm_split_words_ = false;
   int32_t unk_id_ = -1;
   int32_t bos_ = -1, eos_ = -1;  // the file's, or -1
   int32_t ascii_ids_[128] = {};
