@@ -48,9 +48,16 @@ def gguf_reference(path, kind):
     types = [int(f.parts[i][0]) for i in f.data]
     vocab = {t: i for i, t in enumerate(tokens)}
     if kind == "spm":
-        from transformers.tokenization_utils_base import generate_merges
-        tok = Tokenizer(models.BPE(vocab=vocab, merges=generate_merges(vocab), unk_token="<unk>", fuse_unk=True,
-                                   byte_fallback=True))
+        # The merges the scores imply, highest score first (the classic SentencePieceExtractor; transformers
+        # 5.23's generate_merges orders them by id, which puts Llama's "▁▁" (-1e9) first).
+        f = r.fields["tokenizer.ggml.scores"]
+        scores = [float(f.parts[i][0]) for i in f.data]
+        normal = {t: i for i, t in enumerate(tokens) if types[i] in (1, 4)}
+        merges = []
+        for piece, i in sorted(normal.items(), key=lambda kv: (-scores[kv[1]], kv[1])):
+            local = [(piece[:k], piece[k:]) for k in range(1, len(piece)) if piece[:k] in normal and piece[k:] in normal]
+            merges += sorted(local, key=lambda lr: (normal[lr[0]], normal[lr[1]]))
+        tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", fuse_unk=True, byte_fallback=True))
         tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
     else:
         merges = [tuple(m.split(" ", 1)) for m in strings("tokenizer.ggml.merges")]
@@ -108,7 +115,7 @@ def corpus_file(out_dir):
         texts = [c["text"] for c in json.load(f) if "\0" not in c["text"]]
     one = "\n".join(texts) + "\n"
     path = os.path.join(out_dir, "corpus_x80.txt")
-    with open(path, "w", encoding="utf-8") as f:
+    with open(path, "w", encoding="utf-8", newline="") as f:  # "\r" stays "\r"
         f.write(one * 80)
     return path
 
@@ -129,7 +136,7 @@ def main():
     for name, model, make in references():
         encode = make()
         for path in files:
-            with open(path, encoding="utf-8") as f:
+            with open(path, encoding="utf-8", newline="") as f:  # the bytes bench_tokenizer reads
                 text = f.read()
             mb = len(text.encode("utf-8")) / 1e6
             times = []

@@ -140,8 +140,10 @@ LoadOptions load_options(const ModelOptions& o) {
 void add_tokenizer_option(CLI::App& app, std::string& tokenizer) {
   app.add_option(
          "--tokenizer", tokenizer,
-         "Tokenizer directory (tokenizer.json, or vocab.json + merges.txt) instead of the model's own; "
-         "needed for an llm.c checkpoint")
+         "Tokenizer instead of the model's own: a directory (tokenizer.json, vocab.json + merges.txt, or "
+         "tokenizer.model), a GGUF file, a sentencepiece tokenizer.model or llama2.c's tokenizer.bin; needed "
+         "for "
+         "an llm.c checkpoint")
       ->check(nonempty_path());
 }
 

@@ -195,3 +195,16 @@ TEST(TokenizerModels, BadSentencepieceFilesAreRefused) {
   expect_error([&] { Tokenizer::load(dir / "junk.model"); }, minigpt::ErrorKind::Unsupported,
                {"junk.model", "model type UNIGRAM is not supported"});
 }
+
+// The beginning and end of text a file names: sentencepiece's <s> / </s>, a GGUF file's ids.
+TEST(TokenizerModels, BosAndEosAreTheFiles) {
+  for (const auto& path : {kSpmDir / "tokenizer.model", kSpmDir / "tokenizer.bin",
+                           kFixtureRoot / "ggml-vocab" / "ggml-vocab-llama-spm.gguf"}) {
+    const Tokenizer t = Tokenizer::load(path);
+    EXPECT_EQ(t.bos_id(), 1) << path;
+    EXPECT_EQ(t.eos_id(), 2) << path;
+  }
+  const Tokenizer llama3 = Tokenizer::load(kFixtureRoot / "ggml-vocab" / "ggml-vocab-llama-bpe.gguf");
+  EXPECT_EQ(llama3.bos_id(), 128000);
+  EXPECT_EQ(llama3.eos_id(), 128001);
+}

@@ -167,9 +167,13 @@ class Tokenizer {
   // Whether `id` is an added token marked special (<|endoftext|>, <|im_start|>; a GGUF file's control
   // tokens): what transformers' decode(skip_special_tokens=True) and llama-server leave out of the text.
   bool is_special(int32_t id) const;
-  // <|endoftext|> when the vocabulary has it: GPT-2 uses it as both bos and eos.
-  std::optional<int32_t> eos_id() const { return special_id("<|endoftext|>"); }
-  std::optional<int32_t> bos_id() const { return eos_id(); }
+  // The file's end and beginning of text: a GGUF file's tokenizer.ggml.eos_token_id / bos_token_id,
+  // sentencepiece's </s> / <s> (tokenizer.model, tokenizer.bin); else <|endoftext|> when the vocabulary has
+  // it, which GPT-2 uses as both.
+  std::optional<int32_t> eos_id() const {
+    return eos_ >= 0 ? std::optional<int32_t>(eos_) : special_id("<|endoftext|>");
+  }
+  std::optional<int32_t> bos_id() const { return bos_ >= 0 ? std::optional<int32_t>(bos_) : eos_id(); }
 
   // The BPE merge of one pre-token, exposed for tests: the O(n log n) heap merge used for long
   // pre-tokens, the in-place scan used for short ones (at most 48 bytes), and a slow obvious
@@ -249,7 +253,11 @@ class Tokenizer {
   bool spm_ = false;
   bool fuse_unk_ = false, escape_spaces_ = false, split_on_space_ = false, strip_prefix_ = false;
   uint8_t prefix_ = 0;  // a tokenizer_detail::Prefix
+  // No mergeable token has U+2581 after another character: a merge never crosses the start of a word (a run
+  // of U+2581 and what follows it), so each word is merged on its own (and cached), with the same ids.
+  bool spm_split_words_ = false;
   int32_t unk_id_ = -1;
+  int32_t bos_ = -1, eos_ = -1;  // the file's, or -1
   int32_t ascii_ids_[128] = {};
   int32_t byte_fallback_ids_[256] = {};
   // The tokens by their bytes (byte-level, for ignore_merges) or text (SentencePiece: the mergeable ones).

@@ -426,6 +426,18 @@ void Tokenizer::encode_sentencepiece(std::string_view text, bool at_start, std::
     cache.insert(piece, out.data() + before, static_cast<uint32_t>(out.size() - before));
   };
   const std::string_view all(norm);
+  if (!split_on_space_ && spm_split_words_) {
+    // Words: each starts at a U+2581 that follows another character (spm_split_words_ says why this is
+    // exact).
+    size_t begin = 0;
+    for (size_t p = all.find(space, 1); p != std::string_view::npos; p = all.find(space, p + 1)) {
+      if (p >= space.size() && all.compare(p - space.size(), space.size(), space) == 0) continue;
+      one(all.substr(begin, p - begin));
+      begin = p;
+    }
+    one(all.substr(begin));
+    return;
+  }
   if (!split_on_space_) {
     one(all);
     return;

@@ -295,6 +295,8 @@ Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
   }
   t.char_level_ = raw.char_level;
   t.spm_ = raw.sentencepiece;
+  t.bos_ = raw.bos_id >= 0 && raw.bos_id < t.n_vocab_ ? static_cast<int32_t>(raw.bos_id) : -1;
+  t.eos_ = raw.eos_id >= 0 && raw.eos_id < t.n_vocab_ ? static_cast<int32_t>(raw.eos_id) : -1;
   t.ignore_merges_ = raw.ignore_merges;
   t.nfc_ = raw.nfc;
   if (t.nfc_) tokenizer_detail::nfc_check_available();
@@ -418,6 +420,15 @@ std::vector<std::pair<uint64_t, Tokenizer::Merge>> Tokenizer::build_sentencepiec
     piece_ids_.emplace(sym, static_cast<int32_t>(id));
     if (sym.size() == 1 && static_cast<unsigned char>(sym[0]) < 128)
       ascii_ids_[static_cast<unsigned char>(sym[0])] = static_cast<int32_t>(id);
+  }
+  spm_split_words_ = true;
+  const std::string_view space = tokenizer_detail::kSpaceSymbol;
+  for (const auto& [sym, id] : piece_ids_) {
+    for (size_t p = sym.find(space, 1); p != std::string::npos && spm_split_words_;
+         p = sym.find(space, p + 1))
+      if (p < space.size() || sym.compare(p - space.size(), space.size(), space) != 0)
+        spm_split_words_ = false;
+    if (!spm_split_words_) break;
   }
   std::fill(std::begin(byte_fallback_ids_), std::end(byte_fallback_ids_), -1);
   if (raw.byte_fallback) {

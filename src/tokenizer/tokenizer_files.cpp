@@ -665,6 +665,9 @@ RawTokenizer read_gguf_tokenizer(const GgufFile& f) {
     side.emplace_back(tokens[size_t(*id)], *id);
     raw.has_template = true;
   };
+  for (auto [key, id] : {std::pair{"tokenizer.ggml.bos_token_id", &raw.bos_id},
+                         std::pair{"tokenizer.ggml.eos_token_id", &raw.eos_id}})
+    if (const auto v = f.get_int(key); v && *v >= 0 && *v < int64_t(tokens.size())) *id = *v;
   add_special("tokenizer.ggml.add_bos_token", "tokenizer.ggml.bos_token_id", raw.template_prefix);
   add_special("tokenizer.ggml.add_eos_token", "tokenizer.ggml.eos_token_id", raw.template_suffix);
   return raw;

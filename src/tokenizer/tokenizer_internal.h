@@ -69,7 +69,8 @@ struct RawTokenizer {
   // The merges come from the scores instead of `merges` (sentencepiece's BPE, GGUF "llama", llama2.c): two
   // adjacent tokens merge when their concatenation is a token, the highest score first. One per vocab entry.
   std::vector<float> scores;
-  std::vector<PieceType> types;  // one per vocab entry when the file gives them
+  std::vector<PieceType> types;      // one per vocab entry when the file gives them
+  int64_t bos_id = -1, eos_id = -1;  // the file's beginning and end of text, when it names them
 
   // The post_processor's "single" template: the special tokens it puts before and after the text, as
   // (name in special_tokens, id); checked against the vocabulary by build().

@@ -6,7 +6,8 @@
 // (the model type, the normalizer spec's add_dummy_prefix / remove_extra_whitespaces / rule name,
 // trainer_spec.byte_fallback); those need sentencepiece_model.pb.h and protobuf, which it does not ship.
 // The fields read are few and fixed (sentencepiece_model.proto): ModelProto.pieces (1: piece, 2: score,
-// 3: type), trainer_spec (3: model_type, 24: treat_whitespace_as_suffix, 35: byte_fallback), normalizer_spec
+// 3: type), trainer_spec (3: model_type, 24: treat_whitespace_as_suffix, 35: byte_fallback, 41: bos_id,
+// 42: eos_id), normalizer_spec
 // (1: name, 2: precompiled_charsmap, 3: add_dummy_prefix, 4: remove_extra_whitespaces, 5:
 // escape_whitespaces).
 #include <cstdint>
@@ -101,7 +102,8 @@ class Wire {
 };
 
 struct SpmModel {
-  int model_type = 1;  // UNIGRAM, sentencepiece's default
+  int model_type = 1;              // UNIGRAM, sentencepiece's default
+  int64_t bos_id = 1, eos_id = 2;  // sentencepiece's defaults
   bool byte_fallback = false, treat_whitespace_as_suffix = false;
   std::string normalizer_name;
   bool has_charsmap = false;
@@ -179,6 +181,8 @@ RawTokenizer read_llama2c_tokenizer(std::string_view bytes, const std::string& w
   raw.sentencepiece = true;
   raw.byte_fallback = true;
   raw.unk_id = 0;
+  raw.bos_id = 1;
+  raw.eos_id = 2;
   raw.fuse_unk = true;
   raw.escape_spaces = true;
   // run.c's encode() puts the dummy prefix before a non-empty text, and its decode() drops a token's leading
@@ -230,6 +234,10 @@ RawTokenizer read_sentencepiece_model(std::string_view bytes, const std::string&
           m.treat_whitespace_as_suffix = t.varint() != 0;
         } else if (f == 35 && wt == 0) {
           m.byte_fallback = t.varint() != 0;
+        } else if (f == 41 && wt == 0) {
+          m.bos_id = int64_t(int32_t(t.varint()));
+        } else if (f == 42 && wt == 0) {
+          m.eos_id = int64_t(int32_t(t.varint()));
         } else {
           t.skip(wt);
         }
@@ -281,6 +289,8 @@ RawTokenizer read_sentencepiece_model(std::string_view bytes, const std::string&
   raw.prefix = m.add_dummy_prefix ? Prefix::first_section : Prefix::none;
   raw.strip_prefix_on_decode = m.add_dummy_prefix;
   raw.fuse_unk = true;  // sentencepiece merges a run of unknown pieces into one
+  if (m.bos_id >= 0 && m.bos_id < int64_t(raw.vocab.size())) raw.bos_id = m.bos_id;
+  if (m.eos_id >= 0 && m.eos_id < int64_t(raw.vocab.size())) raw.eos_id = m.eos_id;
   for (size_t i = 0; i < raw.vocab.size(); ++i) {
     const PieceType t = raw.types[i];
     if (t == PieceType::unknown && raw.unk_id < 0) raw.unk_id = int64_t(i);
