@@ -396,6 +396,65 @@ TEST(GgufConvert, FamilyVariantsRoundTripThroughGguf) {
   }
 }
 
+// The Llama-shaped families: convert --outtype f32 (llama and mistral with q and k permuted to adjacent
+// rotary pairs, rope_freqs.weight for llama3 scaling, rope.scaling for linear; qwen2 and qwen3 with the
+// halves kept), then the GGUF file gives the directory's logits. Not bit for bit: llama3's frequencies come
+// back as llama.cpp's divisors (1 / f32 factor against transformers' smoothed frequency, a few ulp apart);
+// 1e-4 as the family fixtures' bound.
+TEST(GgufConvert, LlamaFamiliesRoundTripThroughGguf) {
+  const json llama = {{"model_type", "llama"},         {"num_hidden_layers", 2}, {"num_attention_heads", 6},
+                      {"num_key_value_heads", 2},      {"hidden_size", 96},      {"intermediate_size", 128},
+                      {"max_position_embeddings", 64}, {"vocab_size", 50257},    {"rms_norm_eps", 1e-5},
+                      {"tie_word_embeddings", false}};
+  std::vector<std::pair<std::string, json>> variants = {{"llama-llama3", llama},
+                                                        {"llama-linear-bias", llama},
+                                                        {"mistral", llama},
+                                                        {"qwen2", llama},
+                                                        {"qwen3", llama}};
+  variants[0].second["rope_scaling"] = {{"rope_type", "llama3"},
+                                        {"factor", 4.0},
+                                        {"low_freq_factor", 1.0},
+                                        {"high_freq_factor", 4.0},
+                                        {"original_max_position_embeddings", 32}};
+  variants[0].second["tie_word_embeddings"] = true;
+  variants[1].second["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+  variants[1].second["attention_bias"] = true;
+  variants[1].second["mlp_bias"] = true;
+  variants[2].second["model_type"] = "mistral";
+  variants[3].second["model_type"] = "qwen2";
+  variants[4].second["model_type"] = "qwen3";
+  variants[4].second["head_dim"] = 24;
+  const std::vector<int32_t> ids = {15496, 995, 11, 428, 318, 257, 1332};
+  for (const auto& [name, config] : variants) {
+    test::TempDir tmp;
+    const fs::path hf = tmp / name;
+    fs::create_directories(hf);
+    { std::ofstream(hf / "config.json") << config.dump(); }
+    write_random_model(hf, load_config(hf / "config.json"));
+    copy_gpt2_tokenizer(hf);
+    GgufWriteOptions o;
+    o.converter = true;
+    o.preset = GgufPreset::F32;
+    write_gguf(hf, tmp / "m.gguf", o);
+    auto from_dir = Model::load(hf), from_gguf = Model::load(tmp / "m.gguf");
+    const Config &g = from_gguf->config(), &d = from_dir->config();
+    EXPECT_EQ(g.tie_word_embeddings, d.tie_word_embeddings) << name;
+    EXPECT_EQ(g.kv_heads(), d.kv_heads()) << name;
+    EXPECT_EQ(g.head_dim(), d.head_dim()) << name;
+    EXPECT_EQ(g.attn_bias, d.attn_bias) << name;
+    EXPECT_EQ(g.rope_layout, name.starts_with("qwen") ? RopeLayout::NeoxHalves : RopeLayout::AdjacentPairs)
+        << name;
+    Session a(from_dir), b(from_gguf);
+    const auto la = a.eval_all(ids);
+    const auto lb = b.eval_all(ids);
+    ASSERT_EQ(la.size(), lb.size());
+    double worst = 0;
+    for (size_t i = 0; i < la.size(); ++i) worst = std::max(worst, double(std::fabs(la[i] - lb[i])));
+    std::printf("[ measured ] %s: max |logit GGUF - directory| = %.3g\n", name.c_str(), worst);
+    EXPECT_LE(worst, 1e-4) << name;
+  }
+}
+
 // f16/bf16: the converter's rule (matrices 16-bit, 1-D tensors, norms and position_embd F32) and file types;
 // auto is F16 for an F32 checkpoint.
 TEST(GgufConvert, SixteenBitOuttypes) {
