@@ -851,3 +851,64 @@ TEST(GgufConvert, LlamaCppRunsMinigptsLlamaFamilyFiles) {
 
 }  // namespace
 }  // namespace minigpt
+
+namespace minigpt {
+namespace {
+
+// minigpt quantize of llama.cpp's own F32 GGUF (its converter's, tools/reference/make_llama_gguf.py) writes
+// exactly the file llama-quantize wrote from it: Q8_0, Q4_0 and Q4_K_M of a llama model (q and k permuted),
+// Q8_0 of qwen2 (biases) and qwen3 (q/k norms, key_length 24).
+TEST(GgufConvert, LlamaFamilyQuantizeIsByteIdenticalToLlamaQuantize) {
+  const fs::path dir = test::source_dir() / "tests" / "fixtures" / "gguf";
+  const std::pair<const char*, const char*> cases[] = {{"llama-gqa62", "q8_0"},
+                                                       {"llama-gqa62", "q4_0"},
+                                                       {"llama-gqa62", "q4_k_m"},
+                                                       {"qwen2-bias", "q8_0"},
+                                                       {"qwen3-headdim", "q8_0"}};
+  for (const auto& [name, type] : cases) {
+    test::TempDir tmp;
+    const fs::path out = tmp / "out.gguf";
+    const auto r = test::run_cli("quantize " + (dir / (std::string(name) + "-f32.gguf")).string() + " " +
+                                 out.string() + " --type " + type);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_TRUE(test::read_file(out) == test::read_file(dir / (std::string(name) + "-" + type + ".gguf")))
+        << name << " " << type << ": differs from llama-quantize's file";
+  }
+}
+
+// llama-quantize's files of the transformers fixtures load and stay near transformers' F32 logits: the bound
+// is about 2x the difference measured for each type (Q8_0 0.27-0.56, Q4_0 6.4, Q4_K_M 3.9: the weights'
+// rounding on these fixtures' large random weights, std 0.2; the engine's part is shown exactly by the F32
+// files and by the byte-identical quantization above), and the top token agrees wherever transformers' top
+// two are further apart than twice the difference.
+TEST(GgufConvert, LlamaQuantizeFilesOfTheFamiliesLoad) {
+  const fs::path dir = test::source_dir() / "tests" / "fixtures" / "gguf";
+  struct QuantCase {
+    const char* file;
+    const char* fixture;
+    double bound;
+  };
+  for (const QuantCase& c : {QuantCase{"llama-gqa62-q8_0.gguf", "llama-gqa62", 1.0},
+                             QuantCase{"llama-gqa62-q4_0.gguf", "llama-gqa62", 13.0},
+                             QuantCase{"llama-gqa62-q4_k_m.gguf", "llama-gqa62", 8.0},
+                             QuantCase{"qwen2-bias-q8_0.gguf", "qwen2-bias", 1.2},
+                             QuantCase{"qwen3-headdim-q8_0.gguf", "qwen3-headdim", 0.6}}) {
+    const test::Reference ref = test::load_reference(c.fixture);
+    auto model = Model::load(dir / c.file, LoadOptions::threads(2));
+    const int64_t V = model->config().n_vocab, T = int64_t(ref.tokens.size());
+    Session s(model);
+    const auto got = s.eval_all(ref.tokens);
+    double d = 0;
+    for (int64_t i = 0; i < T * V; ++i) d = std::max(d, double(std::fabs(got[i] - ref.logits[i])));
+    std::printf("[ measured ] %s: max |logit - transformers F32| = %.3g\n", c.file, d);
+    EXPECT_LE(d, c.bound) << c.file;
+    for (int64_t t = 0; t < T; ++t) {
+      if (test::top_margin(ref.logits.data() + t * V, V) <= 2 * d) continue;
+      EXPECT_EQ(test::argmax(got.data() + t * V, V), test::argmax(ref.logits.data() + t * V, V))
+          << c.file << " position " << t;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace minigpt
