@@ -5,7 +5,9 @@
 #    $PEER_DIR (default ~/.cache/minigpt-peer, outside the repository; cached between runs);
 # 2. a random GPT-2 of the 124M shape with GPT-2's tokenizer as a Hugging Face directory
 #    (bench/make_peer_model.py), converted with llama.cpp's convert_hf_to_gguf.py to F32, F16 and BF16 GGUF
-#    (and, with llama-quantize, to the quantized types given in QUANTS);
+#    (and, with llama-quantize, to the quantized types given in QUANTS); SHAPE=bench/shapes/NAME.json takes
+#    that shape instead (e.g. SHAPE=bench/shapes/smollm2-135m.json bench/peer.sh bf16,q8_0,q4_k_m 2 3: a
+#    random Llama of SmolLM2-135M's shape with GPT-2's tokenizer, so vocabulary 50257);
 # 3. for each type, ROUNDS rounds alternating which engine goes first: minigpt bench on the GGUF file and
 #    llama-bench on the same file, pp512 and tg128 at THREADS threads; the median of each is printed as a
 #    Markdown table with minigpt / llama.cpp.
@@ -36,20 +38,23 @@ fi
 LLAMA="$PEER_DIR/llama.cpp"
 
 # --- the model -------------------------------------------------------------------------------------------
-MODEL="$PEER_DIR/gpt2-124m-random"
+SHAPE=${SHAPE:-}
+NAME=gpt2-124m
+[ -n "$SHAPE" ] && NAME=$(basename "$SHAPE" .json)
+MODEL="$PEER_DIR/$NAME-random"
 if [ ! -f "$MODEL/model.safetensors" ]; then
-  python3 bench/make_peer_model.py "$MODEL"
+  python3 bench/make_peer_model.py "$MODEL" $SHAPE
 fi
 convert() {  # convert f32|f16|bf16: llama.cpp's own converter
-  python3 "$LLAMA/convert_hf_to_gguf.py" "$MODEL" --outfile "$PEER_DIR/gpt2-124m-$1.gguf" --outtype "$1" >/dev/null 2>&1
+  python3 "$LLAMA/convert_hf_to_gguf.py" "$MODEL" --outfile "$PEER_DIR/$NAME-$1.gguf" --outtype "$1" >/dev/null 2>&1
 }
 for t in ${TYPES//,/ }; do
-  f="$PEER_DIR/gpt2-124m-$t.gguf"
+  f="$PEER_DIR/$NAME-$t.gguf"
   [ -f "$f" ] && continue
   case $t in
     f32|f16|bf16) convert "$t" ;;
-    *) [ -f "$PEER_DIR/gpt2-124m-f32.gguf" ] || convert f32  # llama-quantize starts from the F32 file
-       "$LLAMA/build/bin/llama-quantize" "$PEER_DIR/gpt2-124m-f32.gguf" "$f" "${t^^}" >/dev/null 2>&1 ;;
+    *) [ -f "$PEER_DIR/$NAME-f32.gguf" ] || convert f32  # llama-quantize starts from the F32 file
+       "$LLAMA/build/bin/llama-quantize" "$PEER_DIR/$NAME-f32.gguf" "$f" "${t^^}" >/dev/null 2>&1 ;;
   esac
 done
 [ "$ROUNDS" -gt 0 ] || exit 0
@@ -58,7 +63,7 @@ done
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 for t in ${TYPES//,/ }; do
-  f="$PEER_DIR/gpt2-124m-$t.gguf"
+  f="$PEER_DIR/$NAME-$t.gguf"
   for r in $(seq 1 "$ROUNDS"); do
     order="minigpt llama"
     [ $((r % 2)) -eq 0 ] && order="llama minigpt"

@@ -486,6 +486,43 @@ TEST(CudaOps, RopeAdjacentPairsMatchesCpu) {
   }
 }
 
+// Rotary positions from given frequencies (Llama 3's rescaled ones, Config::rope_inv_freq) in both layouts,
+// and the per-head RMSNorm of Qwen3's q and k on a strided view: against the CPU. Rotations: sincosf against
+// the CPU's double cos/sin of the same F32 angle, 2e-5; the norm: F32 sums in another order, 1e-5.
+TEST(CudaOps, RopeFreqsAndNormHeadsMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  auto cpu = make_cpu_backend(2);
+  auto gpu = cuda_backend(DType::F32);
+  Config c;
+  c.n_head = 4, c.n_embd = 256, c.rotary_dim = 64, c.rope_theta = 500000.0f;
+  c.rope_scaling = {RopeScalingKind::Llama3, 32.0f, 1.0f, 4.0f, 8192};
+  std::vector<float> inv = c.rope_inv_freq();
+  const StepOf steps[] = {one_run(0, 7, 0), one_run(0, 1, 9000),
+                          StepOf({SeqRun{1, 0, 3, 40}, SeqRun{0, 3, 20, 5}})};
+  const int64_t H = 4, D = 64, W = H * D + 8;
+  for (RopeLayout layout : {RopeLayout::NeoxHalves, RopeLayout::AdjacentPairs}) {
+    for (const StepOf& st : steps) {
+      const int64_t T = st.step().n_tokens;
+      auto x = randn(size_t(T * W), 44);
+      auto nw = randn(size_t(D), 45);
+      std::vector<float> got, want, got_n, want_n;
+      for (Backend* be : {gpu.get(), cpu.get()}) {
+        Uploads up;
+        Tensor f = up.put(*be, inv, 1, int64_t(inv.size()));
+        Tensor t = up.put(*be, x, T, W);
+        be->rope_freqs(t.col_slice(0, H * D), st.step(), H, D, D, f, layout);
+        (be == gpu.get() ? got : want) = fetch(*be, t);
+        Tensor n = up.put(*be, x, T, W);
+        be->norm_heads(n.col_slice(8, H * D), H, up.put(*be, nw, 1, D), NormKind::Rms, 1e-6f);
+        (be == gpu.get() ? got_n : want_n) = fetch(*be, n);
+      }
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-5) << "T=" << T << " i=" << i;
+      for (size_t i = 0; i < got_n.size(); ++i)
+        ASSERT_NEAR(got_n[i], want_n[i], 1e-5) << "T=" << T << " i=" << i;
+    }
+  }
+}
+
 // Three sequences in one step, each at its own position (two decode runs, one prefill run, in an order
 // other than their sequence numbers), in the second layer of a two-layer cache: each run's output equals
 // the CPU's for that sequence alone in a cache of its own. Earlier positions are stored by steps of one
@@ -721,6 +758,35 @@ TEST(CudaModel, TokenByTokenWithTheKvCacheEqualsPrefill) {
       auto c = chunked.eval_all(ref.tokens);
       EXPECT_LE(max_abs_diff(c.data(), all.data(), all.size()), bound) << name;
     }
+  }
+}
+
+// The Llama-shaped families on the GPU, F32 cache: transformers' logits within the CPU's 1e-4 (llama3 and
+// linear rope scaling, grouped queries, q/k norms, head_dim != n_embd / n_head, Mistral's sliding window of 8
+// over 40 tokens), and decode token by token and prefill in chunks of 7 (the window's decode and prefill
+// kernels at pos0 > 0) equal to the whole prefill within the same bound.
+TEST(CudaModel, LlamaFamiliesMatchTransformers) {
+  SKIP_WITHOUT_CUDA();
+  auto be = cuda_backend(DType::F32);
+  for (const char* name : {"llama-gqa62", "llama-gqa93-llama3", "llama-linear-bias", "mistral-window",
+                           "qwen2-bias", "qwen3-headdim"}) {
+    const Reference ref = load_reference(name);
+    auto model = load_on(name, be);
+    const int64_t V = model->config().n_vocab, T = int64_t(ref.tokens.size());
+    Session whole(model);
+    auto all_span = whole.eval_all(ref.tokens);
+    const std::vector<float> all(all_span.begin(), all_span.end());
+    const double d = max_abs_diff(all.data(), ref.logits.data(), all.size());
+    std::printf("[ measured ] cuda %s: max |logit - transformers| = %.3g\n", name, d);
+    EXPECT_LE(d, 1e-4) << name;
+    Session s(model);
+    for (int64_t t = 0; t < T; ++t) {
+      auto row = s.eval(std::span<const int32_t>(&ref.tokens[size_t(t)], 1));
+      ASSERT_LE(max_abs_diff(row.data(), all.data() + t * V, size_t(V)), 1e-4) << name << " position " << t;
+    }
+    Session chunked(model, SessionOptions{7});
+    auto c = chunked.eval_all(ref.tokens);
+    EXPECT_LE(max_abs_diff(c.data(), all.data(), all.size()), 1e-4) << name;
   }
 }
 

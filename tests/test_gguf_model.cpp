@@ -87,17 +87,19 @@ TEST(GgufModel, FilesMinigptCannotRunAreRefusedByName) {
   auto put32 = [&](uint32_t v) { b.append(reinterpret_cast<const char*>(&v), 4); };
   auto put64 = [&](uint64_t v) { b.append(reinterpret_cast<const char*>(&v), 8); };
   put32(3), put64(0), put64(1);
-  put64(20), b += "general.architecture", put32(8), put64(5), b += "llama";
-  test::write_file(tmp / "llama.gguf", b);
-  test::expect_error([&] { Model::load(tmp / "llama.gguf"); }, ErrorKind::Unsupported,
-                     {"llama.gguf", "GGUF architecture 'llama' is not supported (gpt2, gptneox, starcoder)"});
+  put64(20), b += "general.architecture", put32(8), put64(6), b += "falcon";
+  test::write_file(tmp / "falcon.gguf", b);
+  test::expect_error([&] { Model::load(tmp / "falcon.gguf"); }, ErrorKind::Unsupported,
+                     {"falcon.gguf",
+                      "GGUF architecture 'falcon' is not supported (gpt2, gptneox, starcoder, "
+                      "llama, qwen2, qwen3)"});
   // A gpt2 file without the hyper-parameters (the reader fixture holds tensors but not all keys).
   const auto mixed = test::source_dir() / "tests" / "fixtures" / "gguf" / "mixed.gguf";
   test::expect_error([&] { Model::load(mixed); }, ErrorKind::Format,
                      {"mixed.gguf", "missing metadata 'gpt2.feed_forward_length'"});
-  const auto r = test::run_cli("info -m " + (tmp / "llama.gguf").string());
+  const auto r = test::run_cli("info -m " + (tmp / "falcon.gguf").string());
   EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.err.find("'llama' is not supported"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("'falcon' is not supported"), std::string::npos) << r.err;
 }
 
 // llama.cpp reads the vocabulary from tokenizer.ggml.tokens and refuses embeddings of another size; minigpt
@@ -132,8 +134,10 @@ namespace {
 // The families' GGUF names and metadata as llama.cpp's converter writes them
 // (tools/reference/make_family_gguf.py, from the transformers fixtures): gptneox (its query_key_value
 // reordered by the converter, rotary dimensions from rope.dimension_count) and starcoder (multi-query,
-// head_count_kv = 1). Logits against transformers' on the original checkpoint, F32: 1e-4, as for the
-// safetensors fixtures.
+// head_count_kv = 1); and written by convert_hf_to_gguf.py itself (tools/reference/make_llama_gguf.py):
+// llama (q and k rows permuted to adjacent rotary pairs, rope_freqs.weight for llama3 scaling, rope.scaling
+// linear), qwen2 and qwen3 (halves kept). Logits against transformers' on the original checkpoint, F32: 1e-4,
+// as for the safetensors fixtures.
 class FamilyGguf : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
 
 TEST_P(FamilyGguf, LoadsAsTheTransformersModelItCameFrom) {
@@ -162,12 +166,43 @@ TEST_P(FamilyGguf, LoadsAsTheTransformersModelItCameFrom) {
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyGguf,
                          ::testing::Values(std::make_pair("neox-parallel-f32.gguf", "neox-parallel"),
-                                           std::make_pair("bigcode-mqa-f32.gguf", "bigcode-4x")),
+                                           std::make_pair("bigcode-mqa-f32.gguf", "bigcode-4x"),
+                                           std::make_pair("llama-gqa62-f32.gguf", "llama-gqa62"),
+                                           std::make_pair("llama-gqa93-llama3-f32.gguf",
+                                                          "llama-gqa93-llama3"),
+                                           std::make_pair("llama-linear-bias-f32.gguf", "llama-linear-bias"),
+                                           std::make_pair("qwen2-bias-f32.gguf", "qwen2-bias"),
+                                           std::make_pair("qwen3-headdim-f32.gguf", "qwen3-headdim")),
                          [](const auto& info) {
                            std::string n = info.param.second;
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
+
+// llama.cpp converts a Mistral model as a llama one, which has no sliding window: the file loads as llama,
+// and its logits are transformers' where the window has not begun to drop keys (positions < 8), and differ
+// after (the window's effect on this fixture is > 1).
+TEST(LlamaGguf, MistralConvertsAsLlamaWithoutItsWindow) {
+  const auto path = test::source_dir() / "tests" / "fixtures" / "gguf" / "mistral-window-f32.gguf";
+  const test::Reference ref = test::load_reference("mistral-window");
+  auto model = Model::load(path, LoadOptions::threads(2));
+  EXPECT_EQ(model->config().arch, "llama");
+  EXPECT_EQ(model->config().sliding_window, 0);
+  EXPECT_EQ(model->config().rope_layout, RopeLayout::AdjacentPairs);
+  const int64_t V = model->config().n_vocab, T = int64_t(ref.tokens.size()), W = 8;
+  Session s(model);
+  const auto logits = s.eval_all(ref.tokens);
+  double inside = 0, after = 0;
+  for (int64_t i = 0; i < T * V; ++i) {
+    double& d = i / V < W ? inside : after;
+    d = std::max(d, double(std::fabs(logits[i] - ref.logits[i])));
+  }
+  std::printf(
+      "[ measured ] mistral as llama: max |logit - transformers| %.3g before the window, %.3g after\n",
+      inside, after);
+  EXPECT_LT(inside, 1e-4);
+  EXPECT_GT(after, 1e-2);
+}
 
 }  // namespace
 }  // namespace minigpt

@@ -78,6 +78,10 @@ struct Config {
   float rope_theta = 10000.0f;
   RopeLayout rope_layout = RopeLayout::NeoxHalves;  // which dimensions rotate together (rotate_half above)
   RopeScaling rope_scaling;                         // the frequencies' rescaling (none by default)
+  // Per-pair divisors of the rotary frequencies, as llama.cpp's rope_freqs tensor holds them (its converter
+  // writes Llama 3's rope_scaling so): inverse frequency i is 1 / rope_theta^(2i / rotary_dim) /
+  // rope_freq_factors[i]. Empty: none (rope_scaling applies).
+  std::vector<float> rope_freq_factors;
   // The width of a query/key/value head; 0: n_embd / n_head. Llama-shaped models may set it apart (Qwen3:
   // 128 for 1024 / 16), so that H * head_dim need not equal n_embd.
   int64_t n_head_dim = 0;

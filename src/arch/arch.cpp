@@ -174,6 +174,8 @@ std::string_view role_name(Role r) {
       return "ffn_gate";
     case Role::FfnGateBias:
       return "ffn_gate_bias";
+    case Role::RopeFreqs:
+      return "rope_freqs";
     case Role::ProjIn:
       return "project_in";
     case Role::ProjOut:
@@ -253,6 +255,8 @@ std::string gguf_name(Role role, int64_t layer) {
       return blk + "ffn_gate.weight";
     case Role::FfnGateBias:
       return blk + "ffn_gate.bias";
+    case Role::RopeFreqs:
+      return "rope_freqs.weight";
     case Role::ProjIn:
     case Role::ProjOut:
     case Role::Ignored:

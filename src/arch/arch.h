@@ -59,6 +59,9 @@ enum class Role {
   Output,   // the LM head [V, E]; absent (or a copy of TokenEmbd) when tied
   ProjIn,   // E -> C after the embeddings, when the embedding width E differs from C (OPT-350m)
   ProjOut,  // C -> E before the head
+  // llama.cpp's rope_freqs ([rotary_dim / 2] divisors of the rotary frequencies, Llama 3's rope_scaling as
+  // its converter writes it): read into Config::rope_freq_factors with the metadata, not a weight.
+  RopeFreqs,
   Ignored,  // buffers old checkpoints saved that are not weights (causal masks)
 };
 std::string_view role_name(Role r);
@@ -115,6 +118,12 @@ struct Architecture {
                      GgufKv& kv) = nullptr;
   // The GGUF name of a tensor (HF -> GGUF through tensors()' roles; GGUF -> role the same map read back).
   std::string (*gguf_tensor_name)(Role role, int64_t layer) = nullptr;
+  // The converter permutes the rows of q and k (and their biases) head by head so that rotary pairs are
+  // adjacent (convert_hf_to_gguf.py's LlamaModel.permute): row 2i + j of a head becomes row j D / 2 + i.
+  bool gguf_permutes_qk = false;
+  // Tensors the converter generates rather than converts (Llama 3's rope_freqs.weight), as name and values,
+  // written before the converted ones; null: none.
+  std::vector<std::pair<std::string, std::vector<float>>> (*gguf_extra_tensors)(const Config& c) = nullptr;
 
   // ---- other formats and names ----
   // llm.c's checkpoints (train_gpt2.c's) hold a model of this family.

@@ -85,6 +85,13 @@ void Config::validate(const std::string& source) const {
     }
   }
   check_range("sliding_window", sliding_window, 0, int64_t(1) << 40);
+  if (!rope_freq_factors.empty()) {
+    if (int64_t(rope_freq_factors.size()) != rotary_dim / 2)
+      config_fail(source, "rope_freqs holds " + std::to_string(rope_freq_factors.size()) + " factors for " +
+                              std::to_string(rotary_dim / 2) + " rotary pairs");
+    for (float f : rope_freq_factors)
+      if (!(f > 0.0f) || !std::isfinite(f)) config_fail(source, "rope_freqs holds a factor that is not > 0");
+  }
   if (n_embd_io != 0) check_range("word_embed_proj_dim", n_embd_io, 1, kMaxDim);
   check_range("the position offset", pos_offset, 0, kMaxDim);
 }
@@ -96,7 +103,9 @@ std::vector<float> Config::rope_inv_freq() const {
   for (int64_t i = 0; i < half; ++i)
     inv[size_t(i)] = 1.0f / std::pow(rope_theta, float(2 * i) / float(rotary_dim));
   const RopeScaling& r = rope_scaling;
-  if (r.kind == RopeScalingKind::Linear) {
+  if (!rope_freq_factors.empty()) {
+    for (size_t i = 0; i < inv.size() && i < rope_freq_factors.size(); ++i) inv[i] /= rope_freq_factors[i];
+  } else if (r.kind == RopeScalingKind::Linear) {
     for (float& f : inv) f /= r.factor;
   } else if (r.kind == RopeScalingKind::Llama3) {
     // _compute_llama3_parameters: wavelengths beyond the original context's take the frequency / factor,

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "arch/config_json.h"
+#include "formats/gguf_writer.h"
 
 namespace minigpt::arch::llama_family {
 namespace {
@@ -169,6 +170,11 @@ std::vector<TensorDesc> tensors(const Variant& v, const Config& c) {
     out.push_back(inv);
   }
   out.push_back(t(Role::OutputNorm, -1, "norm.weight", {C}));
+  if (!c.rope_freq_factors.empty()) {  // only a GGUF file's (Config::rope_freq_factors)
+    TensorDesc f = t(Role::RopeFreqs, -1, "rope_freqs.weight", {c.rotary_dim / 2});
+    f.optional = true;
+    out.push_back(f);
+  }
   TensorDesc head;
   head.role = Role::Output;
   head.names = {"lm_head.weight"};
@@ -176,6 +182,143 @@ std::vector<TensorDesc> tensors(const Variant& v, const Config& c) {
   head.optional = c.tie_word_embeddings;
   out.push_back(head);
   return out;
+}
+
+void check_gguf_form(const Variant& v, const Config& c, const std::string& source) {
+  if (c.activation != Activation::Silu) {
+    throw Error(ErrorKind::Unsupported, source + ": hidden_act '" + c.activation_name +
+                                            "' cannot be written as GGUF (llama.cpp's " + v.model_type +
+                                            " computes silu)");
+  }
+  // llama.cpp's llama reads every bias; its qwen2 the q, k and v biases only, its qwen3 none.
+  const bool llama = !v.qkv_bias_fixed && !v.qk_norm;
+  if (!llama && (c.mlp_bias || (c.attn_bias && !v.qkv_bias_fixed))) {
+    throw Error(ErrorKind::Unsupported, source + ": attention_bias / mlp_bias of a " + v.model_type +
+                                            " model cannot be written as GGUF (llama.cpp's " + v.model_type +
+                                            " has no such tensors)");
+  }
+}
+
+// TextModel.set_gguf_parameters and LlamaModel's (conversion/base.py, llama.py), their keys in their order.
+void write_gguf(const Variant&, const char* gguf_arch, const Config& c, const json& j, const std::string& src,
+                GgufKv& kv) {
+  const std::string ga = gguf_arch;
+  put_gguf_u32(kv, ga, "block_count", c.n_layer, src);
+  put_gguf_u32(kv, ga, "context_length", c.n_ctx, src);
+  put_gguf_u32(kv, ga, "embedding_length", c.n_embd, src);
+  put_gguf_u32(kv, ga, "feed_forward_length", c.n_inner, src);
+  put_gguf_u32(kv, ga, "attention.head_count", c.n_head, src);
+  put_gguf_u32(kv, ga, "attention.head_count_kv", c.kv_heads(), src);
+  if (c.rope_scaling.kind == RopeScalingKind::Linear) {
+    kv.emplace_back(ga + ".rope.scaling.type", gguf_string("linear"));
+    kv.emplace_back(ga + ".rope.scaling.factor", gguf_f32(c.rope_scaling.factor));
+  }
+  kv.emplace_back(ga + ".rope.freq_base", gguf_f32(c.rope_theta));
+  kv.emplace_back(ga + ".attention.layer_norm_rms_epsilon", gguf_f32(c.layer_norm_epsilon));
+  if (has(j, "head_dim") || c.n_head_dim > 0) {
+    put_gguf_u32(kv, ga, "attention.key_length", c.head_dim(), src);
+    put_gguf_u32(kv, ga, "attention.value_length", c.head_dim(), src);
+  }
+  kv.emplace_back("general.file_type", gguf_u32(0));  // set to the preset's by the writer
+  if (ga == "llama") {
+    put_gguf_u32(kv, ga, "vocab_size", c.n_vocab, src);
+    put_gguf_u32(kv, ga, "rope.dimension_count", c.rotary_dim, src);
+  }
+}
+
+std::vector<std::pair<std::string, std::vector<float>>> gguf_extra_tensors(const Config& c) {
+  if (c.rope_scaling.kind != RopeScalingKind::Llama3) return {};
+  // freqs in F32 (torch), the rest in Python's doubles; the factors stored as F32.
+  const RopeScaling& r = c.rope_scaling;
+  const double old_len = double(r.original_context), low = old_len / r.low_freq_factor,
+               high = old_len / r.high_freq_factor;
+  std::vector<float> factors;
+  for (int64_t i = 0; i < c.rotary_dim / 2; ++i) {
+    const float freq = 1.0f / std::pow(c.rope_theta, float(2 * i) / float(c.rotary_dim));
+    const double wavelen = 2 * M_PI / double(freq);
+    if (wavelen < high) {
+      factors.push_back(1.0f);
+    } else if (wavelen > low) {
+      factors.push_back(r.factor);
+    } else {
+      const double smooth =
+          (old_len / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+      factors.push_back(float(1.0 / ((1.0 - smooth) / r.factor + smooth)));
+    }
+  }
+  return {{"rope_freqs.weight", factors}};
+}
+
+void parse_gguf(const Variant& v, const char* gguf_arch, const GgufFile& f, Config& c) {
+  const std::string ga = gguf_arch;
+  auto need = [&](const std::string& key) {
+    const auto x = f.get_int(ga + "." + key);
+    if (!x) throw Error(ErrorKind::Format, f.path() + ": missing metadata '" + ga + "." + key + "'");
+    return *x;
+  };
+  c.n_ctx = need("context_length");
+  c.n_embd = need("embedding_length");
+  c.n_inner = need("feed_forward_length");
+  c.n_layer = need("block_count");
+  c.n_head = need("attention.head_count");
+  c.n_kv_head = f.get_int(ga + ".attention.head_count_kv").value_or(c.n_head);
+  if (const auto k = f.get_int(ga + ".attention.key_length")) {
+    const auto vl = f.get_int(ga + ".attention.value_length").value_or(*k);
+    if (vl != *k) {
+      throw Error(ErrorKind::Unsupported, f.path() + ": key_length " + std::to_string(*k) +
+                                              " != value_length " + std::to_string(vl) + " is not supported");
+    }
+    if (c.n_head > 0 && *k * c.n_head != c.n_embd) c.n_head_dim = *k;
+  }
+  const int64_t D = c.n_head_dim > 0 ? c.n_head_dim : (c.n_head > 0 ? c.n_embd / c.n_head : 0);
+  c.rotary_dim = f.get_int(ga + ".rope.dimension_count").value_or(D);
+  if (c.rotary_dim != D) {
+    throw Error(ErrorKind::Unsupported, f.path() + ": " + ga + ".rope.dimension_count " +
+                                            std::to_string(c.rotary_dim) + " != head dim " +
+                                            std::to_string(D) + " (partial rotary) is not supported");
+  }
+  c.rope_theta = float(f.get_float(ga + ".rope.freq_base").value_or(10000.0));
+  const auto eps = f.get_float(ga + ".attention.layer_norm_rms_epsilon");
+  if (!eps) {
+    throw Error(ErrorKind::Format,
+                f.path() + ": missing metadata '" + ga + ".attention.layer_norm_rms_epsilon'");
+  }
+  if (!(*eps > 0 && *eps < 1)) {
+    throw Error(ErrorKind::Config, f.path() + ": " + ga + ".attention.layer_norm_rms_epsilon " +
+                                       std::to_string(*eps) + " is outside (0, 1)");
+  }
+  c.layer_norm_epsilon = float(*eps);
+  const std::string scaling = f.get_string(ga + ".rope.scaling.type").value_or("none");
+  if (scaling == "linear") {
+    c.rope_scaling.kind = RopeScalingKind::Linear;
+    c.rope_scaling.factor = float(f.get_float(ga + ".rope.scaling.factor").value_or(1.0));
+    if (c.rope_scaling.factor == 1.0f) c.rope_scaling = RopeScaling{};
+  } else if (scaling != "none") {
+    throw Error(ErrorKind::Unsupported, f.path() + ": " + ga + ".rope.scaling.type '" + scaling +
+                                            "' is not supported (none, linear)");
+  }
+  if (const GgufTensor* t = f.find("rope_freqs.weight")) {
+    if (t->type != GgmlType::F32 || t->numel() != c.rotary_dim / 2) {
+      throw Error(ErrorKind::Shape, f.path() + ": rope_freqs.weight must be " +
+                                        std::to_string(c.rotary_dim / 2) + " F32 factors");
+    }
+    c.rope_freq_factors.resize(size_t(t->numel()));
+    f.read(*t, c.rope_freq_factors.data());
+  }
+  c.activation = Activation::Silu;  // llama.cpp's graph: silu(gate) * up
+  c.activation_name = "silu";
+  // The block (config.h); llama.cpp's converter permutes a llama file's q and k rows so that rotary pairs
+  // are adjacent (LlamaModel.permute); its qwen2 and qwen3 files keep transformers' halves.
+  c.norm = NormKind::Rms;
+  c.ffn = FfnKind::Gated;
+  c.position_encoding = PositionEncoding::Rotary;
+  c.rope_layout = ga == "llama" ? RopeLayout::AdjacentPairs : RopeLayout::NeoxHalves;
+  c.parallel_residual = false;
+  c.attn_bias = f.find("blk.0.attn_q.bias") != nullptr;
+  c.mlp_bias = f.find("blk.0.ffn_up.bias") != nullptr;
+  c.qk_norm = v.qk_norm;
+  c.bos_token_id = f.get_int("tokenizer.ggml.bos_token_id").value_or(-1);
+  c.eos_token_id = f.get_int("tokenizer.ggml.eos_token_id").value_or(-1);
 }
 
 }  // namespace minigpt::arch::llama_family

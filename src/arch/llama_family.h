@@ -34,5 +34,7 @@ void parse_gguf(const Variant& v, const char* gguf_arch, const GgufFile& f, Conf
 void check_gguf_form(const Variant& v, const Config& c, const std::string& source);
 void write_gguf(const Variant& v, const char* gguf_arch, const Config& c, const nlohmann::json& j,
                 const std::string& source, GgufKv& kv);
+// rope_freqs.weight for a llama3 rope_scaling, as LlamaModel.generate_extra_tensors computes it.
+std::vector<std::pair<std::string, std::vector<float>>> gguf_extra_tensors(const Config& c);
 
 }  // namespace minigpt::arch::llama_family

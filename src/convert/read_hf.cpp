@@ -122,6 +122,19 @@ Source read_hf(const fs::path& dir) {
     }
     plan[*hit] = {&d, a->gguf_tensor_name(d.role, d.layer)};
   }
+  // Generated tensors first, as the converter writes them (generate_extra_tensors).
+  if (a->gguf_extra_tensors != nullptr) {
+    for (auto& [name, values] : a->gguf_extra_tensors(c)) {
+      SourceTensor st;
+      st.name = name;
+      st.ne = {int64_t(values.size())};
+      st.type = GgmlType::F32;
+      st.stored_bytes = values.size() * sizeof(float);
+      st.stored_type = "F32";
+      st.f32 = [v = values](float* dst) { std::copy(v.begin(), v.end(), dst); };
+      s.tensors.push_back(std::move(st));
+    }
+  }
   bool first_matrix = true;
   for (const auto& [name, found] : all) {
     auto it = plan.find(name);
@@ -154,6 +167,22 @@ Source read_hf(const fs::path& dir) {
         for (int64_t h = 0; h < H; ++h)
           for (int64_t part = 0; part < 3; ++part)
             std::copy_n(hf.data() + ((h * 3 + part) * D) * cols, D * cols, dst + ((part * H + h) * D) * cols);
+      };
+    }
+    const bool q = d.role == arch::Role::AttnQ || d.role == arch::Role::AttnQBias;
+    const bool k = d.role == arch::Role::AttnK || d.role == arch::Role::AttnKBias;
+    if (a->gguf_permutes_qk && (q || k)) {
+      // LlamaModel.permute: within each head, row j D / 2 + i (j < 2, i < D / 2) goes to row 2i + j, so that
+      // llama.cpp's rope on adjacent pairs rotates what transformers' rotate_half rotates.
+      const int64_t heads = q ? c.n_head : c.kv_heads(), D = c.head_dim();
+      const int64_t cols = t.shape.size() == 2 ? t.shape[1] : 1;
+      st.f32 = [file, tensor, heads, D, cols](float* dst) {
+        std::vector<float> hf(size_t(heads * D * cols));
+        read_hf_tensor(*file, *tensor, false, hf.data());
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t j = 0; j < 2; ++j)
+            for (int64_t i = 0; i < D / 2; ++i)
+              std::copy_n(hf.data() + (h * D + j * D / 2 + i) * cols, cols, dst + (h * D + 2 * i + j) * cols);
       };
     }
     if (first_matrix && t.shape.size() >= 2) {

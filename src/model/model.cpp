@@ -265,7 +265,7 @@ Plan make_plan(const Config& c, const std::map<std::string, HostTensor>& all,
                                         " shape " + shape_str(d.shape) + ")");
     }
     used.insert(found->first);
-    if (d.role == Role::Ignored) continue;
+    if (d.role == Role::Ignored || d.role == Role::RopeFreqs) continue;  // RopeFreqs: read with the metadata
     const HostTensor& t = found->second;
     const std::string where = t.file + ": tensor '" + found->first + "'";
     DType compute;
@@ -835,7 +835,7 @@ struct ModelBuilder {
       }
       case PositionEncoding::Rotary:
         // applied to q and k, no table; the frequencies themselves where rope_scaling rescales them
-        if (c.rope_scaling.kind != RopeScalingKind::None) {
+        if (c.rope_scaling.kind != RopeScalingKind::None || !c.rope_freq_factors.empty()) {
           std::vector<float> inv = c.rope_inv_freq();
           w.rope_freqs = be.prepare_weight(
               make_tensor(inv.data(), DType::F32, Device::Host, 1, int64_t(inv.size())), m.owned_);
