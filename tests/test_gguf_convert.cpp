@@ -832,7 +832,7 @@ TEST(GgufConvert, LlamaCppRunsMinigptsLlamaFamilyFiles) {
     { std::ofstream(hf / "config.json") << config.dump(); }
     write_random_model(hf, load_config(hf / "config.json"));
     copy_gpt2_tokenizer(hf);
-    for (const std::string& type : {"f32", "q8_0", "q4_0"}) {
+    for (const std::string type : {"f32", "q8_0", "q4_0"}) {
       const fs::path out = tmp / (std::string(family) + "-" + type + ".gguf");
       const auto r =
           test::run_cli(type == "f32" ? "convert " + hf.string() + " " + out.string() + " --outtype f32"
