@@ -218,7 +218,8 @@ TEST(CharLevelTokenizer, OnlyWhatTokenizersWritesForCharactersIsRead) {
   EXPECT_EQ(ok.encode("a\xC3\xA9\na"), (std::vector<int32_t>{0, 1, 2, 0}));
   EXPECT_EQ(ok.token_symbol(1), "\xC3\xA9");
   for (const auto& [json, says] : std::vector<std::pair<std::string, std::string>>{
-           {make(R"({"a": 0, "b": 1})", R"([["a", "b"]])", fuse), "only byte-level BPE, SentencePiece BPE and character-level BPE"},
+           {make(R"({"a": 0, "b": 1})", R"([["a", "b"]])", fuse),
+            "only byte-level BPE, SentencePiece BPE and character-level BPE"},
            {make(R"({"a": 0})", "[]", "null"),
             "and character-level BPE (no pre_tokenizer, no merges, the Fuse"},
            {make(R"({"ab": 0})", "[]", fuse), "token \"ab\" (id 0) is not one character"},

@@ -15,6 +15,8 @@ constexpr std::string_view kQwen35 =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| "
     "?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// Not formatted: clang-format splits these lines of multi-byte characters anew on every run.
+// clang-format off
 // DeepSeek's letters, CJK and punctuation classes, as its tokenizer.json spells them.
 constexpr std::string_view kDeepseekLetters =
     "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-"
@@ -22,6 +24,7 @@ constexpr std::string_view kDeepseekLetters =
     "Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-"
     "ꞎꭰ-"
     "ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+";
+// clang-format on
 constexpr std::string_view kDeepseekPunct = "\\s?[!-/:-~！-／：-～‘-‟　-。]+";
 constexpr std::string_view kDeepseekCjk = "[一-龥ࠀ-一가-퟿]+";
 // tokenizers' Punctuation (Rust's is_ascii_punctuation || is_punctuation), contiguous.
