@@ -110,9 +110,10 @@ TEST_P(Bf16KernelsAtLevel, ToBf16RowsRoundsToNearestEven) {
     }
   }
   float nan = std::numeric_limits<float>::quiet_NaN();
-  uint16_t b = 0;
-  K->to_bf16_rows(&b, 16, &nan, 1, 1, 1);
-  EXPECT_TRUE(std::isnan(bf16_to_f32(b)));
+  // A row of one value is written out to its padded width, zeros after the value.
+  std::vector<uint16_t> b(size_t(cpu::Packed16::padded_cols(1)), 0x1234);
+  K->to_bf16_rows(b.data(), int64_t(b.size()), &nan, 1, 1, 1);
+  EXPECT_TRUE(std::isnan(bf16_to_f32(b[0])));
 }
 
 // The batched-decode GEMV at odd sizes, nx = 1 .. 17 rows of activations (passes of up to 8: every
