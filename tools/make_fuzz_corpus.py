@@ -158,6 +158,12 @@ def main():
     put("fuzz_llama2c", "v0_untied_gqa", llama2c(0, 4, 2, 1, 2, 1, 1, 1, shared=False))
     put("fuzz_llama2c", "v1_untied", llama2c(1, 2, 3, 1, 1, 1, 2, 2, shared=False))
     put("fuzz_llama2c", "v2_tied", llama2c(2, 4, 2, 1, 2, 1, 2, 2, gs=2))
+    # SentencePiece files: the tokenizers fixtures' tokenizer.bin (llama2.c) and tokenizer.model (protobuf)
+    spm = os.path.join(ROOT, "tests", "fixtures", "tokenizer", "spm")
+    with open(os.path.join(spm, "tokenizer.bin"), "rb") as f:
+        put("fuzz_spm_files", "tokenizer_bin", b"\x00" + f.read())
+    with open(os.path.join(spm, "tokenizer.model"), "rb") as f:
+        put("fuzz_spm_files", "tokenizer_model", b"\x01" + f.read())
     for i, s in enumerate(["15496 995", "0\n1\t2  50256\n", "2147483647", "", "  7  ", "12a", "-1", "2147483648"]):
         put("fuzz_id_list", "ids%d" % i, s)
     # the same target reads --logit-bias values too
