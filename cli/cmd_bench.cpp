@@ -87,7 +87,12 @@ std::string dtype_label(const Model& m) {
   };
   bool quantized = false;
   for (const LayerWeights& L : m.weights().layers) {
-    for (const Linear* l : {&L.attn_qkv, &L.attn_out, &L.ffn_up, &L.ffn_down}) {
+    std::vector<const Linear*> ls = {&L.attn_out, &L.ffn_down};
+    for (const auto* parts : {&L.attn_qkv_parts, &L.ffn_up_parts})
+      for (const Linear& p : *parts) ls.push_back(&p);
+    if (L.attn_qkv_parts.empty()) ls.push_back(&L.attn_qkv);
+    if (L.ffn_up_parts.empty()) ls.push_back(&L.ffn_up);
+    for (const Linear* l : ls) {
       add(*l);
       quantized = quantized || l->format.is_quantized();
     }

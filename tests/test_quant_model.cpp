@@ -280,3 +280,63 @@ TEST(QuantModelCli, ShippedModelQ8_0AgreesWithF32) {
 
 }  // namespace
 }  // namespace minigpt
+
+namespace minigpt {
+namespace {
+
+// llama-quantize's Q4_K_M of the llama-gqa62 fixture keeps layer 1's attn_v in Q8_0 beside Q5_0 q and k
+// (the fixture's rows are too short for K blocks; at SmolLM2's width this is Q6_K beside Q4_K). Each part
+// stays in its own blocks, writing its columns of the q | k | v output, rather than the three being widened
+// to F32 together. Against transformers holding gguf-py's dequantization of the same file
+// (tools/reference/make_dequant_reference.py): widened to F32 within 2e-4 (F32 sums in another order, logits
+// up to ~9); held in blocks (activations quantized to 8 bits per 32 values, as llama.cpp does) within 0.1,
+// the bound of the mixed GPT-2 above, which a part writing the wrong columns exceeds by whole units.
+TEST(QuantModel, ProjectionsOfMixedBlockTypesStayApartAndMatchTransformers) {
+  const std::filesystem::path dir = test::source_dir() / "tests" / "fixtures" / "gguf";
+  auto f = SafeTensorsFile::open(dir / "llama-gqa62-q4_k_m-reference.safetensors");
+  const auto ids = test::read_tensor<int32_t>(*f, "tokens", StDtype::I32);
+  const auto want = test::read_tensor<float>(*f, "logits", StDtype::F32);
+  auto worst = [&](std::span<const float> got) {
+    double w = 0;
+    for (size_t i = 0; i < want.size(); ++i) w = std::max(w, std::fabs(double(got[i]) - double(want[i])));
+    return w;
+  };
+  auto model = Model::load(dir / "llama-gqa62-q4_k_m.gguf", LoadOptions::threads(2));
+  const LayerWeights& L0 = model->weights().layers[0];
+  const LayerWeights& L1 = model->weights().layers[1];
+  EXPECT_TRUE(L0.attn_qkv_parts.empty());
+  EXPECT_EQ(L0.attn_qkv.format.name(), "Q5_0");
+  ASSERT_EQ(L1.attn_qkv_parts.size(), 3u);
+  EXPECT_EQ(L1.attn_qkv.n_out, 0);
+  EXPECT_EQ(L1.attn_qkv_parts[0].format.name(), "Q5_0");
+  EXPECT_EQ(L1.attn_qkv_parts[1].format.name(), "Q5_0");
+  EXPECT_EQ(L1.attn_qkv_parts[2].format.name(), "Q8_0");
+  EXPECT_EQ(L1.attn_qkv_parts[0].n_out + L1.attn_qkv_parts[1].n_out + L1.attn_qkv_parts[2].n_out,
+            96 + 2 * 32);
+
+  Session prefill(model);
+  const double p = worst(prefill.eval_all(ids));
+  Session decode(model);
+  std::vector<float> stepwise;
+  for (int32_t id : ids) {
+    const auto l = decode.eval(std::span<const int32_t>(&id, 1));
+    stepwise.insert(stepwise.end(), l.begin(), l.end());
+  }
+  const double d = worst(stepwise);
+  LoadOptions o = LoadOptions::threads(2);
+  o.weight_dtype = DType::F32;
+  auto widened = Model::load(dir / "llama-gqa62-q4_k_m.gguf", o);
+  EXPECT_TRUE(widened->weights().layers[1].attn_qkv_parts.empty());
+  Session ws(widened);
+  const double w = worst(ws.eval_all(ids));
+  std::printf(
+      "[ measured ] llama Q4_K_M, mixed q/k/v blocks: max |logit - transformers| prefill %.3g, decode "
+      "%.3g, widened F32 %.3g\n",
+      p, d, w);
+  EXPECT_LT(p, 0.1);
+  EXPECT_LT(d, 0.1);
+  EXPECT_LT(w, 2e-4);
+}
+
+}  // namespace
+}  // namespace minigpt

@@ -19,11 +19,15 @@ namespace minigpt {
 struct LayerWeights {
   Tensor attn_norm_w, attn_norm_b;  // [1, C]
   Linear attn_qkv;                  // C -> (H + 2 Hkv) D   (q | k | v, heads side by side in each)
-  Tensor attn_q_norm, attn_k_norm;  // [1, D] per-head RMSNorm weights (Config::qk_norm); else empty
-  Linear attn_out;                  // H D -> C
-  Tensor ffn_norm_w, ffn_norm_b;    // [1, C]
-  Linear ffn_up;                    // C -> F, or C -> 2F (gate | up) for a gated MLP
-  Linear ffn_down;                  // F -> C
+  // q, k and v apart, each writing its own columns of attn_qkv's output, where their block types differ
+  // (llama-quantize's Q4_K_M keeps some layers' attn_v in Q6_K beside Q4_K q and k); attn_qkv is then empty
+  std::vector<Linear> attn_qkv_parts;
+  Tensor attn_q_norm, attn_k_norm;   // [1, D] per-head RMSNorm weights (Config::qk_norm); else empty
+  Linear attn_out;                   // H D -> C
+  Tensor ffn_norm_w, ffn_norm_b;     // [1, C]
+  Linear ffn_up;                     // C -> F, or C -> 2F (gate | up) for a gated MLP
+  std::vector<Linear> ffn_up_parts;  // gate and up apart where their block types differ (as attn_qkv_parts)
+  Linear ffn_down;                   // F -> C
 };
 
 struct ModelWeights {

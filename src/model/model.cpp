@@ -648,8 +648,8 @@ struct ModelBuilder {
   }
 
   // The fused query/key/value projection of layer l: AttnQkv as stored, or reordered from per-head groups,
-  // or q_proj, k_proj and v_proj (OutIn) stacked.
-  Linear qkv_of(const Plan& plan, int64_t l, const std::string& config_name) {
+  // or q_proj, k_proj and v_proj (OutIn) stacked (or, in blocks of different types, left apart in `apart`).
+  Linear qkv_of(const Plan& plan, int64_t l, const std::string& config_name, std::vector<Linear>* apart) {
     const Config& c = m.config_;
     const Match* fused = plan.find(Role::AttnQkv, l);
     const Match* fused_b = plan.find(Role::AttnQkvBias, l);
@@ -681,7 +681,7 @@ struct ModelBuilder {
     // Separate projections: q, k and v stacked as rows (each [out, C]), their biases side by side.
     const Role parts[3] = {Role::AttnQ, Role::AttnK, Role::AttnV};
     const Role biases[3] = {Role::AttnQBias, Role::AttnKBias, Role::AttnVBias};
-    return stacked(plan, l, parts, biases, "q, k and v projections", config_name);
+    return stacked(plan, l, parts, biases, "q, k and v projections", config_name, apart);
   }
 
   // The matrices of `parts` (OutIn, one n_in) stacked as rows in that order into one linear layer, their
@@ -689,7 +689,7 @@ struct ModelBuilder {
   // gated MLP's gate and up. Quantized blocks stay blocks where the backend holds their type (a row of
   // blocks is a row of the matrix).
   Linear stacked(const Plan& plan, int64_t l, std::span<const Role> parts, std::span<const Role> biases,
-                 const std::string& what, const std::string& config_name) {
+                 const std::string& what, const std::string& config_name, std::vector<Linear>* apart) {
     std::vector<const Match*> mw(parts.size());
     for (size_t i = 0; i < parts.size(); ++i) {
       mw[i] = plan.find(parts[i], l);
@@ -711,12 +711,33 @@ struct ModelBuilder {
     const int64_t C = mw[0]->desc->shape[1];
     int64_t n_out = 0;
     for (const Match* m : mw) n_out += m->desc->shape[0];
+    std::vector<const Match*> mb(biases.size());
+    bool any_bias = false;
+    for (size_t i = 0; i < biases.size(); ++i) {
+      mb[i] = plan.find(biases[i], l);
+      any_bias = any_bias || mb[i] != nullptr;
+    }
+    // Blocks of different types (llama-quantize's Q4_K_M gives some attn_v Q6_K beside Q4_K q and k) stay
+    // apart, each in its own type, where the backend holds every one; else they are widened to F32 together.
+    bool one_type = true, all_held = true;
+    for (const Match* m : mw) {
+      one_type = one_type && m->tensor->quant == mw[0]->tensor->quant;
+      all_held = all_held && kept_quantized(*m->tensor).has_value();
+    }
+    if (!one_type && all_held) {
+      for (size_t i = 0; i < mw.size(); ++i) {
+        apart->push_back(linear(*mw[i], mb[i]));
+        if (any_bias && mb[i] == nullptr) {  // a missing bias among present ones is zero
+          std::vector<float> zero(size_t(mw[i]->desc->shape[0]), 0.0f);
+          apart->back().b = be.prepare_weight(
+              make_tensor(zero.data(), DType::F32, Device::Host, 1, int64_t(zero.size())), m.owned_);
+          m.bytes_per_token_ += zero.size() * sizeof(float);
+        }
+      }
+      return Linear{};
+    }
     Staged w;
     WeightFormat format;
-    // Blocks of different types (llama-quantize's Q4_K_M gives some attn_v Q6_K beside Q4_K q and k) are
-    // dequantized and held as F32 together.
-    bool one_type = true;
-    for (const Match* m : mw) one_type = one_type && m->tensor->quant == mw[0]->tensor->quant;
     if (const auto q = one_type ? kept_quantized(*mw[0]->tensor) : std::nullopt) {
       format = *q;
       const size_t row = q->row_bytes(C);
@@ -743,12 +764,6 @@ struct ModelBuilder {
         at += n;
       }
       w.view = make_tensor(w.bytes.get(), held, Device::Host, n_out, C);
-    }
-    std::vector<const Match*> mb(biases.size());
-    bool any_bias = false;
-    for (size_t i = 0; i < biases.size(); ++i) {
-      mb[i] = plan.find(biases[i], l);
-      any_bias = any_bias || mb[i] != nullptr;
     }
     Staged b;
     if (any_bias) {
@@ -846,7 +861,7 @@ struct ModelBuilder {
       LayerWeights L;
       L.attn_norm_w = vec_of(Role::AttnNorm, l);
       L.attn_norm_b = bias_of(Role::AttnNormBias, l);
-      L.attn_qkv = qkv_of(plan, l, config_name);
+      L.attn_qkv = qkv_of(plan, l, config_name, &L.attn_qkv_parts);
       if (c.qk_norm) {
         L.attn_q_norm = vec_of(Role::AttnQNorm, l);
         L.attn_k_norm = vec_of(Role::AttnKNorm, l);
@@ -858,7 +873,7 @@ struct ModelBuilder {
         // gate_proj and up_proj apart: stacked gate | up, the fused layout of a gated MLP (config.h).
         const Role parts[2] = {Role::FfnGate, Role::FfnUp};
         const Role biases[2] = {Role::FfnGateBias, Role::FfnUpBias};
-        L.ffn_up = stacked(plan, l, parts, biases, "gate and up projections", config_name);
+        L.ffn_up = stacked(plan, l, parts, biases, "gate and up projections", config_name, &L.ffn_up_parts);
       } else {
         L.ffn_up = linear_of(Role::FfnUp, Role::FfnUpBias, l);
       }

@@ -252,10 +252,20 @@ void Session::forward(const Step& step, std::span<const int64_t> logit_rows, flo
     auto norm = [&](Tensor out, const Tensor& in, const Tensor& nw, const Tensor& nb) {
       be.norm(out, in, nw, nb, c.norm, c.layer_norm_epsilon);
     };
+    // out = in W^T of a stacked projection: the fused matrix, or its parts each into its own columns.
+    auto stacked = [&](const Tensor& out, const Tensor& in, const Linear& fused,
+                       const std::vector<Linear>& parts) {
+      if (parts.empty()) return be.linear(out, in, fused, false);
+      int64_t c0 = 0;
+      for (const Linear& p : parts) {
+        be.linear(out.col_slice(c0, p.n_out), in, p, false);
+        c0 += p.n_out;
+      }
+    };
     auto mlp = [&](const Tensor& out, const Tensor& in, const LayerWeights& L) {
       if (c.ffn == FfnKind::Gated) {
         const Tensor hg = h.col_slice(0, c.n_inner);  // act(gate) * up in place of the gate
-        be.linear(h, in, L.ffn_up, false);
+        stacked(h, in, L.ffn_up, L.ffn_up_parts);
         be.gated_act(hg, h, c.activation);
         be.linear(out, hg, L.ffn_down, true);
       } else {
@@ -271,7 +281,7 @@ void Session::forward(const Step& step, std::span<const int64_t> logit_rows, flo
       // before k is stored)
       const Tensor& attn_in = c.pre_norm ? xn : x;
       if (c.pre_norm) norm(xn, x, L.attn_norm_w, L.attn_norm_b);
-      be.linear(qkv, attn_in, L.attn_qkv, false);
+      stacked(qkv, attn_in, L.attn_qkv, L.attn_qkv_parts);
       if (c.qk_norm) {
         be.norm_heads(q, H, L.attn_q_norm, NormKind::Rms, c.layer_norm_epsilon);
         be.norm_heads(k, c.kv_heads(), L.attn_k_norm, NormKind::Rms, c.layer_norm_epsilon);
