@@ -8,9 +8,13 @@
 #    (and, with llama-quantize, to the quantized types given in QUANTS); SHAPE=bench/shapes/NAME.json takes
 #    that shape instead (e.g. SHAPE=bench/shapes/smollm2-135m.json bench/peer.sh bf16,q8_0,q4_k_m 2 3: a
 #    random Llama of SmolLM2-135M's shape with GPT-2's tokenizer, so vocabulary 50257);
-# 3. for each type, ROUNDS rounds alternating which engine goes first: minigpt bench on the GGUF file and
-#    llama-bench on the same file, pp512 and tg128 at THREADS threads; the median of each is printed as a
-#    Markdown table with minigpt / llama.cpp.
+# 3. for each type, ROUNDS rounds (at least 5 for a claim: the machine's bandwidth moves by tens of percent
+#    within minutes), each round running every engine once in an order that rotates from round to round:
+#    minigpt bench, llama.cpp's llama-bench (-fa 1) and, where it is built in $PEER_DIR/ik_llama.cpp/build
+#    (or PEERS names it), ik_llama.cpp's llama-bench (-fa 1 -rtr 1), all on the same file at THREADS threads:
+#    pp512, tg128 and tg128 after DEPTH tokens in the KV cache (DEPTH=512 by default; 0 skips it; llama.cpp's
+#    -d, ik_llama.cpp's -gp). The table gives, per test, each engine's median over the rounds, min-max, and
+#    the ratio of medians minigpt / peer with the min-max of the per-round ratios.
 # Not run in CI (it builds llama.cpp: ~10 minutes on 2 cores). Needs python3 with torch, transformers, gguf.
 # Usage: bench/peer.sh [TYPES] [THREADS] [ROUNDS]      e.g. bench/peer.sh f32,f16,bf16 2 3
 set -euo pipefail
@@ -60,47 +64,42 @@ done
 [ "$ROUNDS" -gt 0 ] || exit 0
 
 # --- interleaved runs ------------------------------------------------------------------------------------
-OUT=$(mktemp -d)
-trap 'rm -rf "$OUT"' EXIT
+DEPTH=${DEPTH:-512}
+IK="$PEER_DIR/ik_llama.cpp"
+if [ -z "${PEERS:-}" ]; then
+  PEERS=llama
+  [ -x "$IK/build/bin/llama-bench" ] && PEERS=llama,ik
+fi
+OUT=${KEEP_DIR:-$(mktemp -d)}
+mkdir -p "$OUT"
+[ -n "${KEEP_DIR:-}" ] || trap 'rm -rf "$OUT"' EXIT
+run_engine() {  # run_engine ENGINE FILE OUT_PREFIX
+  local e=$1 f=$2 o=$3
+  case $e in
+    minigpt)
+      "$MINIGPT" bench -m "$f" -p 512 -n 128 -t "$THREADS" -r 3 -o json > "$o-0.json"
+      [ "$DEPTH" -gt 0 ] && "$MINIGPT" bench -m "$f" -p 0 -n 128 -d "$DEPTH" -t "$THREADS" -r 3 -o json > "$o-d.json" ;;
+    llama)
+      "$LLAMA/build/bin/llama-bench" -m "$f" -p 512 -n 128 -t "$THREADS" -r 3 -fa 1 -o json > "$o-0.json" 2>/dev/null
+      [ "$DEPTH" -gt 0 ] && "$LLAMA/build/bin/llama-bench" -m "$f" -p 0 -n 128 -d "$DEPTH" -t "$THREADS" -r 3 -fa 1 \
+        -o json > "$o-d.json" 2>/dev/null ;;
+    ik)
+      "$IK/build/bin/llama-bench" -m "$f" -p 512 -n 128 -t "$THREADS" -r 3 -fa 1 -rtr 1 -o json > "$o-0.json" 2>/dev/null
+      [ "$DEPTH" -gt 0 ] && "$IK/build/bin/llama-bench" -m "$f" -p 0 -n 0 -gp "$DEPTH,128" -t "$THREADS" -r 3 -fa 1 \
+        -rtr 1 -o json > "$o-d.json" 2>/dev/null ;;
+  esac
+  return 0
+}
+ENGINES="minigpt ${PEERS//,/ }"
+read -r -a ENGINE_LIST <<< "$ENGINES"
 for t in ${TYPES//,/ }; do
   f="$PEER_DIR/$NAME-$t.gguf"
   for r in $(seq 1 "$ROUNDS"); do
-    order="minigpt llama"
-    [ $((r % 2)) -eq 0 ] && order="llama minigpt"
-    for e in $order; do
-      if [ "$e" = minigpt ]; then
-        "$MINIGPT" bench -m "$f" -p 512 -n 128 -t "$THREADS" -r 3 -o json > "$OUT/minigpt-$t-$r.json"
-      else
-        "$LLAMA/build/bin/llama-bench" -m "$f" -p 512 -n 128 -t "$THREADS" -r 3 -o json > "$OUT/llama-$t-$r.json" 2>/dev/null
-      fi
+    n=${#ENGINE_LIST[@]}
+    for i in $(seq 0 $((n - 1))); do  # round r starts with engine (r - 1) mod n
+      e=${ENGINE_LIST[$(((r - 1 + i) % n))]}
+      run_engine "$e" "$f" "$OUT/$e-$t-$r"
     done
   done
 done
-python3 - "$OUT" "$TYPES" "$THREADS" <<'PY'
-import glob, json, os, statistics, sys
-out, types, threads = sys.argv[1], sys.argv[2].split(","), sys.argv[3]
-def minigpt_rows(path):
-    d = json.load(open(path))
-    rows = d["results"] if isinstance(d, dict) and "results" in d else d
-    return {r["test"]: r["tok_s"] for r in rows}
-def llama_rows(path):
-    d = json.load(open(path))
-    res = {}
-    for r in d:
-        name = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
-        res[name] = r["avg_ts"]
-    return res
-def rounds(kind, t):  # in round order (sorted as numbers: round 10 after round 9)
-    paths = glob.glob(f"{out}/{kind}-{t}-*.json")
-    return sorted(paths, key=lambda p: int(p.rsplit("-", 1)[1].split(".")[0]))
-print(f"| type | test | minigpt tok/s | llama.cpp tok/s | minigpt / llama.cpp | each round: minigpt / llama.cpp |  ({threads} threads, median of rounds)")
-print("|---|---|---:|---:|---:|---|")
-for t in types:
-    m = [minigpt_rows(p) for p in rounds("minigpt", t)]
-    l = [llama_rows(p) for p in rounds("llama", t)]
-    for test in ["pp512", "tg128"]:
-        a = statistics.median(x[test] for x in m if test in x)
-        b = statistics.median(x[test] for x in l if test in x)
-        each = ", ".join(f"{x[test]:.0f}/{y[test]:.0f}" for x, y in zip(m, l) if test in x and test in y)
-        print(f"| {t} | {test} | {a:.1f} | {b:.1f} | {a / b:.2f} | {each} |")
-PY
+python3 bench/peer_table.py "$OUT" "$TYPES" "$THREADS" "$ENGINES" "$DEPTH"
