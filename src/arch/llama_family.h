@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "arch/arch.h"
@@ -12,8 +13,13 @@
 namespace minigpt::arch::llama_family {
 
 struct Variant {
-  const char* model_type;  // config.json's model_type, written back by to_json
-  const char* hf_class;    // the transformers class
+  const char* model_type;    // config.json's model_type, written back by to_json
+  const char* hf_class;      // the transformers class
+  const char* display_name;  // for messages
+  // llama.cpp's general.architecture of its converter's files: "llama" rotates adjacent pairs (q and k rows
+  // permuted), the others keep the halves
+  const char* gguf_arch;
+  bool reads_gguf = true;  // false: llama.cpp converts the family as another (Mistral as llama)
   // The attention's biases: Llama's attention_bias (q, k, v and o, all or none, read from config.json), or
   // Qwen2's fixed q, k and v biases (o none).
   bool qkv_bias_fixed = false;
@@ -36,5 +42,28 @@ void write_gguf(const Variant& v, const char* gguf_arch, const Config& c, const 
                 const std::string& source, GgufKv& kv);
 // rope_freqs.weight for a llama3 rope_scaling, as LlamaModel.generate_extra_tensors computes it.
 std::vector<std::pair<std::string, std::vector<float>>> gguf_extra_tensors(const Config& c);
+
+// A variant's line of the architecture table: the functions above bound to V.
+template <const Variant& V>
+constexpr Architecture architecture() {
+  using json = nlohmann::json;
+  return Architecture{
+      .model_type = V.model_type,
+      .hf_class = V.hf_class,
+      .display_name = V.display_name,
+      .parse = [](const json& j, const std::string& source, Config& c) { parse(V, j, source, c); },
+      .to_json = [](const Config& c) { return to_json(V, c); },
+      .tensors = [](const Config& c) { return tensors(V, c); },
+      .gguf_arch = V.gguf_arch,
+      .parse_gguf =
+          V.reads_gguf ? +[](const GgufFile& f, Config& c) { parse_gguf(V, V.gguf_arch, f, c); } : nullptr,
+      .check_gguf_form = [](const Config& c, const std::string& source) { check_gguf_form(V, c, source); },
+      .write_gguf = [](const Config& c, const json& j, const std::string& source,
+                       GgufKv& kv) { write_gguf(V, V.gguf_arch, c, j, source, kv); },
+      .gguf_tensor_name = gguf_name,
+      .gguf_permutes_qk = std::string_view(V.gguf_arch) == "llama",
+      .gguf_extra_tensors = gguf_extra_tensors,
+  };
+}
 
 }  // namespace minigpt::arch::llama_family
