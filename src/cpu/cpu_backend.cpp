@@ -1059,7 +1059,7 @@ class CpuBackend final : public Backend {
 
   cpu::ThreadPool pool_;
   DType kv_dtype_;
-  const bool bf16_math_ = cpu::bf16_math();  // BF16 weights in BF16 arithmetic (MINIGPT_BF16_MATH=bf16)
+  const bool bf16_math_ = cpu::bf16_math();  // BF16 weights in BF16 arithmetic (cpu::bf16_math)
   std::mutex gemm_mutex_;
   std::vector<float> gemm_scratch_;
 };

@@ -48,10 +48,11 @@ bool own_sgemm() {
 // product of the BF16 weights, which the rest of minigpt's unquantized paths do to ~1e-5.
 bool bf16_math() {
   const char* v = std::getenv("MINIGPT_BF16_MATH");
-  if (v == nullptr || *v == '\0' || std::string_view(v) == "f32") return false;
+  if (v == nullptr || *v == '\0') return bf16_available();
+  if (std::string_view(v) == "f32") return false;
   if (std::string_view(v) != "bf16") {
-    throw Error(ErrorKind::Argument,
-                "MINIGPT_BF16_MATH='" + std::string(v) + "': f32 or bf16 (or unset: f32)");
+    throw Error(ErrorKind::Argument, "MINIGPT_BF16_MATH='" + std::string(v) +
+                                         "': f32 or bf16 (or unset: bf16 where the CPU has it)");
   }
   if (!bf16_available()) {
     throw Error(ErrorKind::Argument, "MINIGPT_BF16_MATH=bf16: the kernel level " +

@@ -239,8 +239,9 @@ void fgemm(float* y, int64_t ldy, const float* w, int64_t ldw, int64_t rows, con
 // activations' rounding, at most 2^-8 of sum |w x|, and the F32 summation.
 bool bf16_available();
 // Whether a CPU backend multiplies BF16 weights in BF16 (the kernels below) or widens them to F32 (the exact
-// F32 product of the stored weights, as for F16): MINIGPT_BF16_MATH=f32 (or unset) or bf16, read when a
-// backend is made. Throws Error(Argument) for another value, or for bf16 where !bf16_available().
+// F32 product of the stored weights, as for F16): MINIGPT_BF16_MATH=f32 or bf16, unset: bf16 where
+// bf16_available() (as llama.cpp computes BF16 weights; prefill ~1.9x the widened GEMM), read when a backend
+// is made. Throws Error(Argument) for another value, or for bf16 where !bf16_available().
 bool bf16_math();
 // Row t of x [nt, k] (row stride ldx) rounded to BF16 at xb + t * ldxb, then zeros up to
 // Packed16::padded_cols(k) (ldxb at least that). The same bytes at every level.
