@@ -450,6 +450,8 @@ void q8gemm_pack_w(uint8_t* panel, const uint8_t* w, int64_t r0, int64_t rows, i
 }
 
 namespace {
+// The bit of the fifth-bit plane's byte b that holds row r's value b + 16 h (cpu::QuantLayout::Planes).
+inline int plane_bit(int64_t r, int h) { return int(4 * (r % 2) + 2 * h + r / 2); }
 // qgemm_pack of a Planes kind (HighBit: Q5_0, Q5_1; Min: Q5_1, Q4_1), read in place: q = the nibble and the
 // fifth bit, less 16 for Q5_0 (dw = d, ow = 0); Q5_1, Q4_1 keep q (0..31, 0..15) with dw = d, ow = m.
 template <bool HighBit, bool Min>
@@ -461,15 +463,12 @@ void pack_planes(uint8_t* panel, const uint8_t* w, int64_t r0, int64_t rows, int
     for (int64_t j = 0; j < nb; ++j) {
       const uint8_t* unit = group + j * 4 * bytes;
       const uint8_t* qs = unit + qs_at + 16 * rr;
-      uint16_t lo = 0, hi = 0;
-      if (HighBit) {
-        std::memcpy(&lo, unit + qh_at + 2 * rr, 2);
-        std::memcpy(&hi, unit + qh_at + 8 + 2 * rr, 2);
-      }
+      const uint8_t* plane = unit + qh_at;
+      const int bl = plane_bit(rr, 0), bh = plane_bit(rr, 1);
       int8_t v[32];
       for (int i = 0; i < 16; ++i) {
-        v[i] = int8_t((qs[i] & 0xF) | (((lo >> i) & 1) << 4));
-        v[i + 16] = int8_t((qs[i] >> 4) | (((hi >> i) & 1) << 4));
+        v[i] = int8_t((qs[i] & 0xF) | (HighBit ? ((plane[i] >> bl) & 1) << 4 : 0));
+        v[i + 16] = int8_t((qs[i] >> 4) | (HighBit ? ((plane[i] >> bh) & 1) << 4 : 0));
         if (HighBit && !Min) v[i] = int8_t(v[i] - 16), v[i + 16] = int8_t(v[i + 16] - 16);
       }
       panel_piece(panel + j * kQgemmBlockBytes, r, v, half_at(unit + 2 * rr), 0,
@@ -611,9 +610,12 @@ void planes_pack(uint8_t* unit, int64_t r, const uint8_t* blk, int64_t bytes) {
   const PlaneFields f(bytes);
   std::memcpy(unit + 2 * r, blk, 2);
   if (f.m) std::memcpy(unit + 8 + 2 * r, blk + 2, 2);
-  if (f.qh) {  // qh little-endian: bytes 0, 1 its bits 0..15, bytes 2, 3 its bits 16..31
-    std::memcpy(unit + f.unit_qh() + 2 * r, blk + f.file_qh(), 2);
-    std::memcpy(unit + f.unit_qh() + 8 + 2 * r, blk + f.file_qh() + 2, 2);
+  if (f.qh) {  // qh: 32 bits little-endian, bit i for value i; the plane is zero before the first row
+    const uint8_t* q = blk + f.file_qh();
+    const uint32_t qh = uint32_t(q[0]) | uint32_t(q[1]) << 8 | uint32_t(q[2]) << 16 | uint32_t(q[3]) << 24;
+    for (int b = 0; b < 16; ++b)
+      for (int h = 0; h < 2; ++h)
+        unit[f.unit_qh() + b] |= uint8_t(((qh >> (b + 16 * h)) & 1u) << plane_bit(r, h));
   }
   std::memcpy(unit + f.unit_qs() + 16 * r, blk + f.file_qs(), 16);
 }
@@ -622,8 +624,11 @@ void planes_unpack(uint8_t* blk, const uint8_t* unit, int64_t r, int64_t bytes) 
   std::memcpy(blk, unit + 2 * r, 2);
   if (f.m) std::memcpy(blk + 2, unit + 8 + 2 * r, 2);
   if (f.qh) {
-    std::memcpy(blk + f.file_qh(), unit + f.unit_qh() + 2 * r, 2);
-    std::memcpy(blk + f.file_qh() + 2, unit + f.unit_qh() + 8 + 2 * r, 2);
+    uint32_t qh = 0;
+    for (int b = 0; b < 16; ++b)
+      for (int h = 0; h < 2; ++h)
+        qh |= uint32_t((unit[f.unit_qh() + b] >> plane_bit(r, h)) & 1) << (b + 16 * h);
+    for (int i = 0; i < 4; ++i) blk[f.file_qh() + i] = uint8_t(qh >> (8 * i));
   }
   std::memcpy(blk + f.file_qs(), unit + f.unit_qs() + 16 * r, 16);
 }

@@ -108,11 +108,13 @@ struct QuantInterleave {
 //     turn. A kernel then reads 4 rows' quants in one register against one 8-byte run of activations, and
 //     decodes the 4 rows' scales in one pass (AVX2 from L2: 23.5 against 14.5 GB/s).
 //   Planes (Q5_0, Q5_1, Q4_1; 4 x 22, 24, 20 bytes): each field of the 4 blocks as one plane: the 4 F16 d (8
-//     bytes), the 4 F16 m (8; Q5_1, Q4_1), the fifth bits (16; Q5_0, Q5_1) as two 64-bit masks, bits 0..15
-//     of the 4 rows' qh (row r at bits 16 r .. 16 r + 15: the low nibbles' bits) then bits 16..31 (the high
-//     nibbles'), then the 4 rows' qs (16 bytes each). A kernel then reads the 4 rows' quants as one 64-byte
-//     register (AVX2: two) whose bytes' fifth bits are one mask each (AVX-512: a mask register, vpaddb
-//     under it; AVX2: 32 bits expanded to bytes), and the 4 rows' scales in one conversion.
+//     bytes), the 4 F16 m (8; Q5_1, Q4_1), the fifth bits (16; Q5_0, Q5_1), then the 4 rows' qs (16 bytes
+//     each). Byte b of the fifth bits holds those of values b and b + 16 of the 4 rows: row r's value
+//     b + 16 h at bit 4 (r % 2) + 2 h + r / 2. A kernel reads the 4 rows' quants as one 64-byte register
+//     (AVX2: two of rows 0, 1 and 2, 3) and their fifth bits as one 16-byte load: AVX-512 tests it into a
+//     mask per nibble half (vptestmb), AVX2 moves each register's bits to bit 4 of its bytes with one shift
+//     (the two 128-bit lanes of a row pair hold the same bit numbers apart by 4, taken up by shifting one
+//     lane's copy once per block).
 enum class QuantLayout { Blocks, SplitScales, Q4KPacked, Planes };
 inline QuantLayout quant_layout(QKind kind) {
   return kind == QKind::Q8_0 || kind == QKind::Q4_0                          ? QuantLayout::SplitScales
