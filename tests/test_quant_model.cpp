@@ -1,7 +1,7 @@
 // A GGUF model whose matrices are in every quantized type minigpt reads (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
 // Q4_K, Q5_K, Q6_K; tools/reference/make_quant_model_reference.py), against transformers holding the
-// dequantized weights: held in its blocks (decode through the integer kernels, prefill through F32 tiles) and
-// widened to F32 at load (--dtype f32).
+// dequantized weights: held in its blocks (decode through the integer kernels, prefill through the int8 GEMM
+// where the level has it, else F32 tiles) and widened to F32 at load (--dtype f32).
 #include <nlohmann/json.hpp>
 
 #include "cpu/kernels.h"
