@@ -5,9 +5,13 @@
 # over the rounds and the ratio B / A.
 # Usage: bench/ab.sh A_BINARY B_BINARY [rounds] [dtypes] [threads] [extra bench args...]
 #   e.g. bench/ab.sh /tmp/before/build/minigpt build/minigpt 3 f32,bf16,f16 1,2
+# MODEL=FILE runs that model (-m FILE) instead of the random GPT-2 shape; its dtype `stored` keeps its blocks:
+#   MODEL=~/.cache/minigpt-peer/smollm2-135m-q4_k_m.gguf bench/ab.sh A B 3 stored 2
 set -euo pipefail
 A=$1 B=$2 ROUNDS=${3:-3} DTYPES=${4:-f32,bf16,f16} THREADS=${5:-1,2}
 shift $(( $# < 5 ? $# : 5 ))
+SRC=(--random gpt2)
+[ -n "${MODEL:-}" ] && SRC=(-m "$MODEL")
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 for dt in ${DTYPES//,/ }; do
@@ -18,7 +22,7 @@ for dt in ${DTYPES//,/ }; do
       for which in $order; do
         bin=$A
         [ "$which" = B ] && bin=$B
-        "$bin" bench --random gpt2 -p 512 -n 128 -d 0,512 -t "$t" --dtype "$dt" -r 3 -o json "$@" \
+        "$bin" bench "${SRC[@]}" -p 512 -n 128 -d 0,512 -t "$t" --dtype "$dt" -r 3 -o json "$@" \
           > "$OUT/$which-$dt-$t-$r.json"
       done
     done

@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
   for (const QuantCase& q :
        {QuantCase{"Q8_0", cpu::QKind::Q8_0, 32, 34}, QuantCase{"Q4_0", cpu::QKind::Q4_0, 32, 18},
         QuantCase{"Q4_K", cpu::QKind::Q4_K, 256, 144}, QuantCase{"Q5_K", cpu::QKind::Q5_K, 256, 176},
-        QuantCase{"Q6_K", cpu::QKind::Q6_K, 256, 210}}) {
+        QuantCase{"Q6_K", cpu::QKind::Q6_K, 256, 210}, QuantCase{"Q5_0", cpu::QKind::Q5_0, 32, 22},
+        QuantCase{"Q5_1", cpu::QKind::Q5_1, 32, 24}, QuantCase{"Q4_1", cpu::QKind::Q4_1, 32, 20}}) {
     if (K % q.block != 0) continue;
     // BENCH_QUANT_ONLY=Q4_K: that type only (e.g. under perf stat)
     if (const char* only = std::getenv("BENCH_QUANT_ONLY");
@@ -111,7 +112,9 @@ int main(int argc, char** argv) {
     std::vector<float> xdq(size_t(2 * T * (K / 32)), 0.01f);
     for (const QuantCase& q :
          {QuantCase{"Q4_0", cpu::QKind::Q4_0, 32, 18}, QuantCase{"Q4_K", cpu::QKind::Q4_K, 256, 144},
-          QuantCase{"Q5_K", cpu::QKind::Q5_K, 256, 176}, QuantCase{"Q6_K", cpu::QKind::Q6_K, 256, 210}}) {
+          QuantCase{"Q5_K", cpu::QKind::Q5_K, 256, 176}, QuantCase{"Q6_K", cpu::QKind::Q6_K, 256, 210},
+          QuantCase{"Q5_0", cpu::QKind::Q5_0, 32, 22}, QuantCase{"Q5_1", cpu::QKind::Q5_1, 32, 24},
+          QuantCase{"Q4_1", cpu::QKind::Q4_1, 32, 20}}) {
       if (K % q.block != 0 || !cpu::qgemm_takes(q.kind)) continue;
       if (const char* only = std::getenv("BENCH_QUANT_ONLY");
           only != nullptr && *only != '\0' && std::string(only) != "1" && std::string(only) != q.name)

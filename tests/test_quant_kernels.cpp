@@ -32,6 +32,9 @@ const Kind kKinds[] = {
     {cpu::QKind::Q4_K, GgmlType::Q4_K, 256, 144, "Q4_K"},
     {cpu::QKind::Q5_K, GgmlType::Q5_K, 256, 176, "Q5_K"},
     {cpu::QKind::Q6_K, GgmlType::Q6_K, 256, 210, "Q6_K"},
+    {cpu::QKind::Q5_0, GgmlType::Q5_0, 32, 22, "Q5_0"},
+    {cpu::QKind::Q5_1, GgmlType::Q5_1, 32, 24, "Q5_1"},
+    {cpu::QKind::Q4_1, GgmlType::Q4_1, 32, 20, "Q4_1"},
 };
 
 void put_half(uint8_t* p, float v) {
@@ -52,7 +55,13 @@ std::vector<uint8_t> random_blocks(const Kind& t, int64_t n, int64_t k, std::mt1
     switch (t.kind) {
       case cpu::QKind::Q8_0:
       case cpu::QKind::Q4_0:
+      case cpu::QKind::Q5_0:
         put_half(b, sign * scale(rng));
+        break;
+      case cpu::QKind::Q5_1:
+      case cpu::QKind::Q4_1:  // d and the min m (of either sign, as a row's least value is)
+        put_half(b, scale(rng) / 2);
+        put_half(b + 2, -sign * scale(rng) * 8);
         break;
       case cpu::QKind::Q4_K:
       case cpu::QKind::Q5_K:
@@ -371,7 +380,7 @@ TEST_P(QuantKernelsAtLevel, Q8GemmEqualsTheDequantizedProduct) {
 // sum |w x|.
 TEST_P(QuantKernelsAtLevel, Int8GemmEqualsTheDequantizedProduct) {
   if (GetParam() != "generic") {
-    EXPECT_EQ(k().qgemm_kinds, 0x1Eu) << "every kind but Q8_0 (16-bit activations: cpu::acts_int16)";
+    EXPECT_EQ(k().qgemm_kinds, 0xFEu) << "every kind but Q8_0 (16-bit activations: cpu::acts_int16)";
   }
   if (k().qgemm == nullptr) {
     EXPECT_EQ(k().qgemm_kinds, 0u);

@@ -1,7 +1,7 @@
 // A GGUF model whose matrices are in every quantized type minigpt reads (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
 // Q4_K, Q5_K, Q6_K; tools/reference/make_quant_model_reference.py), against transformers holding the
-// dequantized weights: held in its blocks (decode through the integer kernels, prefill through F32 tiles) and
-// widened to F32 at load (--dtype f32).
+// dequantized weights: held in its blocks (decode through the integer kernels, prefill through the int8 GEMM
+// where the level has it, else F32 tiles) and widened to F32 at load (--dtype f32).
 #include <nlohmann/json.hpp>
 
 #include "cpu/kernels.h"
@@ -289,17 +289,41 @@ namespace {
 // stays in its own blocks, writing its columns of the q | k | v output, rather than the three being widened
 // to F32 together. Against transformers holding gguf-py's dequantization of the same file
 // (tools/reference/make_dequant_reference.py): widened to F32 within 2e-4 (F32 sums in another order, logits
-// up to ~9); held in blocks (activations quantized to 8 bits per 32 values, as llama.cpp does) within 0.1,
-// the bound of the mixed GPT-2 above, which a part writing the wrong columns exceeds by whole units.
+// up to ~9). Held in blocks, each projection's input is quantized per 32 values (8 bits for Q5_0, 16 for
+// Q8_0), which on this random fixture moves logits by up to 0.44 (the reference's logits_acts, with the
+// inputs quantized in the same way, against its logits). Against logits_acts: every position within 0.05 and
+// three in four within 1e-3 (measured at each kernel level: 2e-4 at 37 to 40 of the 40 positions, F32 sums in
+// another order; up to 0.02 at the others, where an activation lies at a rounding tie and goes the other
+// way), which a part writing the wrong columns, or a kernel a bit off, exceeds by far. A prefill at a level
+// without the int8 GEMM (generic) widens the blocks to F32: there it is held to logits within 2e-4.
 TEST(QuantModel, ProjectionsOfMixedBlockTypesStayApartAndMatchTransformers) {
   const std::filesystem::path dir = test::source_dir() / "tests" / "fixtures" / "gguf";
   auto f = SafeTensorsFile::open(dir / "llama-gqa62-q4_k_m-reference.safetensors");
   const auto ids = test::read_tensor<int32_t>(*f, "tokens", StDtype::I32);
   const auto want = test::read_tensor<float>(*f, "logits", StDtype::F32);
+  const auto want_acts = test::read_tensor<float>(*f, "logits_acts", StDtype::F32);
   auto worst = [&](std::span<const float> got) {
     double w = 0;
     for (size_t i = 0; i < want.size(); ++i) w = std::max(w, std::fabs(double(got[i]) - double(want[i])));
     return w;
+  };
+  // Against logits_acts: the largest difference, and the number of positions off by more than 1e-3.
+  const size_t V = want.size() / ids.size();
+  auto against_acts = [&](std::span<const float> got, const char* what) {
+    double w = 0;
+    int off = 0;
+    for (size_t t = 0; t < ids.size(); ++t) {
+      double wt = 0;
+      for (size_t i = t * V; i < (t + 1) * V; ++i)
+        wt = std::max(wt, std::fabs(double(got[i]) - double(want_acts[i])));
+      w = std::max(w, wt);
+      off += wt > 1e-3;
+    }
+    std::printf(
+        "[ measured ] %s against transformers with quantized inputs: max %.3g, %d of %zu positions > 1e-3\n",
+        what, w, off, ids.size());
+    EXPECT_LT(w, 0.05) << what;
+    EXPECT_LE(4 * off, int(ids.size())) << what;
   };
   auto model = Model::load(dir / "llama-gqa62-q4_k_m.gguf", LoadOptions::threads(2));
   const LayerWeights& L0 = model->weights().layers[0];
@@ -315,7 +339,13 @@ TEST(QuantModel, ProjectionsOfMixedBlockTypesStayApartAndMatchTransformers) {
             96 + 2 * 32);
 
   Session prefill(model);
-  const double p = worst(prefill.eval_all(ids));
+  const auto prefill_logits = prefill.eval_all(ids);
+  const double p = worst(prefill_logits);
+  if (cpu::qgemm_takes(cpu::QKind::Q5_0)) {
+    against_acts(prefill_logits, "prefill");
+  } else {
+    EXPECT_LT(p, 2e-4) << "prefill widening the blocks to F32 (" << cpu::kernel_level_name() << ")";
+  }
   Session decode(model);
   std::vector<float> stepwise;
   for (int32_t id : ids) {
@@ -323,6 +353,7 @@ TEST(QuantModel, ProjectionsOfMixedBlockTypesStayApartAndMatchTransformers) {
     stepwise.insert(stepwise.end(), l.begin(), l.end());
   }
   const double d = worst(stepwise);
+  against_acts(stepwise, "decode");
   LoadOptions o = LoadOptions::threads(2);
   o.weight_dtype = DType::F32;
   auto widened = Model::load(dir / "llama-gqa62-q4_k_m.gguf", o);
@@ -333,8 +364,6 @@ TEST(QuantModel, ProjectionsOfMixedBlockTypesStayApartAndMatchTransformers) {
       "[ measured ] llama Q4_K_M, mixed q/k/v blocks: max |logit - transformers| prefill %.3g, decode "
       "%.3g, widened F32 %.3g\n",
       p, d, w);
-  EXPECT_LT(p, 0.1);
-  EXPECT_LT(d, 0.1);
   EXPECT_LT(w, 2e-4);
 }
 

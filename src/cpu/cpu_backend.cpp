@@ -93,6 +93,15 @@ bool quant_kind(GgmlType t, cpu::QKind* kind) {
     case GgmlType::Q6_K:
       *kind = cpu::QKind::Q6_K;
       return true;
+    case GgmlType::Q5_0:
+      *kind = cpu::QKind::Q5_0;
+      return true;
+    case GgmlType::Q5_1:
+      *kind = cpu::QKind::Q5_1;
+      return true;
+    case GgmlType::Q4_1:
+      *kind = cpu::QKind::Q4_1;
+      return true;
     default:
       return false;
   }

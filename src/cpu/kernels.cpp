@@ -449,6 +449,35 @@ void q8gemm_pack_w(uint8_t* panel, const uint8_t* w, int64_t r0, int64_t rows, i
   }
 }
 
+namespace {
+// The bit of the fifth-bit plane's byte b that holds row r's value b + 16 h (cpu::QuantLayout::Planes).
+inline int plane_bit(int64_t r, int h) { return int(4 * (r % 2) + 2 * h + r / 2); }
+// qgemm_pack of a Planes kind (HighBit: Q5_0, Q5_1; Min: Q5_1, Q4_1), read in place: q = the nibble and the
+// fifth bit, less 16 for Q5_0 (dw = d, ow = 0); Q5_1, Q4_1 keep q (0..31, 0..15) with dw = d, ow = m.
+template <bool HighBit, bool Min>
+void pack_planes(uint8_t* panel, const uint8_t* w, int64_t r0, int64_t rows, int64_t nb, int64_t bytes) {
+  const int64_t qh_at = Min ? 16 : 8, qs_at = qh_at + (HighBit ? 16 : 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t n = r0 + r, rr = n % 4;
+    const uint8_t* group = w + (n / 4) * 4 * nb * bytes;
+    for (int64_t j = 0; j < nb; ++j) {
+      const uint8_t* unit = group + j * 4 * bytes;
+      const uint8_t* qs = unit + qs_at + 16 * rr;
+      const uint8_t* plane = unit + qh_at;
+      const int bl = plane_bit(rr, 0), bh = plane_bit(rr, 1);
+      int8_t v[32];
+      for (int i = 0; i < 16; ++i) {
+        v[i] = int8_t((qs[i] & 0xF) | (HighBit ? ((plane[i] >> bl) & 1) << 4 : 0));
+        v[i + 16] = int8_t((qs[i] >> 4) | (HighBit ? ((plane[i] >> bh) & 1) << 4 : 0));
+        if (HighBit && !Min) v[i] = int8_t(v[i] - 16), v[i + 16] = int8_t(v[i + 16] - 16);
+      }
+      panel_piece(panel + j * kQgemmBlockBytes, r, v, half_at(unit + 2 * rr), 0,
+                  Min ? half_at(unit + 8 + 2 * rr) : 0.0f, false);
+    }
+  }
+}
+}  // namespace
+
 // Row by row, each file block read once and its 32-column pieces decoded with the kind fixed: packing ran 8
 // times slower when the kind was tested and Q4_K's block gathered again for every piece (bench_gemv's int8
 // GEMM times the packing with the product).
@@ -457,6 +486,17 @@ void qgemm_pack(uint8_t* panel, QKind kind, const uint8_t* w, int64_t r0, int64_
   if (rows < kQgemmRows) std::memset(panel, 0, size_t(qgemm_panel_bytes(k)));
   if (kind == QKind::Q8_0)  // its activations are 16-bit (acts_int16): no level's qgemm_kinds
     throw Error(ErrorKind::Argument, "qgemm_pack: Q8_0 does not run through the int8 GEMM");
+  if (kind == QKind::Q5_0 || kind == QKind::Q5_1 || kind == QKind::Q4_1) {
+    const int64_t bytes = kind == QKind::Q5_0 ? 22 : kind == QKind::Q5_1 ? 24 : 20;
+    switch (kind) {
+      case QKind::Q5_0:
+        return pack_planes<true, false>(panel, w, r0, rows, k / 32, bytes);
+      case QKind::Q5_1:
+        return pack_planes<true, true>(panel, w, r0, rows, k / 32, bytes);
+      default:
+        return pack_planes<false, true>(panel, w, r0, rows, k / 32, bytes);
+    }
+  }
   if (kind == QKind::Q4_0) {
     // SplitScales: per block of a 4-row group, the 4 F16 scales, then the 4 rows' values
     const int64_t bytes = 18, nb = k / 32;
@@ -556,11 +596,52 @@ void q4k_unpack(uint8_t* blk, const uint8_t* unit, int64_t r) {
   for (int run = 0; run < 16; ++run) std::memcpy(blk + 16 + 8 * run, unit + 64 + 32 * run + 8 * r, 8);
 }
 
+// The Planes layout (Q5_0: 22 bytes, Q5_1: 24, Q4_1: 20, told apart by their size): where each field of a
+// block lies in the file's block and in its group's 4 blocks (row r's at the plane's offset + its width r).
+struct PlaneFields {
+  bool m, qh;  // whether the kind has a min (Q5_1, Q4_1) and fifth bits (Q5_0, Q5_1)
+  explicit PlaneFields(int64_t bytes) : m(bytes != 22), qh(bytes != 20) {}
+  int64_t file_qh() const { return m ? 4 : 2; }
+  int64_t file_qs() const { return 2 + (m ? 2 : 0) + (qh ? 4 : 0); }
+  int64_t unit_qh() const { return m ? 16 : 8; }
+  int64_t unit_qs() const { return unit_qh() + (qh ? 16 : 0); }
+};
+void planes_pack(uint8_t* unit, int64_t r, const uint8_t* blk, int64_t bytes) {
+  const PlaneFields f(bytes);
+  std::memcpy(unit + 2 * r, blk, 2);
+  if (f.m) std::memcpy(unit + 8 + 2 * r, blk + 2, 2);
+  if (f.qh) {  // qh: 32 bits little-endian, bit i for value i; the plane is zero before the first row
+    const uint8_t* q = blk + f.file_qh();
+    const uint32_t qh = uint32_t(q[0]) | uint32_t(q[1]) << 8 | uint32_t(q[2]) << 16 | uint32_t(q[3]) << 24;
+    for (int b = 0; b < 16; ++b)
+      for (int h = 0; h < 2; ++h)
+        unit[f.unit_qh() + b] |= uint8_t(((qh >> (b + 16 * h)) & 1u) << plane_bit(r, h));
+  }
+  std::memcpy(unit + f.unit_qs() + 16 * r, blk + f.file_qs(), 16);
+}
+void planes_unpack(uint8_t* blk, const uint8_t* unit, int64_t r, int64_t bytes) {
+  const PlaneFields f(bytes);
+  std::memcpy(blk, unit + 2 * r, 2);
+  if (f.m) std::memcpy(blk + 2, unit + 8 + 2 * r, 2);
+  if (f.qh) {
+    uint32_t qh = 0;
+    for (int b = 0; b < 16; ++b)
+      for (int h = 0; h < 2; ++h)
+        qh |= uint32_t((unit[f.unit_qh() + b] >> plane_bit(r, h)) & 1) << (b + 16 * h);
+    for (int i = 0; i < 4; ++i) blk[f.file_qh() + i] = uint8_t(qh >> (8 * i));
+  }
+  std::memcpy(blk + f.file_qs(), unit + f.unit_qs() + 16 * r, 16);
+}
+
 // Block j of row n of a QuantInterleave matrix, as the file holds it, into blk (`bytes`).
 void read_quant_block(uint8_t* blk, const uint8_t* w, int64_t n, int64_t j, int64_t nb, int64_t bytes,
                       QuantLayout layout) {
   if (layout == QuantLayout::Q4KPacked) {
     q4k_unpack(blk, w + ((n / 4) * nb + j) * 4 * bytes, n % 4);
+    return;
+  }
+  if (layout == QuantLayout::Planes) {
+    planes_unpack(blk, w + ((n / 4) * nb + j) * 4 * bytes, n % 4, bytes);
     return;
   }
   const bool split = layout == QuantLayout::SplitScales;
@@ -584,6 +665,10 @@ void interleave_quant_rows(uint8_t* dst, const uint8_t* src, int64_t n, int64_t 
       const uint8_t* b = src + (r * nb + j) * bytes;
       if (layout == QuantLayout::Q4KPacked) {
         q4k_pack(dst + ((r / 4) * nb + j) * 4 * bytes, r % 4, b);
+        continue;
+      }
+      if (layout == QuantLayout::Planes) {
+        planes_pack(dst + ((r / 4) * nb + j) * 4 * bytes, r % 4, b, bytes);
         continue;
       }
       const QuantPlace p = quant_place(r, j, nb, bytes, split);

@@ -89,7 +89,8 @@ void gemv_f32_rows(float* y, int64_t ldy, const float* w, int64_t ldw, const flo
 // 4 rows (QuantInterleave), against activations quantized per 32 values (QAct, made by quantize_acts): the
 // integer dot products llama.cpp uses. The kinds with kernels; the other GGUF types are widened to F32 rows
 // by the backend.
-enum class QKind { Q8_0, Q4_0, Q4_K, Q5_K, Q6_K };
+// (Q5_0, Q5_1, Q4_1 last: the kinds' numbers are bits of KernelTable::qgemm_kinds.)
+enum class QKind { Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q5_0, Q5_1, Q4_1 };
 // The held layout of a quantized [N, K] matrix: rows padded to a multiple of 4 (zero bytes, which every
 // type reads as zero values), and for each group of 4 rows its blocks in the order (block j, row r):
 // block j of row n at ((n / 4) * nb + j) * 4 + n % 4 blocks from the start, nb = K / block.
@@ -106,11 +107,20 @@ struct QuantInterleave {
 //     16..143) as 16 runs of 32 bytes: run 4c + p holds qs bytes [32c + 8p, 32c + 8p + 8) of rows 0..3 in
 //     turn. A kernel then reads 4 rows' quants in one register against one 8-byte run of activations, and
 //     decodes the 4 rows' scales in one pass (AVX2 from L2: 23.5 against 14.5 GB/s).
-enum class QuantLayout { Blocks, SplitScales, Q4KPacked };
+//   Planes (Q5_0, Q5_1, Q4_1; 4 x 22, 24, 20 bytes): each field of the 4 blocks as one plane: the 4 F16 d (8
+//     bytes), the 4 F16 m (8; Q5_1, Q4_1), the fifth bits (16; Q5_0, Q5_1), then the 4 rows' qs (16 bytes
+//     each). Byte b of the fifth bits holds those of values b and b + 16 of the 4 rows: row r's value
+//     b + 16 h at bit 4 (r % 2) + 2 h + r / 2. A kernel reads the 4 rows' quants as one 64-byte register
+//     (AVX2: two of rows 0, 1 and 2, 3) and their fifth bits as one 16-byte load: AVX-512 tests it into a
+//     mask per nibble half (vptestmb), AVX2 moves each register's bits to bit 4 of its bytes with one shift
+//     (the two 128-bit lanes of a row pair hold the same bit numbers apart by 4, taken up by shifting one
+//     lane's copy once per block).
+enum class QuantLayout { Blocks, SplitScales, Q4KPacked, Planes };
 inline QuantLayout quant_layout(QKind kind) {
-  return kind == QKind::Q8_0 || kind == QKind::Q4_0 ? QuantLayout::SplitScales
-         : kind == QKind::Q4_K                      ? QuantLayout::Q4KPacked
-                                                    : QuantLayout::Blocks;
+  return kind == QKind::Q8_0 || kind == QKind::Q4_0                          ? QuantLayout::SplitScales
+         : kind == QKind::Q4_K                                               ? QuantLayout::Q4KPacked
+         : kind == QKind::Q5_0 || kind == QKind::Q5_1 || kind == QKind::Q4_1 ? QuantLayout::Planes
+                                                                             : QuantLayout::Blocks;
 }
 // dst (padded_rows(n) * nb blocks, the padding zeroed) = the n rows of nb blocks of `bytes` at src
 // (row-major, as a GGUF file holds them) in the QuantInterleave order, each group of 4 blocks j in `layout`.
@@ -129,9 +139,9 @@ struct QAct {
   const int16_t* s;
   const int16_t* q16;
 };
-// For each block of `block` values of x (32 for Q8_0 and Q4_0, 256 for the K types, as llama.cpp's Q8_0 and
-// Q8_K; k a multiple of it): d = max|x| / 127, q = x * (127 / max|x|) rounded to nearest even (every level
-// gives the same bytes), s the sums of 16 q.
+// For each block of `block` values of x (32 for the kinds of 32-value blocks, 256 for the K types, as
+// llama.cpp's Q8_0 and Q8_K; k a multiple of it): d = max|x| / 127, q = x * (127 / max|x|) rounded to nearest
+// even (every level gives the same bytes), s the sums of 16 q.
 void quantize_acts(const float* x, int64_t k, int8_t* q, float* d, int16_t* s, int64_t block);
 // The same in 16 bits, per 32 values (k a multiple of 32): d = max|x| / 32767, q = x * (32767 / max|x|)
 // rounded to nearest even, the same at every level.
@@ -145,7 +155,9 @@ void quantize_acts16(const float* x, int64_t k, int16_t* q, float* d);
 // speed did not change (memory-bound; the kernel is ~10% slower from cache).
 inline bool acts_int16(QKind kind) { return kind == QKind::Q8_0; }
 // The activation block a kind's kernels take.
-inline int64_t act_block_size(QKind kind) { return kind == QKind::Q8_0 || kind == QKind::Q4_0 ? 32 : 256; }
+inline int64_t act_block_size(QKind kind) {
+  return kind == QKind::Q4_K || kind == QKind::Q5_K || kind == QKind::Q6_K ? 256 : 32;
+}
 // y[t][i] (+)= sum_k W[r0 + i, k] xq_t[k] for i < n, t < nx (row t of y at y + t * ldy), W a QuantInterleave
 // matrix of K = k (a multiple of the kind's block: 32, or 256 for the K types), r0 a multiple of 4. The
 // weights are prefetched quant_prefetch_bytes() ahead of the reads (the level's table takes the distance as
@@ -162,7 +174,8 @@ int64_t quant_prefetch_bytes();
 // weights are repacked a panel of 16 rows at a time (qgemm_pack), every kind into one form: per 32 columns,
 // the rows' values as signed bytes in groups of 4 columns (row r's at 4 r of each 64 bytes), with F32 scales
 // such that
-//   w = dw q + ow       (Q4_0 with its -8 in q: ow = 0; Q4_K, Q5_K: dw = d sc_j, ow = -dmin m_j)
+//   w = dw q + ow       (Q4_0, Q5_0 with their -8, -16 in q: ow = 0; Q4_1, Q5_1: dw = d, ow = m;
+//                        Q4_K, Q5_K: dw = d sc_j, ow = -dmin m_j)
 //   w = dw_h q          (Q6_K: a scale per 16 columns h, q - 32 in q)
 // and -128 sum(q) for each (the activations are offset to unsigned bytes, xu = q + 128, as vpdpbusd
 // multiplies unsigned by signed; that term takes the offset back). The activations are quantized per 32

@@ -9,7 +9,13 @@ fixture's config.json holds them. Its float32 eager logits on the fixture's toke
 the blocks must give up to its activation quantization, and minigpt widening them (--dtype f32) up to F32
 rounding.
 
-Output: tests/fixtures/gguf/llama-gqa62-q4_k_m-reference.safetensors (tokens I32 [T], logits F32 [T, V]).
+logits_acts (the second output) are the same model with each projection's input quantized as minigpt's CPU
+kernels and llama.cpp's quantize it before the integer dot products: per 32 values, d = max|x| / 127 and
+x / d rounded to nearest even to int8 (Q5_0 weights; 127 -> 32767 for Q8_0 weights, whose activations minigpt
+keeps at 16 bits), every step in float32; the product is then exact. minigpt holding the blocks must give
+these up to F32 summation order (and the rare activation that rounds the other way at a tie).
+Output: tests/fixtures/gguf/llama-gqa62-q4_k_m-reference.safetensors (tokens I32 [T], logits and logits_acts
+F32 [T, V]).
 Re-run from the repository root (needs torch, transformers, gguf, safetensors; deterministic):
 
     python3 tools/reference/make_dequant_reference.py
@@ -54,9 +60,19 @@ def unpermute(w, n_head):
     return w.reshape(n_head, rows // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+def quantized_acts(x, levels):
+    """x with each 32 consecutive values quantized as minigpt's quantize_acts (float32 steps)."""
+    shape = x.shape
+    x = x.reshape(-1, 32).float()
+    amax = x.abs().amax(1, keepdim=True)
+    inv = torch.where(amax > 0, levels / amax, torch.zeros_like(amax))
+    d = amax / levels
+    return (torch.round(x * inv) * d).reshape(shape)
+
+
 def main():
     cfg = json.load(open(os.path.join(FIXTURE, "config.json")))
-    state = {}
+    state, types = {}, {}
     for t in GGUFReader(GGUF).tensors:
         w = dequantize(t.data, t.tensor_type).astype(np.float32)
         name = t.name
@@ -70,13 +86,23 @@ def main():
         else:
             name = NAMES[name]
         state[name] = torch.from_numpy(np.ascontiguousarray(w))
+        types[name] = t.tensor_type.name
     model = LlamaForCausalLM(LlamaConfig(**cfg)).eval()
     missing, unexpected = model.load_state_dict(state, strict=False)
     assert not unexpected and all("rotary" in m for m in missing), (missing, unexpected)
     tokens = load_file(os.path.join(FIXTURE, "reference.safetensors"))["tokens"]
+    ids = torch.from_numpy(tokens.astype(np.int64))[None]
     with torch.no_grad():
-        logits = model(torch.from_numpy(tokens.astype(np.int64))[None]).logits[0].float().numpy()
-    save_file({"tokens": tokens, "logits": np.ascontiguousarray(logits)}, OUT)
+        logits = model(ids).logits[0].float().numpy()
+    for name, m in model.named_modules():
+        if isinstance(m, torch.nn.Linear) and name + ".weight" in types:
+            levels = 32767.0 if types[name + ".weight"] == "Q8_0" else 127.0
+            assert types[name + ".weight"] in ("Q8_0", "Q5_0"), types[name + ".weight"]
+            m.register_forward_pre_hook(lambda mod, args, levels=levels: (quantized_acts(args[0], levels),))
+    with torch.no_grad():
+        logits_acts = model(ids).logits[0].float().numpy()
+    save_file({"tokens": tokens, "logits": np.ascontiguousarray(logits),
+               "logits_acts": np.ascontiguousarray(logits_acts)}, OUT)
     print(f"{OUT}: {len(tokens)} tokens, logits {logits.shape}")
 
 
