@@ -336,7 +336,7 @@ TEST_P(KernelsAtLevel, SixteenBitDecodeAttentionEqualsWidened) {
 
 // attention_decode (a decode step's query heads of one KV head together, read straight from the cache,
 // unnormalized) against a direct softmax in double over the same keys and values (16-bit ones rounded
-// first): o / l, m and l, for groups of 1 to 9 heads (register groups of 4 and the rest), keys across
+// first): o / l, m and l, for groups of 1 to 9 heads (register groups of 1 to 3), keys across
 // several 512-key blocks with partial ones, K^T rows longer than the keys (S > n) and q and o rows apart by
 // more than D. Tolerance 1e-5 as AttentionKernelsMatchDirectSoftmax (F32 sums in another order than the
 // double reference; values ~N(0, 1)). A 16-bit cache gives bit for bit the F32 kernel's result on the
