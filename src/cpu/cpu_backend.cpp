@@ -694,7 +694,7 @@ class CpuBackend final : public Backend {
   // A decode step (one query per sequence): one task per sequence, KV head and chunk of keys, the `group`
   // query heads of the KV head together (cpu::attention_decode reads each cached key and value once for
   // all of them). The keys are cut into chunks, one per thread, where the tasks would not share out evenly
-  // otherwise (SmolLM2's 3 KV heads on 2 threads would leave one thread idle a third of the time), and the
+  // otherwise (3 KV heads on 2 threads would leave one thread idle a third of the time), and the
   // chunks' unnormalized parts merged. The chunks do not depend on the cache's dtype, so a 16-bit cache
   // gives bit for bit what the F32 cache gives on the rounded values.
   void decode_attention(Tensor out, const Tensor& q, CpuKvCache& cache, int64_t layer, const Step& step,
