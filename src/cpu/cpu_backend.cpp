@@ -707,7 +707,7 @@ class CpuBackend final : public Backend {
     const int64_t chunks_max = units % nth == 0 || units >= 4 * nth ? 1 : nth;
     struct DecodeTask {
       int32_t run, kvh;
-      int64_t key0, n_keys, part;  // part: index of its G x (D + 2) floats in parts_, -1 when it is whole
+      int64_t key0, n_keys, part;  // part: index of its G x (D + 2) floats in `parts`, -1 when whole
     };
     std::vector<DecodeTask> tasks;
     int64_t n_parts = 0;
@@ -723,7 +723,11 @@ class CpuBackend final : public Backend {
       }
     }
     const int64_t part_floats = group * (D + 2);
-    parts_.resize(size_t(std::max<int64_t>(n_parts, 1) * part_floats));
+    // The parts of the heads whose keys are split: the calling thread's (two sessions may share a backend).
+    // (The workers reach it through this pointer: the name inside the lambda would be their own.)
+    thread_local std::vector<float> parts_buffer;
+    parts_buffer.resize(size_t(std::max<int64_t>(n_parts, 1) * part_floats));
+    float* const parts = parts_buffer.data();
     const cpu::KvKind kind = cache.dtype() == DType::F16    ? cpu::KvKind::F16
                              : cache.dtype() == DType::BF16 ? cpu::KvKind::BF16
                                                             : cpu::KvKind::F32;
@@ -736,7 +740,7 @@ class CpuBackend final : public Backend {
         const char* kt = cache.k<char>(layer, run.seq) + size_t(t.kvh * D * S + t.key0) * e;
         const char* vv = cache.v<char>(layer, run.seq) + size_t((t.kvh * S + t.key0) * D) * e;
         if (t.part >= 0) {
-          float* part = parts_.data() + t.part * part_floats;
+          float* part = parts + t.part * part_floats;
           cpu::attention_decode(part, D, part + group * D, part + group * (D + 1), qq, D, group, t.n_keys, kt,
                                 vv, S, D, scale, kind);
           continue;
@@ -767,13 +771,12 @@ class CpuBackend final : public Backend {
       float* o = out.ptr<float>() + run.first * out.stride + tasks[i].kvh * group * D;
       for (int64_t g = 0; g < group; ++g) {
         float M = -INFINITY;
-        for (size_t c = i; c < i1; ++c)
-          M = std::max(M, parts_[size_t(tasks[c].part * part_floats + group * D + g)]);
+        for (size_t c = i; c < i1; ++c) M = std::max(M, parts[tasks[c].part * part_floats + group * D + g]);
         float L = 0.0f;
         float* og = o + g * D;
         std::fill(og, og + D, 0.0f);
         for (size_t c = i; c < i1; ++c) {
-          const float* part = parts_.data() + tasks[c].part * part_floats;
+          const float* part = parts + tasks[c].part * part_floats;
           const float w = std::exp(part[group * D + g] - M);
           L += w * part[group * (D + 1) + g];
           for (int64_t d = 0; d < D; ++d) og[d] += w * part[g * D + d];
@@ -880,8 +883,6 @@ class CpuBackend final : public Backend {
   // Up to this many rows (a decode step of that many sequences), a linear layer runs as our multi-row GEMV
   // (reads each weight once for all rows); beyond, as OpenBLAS sgemm (16-bit weights: blocks widened to F32
   // first). Measured on bench -b: see the closing note of the architecture issue.
-  // decode_attention's parts of heads whose keys are split over threads.
-  std::vector<float> parts_;
   static constexpr int64_t kGemvMaxRowsF32 = 16;
   static constexpr int64_t kGemvMaxRows16 = 16;
   static constexpr int64_t kGemvMaxRowsQuant = 16;
