@@ -15,6 +15,9 @@
 #    pp512, tg128 and tg128 after DEPTH tokens in the KV cache (DEPTH=512 by default; 0 skips it; llama.cpp's
 #    -d, ik_llama.cpp's -gp). The table gives, per test, each engine's median over the rounds, min-max, and
 #    the ratio of medians minigpt / peer with the min-max of the per-round ratios.
+#    Every engine's KV cache in CACHE_TYPE (f16 by default: llama.cpp's own default, so that a depth row
+#    compares the same bytes per cached token; minigpt's CPU default is F32, twice the bytes; CACHE_TYPE=f32
+#    runs every engine with an F32 cache).
 # Not run in CI (it builds llama.cpp: ~10 minutes on 2 cores). Needs python3 with torch, transformers, gguf.
 # Usage: bench/peer.sh [TYPES] [THREADS] [ROUNDS]      e.g. bench/peer.sh f32,f16,bf16 2 3
 set -euo pipefail
@@ -65,6 +68,7 @@ done
 
 # --- interleaved runs ------------------------------------------------------------------------------------
 DEPTH=${DEPTH:-512}
+CACHE_TYPE=${CACHE_TYPE:-f16}
 IK="$PEER_DIR/ik_llama.cpp"
 if [ -z "${PEERS:-}" ]; then
   PEERS=llama
@@ -77,16 +81,19 @@ run_engine() {  # run_engine ENGINE FILE OUT_PREFIX
   local e=$1 f=$2 o=$3
   case $e in
     minigpt)
-      "$MINIGPT" bench -m "$f" -p 512 -n 128 -t "$THREADS" -r 3 -o json > "$o-0.json"
-      [ "$DEPTH" -gt 0 ] && "$MINIGPT" bench -m "$f" -p 0 -n 128 -d "$DEPTH" -t "$THREADS" -r 3 -o json > "$o-d.json" ;;
+      "$MINIGPT" bench -m "$f" -p 512 -n 128 -t "$THREADS" -r 3 --cache-type "$CACHE_TYPE" -o json > "$o-0.json"
+      [ "$DEPTH" -gt 0 ] && "$MINIGPT" bench -m "$f" -p 0 -n 128 -d "$DEPTH" -t "$THREADS" -r 3 \
+        --cache-type "$CACHE_TYPE" -o json > "$o-d.json" ;;
     llama)
-      "$LLAMA/build/bin/llama-bench" -m "$f" -p 512 -n 128 -t "$THREADS" -r 3 -fa 1 -o json > "$o-0.json" 2>/dev/null
+      "$LLAMA/build/bin/llama-bench" -m "$f" -p 512 -n 128 -t "$THREADS" -r 3 -fa 1 -ctk "$CACHE_TYPE" -ctv "$CACHE_TYPE" \
+        -o json > "$o-0.json" 2>/dev/null
       [ "$DEPTH" -gt 0 ] && "$LLAMA/build/bin/llama-bench" -m "$f" -p 0 -n 128 -d "$DEPTH" -t "$THREADS" -r 3 -fa 1 \
-        -o json > "$o-d.json" 2>/dev/null ;;
+        -ctk "$CACHE_TYPE" -ctv "$CACHE_TYPE" -o json > "$o-d.json" 2>/dev/null ;;
     ik)
-      "$IK/build/bin/llama-bench" -m "$f" -p 512 -n 128 -t "$THREADS" -r 3 -fa 1 -rtr 1 -o json > "$o-0.json" 2>/dev/null
+      "$IK/build/bin/llama-bench" -m "$f" -p 512 -n 128 -t "$THREADS" -r 3 -fa 1 -rtr 1 -ctk "$CACHE_TYPE" \
+        -ctv "$CACHE_TYPE" -o json > "$o-0.json" 2>/dev/null
       [ "$DEPTH" -gt 0 ] && "$IK/build/bin/llama-bench" -m "$f" -p 0 -n 0 -gp "$DEPTH,128" -t "$THREADS" -r 3 -fa 1 \
-        -rtr 1 -o json > "$o-d.json" 2>/dev/null ;;
+        -rtr 1 -ctk "$CACHE_TYPE" -ctv "$CACHE_TYPE" -o json > "$o-d.json" 2>/dev/null ;;
   esac
   return 0
 }
@@ -102,4 +109,5 @@ for t in ${TYPES//,/ }; do
     done
   done
 done
+echo "KV cache: $CACHE_TYPE in every engine"
 python3 bench/peer_table.py "$OUT" "$TYPES" "$THREADS" "$ENGINES" "$DEPTH"

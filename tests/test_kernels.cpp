@@ -334,6 +334,82 @@ TEST_P(KernelsAtLevel, SixteenBitDecodeAttentionEqualsWidened) {
   }
 }
 
+// attention_decode (a decode step's query heads of one KV head together, read straight from the cache,
+// unnormalized) against a direct softmax in double over the same keys and values (16-bit ones rounded
+// first): o / l, m and l, for groups of 1 to 9 heads (register groups of 1 to 3), keys across
+// several 512-key blocks with partial ones, K^T rows longer than the keys (S > n) and q and o rows apart by
+// more than D. Tolerance 1e-5 as AttentionKernelsMatchDirectSoftmax (F32 sums in another order than the
+// double reference; values ~N(0, 1)). A 16-bit cache gives bit for bit the F32 kernel's result on the
+// rounded values (the backend's Kernels.SixteenBitKvCacheEqualsF32CacheOfTheRoundedValues rests on it).
+// Where the level has no such kernel (generic) the entry is null; D % 8 != 0 is refused without writing.
+TEST_P(KernelsAtLevel, GroupedDecodeAttentionMatchesDirectSoftmax) {
+  const cpu::KernelTable& K = k();
+  if (K.attention_decode == nullptr) {
+    EXPECT_EQ(GetParam(), "generic");
+    GTEST_SKIP() << GetParam() << " has no attention_decode (the backend widens per head instead)";
+  }
+  for (auto [G, n, D] : std::vector<std::array<int64_t, 3>>{
+           {1, 1, 8}, {3, 700, 64}, {4, 1025, 16}, {5, 37, 24}, {9, 513, 8}, {2, 2100, 40}, {1, 300, 72}}) {
+    const int64_t S = n + 11, ldq = D + 3, ldo = D + 5;
+    const auto q = randn(size_t(G * ldq), 31), ktf = randn(size_t(D * S), 32), vf = randn(size_t(S * D), 33);
+    const float scale = 0.35f;
+    std::vector<float> out32;
+    for (cpu::KvKind kind : {cpu::KvKind::F32, cpu::KvKind::F16, cpu::KvKind::BF16}) {
+      std::vector<uint16_t> kt16(ktf.size()), v16(vf.size());
+      std::vector<float> kr = ktf, vr = vf;  // the values the kernel sees
+      if (kind != cpu::KvKind::F32) {
+        const bool bf = kind == cpu::KvKind::BF16;
+        for (size_t i = 0; i < kr.size(); ++i) {
+          kt16[i] = bf ? f32_to_bf16(ktf[i]) : f32_to_f16(ktf[i]);
+          kr[i] = bf ? bf16_to_f32(kt16[i]) : f16_to_f32(kt16[i]);
+        }
+        for (size_t i = 0; i < vr.size(); ++i) {
+          v16[i] = bf ? f32_to_bf16(vf[i]) : f32_to_f16(vf[i]);
+          vr[i] = bf ? bf16_to_f32(v16[i]) : f16_to_f32(v16[i]);
+        }
+      }
+      std::vector<float> o(size_t(G * ldo), 0.0f), m(static_cast<size_t>(G)), l(static_cast<size_t>(G));
+      const void* kp = kind == cpu::KvKind::F32 ? static_cast<const void*>(ktf.data()) : kt16.data();
+      const void* vp = kind == cpu::KvKind::F32 ? static_cast<const void*>(vf.data()) : v16.data();
+      ASSERT_TRUE(K.attention_decode(o.data(), ldo, m.data(), l.data(), q.data(), ldq, G, n, kp, vp, S, D,
+                                     scale, kind));
+      const std::string what = GetParam() + " kind " + std::to_string(int(kind)) + " G=" + std::to_string(G) +
+                               " n=" + std::to_string(n) + " D=" + std::to_string(D);
+      for (int64_t g = 0; g < G; ++g) {
+        std::vector<double> sc(static_cast<size_t>(n));
+        double mx = -1e300, sum = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          double d = 0;
+          for (int64_t i = 0; i < D; ++i) d += double(q[size_t(g * ldq + i)]) * kr[size_t(i * S + j)];
+          sc[size_t(j)] = double(scale) * d;
+          mx = std::max(mx, sc[size_t(j)]);
+        }
+        for (auto& e : sc) sum += (e = std::exp(e - mx));
+        ASSERT_NEAR(m[size_t(g)], mx, 1e-5 * std::abs(mx) + 1e-6) << what << " g=" << g;
+        ASSERT_NEAR(l[size_t(g)], sum, 1e-5 * sum) << what << " g=" << g;
+        for (int64_t i = 0; i < D; ++i) {
+          double want = 0;
+          for (int64_t j = 0; j < n; ++j) want += sc[size_t(j)] / sum * vr[size_t(j * D + i)];
+          ASSERT_NEAR(o[size_t(g * ldo + i)] / l[size_t(g)], want, 1e-5) << what << " g=" << g << " i=" << i;
+        }
+      }
+      if (kind == cpu::KvKind::F32) continue;
+      // The F32 kernel on the rounded values: the same bits.
+      std::vector<float> o32(size_t(G * ldo), 0.0f), m32(static_cast<size_t>(G)), l32(static_cast<size_t>(G));
+      K.attention_decode(o32.data(), ldo, m32.data(), l32.data(), q.data(), ldq, G, n, kr.data(), vr.data(),
+                         S, D, scale, cpu::KvKind::F32);
+      ASSERT_EQ(o, o32) << what;
+      ASSERT_EQ(m, m32) << what;
+      ASSERT_EQ(l, l32) << what;
+    }
+  }
+  std::vector<float> o(5, -7.0f), m(1, -7.0f), l(1, -7.0f), kv(50, 1.0f);
+  EXPECT_FALSE(K.attention_decode(o.data(), 5, m.data(), l.data(), kv.data(), 5, 1, 10, kv.data(), kv.data(),
+                                  5, 5, 1.0f, cpu::KvKind::F32));
+  EXPECT_EQ(o, std::vector<float>(5, -7.0f));
+  EXPECT_EQ(m[0], -7.0f);
+}
+
 TEST(KernelLevels, ChosenLevelIsSupported) {
   const auto levels = cpu::supported_levels();
   ASSERT_FALSE(levels.empty());
@@ -438,6 +514,73 @@ TEST(Kernels, AttentionMatchesDirectSoftmax) {
           for (int64_t j = 0; j < n; ++j) o += s[size_t(j)] / sum * v[size_t(j * C + h * D + i)];
           ASSERT_NEAR(out[size_t(t * C + h * D + i)], o, 1e-5)
               << "T=" << T << " pos0=" << pos0 << " t=" << t << " h=" << h;
+        }
+      }
+    }
+  }
+}
+
+// A decode step through the CPU backend's grouped path against a direct softmax: several query heads per
+// KV head (SmolLM2's 9 over 3, multi-query 4 over 1), sequences at different depths in one step (batched
+// decode), a sliding window, and the keys of a KV head split over the threads where its tasks would not
+// share out evenly (3 KV heads on 2 threads, 1 on 3), the parts merged. Tolerance 1e-5 as above.
+TEST(Kernels, GroupedDecodeSplitOverThreadsMatchesDirectSoftmax) {
+  struct GroupedDecodeCase {
+    int threads;
+    int64_t H, Hkv, D, window;
+    std::vector<int64_t> pos;  // each sequence's position (its keys: 0 .. pos)
+  };
+  for (const GroupedDecodeCase& c : std::vector<GroupedDecodeCase>{{2, 9, 3, 64, 0, {700}},
+                                                                   {4, 9, 3, 64, 0, {1300, 40}},
+                                                                   {3, 4, 1, 16, 0, {1500}},
+                                                                   {2, 6, 3, 8, 300, {900}},
+                                                                   {2, 2, 1, 24, 0, {100}},
+                                                                   {2, 8, 8, 16, 0, {520}}}) {
+    auto be = make_cpu_backend(c.threads);
+    const int64_t B = int64_t(c.pos.size()), C = c.H * c.D, KV = c.Hkv * c.D, group = c.H / c.Hkv;
+    const int64_t S = *std::max_element(c.pos.begin(), c.pos.end()) + 1;
+    const auto cache = be->make_kv_cache(KvCacheSpec{1, c.Hkv, c.D, S, B, c.window});
+    auto view = [](const std::vector<float>& x, int64_t rows, int64_t cols) {
+      return make_tensor(const_cast<float*>(x.data()), DType::F32, Device::Host, rows, cols);
+    };
+    std::vector<std::vector<float>> ks, vs;
+    const std::vector<int32_t> no_ids(static_cast<size_t>(S), 0);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t n = c.pos[size_t(b)] + 1;
+      ks.push_back(randn(size_t(n * KV), uint32_t(40 + b)));
+      vs.push_back(randn(size_t(n * KV), uint32_t(50 + b)));
+      const SeqRun all{b, 0, n, 0};
+      be->store_kv(*cache, 0, view(ks.back(), n, KV), view(vs.back(), n, KV),
+                   Step{no_ids.data(), n, {&all, 1}});
+    }
+    // One decode step: query b of sequence b at position pos[b] (its key and value stored above).
+    std::vector<SeqRun> runs;
+    for (int64_t b = 0; b < B; ++b) runs.push_back({b, b, 1, c.pos[size_t(b)]});
+    const auto q = randn(size_t(B * C), 60);
+    std::vector<float> out(size_t(B * C), 0.0f);
+    const float scale = 0.125f;
+    be->attention(view(out, B, C), view(q, B, C), *cache, 0, Step{no_ids.data(), B, runs}, c.H, scale);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t p = c.pos[size_t(b)], first = c.window > 0 ? std::max<int64_t>(0, p - c.window + 1) : 0;
+      for (int64_t h = 0; h < c.H; ++h) {
+        const int64_t kvh = h / group;
+        std::vector<double> sc(size_t(p + 1 - first));
+        double mx = -1e300, sum = 0;
+        for (int64_t j = first; j <= p; ++j) {
+          double d = 0;
+          for (int64_t i = 0; i < c.D; ++i)
+            d += double(q[size_t(b * C + h * c.D + i)]) * ks[size_t(b)][size_t(j * KV + kvh * c.D + i)];
+          sc[size_t(j - first)] = scale * d;
+          mx = std::max(mx, sc[size_t(j - first)]);
+        }
+        for (auto& e : sc) sum += (e = std::exp(e - mx));
+        for (int64_t i = 0; i < c.D; ++i) {
+          double want = 0;
+          for (int64_t j = first; j <= p; ++j)
+            want += sc[size_t(j - first)] / sum * vs[size_t(b)][size_t(j * KV + kvh * c.D + i)];
+          ASSERT_NEAR(out[size_t(b * C + h * c.D + i)], want, 1e-5)
+              << "threads " << c.threads << " H=" << c.H << " Hkv=" << c.Hkv << " seq " << b << " pos " << p
+              << " head " << h << " i " << i;
         }
       }
     }

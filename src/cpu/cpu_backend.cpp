@@ -700,6 +700,103 @@ class CpuBackend final : public Backend {
     }
   }
 
+  // A decode step (one query per sequence): one task per sequence, KV head and chunk of keys, the `group`
+  // query heads of the KV head together (cpu::attention_decode reads each cached key and value once for
+  // all of them). The keys are cut into chunks, one per thread, where the tasks would not share out evenly
+  // otherwise (3 KV heads on 2 threads would leave one thread idle a third of the time), and the
+  // chunks' unnormalized parts merged. The chunks do not depend on the cache's dtype, so a 16-bit cache
+  // gives bit for bit what the F32 cache gives on the rounded values.
+  void decode_attention(Tensor out, const Tensor& q, CpuKvCache& cache, int64_t layer, const Step& step,
+                        int64_t group, float scale) {
+    const int64_t Hkv = cache.spec().n_kv_head, D = cache.spec().head_dim, S = cache.padded_ctx();
+    const int64_t W = cache.spec().window, nth = pool_.size(), units = int64_t(step.runs.size()) * Hkv;
+    // At least kMinChunk keys per chunk: shorter ones cost more in merging and thread hand-over than the
+    // balance gains.
+    constexpr int64_t kMinChunk = 256;
+    const int64_t chunks_max = units % nth == 0 || units >= 4 * nth ? 1 : nth;
+    struct DecodeTask {
+      int32_t run, kvh;
+      int64_t key0, n_keys, part;  // part: index of its G x (D + 2) floats in `parts`, -1 when whole
+    };
+    std::vector<DecodeTask> tasks;
+    int64_t n_parts = 0;
+    for (size_t r = 0; r < step.runs.size(); ++r) {
+      const int64_t p = step.runs[r].pos0, first = W > 0 ? std::max<int64_t>(0, p - W + 1) : 0,
+                    n = p + 1 - first;
+      const int64_t chunks = std::clamp<int64_t>(n / kMinChunk, 1, chunks_max);
+      for (int64_t h = 0; h < Hkv; ++h) {
+        for (int64_t c = 0; c < chunks; ++c) {
+          const int64_t k0 = first + n * c / chunks, k1 = first + n * (c + 1) / chunks;
+          tasks.push_back({int32_t(r), int32_t(h), k0, k1 - k0, chunks == 1 ? -1 : n_parts++});
+        }
+      }
+    }
+    const int64_t part_floats = group * (D + 2);
+    // The parts of the heads whose keys are split: the calling thread's (two sessions may share a backend).
+    // (The workers reach it through this pointer: the name inside the lambda would be their own.)
+    thread_local std::vector<float> parts_buffer;
+    parts_buffer.resize(size_t(std::max<int64_t>(n_parts, 1) * part_floats));
+    float* const parts = parts_buffer.data();
+    const cpu::KvKind kind = cache.dtype() == DType::F16    ? cpu::KvKind::F16
+                             : cache.dtype() == DType::BF16 ? cpu::KvKind::BF16
+                                                            : cpu::KvKind::F32;
+    const size_t e = cache.elem();
+    pool_.parallel_for(int64_t(tasks.size()), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const DecodeTask& t = tasks[size_t(i)];
+        const SeqRun& run = step.runs[size_t(t.run)];
+        const float* qq = q.ptr<float>() + run.first * q.stride + t.kvh * group * D;
+        const char* kt = cache.k<char>(layer, run.seq) + size_t(t.kvh * D * S + t.key0) * e;
+        const char* vv = cache.v<char>(layer, run.seq) + size_t((t.kvh * S + t.key0) * D) * e;
+        if (t.part >= 0) {
+          float* part = parts + t.part * part_floats;
+          cpu::attention_decode(part, D, part + group * D, part + group * (D + 1), qq, D, group, t.n_keys, kt,
+                                vv, S, D, scale, kind);
+          continue;
+        }
+        float* o = out.ptr<float>() + run.first * out.stride + t.kvh * group * D;
+        thread_local std::vector<float> ml;  // m and l of the group's heads
+        ml.resize(size_t(2 * group));
+        float* m = ml.data();
+        float* l = m + group;
+        cpu::attention_decode(o, D, m, l, qq, D, group, t.n_keys, kt, vv, S, D, scale, kind);
+        for (int64_t g = 0; g < group; ++g) {
+          const float inv = 1.0f / l[g];
+          for (int64_t d = 0; d < D; ++d) o[g * D + d] *= inv;
+        }
+      }
+    });
+    if (n_parts == 0) return;
+    // Merge each split head's chunks (consecutive tasks of one run and KV head): with M the largest m,
+    // o = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c.
+    for (size_t i = 0; i < tasks.size();) {
+      if (tasks[i].part < 0) {  // whole: written by its task
+        ++i;
+        continue;
+      }
+      size_t i1 = i + 1;
+      while (i1 < tasks.size() && tasks[i1].run == tasks[i].run && tasks[i1].kvh == tasks[i].kvh) ++i1;
+      const SeqRun& run = step.runs[size_t(tasks[i].run)];
+      float* o = out.ptr<float>() + run.first * out.stride + tasks[i].kvh * group * D;
+      for (int64_t g = 0; g < group; ++g) {
+        float M = -INFINITY;
+        for (size_t c = i; c < i1; ++c) M = std::max(M, parts[tasks[c].part * part_floats + group * D + g]);
+        float L = 0.0f;
+        float* og = o + g * D;
+        std::fill(og, og + D, 0.0f);
+        for (size_t c = i; c < i1; ++c) {
+          const float* part = parts + tasks[c].part * part_floats;
+          const float w = std::exp(part[group * D + g] - M);
+          L += w * part[group * (D + 1) + g];
+          for (int64_t d = 0; d < D; ++d) og[d] += w * part[g * D + d];
+        }
+        const float inv = 1.0f / L;
+        for (int64_t d = 0; d < D; ++d) og[d] *= inv;
+      }
+      i = i1;
+    }
+  }
+
   void attention(Tensor out, const Tensor& q, KvCache& cache_base, int64_t layer, const Step& step,
                  int64_t n_head, float scale) override {
     auto& cache = static_cast<CpuKvCache&>(cache_base);
@@ -709,6 +806,11 @@ class CpuBackend final : public Backend {
                                            std::to_string(D) + " over " + std::to_string(Hkv) + " KV heads");
     }
     const int64_t group = n_head / Hkv, W = cache.spec().window;
+    if (D % 8 == 0 && cpu::attention_decode_available() &&
+        std::all_of(step.runs.begin(), step.runs.end(), [](const SeqRun& r) { return r.n == 1; })) {
+      decode_attention(out, q, cache, layer, step, group, scale);
+      return;
+    }
     // The tasks: per run, per query head, a tile of queries. A run of up to 4 queries (decode) is one tile
     // per head, streaming its K and V once; a longer one (prefill) is cut into tiles of
     // kPrefillTileQueries queries, register-blocked like a GEMM.

@@ -266,6 +266,12 @@ void attention_prefill(float* o, int64_t ldo, const float* q, int64_t ldq, int64
                        const float* kt, const float* v, int64_t S, int64_t D, float scale) {
   kernels().attention_prefill(o, ldo, q, ldq, nq, p0, kt, v, S, D, scale);
 }
+bool attention_decode_available() { return kernels().attention_decode != nullptr; }
+bool attention_decode(float* o, int64_t ldo, float* m, float* l, const float* q, int64_t ldq, int64_t G,
+                      int64_t n, const void* kt, const void* v, int64_t S, int64_t D, float scale,
+                      KvKind kind) {
+  return kernels().attention_decode(o, ldo, m, l, q, ldq, G, n, kt, v, S, D, scale, kind);
+}
 void gelu_tanh(float* x, int64_t n) { kernels().gelu_tanh(x, n); }
 void silu(float* x, int64_t n) { kernels().silu(x, n); }
 void gemv_packed16_rows(float* y, int64_t ldy, const uint16_t* w, int64_t kp, const float* x, int64_t ldx,

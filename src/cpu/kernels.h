@@ -62,6 +62,21 @@ void attention_block(float* o, int64_t ldo, const float* q, int64_t ldq, int64_t
 bool attention_row16(float* o, const float* q, int64_t n, const uint16_t* kt, const uint16_t* v, int64_t S,
                      int64_t D, float scale, bool is_bf16);
 
+// The KV cache's element type, for the kernels that read it directly.
+enum class KvKind { F32, F16, BF16 };
+
+// Decode attention of G query heads that share one KV head (grouped-query attention; G = 1 without it),
+// over keys 0 .. n - 1 of K^T (rows S apart) and V (rows D apart) in `kind`, read straight from the cache
+// (16-bit values widened in registers): each key and value is read once for all G heads. The result is
+// left unnormalized, so that a caller may split the keys over threads and merge the parts: for each head g
+// (q and o rows ldq and ldo apart) m[g] = max_j s_gj (s_gj = scale q_g . k_j), l[g] = sum_j exp(s_gj -
+// m[g]), o_g = sum_j exp(s_gj - m[g]) v_j; o_g / l[g] is the attention's output. D a multiple of 8 (false,
+// having done nothing, otherwise); only where attention_decode_available().
+bool attention_decode_available();
+bool attention_decode(float* o, int64_t ldo, float* m, float* l, const float* q, int64_t ldq, int64_t G,
+                      int64_t n, const void* kt, const void* v, int64_t S, int64_t D, float scale,
+                      KvKind kind);
+
 // The same for any number of queries (a prefill): tiles of kPrefillTileQueries queries x 128 keys with the
 // scores and the P V product register-blocked (6 queries x 16 keys / 16 output columns), so that the K and
 // V strips are read from L1 once per 6 queries. Falls back to attention_block where D is not a multiple of 8.
@@ -292,6 +307,9 @@ struct KernelTable {
                           float, bool);
   void (*attention_prefill)(float*, int64_t, const float*, int64_t, int64_t, int64_t, const float*,
                             const float*, int64_t, int64_t, float);
+  // null at the levels without it
+  bool (*attention_decode)(float*, int64_t, float*, float*, const float*, int64_t, int64_t, int64_t,
+                           const void*, const void*, int64_t, int64_t, float, KvKind);
   void (*gelu_tanh)(float*, int64_t);
   void (*silu)(float*, int64_t);
   void (*gemv_packed16_rows)(float*, int64_t, const uint16_t*, int64_t, const float*, int64_t, int64_t,
