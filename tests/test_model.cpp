@@ -303,7 +303,10 @@ TEST(Gpt2Shape, Random124MMatchesTransformers) {
         "%lld/%lld\n",
         std::string(dtype_name(dt)).c_str(), d16, (long long)agree, (long long)T);
     EXPECT_LE(d16, dt == DType::BF16 ? 4e-2 : 7e-3);
-    EXPECT_GE(double(agree), 0.99 * double(T));
+    // BF16 arithmetic (test::bf16_arithmetic) rounds the activations too: on these random weights (logits
+    // ~0.5, top two often within 1e-2) one of the 16 positions may flip (measured 15/16 in the portable
+    // build, 16/16 in the native one).
+    EXPECT_GE(double(agree), test::bf16_arithmetic(*m16) ? double(T - 1) : 0.99 * double(T));
   }
 }
 
