@@ -12,8 +12,8 @@
 #    within minutes), each round running every engine once in an order that rotates from round to round:
 #    minigpt bench, llama.cpp's llama-bench (-fa 1) and, where it is built in $PEER_DIR/ik_llama.cpp/build
 #    (or PEERS names it), ik_llama.cpp's llama-bench (-fa 1 -rtr 1), all on the same file at THREADS threads:
-#    pp512, tg128 and tg128 after DEPTH tokens in the KV cache (DEPTH=512 by default; 0 skips it; llama.cpp's
-#    -d, ik_llama.cpp's -gp). The table gives, per test, each engine's median over the rounds, min-max, and
+#    pp512, tg128 and tg128 after DEPTH tokens in the KV cache (DEPTH=512 by default, or a list: 512,896;
+#    0 skips it; llama.cpp's -d, ik_llama.cpp's -gp). The table gives, per test, each engine's median over the rounds, min-max, and
 #    the ratio of medians minigpt / peer with the min-max of the per-round ratios.
 #    Every engine's KV cache in CACHE_TYPE (f16 by default: llama.cpp's own default, so that a depth row
 #    compares the same bytes per cached token; minigpt's CPU default is F32, twice the bytes; CACHE_TYPE=f32
@@ -82,17 +82,19 @@ run_engine() {  # run_engine ENGINE FILE OUT_PREFIX
   case $e in
     minigpt)
       "$MINIGPT" bench -m "$f" -p 512 -n 128 -t "$THREADS" -r 3 --cache-type "$CACHE_TYPE" -o json > "$o-0.json"
-      [ "$DEPTH" -gt 0 ] && "$MINIGPT" bench -m "$f" -p 0 -n 128 -d "$DEPTH" -t "$THREADS" -r 3 \
+      [ "$DEPTH" != 0 ] && "$MINIGPT" bench -m "$f" -p 0 -n 128 -d "$DEPTH" -t "$THREADS" -r 3 \
         --cache-type "$CACHE_TYPE" -o json > "$o-d.json" ;;
     llama)
       "$LLAMA/build/bin/llama-bench" -m "$f" -p 512 -n 128 -t "$THREADS" -r 3 -fa 1 -ctk "$CACHE_TYPE" -ctv "$CACHE_TYPE" \
         -o json > "$o-0.json" 2>/dev/null
-      [ "$DEPTH" -gt 0 ] && "$LLAMA/build/bin/llama-bench" -m "$f" -p 0 -n 128 -d "$DEPTH" -t "$THREADS" -r 3 -fa 1 \
+      [ "$DEPTH" != 0 ] && "$LLAMA/build/bin/llama-bench" -m "$f" -p 0 -n 128 -d "$DEPTH" -t "$THREADS" -r 3 -fa 1 \
         -ctk "$CACHE_TYPE" -ctv "$CACHE_TYPE" -o json > "$o-d.json" 2>/dev/null ;;
     ik)
       "$IK/build/bin/llama-bench" -m "$f" -p 512 -n 128 -t "$THREADS" -r 3 -fa 1 -rtr 1 -ctk "$CACHE_TYPE" \
         -ctv "$CACHE_TYPE" -o json > "$o-0.json" 2>/dev/null
-      [ "$DEPTH" -gt 0 ] && "$IK/build/bin/llama-bench" -m "$f" -p 0 -n 0 -gp "$DEPTH,128" -t "$THREADS" -r 3 -fa 1 \
+      local gp=()
+      for d in ${DEPTH//,/ }; do gp+=(-gp "$d,128"); done
+      [ "$DEPTH" != 0 ] && "$IK/build/bin/llama-bench" -m "$f" -p 0 -n 0 "${gp[@]}" -t "$THREADS" -r 3 -fa 1 \
         -rtr 1 -ctk "$CACHE_TYPE" -ctv "$CACHE_TYPE" -o json > "$o-d.json" 2>/dev/null ;;
   esac
   return 0

@@ -2,7 +2,7 @@
 """The table of bench/peer.sh: per type and test, each engine's median tok/s over the rounds with its
 min-max, and minigpt's ratio to each peer (ratio of medians, and the min-max of the per-round ratios).
 
-    python3 bench/peer_table.py OUT_DIR TYPES THREADS "minigpt llama ik" DEPTH
+    python3 bench/peer_table.py OUT_DIR TYPES THREADS "minigpt llama ik" DEPTHS   (DEPTHS: 512 or 512,896)
 
 OUT_DIR holds ENGINE-TYPE-ROUND-{0,d}.json: minigpt bench -o json, llama-bench -o json (llama.cpp's or
 ik_llama.cpp's)."""
@@ -12,7 +12,8 @@ import os
 import statistics
 import sys
 
-out, types, threads, engines, depth = sys.argv[1], sys.argv[2].split(","), sys.argv[3], sys.argv[4].split(), int(sys.argv[5])
+out, types, threads, engines = sys.argv[1], sys.argv[2].split(","), sys.argv[3], sys.argv[4].split()
+depths = [int(d) for d in sys.argv[5].split(",") if int(d) > 0]
 NAMES = {"minigpt": "minigpt", "llama": "llama.cpp", "ik": "ik_llama.cpp"}
 
 
@@ -45,7 +46,7 @@ def rounds(engine, t):
     return [res[r] for r in sorted(res)]
 
 
-tests = ["pp512", "tg128"] + ([f"tg128@d{depth}"] if depth > 0 else [])
+tests = ["pp512", "tg128"] + [f"tg128@d{d}" for d in depths]
 peers = [e for e in engines if e != "minigpt"]
 head = "| type | test | minigpt tok/s | " + " | ".join(f"{NAMES[p]} tok/s | minigpt / {NAMES[p]}" for p in peers) + " |"
 print(f"{threads} threads; tok/s: median over rounds (min-max); ratio: of medians (min-max of the rounds' ratios)")
