@@ -13,8 +13,9 @@
 #    minigpt bench, llama.cpp's llama-bench (-fa 1) and, where it is built in $PEER_DIR/ik_llama.cpp/build
 #    (or PEERS names it), ik_llama.cpp's llama-bench (-fa 1 -rtr 1), all on the same file at THREADS threads:
 #    pp512, tg128 and tg128 after DEPTH tokens in the KV cache (DEPTH=512 by default, or a list: 512,896;
-#    0 skips it; llama.cpp's -d, ik_llama.cpp's -gp). The table gives, per test, each engine's median over the rounds, min-max, and
-#    the ratio of medians minigpt / peer with the min-max of the per-round ratios.
+#    0 skips it; llama.cpp's -d, ik_llama.cpp's -gp), an engine's tg rows from one process. The table gives,
+#    per test, each engine's median over the rounds, min-max, and the ratio of medians minigpt / peer with
+#    the min-max of the per-round ratios.
 #    Every engine's KV cache in CACHE_TYPE (f16 by default: llama.cpp's own default, so that a depth row
 #    compares the same bytes per cached token; minigpt's CPU default is F32, twice the bytes; CACHE_TYPE=f32
 #    runs every engine with an F32 cache).
@@ -78,23 +79,29 @@ OUT=${KEEP_DIR:-$(mktemp -d)}
 mkdir -p "$OUT"
 [ -n "${KEEP_DIR:-}" ] || trap 'rm -rf "$OUT"' EXIT
 run_engine() {  # run_engine ENGINE FILE OUT_PREFIX
-  local e=$1 f=$2 o=$3
+  # pp512 from one run; tg128 and the depth rows from a second, back to back in one process, so that an
+  # engine's depth rows and its tg128 see the same state of the machine (the VM's bandwidth moves between
+  # runs seconds apart: bench/results/2026-11-29-gpt2-peer-depth.md).
+  local e=$1 f=$2 o=$3 depths=0
+  [ "$DEPTH" != 0 ] && depths="0,$DEPTH"
   case $e in
     minigpt)
-      "$MINIGPT" bench -m "$f" -p 512 -n 128 -t "$THREADS" -r 3 --cache-type "$CACHE_TYPE" -o json > "$o-0.json"
-      [ "$DEPTH" != 0 ] && "$MINIGPT" bench -m "$f" -p 0 -n 128 -d "$DEPTH" -t "$THREADS" -r 3 \
-        --cache-type "$CACHE_TYPE" -o json > "$o-d.json" ;;
+      "$MINIGPT" bench -m "$f" -p 512 -n 0 -t "$THREADS" -r 3 --cache-type "$CACHE_TYPE" -o json > "$o-0.json"
+      "$MINIGPT" bench -m "$f" -p 0 -n 128 -d "$depths" -t "$THREADS" -r 3 --cache-type "$CACHE_TYPE" -o json \
+        > "$o-d.json" ;;
     llama)
-      "$LLAMA/build/bin/llama-bench" -m "$f" -p 512 -n 128 -t "$THREADS" -r 3 -fa 1 -ctk "$CACHE_TYPE" -ctv "$CACHE_TYPE" \
+      "$LLAMA/build/bin/llama-bench" -m "$f" -p 512 -n 0 -t "$THREADS" -r 3 -fa 1 -ctk "$CACHE_TYPE" -ctv "$CACHE_TYPE" \
         -o json > "$o-0.json" 2>/dev/null
-      [ "$DEPTH" != 0 ] && "$LLAMA/build/bin/llama-bench" -m "$f" -p 0 -n 128 -d "$DEPTH" -t "$THREADS" -r 3 -fa 1 \
+      "$LLAMA/build/bin/llama-bench" -m "$f" -p 0 -n 128 -d "$depths" -t "$THREADS" -r 3 -fa 1 \
         -ctk "$CACHE_TYPE" -ctv "$CACHE_TYPE" -o json > "$o-d.json" 2>/dev/null ;;
     ik)
-      "$IK/build/bin/llama-bench" -m "$f" -p 512 -n 128 -t "$THREADS" -r 3 -fa 1 -rtr 1 -ctk "$CACHE_TYPE" \
+      "$IK/build/bin/llama-bench" -m "$f" -p 512 -n 0 -t "$THREADS" -r 3 -fa 1 -rtr 1 -ctk "$CACHE_TYPE" \
         -ctv "$CACHE_TYPE" -o json > "$o-0.json" 2>/dev/null
       local gp=()
-      for d in ${DEPTH//,/ }; do gp+=(-gp "$d,128"); done
-      [ "$DEPTH" != 0 ] && "$IK/build/bin/llama-bench" -m "$f" -p 0 -n 0 "${gp[@]}" -t "$THREADS" -r 3 -fa 1 \
+      for d in ${DEPTH//,/ }; do
+        if [ "$d" != 0 ]; then gp+=(-gp "$d,128"); fi
+      done
+      "$IK/build/bin/llama-bench" -m "$f" -p 0 -n 128 "${gp[@]}" -t "$THREADS" -r 3 -fa 1 \
         -rtr 1 -ctk "$CACHE_TYPE" -ctv "$CACHE_TYPE" -o json > "$o-d.json" 2>/dev/null ;;
   esac
   return 0
