@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "arch/arch.h"
 #include "command.h"
 #include "common.h"
 #include "minigpt/error.h"
@@ -86,9 +87,14 @@ CLI::Validator decimal_float() {
 int main(int argc, char** argv) {
   using namespace minigpt::cli;
   // parse(args) never sees argv[0]
+  // The families from the architecture table, so that a new one is named here without an edit.
   CLI::App app{
-      "minigpt: a small transformer inference engine on the CPU (and CUDA): GPT-2, GPT-NeoX/Pythia, OPT and "
-      "gpt_bigcode models from Hugging Face directories, GGUF files and llm.c checkpoints",
+      "minigpt: a small, fast transformer inference engine on the CPU (and CUDA) that gives the tokens "
+      "transformers gives. It runs GPT-2-era and Llama-shaped models (model_type " +
+          minigpt::arch::known_model_types() +
+          ") from Hugging Face directories, GGUF files (F32, F16, BF16 and 8 quantized types), and llm.c and "
+          "llama2.c checkpoints; it generates, chats, serves an OpenAI API, measures speed and perplexity, "
+          "shows attention, converts and quantizes.",
       "minigpt"};
   app.footer(
       "Every command that takes -m runs the shipped model, models/shakespeare-char, without it.\n"

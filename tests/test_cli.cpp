@@ -105,7 +105,8 @@ TEST(Cli, HelpTextsSayWhatMinigptIsAndEachDefault) {
   auto r = test::run_cli("--help");
   ASSERT_EQ(r.status, 0);
   EXPECT_EQ(r.out.find("GPT-2 inference engine"), std::string::npos) << r.out;
-  for (const std::string arch : {"GPT-2", "GPT-NeoX", "OPT", "gpt_bigcode", "GGUF", "llm.c"})
+  for (const std::string arch : {"\"gpt2\"", "\"gpt_neox\"", "\"opt\"", "\"gpt_bigcode\"", "\"llama\"",
+                                 "\"mistral\"", "\"qwen2\"", "\"qwen3\"", "GGUF", "llm.c", "llama2.c"})
     EXPECT_NE(r.out.find(arch), std::string::npos) << arch << " in: " << r.out;
   EXPECT_NE(r.out.find("Exit status: 0"), std::string::npos) << r.out;
   r = test::run_cli("perplexity --help");
