@@ -66,14 +66,12 @@ void print_summary(const GgufWriteSummary& s, const std::string& out) {
 
 bool registered_quantize = register_command(
     "quantize",
-    "Write a GGUF file quantized as llama-quantize would (from a Hugging Face GPT-2, GPT-NeoX or gpt_bigcode "
-    "directory or a GGUF "
-    "file)",
+    "Write a GGUF file quantized as llama-quantize would (from a Hugging Face directory or a GGUF file)",
     [](CLI::App& app) -> std::function<int()> {
       auto o = std::make_shared<QuantizeOptions>();
       app.add_option("input", o->in,
-                     "Hugging Face GPT-2, GPT-NeoX or gpt_bigcode directory (config.json + "
-                     "model.safetensors) or GGUF file")
+                     "Hugging Face directory (config.json + safetensors; the families the converter writes "
+                     "are listed in docs/convert.md) or GGUF file")
           ->required();
       app.add_option("output", o->out, "The GGUF file to write")->required();
       app.add_option("--type", o->type, "Preset: " + preset_names())->required();
@@ -127,15 +125,14 @@ bool registered_quantize = register_command(
 
 bool registered_convert = register_command(
     "convert",
-    "Write a Hugging Face GPT-2, GPT-NeoX or gpt_bigcode directory as GGUF, as llama.cpp's "
-    "convert_hf_to_gguf.py does (f32, f16 or "
-    "bf16)",
+    "Write a Hugging Face directory as GGUF, as llama.cpp's convert_hf_to_gguf.py does (f32, f16 or bf16)",
     [](CLI::App& app) -> std::function<int()> {
       auto o = std::make_shared<QuantizeOptions>();
       o->type = "auto";
-      app.add_option(
-             "input", o->in,
-             "Hugging Face GPT-2, GPT-NeoX or gpt_bigcode directory (config.json + model.safetensors)")
+      app.add_option("input", o->in,
+                     "Hugging Face directory (config.json + safetensors; the families the converter writes "
+                     "are listed "
+                     "in docs/convert.md)")
           ->required();
       app.add_option("output", o->out, "The GGUF file to write")->required();
       app.add_option(
