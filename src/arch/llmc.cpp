@@ -1,10 +1,5 @@
 #include "arch/llmc.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
 #include <fstream>
 
@@ -71,52 +66,28 @@ Error llmc_no_tokenizer_error(const std::filesystem::path& path) {
 
 std::shared_ptr<LlmcFile> LlmcFile::open(const std::filesystem::path& path) {
   std::shared_ptr<LlmcFile> f(new LlmcFile());
-  f->source_ = path.string();
-  f->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // O_NONBLOCK: a FIFO must not hang
-  if (f->fd_ < 0) throw Error(ErrorKind::Io, f->source_ + ": cannot open: " + std::strerror(errno));
-  struct stat st;
-  if (::fstat(f->fd_, &st) != 0)
-    throw Error(ErrorKind::Io, f->source_ + ": cannot stat: " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) throw Error(ErrorKind::Io, f->source_ + ": not a regular file");
-  f->parse(uint64_t(st.st_size));
+  f->bytes_ = ByteSource::open_file(path);
+  f->parse(f->bytes_.size());
   return f;
 }
 
 std::shared_ptr<LlmcFile> LlmcFile::from_memory(const uint8_t* bytes, size_t size, std::string source) {
   std::shared_ptr<LlmcFile> f(new LlmcFile());
-  f->source_ = std::move(source);
-  f->image_ = bytes;
+  f->bytes_ = ByteSource::in_memory(bytes, size, std::move(source));
   f->parse(size);
   return f;
 }
 
-LlmcFile::~LlmcFile() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-void LlmcFile::fetch(void* dst, uint64_t n, uint64_t offset) const {
-  if (offset > size_ || n > size_ - offset) {
-    throw Error(ErrorKind::Io, source_ + ": reading " + std::to_string(n) + " bytes at " +
-                                   std::to_string(offset) + " past the end of the file");
-  }
-  if (image_ != nullptr) {
-    std::memcpy(dst, image_ + offset, size_t(n));
-    return;
-  }
-  pread_exact(fd_, dst, n, offset, source_);
-}
-
-void LlmcFile::read(const LlmcTensor& t, void* dst) const { fetch(dst, t.nbytes, t.offset); }
+void LlmcFile::read(const LlmcTensor& t, void* dst) const { bytes_.fetch(dst, t.nbytes, t.offset); }
 
 void LlmcFile::parse(uint64_t file_size) {
-  size_ = file_size;
-  auto fail = [&](ErrorKind kind, const std::string& what) { throw Error(kind, source_ + ": " + what); };
+  auto fail = [&](ErrorKind kind, const std::string& what) { throw Error(kind, path() + ": " + what); };
   if (file_size < kHeaderBytes) {
     fail(ErrorKind::Format, "truncated: " + std::to_string(file_size) + " bytes, shorter than llm.c's " +
                                 std::to_string(kHeaderBytes) + "-byte header");
   }
   uint8_t raw[kHeaderBytes];
-  fetch(raw, kHeaderBytes, 0);
+  bytes_.fetch(raw, kHeaderBytes, 0);
   auto field = [&](int i) { return get_i32(raw + 4 * i); };
 
   const int32_t magic = field(0);
@@ -230,7 +201,7 @@ void LlmcFile::parse(uint64_t file_size) {
     fail(ErrorKind::Format, std::to_string(file_size) + " bytes, but " + implied +
                                 (file_size < offset ? "; truncated?" : "; extra bytes after the parameters"));
   }
-  config().validate(source_);
+  config().validate(path());
 }
 
 Config LlmcFile::config() const {

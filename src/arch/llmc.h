@@ -21,6 +21,7 @@
 
 #include "formats/llmc_magic.h"
 #include "formats/safetensors.h"
+#include "io/io.h"
 #include "minigpt/config.h"
 #include "minigpt/error.h"
 
@@ -54,7 +55,6 @@ class LlmcFile {
   static std::shared_ptr<LlmcFile> open(const std::filesystem::path& path);
   // Parses an in-memory image (tests, the fuzz target); `bytes` must outlive the object.
   static std::shared_ptr<LlmcFile> from_memory(const uint8_t* bytes, size_t size, std::string source);
-  ~LlmcFile();
   LlmcFile(const LlmcFile&) = delete;
   LlmcFile& operator=(const LlmcFile&) = delete;
 
@@ -67,17 +67,13 @@ class LlmcFile {
   const std::vector<LlmcTensor>& tensors() const { return tensors_; }
   // Copies the tensor's nbytes bytes to `dst`. Error(Io) when the file has shrunk or cannot be read.
   void read(const LlmcTensor& t, void* dst) const;
-  const std::string& path() const { return source_; }
+  const std::string& path() const { return bytes_.source(); }
 
  private:
   LlmcFile() = default;
   void parse(uint64_t file_size);
-  void fetch(void* dst, uint64_t n, uint64_t offset) const;
 
-  std::string source_;
-  int fd_ = -1;
-  const uint8_t* image_ = nullptr;
-  uint64_t size_ = 0;
+  ByteSource bytes_;
   LlmcHeader header_;
   std::vector<LlmcTensor> tensors_;
 };

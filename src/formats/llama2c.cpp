@@ -1,10 +1,5 @@
 #include "formats/llama2c.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
 
 #include "io/io.h"
@@ -154,48 +149,25 @@ Error llama2c_no_tokenizer_error(const std::filesystem::path& path) {
 
 std::shared_ptr<Llama2cFile> Llama2cFile::open(const std::filesystem::path& path) {
   std::shared_ptr<Llama2cFile> f(new Llama2cFile());
-  f->source_ = path.string();
-  f->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // O_NONBLOCK: a FIFO must not hang
-  if (f->fd_ < 0) throw Error(ErrorKind::Io, f->source_ + ": cannot open: " + std::strerror(errno));
-  struct stat st;
-  if (::fstat(f->fd_, &st) != 0)
-    throw Error(ErrorKind::Io, f->source_ + ": cannot stat: " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) throw Error(ErrorKind::Io, f->source_ + ": not a regular file");
-  f->parse(uint64_t(st.st_size));
+  f->bytes_ = ByteSource::open_file(path);
+  f->parse(f->bytes_.size());
   return f;
 }
 
 std::shared_ptr<Llama2cFile> Llama2cFile::from_memory(const uint8_t* bytes, size_t size, std::string source) {
   std::shared_ptr<Llama2cFile> f(new Llama2cFile());
-  f->source_ = std::move(source);
-  f->image_ = bytes;
+  f->bytes_ = ByteSource::in_memory(bytes, size, std::move(source));
   f->parse(size);
   return f;
 }
 
-Llama2cFile::~Llama2cFile() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-void Llama2cFile::fetch(void* dst, uint64_t n, uint64_t offset) const {
-  if (offset > size_ || n > size_ - offset) {
-    throw Error(ErrorKind::Io, source_ + ": reading " + std::to_string(n) + " bytes at " +
-                                   std::to_string(offset) + " past the end of the file");
-  }
-  if (image_ != nullptr) {
-    std::memcpy(dst, image_ + offset, size_t(n));
-    return;
-  }
-  pread_exact(fd_, dst, n, offset, source_);
-}
-
 void Llama2cFile::read(const Llama2cTensor& t, float* dst) const {
   if (!t.quantized()) {
-    fetch(dst, t.nbytes, t.offset);
+    bytes_.fetch(dst, t.nbytes, t.offset);
     return;
   }
   std::vector<int8_t> q(size_t(t.nbytes));
-  fetch(q.data(), t.nbytes, t.offset);
+  bytes_.fetch(q.data(), t.nbytes, t.offset);
   const std::vector<float> scales = read_scales(t);
   const size_t gs = size_t(header_.group_size);
   for (size_t i = 0; i < q.size(); ++i) dst[i] = float(q[i]) * scales[i / gs];
@@ -203,19 +175,18 @@ void Llama2cFile::read(const Llama2cTensor& t, float* dst) const {
 
 std::vector<float> Llama2cFile::read_scales(const Llama2cTensor& t) const {
   std::vector<float> s(size_t(t.n_scales));
-  fetch(s.data(), 4 * t.n_scales, t.scale_offset);
+  bytes_.fetch(s.data(), 4 * t.n_scales, t.scale_offset);
   return s;
 }
 
 void Llama2cFile::parse(uint64_t file_size) {
-  size_ = file_size;
-  auto fail = [&](ErrorKind kind, const std::string& what) { throw Error(kind, source_ + ": " + what); };
+  auto fail = [&](ErrorKind kind, const std::string& what) { throw Error(kind, path() + ": " + what); };
   uint8_t raw[kHeaderBytes] = {};
   if (file_size < kLegacyHeaderBytes) {
     fail(ErrorKind::Format, "truncated: " + std::to_string(file_size) +
                                 " bytes, shorter than a llama2.c checkpoint's header (28 bytes)");
   }
-  fetch(raw, std::min<uint64_t>(file_size, kHeaderBytes), 0);
+  bytes_.fetch(raw, std::min<uint64_t>(file_size, kHeaderBytes), 0);
   Llama2cHeader& h = header_;
   std::string bad;
   if (uint32_t(get_i32(raw)) == kLlama2cMagic) {

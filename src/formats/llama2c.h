@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "io/io.h"
 #include "minigpt/error.h"
 
 namespace minigpt {
@@ -70,7 +71,6 @@ class Llama2cFile {
   static std::shared_ptr<Llama2cFile> open(const std::filesystem::path& path);
   // Parses an in-memory image (tests, the fuzz target); `bytes` must outlive the object.
   static std::shared_ptr<Llama2cFile> from_memory(const uint8_t* bytes, size_t size, std::string source);
-  ~Llama2cFile();
   Llama2cFile(const Llama2cFile&) = delete;
   Llama2cFile& operator=(const Llama2cFile&) = delete;
 
@@ -82,17 +82,13 @@ class Llama2cFile {
   void read(const Llama2cTensor& t, float* dst) const;
   // A quantized tensor's scales, one per group_size values; empty for a float32 one.
   std::vector<float> read_scales(const Llama2cTensor& t) const;
-  const std::string& path() const { return source_; }
+  const std::string& path() const { return bytes_.source(); }
 
  private:
   Llama2cFile() = default;
   void parse(uint64_t file_size);
-  void fetch(void* dst, uint64_t n, uint64_t offset) const;
 
-  std::string source_;
-  int fd_ = -1;
-  const uint8_t* image_ = nullptr;
-  uint64_t size_ = 0;
+  ByteSource bytes_;
   Llama2cHeader header_;
   std::vector<Llama2cTensor> tensors_;
 };

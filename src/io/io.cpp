@@ -56,6 +56,60 @@ void pread_exact(int fd, void* dst, uint64_t n, uint64_t offset, const std::stri
   }
 }
 
+ByteSource ByteSource::open_file(const std::filesystem::path& path) {
+  ByteSource b;
+  b.source_ = path.string();
+  b.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // O_NONBLOCK: a FIFO must not hang
+  if (b.fd_ < 0) throw Error(ErrorKind::Io, b.source_ + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(b.fd_, &st) != 0)
+    throw Error(ErrorKind::Io, b.source_ + ": cannot stat: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw Error(ErrorKind::Io, b.source_ + ": not a regular file");
+  b.size_ = uint64_t(st.st_size);
+  return b;
+}
+
+ByteSource ByteSource::in_memory(const uint8_t* bytes, uint64_t size, std::string source) {
+  ByteSource b;
+  b.source_ = std::move(source);
+  b.image_ = bytes;
+  b.size_ = size;
+  return b;
+}
+
+ByteSource::~ByteSource() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+ByteSource::ByteSource(ByteSource&& o) noexcept
+    : source_(std::move(o.source_)), fd_(o.fd_), image_(o.image_), size_(o.size_) {
+  o.fd_ = -1;
+}
+
+ByteSource& ByteSource::operator=(ByteSource&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    source_ = std::move(o.source_);
+    fd_ = o.fd_;
+    image_ = o.image_;
+    size_ = o.size_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+void ByteSource::fetch(void* dst, uint64_t n, uint64_t offset) const {
+  if (offset > size_ || n > size_ - offset) {
+    throw Error(ErrorKind::Io, source_ + ": reading " + std::to_string(n) + " bytes at " +
+                                   std::to_string(offset) + " past the end of the file");
+  }
+  if (image_ != nullptr) {
+    std::memcpy(dst, image_ + offset, size_t(n));
+    return;
+  }
+  pread_exact(fd_, dst, n, offset, source_);
+}
+
 std::string format_bytes(size_t bytes) {
   char b[32];
   if (bytes >= (size_t(1) << 30) && bytes % (size_t(1) << 30) != 0) {

@@ -37,6 +37,36 @@ std::string read_fd_capped(int fd, size_t max_bytes, const std::string& source);
 // after it was checked).
 void pread_exact(int fd, void* dst, uint64_t n, uint64_t offset, const std::string& source);
 
+// The bytes of a checkpoint read in pieces: a regular file kept open, or an image in memory (tests, fuzz
+// targets). Every read is checked against the size first, so a header's offsets and sizes never reach past
+// the end, whatever they say.
+class ByteSource {
+ public:
+  ByteSource() = default;
+  // Opens `path` (O_NONBLOCK: a FIFO is refused, never waited on). Throws Error(Io) naming it when it cannot
+  // be opened or is not a regular file.
+  static ByteSource open_file(const std::filesystem::path& path);
+  // `bytes` must outlive the object; `source` names it in messages.
+  static ByteSource in_memory(const uint8_t* bytes, uint64_t size, std::string source);
+  ~ByteSource();
+  ByteSource(ByteSource&& o) noexcept;
+  ByteSource& operator=(ByteSource&& o) noexcept;
+  ByteSource(const ByteSource&) = delete;
+  ByteSource& operator=(const ByteSource&) = delete;
+
+  uint64_t size() const { return size_; }
+  const std::string& source() const { return source_; }
+  // n bytes at `offset` into dst. Throws Error(Io) "SOURCE: reading N bytes at OFFSET past the end of the
+  // file" when they are not all inside it, or when the read fails (the file shrank).
+  void fetch(void* dst, uint64_t n, uint64_t offset) const;
+
+ private:
+  std::string source_;
+  int fd_ = -1;
+  const uint8_t* image_ = nullptr;
+  uint64_t size_ = 0;
+};
+
 // A file written whole or not at all. The bytes go to a temporary file beside the destination (mkstemp: a
 // name nobody has, so nothing of the user's is touched while writing) that commit() renames over it;
 // destroyed uncommitted (an error, an exception), it removes the temporary and leaves the destination as it
