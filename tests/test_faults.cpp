@@ -240,6 +240,33 @@ TEST(Faults, OnlyRegularFilesWithinTheirCapAreRead) {
                {"missing", "cannot open"});
 }
 
+// The checkpoint readers (GGUF, llm.c, llama2.c) read through ByteSource: a FIFO is refused at open, never
+// waited on (a plain open of one blocks until a writer comes), and no read reaches past the end.
+TEST(Faults, ByteSourceRefusesAFifoAndReadsOnlyInsideTheFile) {
+  TempDir tmp;
+  ASSERT_EQ(::mkfifo((tmp / "model.gguf").c_str(), 0600), 0);
+  expect_error([&] { ByteSource::open_file(tmp / "model.gguf"); }, ErrorKind::Io,
+               {"model.gguf", "not a regular file"});
+  expect_error([&] { ByteSource::open_file(tmp / "missing.bin"); }, ErrorKind::Io,
+               {"missing.bin", "cannot open"});
+  test::write_file(tmp / "eight.bin", "01234567");
+  const ByteSource f = ByteSource::open_file(tmp / "eight.bin");
+  EXPECT_EQ(f.size(), 8u);
+  char got[4] = {};
+  f.fetch(got, 4, 4);
+  EXPECT_EQ(std::string(got, 4), "4567");
+  expect_error([&] { f.fetch(got, 4, 5); }, ErrorKind::Io,
+               {"eight.bin", "reading 4 bytes at 5 past the end"});
+  expect_error([&] { f.fetch(got, 1, ~uint64_t(0)); }, ErrorKind::Io, {"past the end"});
+  const uint8_t image[3] = {1, 2, 3};
+  const ByteSource m = ByteSource::in_memory(image, 3, "image");
+  uint8_t two[2] = {};
+  m.fetch(two, 2, 1);
+  EXPECT_EQ(two[0], 2);
+  EXPECT_EQ(two[1], 3);
+  expect_error([&] { m.fetch(two, 2, 2); }, ErrorKind::Io, {"image", "past the end"});
+}
+
 // The files minigpt writes (GGUF, safetensors, --save-logits, attention maps) go through AtomicFile: whole or
 // not at all, and never over something that is not a regular file: a bare rename would replace a device or a
 // FIFO given as the output (`quantize M /dev/full` would leave a regular file at /dev/full) and a symbolic

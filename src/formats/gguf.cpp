@@ -1,11 +1,6 @@
 #include "formats/gguf.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -187,64 +182,30 @@ int64_t GgufTensor::numel() const {
 
 std::shared_ptr<GgufFile> GgufFile::open(const std::filesystem::path& path) {
   std::shared_ptr<GgufFile> f(new GgufFile());
-  f->source_ = path.string();
-  f->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f->fd_ < 0) throw Error(ErrorKind::Io, f->source_ + ": cannot open: " + std::strerror(errno));
-  struct stat st;
-  if (::fstat(f->fd_, &st) != 0)
-    throw Error(ErrorKind::Io, f->source_ + ": cannot stat: " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) throw Error(ErrorKind::Io, f->source_ + ": not a regular file");
-  f->parse(uint64_t(st.st_size));
+  f->bytes_ = ByteSource::open_file(path);
+  f->parse(f->bytes_.size());
   return f;
 }
 
 std::shared_ptr<GgufFile> GgufFile::from_memory(const uint8_t* bytes, size_t size, std::string source) {
   std::shared_ptr<GgufFile> f(new GgufFile());
-  f->source_ = std::move(source);
-  f->image_ = bytes;
+  f->bytes_ = ByteSource::in_memory(bytes, size, std::move(source));
   f->parse(size);
   return f;
 }
 
-GgufFile::~GgufFile() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-void GgufFile::fetch(void* dst, uint64_t n, uint64_t offset) const {
-  if (offset > size_ || n > size_ - offset) {
-    throw Error(ErrorKind::Io, source_ + ": reading " + std::to_string(n) + " bytes at " +
-                                   std::to_string(offset) + " past the end of the file");
-  }
-  if (image_ != nullptr) {
-    std::memcpy(dst, image_ + offset, size_t(n));
-    return;
-  }
-  auto* p = static_cast<char*>(dst);
-  while (n > 0) {
-    const ssize_t got = ::pread(fd_, p, size_t(std::min<uint64_t>(n, uint64_t(1) << 30)), off_t(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      throw Error(ErrorKind::Io,
-                  source_ + ": read failed at byte " + std::to_string(offset) + ": " +
-                      (got == 0 ? "the file is shorter than when it was opened" : std::strerror(errno)));
-    }
-    p += got, offset += uint64_t(got), n -= uint64_t(got);
-  }
-}
-
-void GgufFile::read(const GgufTensor& t, void* dst) const { fetch(dst, t.nbytes, t.offset); }
+void GgufFile::read(const GgufTensor& t, void* dst) const { bytes_.fetch(dst, t.nbytes, t.offset); }
 
 void GgufFile::parse(uint64_t file_size) {
-  size_ = file_size;
-  Cursor c(file_size, source_, [this](void* d, uint64_t n, uint64_t o) { fetch(d, n, o); });
+  Cursor c(file_size, path(), [this](void* d, uint64_t n, uint64_t o) { bytes_.fetch(d, n, o); });
   const uint8_t* magic = c.take(4, "the magic");
   if (std::memcmp(magic, "GGUF", 4) != 0) c.fail("not a GGUF file (no \"GGUF\" magic)");
   version_ = c.get<uint32_t>("the version");
   if (version_ == 1)
     throw Error(ErrorKind::Unsupported,
-                source_ + ": GGUF version 1 (2023) is not supported; convert it again");
+                path() + ": GGUF version 1 (2023) is not supported; convert it again");
   if (version_ != 2 && version_ != 3) {
-    throw Error(ErrorKind::Format, source_ + ": GGUF version " + std::to_string(version_) +
+    throw Error(ErrorKind::Format, path() + ": GGUF version " + std::to_string(version_) +
                                        (version_ > 0xffff ? " (a big-endian file?)" : "") +
                                        " (2 and 3 are known)");
   }
@@ -324,7 +285,7 @@ void GgufFile::parse(uint64_t file_size) {
     GgufTensor& t = tensors_[i];
     const uint64_t room = file_size - std::min(file_size, data_offset_);
     if (rel_offsets[i] > room || t.nbytes > room - rel_offsets[i]) {
-      throw Error(ErrorKind::Format, source_ + ": tensor '" + t.name + "' (" + std::to_string(t.nbytes) +
+      throw Error(ErrorKind::Format, path() + ": tensor '" + t.name + "' (" + std::to_string(t.nbytes) +
                                          " bytes at data offset " + std::to_string(rel_offsets[i]) +
                                          ") lies past the end of the file (truncated?)");
     }
@@ -340,7 +301,7 @@ void GgufFile::parse(uint64_t file_size) {
     const GgufTensor& prev = tensors_[order[i - 1]];
     const GgufTensor& t = tensors_[order[i]];
     if (prev.nbytes > 0 && t.offset < prev.offset + prev.nbytes) {
-      throw Error(ErrorKind::Format, source_ + ": tensors '" + prev.name + "' and '" + t.name +
+      throw Error(ErrorKind::Format, path() + ": tensors '" + prev.name + "' and '" + t.name +
                                          "' overlap (bytes " + std::to_string(t.offset - data_offset_) +
                                          " to " + std::to_string(prev.offset + prev.nbytes - data_offset_) +
                                          " of the data are in both)");
@@ -369,7 +330,7 @@ std::optional<int64_t> GgufFile::get_int(std::string_view key) const {
   const GgufValue* v = find_value(key);
   if (v == nullptr) return std::nullopt;
   if (!is_int(v->type)) {
-    throw Error(ErrorKind::Format, source_ + ": metadata '" + std::string(key) + "' is a " +
+    throw Error(ErrorKind::Format, path() + ": metadata '" + std::string(key) + "' is a " +
                                        std::string(gguf_type_name(v->type)) + ", not an integer");
   }
   return v->i;
@@ -380,7 +341,7 @@ std::optional<double> GgufFile::get_float(std::string_view key) const {
   if (v == nullptr) return std::nullopt;
   if (v->type == GgufType::F32 || v->type == GgufType::F64) return v->f;
   if (is_int(v->type)) return double(v->i);
-  throw Error(ErrorKind::Format, source_ + ": metadata '" + std::string(key) + "' is a " +
+  throw Error(ErrorKind::Format, path() + ": metadata '" + std::string(key) + "' is a " +
                                      std::string(gguf_type_name(v->type)) + ", not a number");
 }
 
@@ -388,7 +349,7 @@ std::optional<bool> GgufFile::get_bool(std::string_view key) const {
   const GgufValue* v = find_value(key);
   if (v == nullptr) return std::nullopt;
   if (v->type != GgufType::BOOL) {
-    throw Error(ErrorKind::Format, source_ + ": metadata '" + std::string(key) + "' is a " +
+    throw Error(ErrorKind::Format, path() + ": metadata '" + std::string(key) + "' is a " +
                                        std::string(gguf_type_name(v->type)) + ", not a bool");
   }
   return v->i != 0;
@@ -398,7 +359,7 @@ std::optional<std::string> GgufFile::get_string(std::string_view key) const {
   const GgufValue* v = find_value(key);
   if (v == nullptr) return std::nullopt;
   if (v->type != GgufType::STRING) {
-    throw Error(ErrorKind::Format, source_ + ": metadata '" + std::string(key) + "' is a " +
+    throw Error(ErrorKind::Format, path() + ": metadata '" + std::string(key) + "' is a " +
                                        std::string(gguf_type_name(v->type)) + ", not a string");
   }
   return v->s;

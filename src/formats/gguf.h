@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "io/io.h"
 #include "minigpt/ggml_type.h"
 
 namespace minigpt {
@@ -71,7 +72,6 @@ class GgufFile {
   static std::shared_ptr<GgufFile> open(const std::filesystem::path& path);
   // Parses an in-memory image (tests, the fuzz target); `bytes` must outlive the object.
   static std::shared_ptr<GgufFile> from_memory(const uint8_t* bytes, size_t size, std::string source);
-  ~GgufFile();
   GgufFile(const GgufFile&) = delete;
   GgufFile& operator=(const GgufFile&) = delete;
 
@@ -91,17 +91,13 @@ class GgufFile {
   std::optional<bool> get_bool(std::string_view key) const;
   // Copies the tensor's nbytes bytes to `dst`. Error(Io) when the file has shrunk or cannot be read.
   void read(const GgufTensor& t, void* dst) const;
-  const std::string& path() const { return source_; }
+  const std::string& path() const { return bytes_.source(); }
 
  private:
   GgufFile() = default;
   void parse(uint64_t file_size);
-  void fetch(void* dst, uint64_t n, uint64_t offset) const;
 
-  std::string source_;
-  int fd_ = -1;
-  const uint8_t* image_ = nullptr;
-  uint64_t size_ = 0;
+  ByteSource bytes_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   uint64_t data_offset_ = 0;
