@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
       const auto t0 = std::chrono::steady_clock::now();
       for (int64_t p = 0; p < R; p += cpu::kQ8gemmRows) {
         cpu::q8gemm_pack_w(panel, wq.data(), p, cpu::kQ8gemmRows, K);
-        cpu::q8gemm(yq.data() + p, R, panel, xp, T, cpu::kQ8gemmRows, K);
+        cpu::q8gemm(yq.data() + p, R, panel, xp, T, cpu::kQ8gemmRows, K, true);
       }
       best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }

@@ -322,13 +322,14 @@ TEST_P(QuantKernelsAtLevel, F32GemmEqualsTheDoubleProduct) {
 }
 
 // Q8_0's 16-bit GEMM of prefill (cpu::q8gemm, VNNI only): panels of 1..8 rows from a first row of 0 or 4,
-// 1..70 tokens (a block of 32 and the rest), K of one block and several: y (+)= the double dot of the
-// dequantized weights with the activations as the GEMV quantizes them (quantize_acts16), within 1e-5 of
-// sum |w x|; nothing written past the rows or tokens.
+// 1..70 tokens (a block of 32 and the rest), K of one block and several, accumulating into y and writing it
+// alone: y (+)= the double dot of the dequantized weights with the activations as the GEMV quantizes them
+// (quantize_acts16), within 1e-5 of sum |w x|; nothing written past the rows or tokens.
 TEST_P(QuantKernelsAtLevel, Q8GemmEqualsTheDequantizedProduct) {
   if (GetParam() != "avx512bf16" && GetParam() != "amx") {
     EXPECT_EQ(k().q8gemm, nullptr) << GetParam();
     EXPECT_EQ(k().q8gemm_pack_x, nullptr) << GetParam();
+    EXPECT_EQ(k().q8gemm_pack_w, nullptr) << GetParam();
     GTEST_SKIP() << GetParam()
                  << " has no Q8_0 GEMM (it needs AVX-512 VNNI): Q8_0 prefill widens to F32 there";
   }
@@ -357,18 +358,23 @@ TEST_P(QuantKernelsAtLevel, Q8GemmEqualsTheDequantizedProduct) {
       std::vector<uint8_t> pbuf(size_t(cpu::q8gemm_panel_bytes(K)) + 64);
       uint8_t* panel = pbuf.data() + (64 - reinterpret_cast<uintptr_t>(pbuf.data()) % 64) % 64;
       for (const auto& [r0, rows] : {std::pair<int64_t, int64_t>{0, 8}, {4, 8}, {8, 5}, {0, 1}, {4, 3}}) {
-        const int64_t ldy = rows + 2;
-        std::vector<float> y = gemm_canvas(ldy, T, rows, rng);
-        const std::vector<float> y0 = y;
-        cpu::q8gemm_pack_w(panel, wi.data(), r0, rows, K);
-        k().q8gemm(y.data(), ldy, panel, xp, T, rows, K);
-        ASSERT_TRUE(gemm_output_is(
-            y, y0, ldy, T, rows, K, 1e-5,
-            [&](int64_t t, int64_t n, int64_t c) {
-              return double(wf[size_t((r0 + n) * K + c)]) * double(acts[size_t(t)].value(c));
-            },
-            "K " + std::to_string(K) + " T " + std::to_string(T) + " r0 " + std::to_string(r0) + " rows " +
-                std::to_string(rows)));
+        for (const bool accumulate : {true, false}) {
+          const int64_t ldy = rows + 2;
+          std::vector<float> y = gemm_canvas(ldy, T, rows, rng);
+          // Not accumulating, the product alone: what the canvas held where it writes is not added.
+          std::vector<float> y0 = y;
+          if (!accumulate)
+            for (int64_t s = 0; s < T; ++s) std::fill_n(y0.begin() + s * ldy, rows, 0.0f);
+          k().q8gemm_pack_w(panel, wi.data(), r0, rows, K);
+          k().q8gemm(y.data(), ldy, panel, xp, T, rows, K, accumulate);
+          ASSERT_TRUE(gemm_output_is(
+              y, y0, ldy, T, rows, K, 1e-5,
+              [&](int64_t t, int64_t n, int64_t c) {
+                return double(wf[size_t((r0 + n) * K + c)]) * double(acts[size_t(t)].value(c));
+              },
+              "K " + std::to_string(K) + " T " + std::to_string(T) + " r0 " + std::to_string(r0) + " rows " +
+                  std::to_string(rows) + (accumulate ? " +=" : " =")));
+        }
       }
     }
   }

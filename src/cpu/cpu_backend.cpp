@@ -1063,15 +1063,17 @@ class CpuBackend final : public Backend {
       cpu::q8gemm_pack_x(xp, in.ptr<float>(), in.stride, T, K, 32 * b0, std::min(T, 32 * b1));
     });
     const uint8_t* w = lin.w.ptr<uint8_t>();
+    // Without a bias to add, a product that does not accumulate writes its output alone (no clearing first).
+    const bool add = accumulate || !lin.b.empty();
     pool_.parallel_chunks(N, chunk(N, cpu::kQ8gemmRows), [&](int64_t n0, int64_t n1) {
-      init_out(out, lin, accumulate, n0, n1);
+      if (add) init_out(out, lin, accumulate, n0, n1);
       thread_local std::vector<uint8_t> panel;
       panel.resize(size_t(cpu::q8gemm_panel_bytes(K)) + 64);
       uint8_t* pp = panel.data() + (64 - reinterpret_cast<uintptr_t>(panel.data()) % 64) % 64;
       for (int64_t p = n0; p < n1; p += cpu::kQ8gemmRows) {
         const int64_t rows = std::min<int64_t>(cpu::kQ8gemmRows, n1 - p);
         cpu::q8gemm_pack_w(pp, w, p, rows, K);
-        cpu::q8gemm(out.ptr<float>() + p, out.stride, pp, xp, T, rows, K);
+        cpu::q8gemm(out.ptr<float>() + p, out.stride, pp, xp, T, rows, K, add);
       }
       if (act) apply_act(out, n0, n1, *act);
     });

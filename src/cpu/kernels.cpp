@@ -347,9 +347,13 @@ bool q8gemm_available() { return kernels().q8gemm != nullptr; }
 void q8gemm_pack_x(uint8_t* xp, const float* x, int64_t ldx, int64_t nt, int64_t k, int64_t t0, int64_t t1) {
   kernels().q8gemm_pack_x(xp, x, ldx, nt, k, t0, t1);
 }
+void q8gemm_pack_w(uint8_t* panel, const uint8_t* w, int64_t r0, int64_t rows, int64_t k) {
+  kernels().q8gemm_pack_w(panel, w, r0, rows, k);
+}
+
 void q8gemm(float* y, int64_t ldy, const uint8_t* panel, const uint8_t* xp, int64_t nt, int64_t rows,
-            int64_t k) {
-  kernels().q8gemm(y, ldy, panel, xp, nt, rows, k);
+            int64_t k, bool accumulate) {
+  kernels().q8gemm(y, ldy, panel, xp, nt, rows, k, accumulate);
 }
 bool bf16_available() { return kernels().bgemm != nullptr; }
 void to_bf16_rows(uint16_t* xb, int64_t ldxb, const float* x, int64_t ldx, int64_t nt, int64_t k) {
@@ -434,26 +438,6 @@ inline void panel_piece(uint8_t* dst, int64_t r, const int8_t* v, float dw, floa
   }
 }
 }  // namespace
-
-void q8gemm_pack_w(uint8_t* panel, const uint8_t* w, int64_t r0, int64_t rows, int64_t k) {
-  const int64_t nb = k / 32;
-  if (rows < kQ8gemmRows) std::memset(panel, 0, size_t(q8gemm_panel_bytes(k)));
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t n = r0 + r, rr = n % 4;
-    const uint8_t* group = w + (n / 4) * 4 * nb * 34;  // SplitScales: 4 F16 scales, then the 4 rows' values
-    for (int64_t j = 0; j < nb; ++j) {
-      const uint8_t* blk = group + j * 4 * 34;
-      const int8_t* v = reinterpret_cast<const int8_t*>(blk + 8 + 32 * rr);
-      uint8_t* dst = panel + j * kQ8gemmWBlockBytes;
-      for (int p = 0; p < 16; ++p) {
-        const int16_t pair[2] = {v[2 * p], v[2 * p + 1]};
-        std::memcpy(dst + 32 * p + 4 * r, pair, 4);
-      }
-      const float d = half_at(blk + 2 * rr);
-      std::memcpy(dst + 512 + 4 * r, &d, 4);
-    }
-  }
-}
 
 namespace {
 // The bit of the fifth-bit plane's byte b that holds row r's value b + 16 h (cpu::QuantLayout::Planes).

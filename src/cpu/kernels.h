@@ -238,9 +238,10 @@ void q8gemm_pack_x(uint8_t* xp, const float* x, int64_t ldx, int64_t nt, int64_t
 // panel = rows [r0, r0 + rows) (r0 a multiple of 4, rows <= 8; the rest zero) of a Q8_0 QuantInterleave
 // matrix of K = k.
 void q8gemm_pack_w(uint8_t* panel, const uint8_t* w, int64_t r0, int64_t rows, int64_t k);
-// y[t][r] += sum_k W[r, k] x_t[k] for r < rows, t < nt, row t of y at y + t * ldy.
+// y[t][r] (+)= sum_k W[r, k] x_t[k] for r < rows, t < nt, row t of y at y + t * ldy (+= where accumulate, else
+// y is only written: the caller need not clear it).
 void q8gemm(float* y, int64_t ldy, const uint8_t* panel, const uint8_t* xp, int64_t nt, int64_t rows,
-            int64_t k);
+            int64_t k, bool accumulate);
 
 // The prefill product of unquantized weights with AVX-512 (fgemm_available; elsewhere OpenBLAS's sgemm):
 // y[t][r] += sum_k W[r][k] x_t[k] for r < rows, t < nt, W row-major F32 (row r at w + r * ldw), the tokens'
@@ -329,8 +330,9 @@ struct KernelTable {
   void (*fgemm)(float*, int64_t, const float*, int64_t, int64_t, const float*, int64_t, int64_t);
   void (*fgemm_pack_x)(float*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t);
   // null at the levels without it
-  void (*q8gemm)(float*, int64_t, const uint8_t*, const uint8_t*, int64_t, int64_t, int64_t);
+  void (*q8gemm)(float*, int64_t, const uint8_t*, const uint8_t*, int64_t, int64_t, int64_t, bool);
   void (*q8gemm_pack_x)(uint8_t*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t);
+  void (*q8gemm_pack_w)(uint8_t*, const uint8_t*, int64_t, int64_t, int64_t);
   void (*to_bf16_rows)(uint16_t*, int64_t, const float*, int64_t, int64_t, int64_t);
   // null at the levels without AVX-512 BF16
   void (*gemv_bf16_rows)(float*, int64_t, const uint16_t*, int64_t, const uint16_t*, int64_t, int64_t,
