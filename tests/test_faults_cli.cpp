@@ -492,10 +492,13 @@ TEST(FaultsCli, TheBandwidthProbeDoesNotSlowTheTimedSteps) {
     const auto r = run_cli("bench -m " + kShipped.string() + " -p 0 -n 8 -r 7 -t 2 -o json");
     ASSERT_EQ(r.status, 0) << r.err;
     const json row = json::parse(r.out).at("results").at(0);
-    const double first = row.at("itl_first_ms"), p50 = row.at("itl_p50_ms");
+    // Each first step against its own repetition's median: on this project's 2-vCPU VMs whole repetitions
+    // run 3-5x slower than others (0.06 against 0.3 ms a step), so against the median of all steps the first
+    // steps of the slow ones failed this test with no cold start in them.
+    const double ratio = row.at("itl_first_ratio"), first = row.at("itl_first_ms");
     ASSERT_GT(first, 0.0);
-    if (first < 2.0 * p50) return;
-    runs += " first step " + std::to_string(first) + " ms, median step " + std::to_string(p50) + " ms;";
+    if (ratio < 2.0) return;
+    runs += " first step " + std::to_string(ratio) + "x its repetition's median step;";
   }
   ADD_FAILURE() << "in 3 runs the first timed step was over 2x the median:" << runs;
 }
