@@ -238,8 +238,8 @@ void q8gemm_pack_x(uint8_t* xp, const float* x, int64_t ldx, int64_t nt, int64_t
 // panel = rows [r0, r0 + rows) (r0 a multiple of 4, rows <= 8; the rest zero) of a Q8_0 QuantInterleave
 // matrix of K = k.
 void q8gemm_pack_w(uint8_t* panel, const uint8_t* w, int64_t r0, int64_t rows, int64_t k);
-// y[t][r] (+)= sum_k W[r, k] x_t[k] for r < rows, t < nt, row t of y at y + t * ldy (+= where accumulate, else
-// y is only written: the caller need not clear it).
+// y[t][r] (+)= sum_k W[r, k] x_t[k] for r < rows, t < nt, row t of y at y + t * ldy (+= where accumulate,
+// else y is only written: the caller need not clear it).
 void q8gemm(float* y, int64_t ldy, const uint8_t* panel, const uint8_t* xp, int64_t nt, int64_t rows,
             int64_t k, bool accumulate);
 
