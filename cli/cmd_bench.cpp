@@ -39,6 +39,7 @@ struct BenchOptions {
   std::string backend = "cpu";
   int device = 0;
   std::string cache_type;                            // empty: the backend's default
+  bool paired_probe = false;                         // --paired-probe
   bool n_prompt_given = false, n_gen_given = false;  // -p / -n on the command line (else the defaults)
 };
 
@@ -345,6 +346,16 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
             const auto gen = tokens(n * b);  // sequence q's i-th token: gen[i * b + q]
             std::vector<Session::SeqTokens> step(static_cast<size_t>(b));
             std::vector<double> rates, latencies, firsts, first_ratios, bws;
+            // Step i: one token of every sequence.
+            const auto decode_step = [&](int64_t i) {
+              if (b == 1) {
+                s.eval(std::span<const int32_t>(&gen[size_t(i)], 1));
+                return;
+              }
+              for (int64_t q = 0; q < b; ++q)
+                step[size_t(q)] = {q, std::span<const int32_t>(&gen[size_t(i * b + q)], 1)};
+              s.eval_batch(step);
+            };
             for (int r = -1; r < o.reps; ++r) {
               // The CPU's read bandwidth just before each repetition (untimed): the roofline this test is
               // measured against, taken while the machine is in the same state as during the test. Then
@@ -368,14 +379,7 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
               const auto t0 = clock_type::now();
               for (int64_t i = 0; i < n; ++i) {
                 const auto ti = clock_type::now();
-                if (b == 1) {
-                  s.eval(std::span<const int32_t>(&gen[size_t(i)], 1));
-                } else {
-                  // One step decodes a token of every sequence.
-                  for (int64_t q = 0; q < b; ++q)
-                    step[size_t(q)] = {q, std::span<const int32_t>(&gen[size_t(i * b + q)], 1)};
-                  s.eval_batch(step);
-                }
+                decode_step(i);
                 if (r >= 0) latencies.push_back(seconds_since(ti) * 1e3);
                 if (r >= 0 && i == 0) firsts.push_back(latencies.back());
               }
@@ -386,6 +390,46 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
                 // against the median step of all of them would read as a cold start that is not there.
                 const std::vector<double> rep(latencies.end() - n, latencies.end());
                 first_ratios.push_back(rep.front() / percentile(rep, 50));
+              }
+            }
+            // --paired-probe: as many repetitions again, each decode step followed by a read of as many
+            // bytes as it read (alternately plain and prefetched), both timed. The host's bandwidth changes
+            // within a fraction of a second (bench/results/2026-11-29-paired-roofline.md), so a probe
+            // between repetitions compares the decode with other moments; here each step and its read see
+            // the same memory. The read runs after the step, so the step starts with its workers asleep
+            // and its caches cold: if anything, this counts against the decode.
+            std::vector<double> paired_pcts, paired_decode, paired_read;
+            if (probe && o.paired_probe) {
+              const auto step_bytes = [&](int64_t i) {
+                return double(model->bytes_per_token()) + double(b) * 2.0 * double(c.n_layer) *
+                                                              double(d + i + 1) * double(c.kv_dim()) *
+                                                              double(dtype_size(s.kv_cache().dtype()));
+              };
+              BandwidthProbe paired(
+                  std::max(size_t(256) << 20, size_t(2.0 * step_bytes(n)) + (size_t(1) << 20)));
+              for (int r = -1; r < o.reps; ++r) {
+                s.reset();
+                if (d > 0) {
+                  for (int64_t q = 0; q < b; ++q) s.eval(prefix, q);
+                }
+                double step_s = 0, read_s[2] = {0, 0}, read_b[2] = {0, 0}, total_b = 0;
+                for (int64_t i = 0; i < n; ++i) {
+                  const auto ti = clock_type::now();
+                  decode_step(i);
+                  step_s += seconds_since(ti);
+                  const double sb = step_bytes(i);
+                  total_b += sb;
+                  const int k = int(i % 2);
+                  read_s[k] += paired.read_seconds(size_t(sb), t, k == 1);
+                  read_b[k] += sb;
+                }
+                if (r < 0 || read_s[0] <= 0) continue;
+                const double dec = total_b / step_s / 1e9;
+                const double rd =
+                    std::max(read_b[0] / read_s[0], read_s[1] > 0 ? read_b[1] / read_s[1] : 0.0) / 1e9;
+                paired_decode.push_back(dec);
+                paired_read.push_back(rd);
+                paired_pcts.push_back(100.0 * dec / rd);
               }
             }
             const Stats st = stats(rates);
@@ -413,10 +457,22 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
                       {"itl_first_ms", percentile(firsts, 50)},
                       // ... and against its repetition's median step (median over repetitions).
                       {"itl_first_ratio", percentile(first_ratios, 50)}};
-            char notes[128];
-            std::snprintf(notes, sizeof notes, "ITL p50 %.2f ms, p99 %.2f ms%s",
+            std::string paired_note;
+            if (!paired_pcts.empty()) {
+              // Median over repetitions of each one's ratio, and the range.
+              r["roofline_paired_pct"] = percentile(paired_pcts, 50);
+              r["roofline_paired_min_pct"] = *std::min_element(paired_pcts.begin(), paired_pcts.end());
+              r["roofline_paired_max_pct"] = *std::max_element(paired_pcts.begin(), paired_pcts.end());
+              r["paired_decode_gb_s"] = percentile(paired_decode, 50);
+              r["paired_read_gb_s"] = percentile(paired_read, 50);
+              paired_note = ", paired " + std::to_string(std::lround(percentile(paired_pcts, 50))) + "% (" +
+                            fmt1(percentile(paired_decode, 50)) + " / " + fmt1(percentile(paired_read, 50)) +
+                            " GB/s)";
+            }
+            char notes[192];
+            std::snprintf(notes, sizeof notes, "ITL p50 %.2f ms, p99 %.2f ms%s%s",
                           r["itl_p50_ms"].get<double>(), r["itl_p99_ms"].get<double>(),
-                          probe ? (", read " + fmt1(bw) + " GB/s").c_str() : "");
+                          probe ? (", read " + fmt1(bw) + " GB/s").c_str() : "", paired_note.c_str());
             emit(r, notes);
           }
         }
@@ -498,6 +554,10 @@ const bool registered_bench =
           ->check(CLI::IsMember({"md", "json"}));
       app.add_option("--backend", o->backend, backend_help())->check(backend_validator());
       app.add_option("--device", o->device, "Device index of the backend (a CUDA device; default 0)");
+      app.add_flag("--paired-probe", o->paired_probe,
+                   "Decode tests (CPU): as many repetitions again, each step followed by a timed read of as "
+                   "many bytes as it read; reports the roofline as the two rates' ratio (\"paired\" in the "
+                   "notes, roofline_paired_pct in JSON)");
       add_cache_type_option(app, o->cache_type);
       return [o] { return run_bench(*o); };
     });

@@ -2,6 +2,7 @@
 // and one clear line for a bad flag. Timings are never asserted, only that they are there and consistent (and
 // that a refused length comes before the seconds-long bandwidth probe).
 #include <chrono>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "cpu/cpu.h"
@@ -62,6 +63,7 @@ TEST(BenchCli, JsonHasEveryTestAndConsistentRoofline) {
     const double bw = x.at("read_bandwidth_gb_s");
     EXPECT_GT(bw, 0.0);
     EXPECT_NEAR(x.at("roofline_pct").get<double>(), 100.0 * gbs / bw, 1e-9 * gbs);
+    EXPECT_FALSE(x.contains("roofline_paired_pct")) << "only with --paired-probe";
     EXPECT_LE(x.at("itl_p50_ms").get<double>(), x.at("itl_p99_ms").get<double>());
     EXPECT_GT(x.at("itl_p50_ms").get<double>(), 0.0);
     const std::string key = dtype + " " + test;
@@ -81,6 +83,30 @@ TEST(BenchCli, JsonHasEveryTestAndConsistentRoofline) {
   // BF16: the matrices (and the LM head) in 2 bytes, the vectors still F32.
   const double matrices = V * C + L * (C * 3 * C + C * C + C * F + F * C);
   EXPECT_DOUBLE_EQ(bytes["BF16 tg4"], w32 - 2.0 * matrices + kv(0));
+}
+
+// --paired-probe: every decode row also has the roofline of its steps against reads of the same bytes, each
+// taken right after its step: the median of the repetitions' ratios inside their range, from two positive
+// rates, and in the markdown notes.
+TEST(BenchCli, PairedProbeGivesEachDecodeRowItsPairedRoofline) {
+  auto r = test::run_cli("bench -m " + shipped() + " -p 0 -n 4 -d 0,8 -r 3 -t 2 --paired-probe -o json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json res = json::parse(r.out).at("results");
+  ASSERT_EQ(res.size(), 2u) << r.out;
+  for (const json& x : res) {
+    ASSERT_TRUE(x.contains("roofline_paired_pct")) << x.dump();
+    const double pct = x.at("roofline_paired_pct"), lo = x.at("roofline_paired_min_pct"),
+                 hi = x.at("roofline_paired_max_pct");
+    EXPECT_GT(lo, 0.0);
+    EXPECT_LE(lo, pct);
+    EXPECT_LE(pct, hi);
+    const double dec = x.at("paired_decode_gb_s"), rd = x.at("paired_read_gb_s");
+    EXPECT_GT(dec, 0.0);
+    EXPECT_TRUE(std::isfinite(rd) && rd > 0.0) << rd;
+  }
+  auto md = test::run_cli("bench -m " + shipped() + " -p 0 -n 4 -r 1 -t 2 --paired-probe");
+  ASSERT_EQ(md.status, 0) << md.err;
+  EXPECT_NE(md.out.find(", paired "), std::string::npos) << md.out;
 }
 
 TEST(BenchCli, ZeroLengthSkipsATestAndMarkdownHasOneRowPerTest) {

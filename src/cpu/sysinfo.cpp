@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -158,6 +159,38 @@ double BandwidthProbe::measure(int n_threads) {
       best = std::max(best, timed_pass(buf_, n_, std::max(1, n_threads), ahead));
   }
   return best;
+}
+
+double BandwidthProbe::read_seconds(size_t bytes, int n_threads, bool prefetch) {
+  const size_t n = std::min(bytes / sizeof(float) / 64 * 64, n_ / 2 / 64 * 64);
+  if (buf_ == nullptr || n == 0) return 0.0;
+  if (pos_ + n > n_) pos_ = 0;
+  const float* p = buf_ + pos_;
+  pos_ += n;
+  n_threads = std::max(1, n_threads);
+  const size_t per = n / size_t(n_threads) / 64 * 64, ahead = prefetch ? prefetch_bytes() : 0;
+  std::vector<float> sums(static_cast<size_t>(n_threads));
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < n_threads; ++t) {
+    threads.emplace_back([&, t] {
+      ready.fetch_add(1, std::memory_order_release);
+      while (!go.load(std::memory_order_acquire)) {
+      }
+      const size_t begin = per * size_t(t);
+      sums[size_t(t)] = sum_read(p + begin, t == n_threads - 1 ? n - begin : per, ahead);
+    });
+  }
+  // Thread creation is not the read's: the clock starts once every thread waits at the line.
+  while (ready.load(std::memory_order_acquire) < n_threads) std::this_thread::yield();
+  const auto t0 = std::chrono::steady_clock::now();
+  go.store(true, std::memory_order_release);
+  for (auto& th : threads) th.join();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  volatile float sink = 0;
+  for (float v : sums) sink = sink + v;
+  return s;
 }
 
 }  // namespace minigpt

@@ -30,9 +30,18 @@ class BandwidthProbe {
   // plain sequential streams per thread; one stream prefetched as the quantized GEMVs prefetch).
   double measure(int n_threads);
 
+  // Seconds that n_threads threads take to read `bytes` of the buffer (at most half of it), from where the
+  // last call stopped (wrapping to the start), as four plain streams per thread or, with `prefetch`, one
+  // stream prefetched as the quantized GEMVs prefetch. The clock runs from the release of the started
+  // threads to the last one's end. For a read the size of a decode step's, taken right after the step: on
+  // a machine whose bandwidth changes within a fraction of a second, the step and the read then see the
+  // same memory (see `bench --paired-probe`).
+  double read_seconds(size_t bytes, int n_threads, bool prefetch);
+
  private:
   float* buf_ = nullptr;
   size_t n_ = 0;
+  size_t pos_ = 0;  // in floats: where read_seconds starts next
 };
 
 }  // namespace minigpt
