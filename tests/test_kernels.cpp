@@ -14,6 +14,8 @@
 #endif
 #include "minigpt/error.h"
 #include "minigpt/tensor.h"
+#include "quant/quant.h"
+#include "quant/quantize.h"
 #include "test_util.h"
 
 namespace minigpt {
@@ -766,6 +768,73 @@ TEST(Kernels, SiluAndGatedActivationsMatchDoubleReference) {
         if (in_place) {  // the up half is read, never written
           for (int64_t t = 0; t < T; ++t)
             for (int64_t i = F; i < ld; ++i) ASSERT_EQ(buf[size_t(t * ld + i)], gu[size_t(t * ld + i)]);
+        }
+      }
+    }
+  }
+}
+
+// A projection kept in quantized parts of different types (llama-quantize's Q4_K_M of a model whose width is
+// no multiple of 256: q and k in Q5_0, v in Q8_0; of one whose width is: Q4_K beside Q6_K): the CPU backend's
+// one-dispatch decode product of all the parts equals the parts' products one by one bit for bit (the same
+// kernels on the same rows and activations), on one token and three, with a bias on one part; prefill's rows
+// take the parts one by one. Both against the dequantized weights in double: the activations are rounded to
+// 8 bits per block (a step of 1/127 of the block's largest, at most half a step each), so
+// |diff| <= 1/127 sum |w x| + 1e-5.
+TEST(Kernels, QuantizedPartsInOneProductEqualThePartsOneByOne) {
+  auto be = make_cpu_backend(2);
+  struct Case {
+    int64_t K;
+    std::vector<std::pair<GgmlType, int64_t>> parts;  // type, rows
+  };
+  const Case cases[] = {
+      {576, {{GgmlType::Q5_0, 576}, {GgmlType::Q5_0, 192}, {GgmlType::Q8_0, 192}}},
+      {512, {{GgmlType::Q4_K, 256}, {GgmlType::Q6_K, 68}, {GgmlType::Q8_0, 36}}},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::unique_ptr<Buffer>> keep;
+    std::vector<Linear> parts;
+    std::vector<std::vector<float>> deq, biases;
+    int64_t N = 0;
+    for (size_t i = 0; i < c.parts.size(); ++i) {
+      const auto [type, rows] = c.parts[i];
+      const std::vector<float> w = randn(size_t(rows * c.K), 100 + uint32_t(i));
+      const WeightFormat f = WeightFormat::quantized(type);
+      std::vector<uint8_t> blocks(f.row_bytes(c.K) * size_t(rows));
+      quantize(type, w.data(), blocks.data(), rows * c.K);
+      deq.emplace_back(size_t(rows * c.K));
+      dequantize(type, blocks.data(), deq.back().data(), rows * c.K);
+      biases.push_back(i == 1 ? randn(size_t(rows), 7) : std::vector<float>(size_t(rows), 0.0f));
+      HostLinear h;
+      h.w = make_tensor(blocks.data(), DType::F32, Device::Host, rows, c.K);  // the blocks; dtype unused
+      if (i == 1) h.b = make_tensor(biases.back().data(), DType::F32, Device::Host, 1, rows);
+      h.order = MatrixOrder::OutIn;
+      h.n_in = c.K;
+      h.n_out = rows;
+      h.stored = f;
+      parts.push_back(be->prepare_linear(h, f, keep));
+      N += rows;
+    }
+    for (int64_t T : {1, 3, 40}) {
+      std::vector<float> x = randn(size_t(T * c.K), 5), one(size_t(T * N), -1.0f),
+                         apart(size_t(T * N), -2.0f);
+      const Tensor in = make_tensor(x.data(), DType::F32, Device::Host, T, c.K);
+      be->linear_parts(make_tensor(one.data(), DType::F32, Device::Host, T, N), in, parts);
+      be->Backend::linear_parts(make_tensor(apart.data(), DType::F32, Device::Host, T, N), in, parts);
+      for (size_t i = 0; i < one.size(); ++i)
+        ASSERT_EQ(one[i], apart[i]) << "K=" << c.K << " T=" << T << " at " << i;
+      for (int64_t t = 0; t < T; ++t) {
+        int64_t col = 0;
+        for (size_t p = 0; p < c.parts.size(); ++p) {
+          for (int64_t r = 0; r < c.parts[p].second; ++r, ++col) {
+            double want = biases[p][size_t(r)], mag = 0;
+            for (int64_t k = 0; k < c.K; ++k) {
+              const double wx = double(deq[p][size_t(r * c.K + k)]) * x[size_t(t * c.K + k)];
+              want += wx, mag += std::fabs(wx);
+            }
+            ASSERT_NEAR(one[size_t(t * N + col)], want, mag / 127 + 1e-5)
+                << "K=" << c.K << " T=" << T << " part " << p << " row " << r;
+          }
         }
       }
     }

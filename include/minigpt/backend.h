@@ -173,6 +173,16 @@ class Backend {
   }
   // out = in W + b, or out += in W + b when `accumulate` (the residual add)   in: [T, n_in]; out: [T, n_out]
   virtual void linear(Tensor out, const Tensor& in, const Linear& lin, bool accumulate) = 0;
+  // out = in [W_0 | W_1 | ...]: a stacked projection kept in parts (q | k | v, gate | up, each part in its
+  // own type), each part's product into its own columns in order; a backend may run them as one product.
+  //   out: [T, sum of the parts' n_out]; every part's n_in = in's columns
+  virtual void linear_parts(Tensor out, const Tensor& in, std::span<const Linear> parts) {
+    int64_t c0 = 0;
+    for (const Linear& p : parts) {
+      linear(out.col_slice(c0, p.n_out), in, p, false);
+      c0 += p.n_out;
+    }
+  }
   // x = act(x) in place                                      x: [T, F]
   virtual void activation(Tensor x, Activation act) = 0;
   // A gated MLP's middle: out = act(gate) * up, elementwise, with gate | up the two halves of each row of

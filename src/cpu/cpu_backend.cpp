@@ -4,12 +4,14 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <span>
 #include <thread>
 
 #include "cpu/cpu.h"
@@ -520,6 +522,10 @@ class CpuBackend final : public Backend {
     linear_impl(out, in, lin, accumulate, nullptr);
   }
 
+  void linear_parts(Tensor out, const Tensor& in, std::span<const Linear> parts) override {
+    if (!gemv_quant_parts(out, in, parts)) Backend::linear_parts(out, in, parts);
+  }
+
   // A batch applies the activation to each thread's own columns right after its GEMM, while they are still
   // in cache (one pass over the [T, n_out] output fewer, and one dispatch fewer).
   void linear_act(Tensor out, const Tensor& in, const Linear& lin, Activation act) override {
@@ -1025,6 +1031,66 @@ class CpuBackend final : public Backend {
         cpu::gemv_f32_rows(y + i, out.stride, rows.data(), K, in.ptr<float>(), in.stride, T, n, K, true);
       }
     });
+  }
+
+  // Decode's product of a projection kept in quantized parts of different types (llama-quantize's Q4_K_M:
+  // q and k in Q5_0 beside v in Q8_0, on a model whose width is no multiple of 256), as one dispatch: the
+  // activations quantized once per form the parts' kernels take, and every part's rows cut into chunks
+  // handed out together. Part by part, each of k and v (192 rows of SmolLM2-135M: 3 chunks) kept one of two
+  // threads waiting a third of its product, and each part cost its own hand-over. The same kernels on the
+  // same rows: the result equals the parts' one by one, bit for bit. False (nothing done) where a part is
+  // not such a matrix or the batch is prefill's.
+  bool gemv_quant_parts(const Tensor& out, const Tensor& in, std::span<const Linear> parts) {
+    const int64_t T = in.rows, K = in.cols;
+    constexpr size_t kMaxParts = 4;
+    if (T > kGemvMaxRowsQuant || parts.empty() || parts.size() > kMaxParts) return false;
+    struct Part {
+      cpu::QKind kind;
+      const Linear* lin;
+      int64_t col;  // its first column of `out`
+      int form;     // which of `acts` holds its activations
+    };
+    std::array<Part, kMaxParts> ps;
+    int64_t total = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      cpu::QKind kind;
+      if (parts[i].layout != kQuant || !quant_kind(parts[i].format.quant, &kind) || parts[i].n_in != K)
+        return false;
+      // The activations' forms: 16-bit per 32 (Q8_0), int8 per 32, int8 per 256 (the K types).
+      const int form = cpu::acts_int16(kind) ? 0 : cpu::act_block_size(kind) == 32 ? 1 : 2;
+      ps[i] = {kind, &parts[i], total, form};
+      total += parts[i].n_out;
+    }
+    // The caller's own buffers: a thread_local named inside the lambda would be each worker's.
+    thread_local std::array<QuantActs, 3> acts;
+    std::array<const cpu::QAct*, 3> xq{};
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (xq[size_t(ps[i].form)] != nullptr) continue;
+      acts[size_t(ps[i].form)].quantize(in, ps[i].kind);
+      xq[size_t(ps[i].form)] = acts[size_t(ps[i].form)].rows();
+    }
+    struct Chunk {
+      int32_t part;
+      int64_t r0, r1;
+    };
+    thread_local std::vector<Chunk> chunks;
+    chunks.clear();
+    const int64_t c = chunk(total, 4);
+    for (size_t i = 0; i < parts.size(); ++i) {
+      for (int64_t r = 0; r < parts[i].n_out; r += c)
+        chunks.push_back({int32_t(i), r, std::min(parts[i].n_out, r + c)});
+    }
+    const Chunk* cs = chunks.data();
+    pool_.parallel_chunks(int64_t(chunks.size()), 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t j = b0; j < b1; ++j) {
+        const Part& p = ps[size_t(cs[j].part)];
+        const Tensor o = out.col_slice(p.col, p.lin->n_out);
+        init_out(o, *p.lin, false, cs[j].r0, cs[j].r1);
+        cpu::gemv_quant(p.kind, o.ptr<float>() + cs[j].r0, o.stride, p.lin->w.ptr<uint8_t>(), cs[j].r0,
+                        xq[size_t(p.form)], T, cs[j].r1 - cs[j].r0, K, true);
+      }
+    });
+    return true;
   }
 
   // out (+)= in W^T for a batch and weights of a kind the level's int8 GEMM takes (cpu::qgemm_takes): with

@@ -256,11 +256,7 @@ void Session::forward(const Step& step, std::span<const int64_t> logit_rows, flo
     auto stacked = [&](const Tensor& out, const Tensor& in, const Linear& fused,
                        const std::vector<Linear>& parts) {
       if (parts.empty()) return be.linear(out, in, fused, false);
-      int64_t c0 = 0;
-      for (const Linear& p : parts) {
-        be.linear(out.col_slice(c0, p.n_out), in, p, false);
-        c0 += p.n_out;
-      }
+      be.linear_parts(out, in, parts);
     };
     auto mlp = [&](const Tensor& out, const Tensor& in, const LayerWeights& L) {
       if (c.ffn == FfnKind::Gated) {
