@@ -2,14 +2,17 @@
 // them, and the caller does not wait for a worker that never gets a CPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cpu/sysinfo.h"
@@ -130,6 +133,43 @@ TEST(ThreadPool, ChunksAndRangesCoverEveryItemOnce) {
         ASSERT_EQ(seen[static_cast<size_t>(i)].load(), 2) << "n " << n << " i " << i;
     }
   });
+}
+
+// parallel_guided: every item once; every piece starts on a multiple of the quantum and, but for the last,
+// ends on one, holds at least min_piece items and no more than the share of what was left when it was cut
+// (a 2 x threads-th, rounded up to the quantum); a range of at most min_piece is one call.
+TEST(ThreadPool, GuidedPiecesCoverEveryItemOnceLargeFirst) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    within(60, "parallel_guided", [&] {
+      for (int64_t n : {1, 3, 16, 17, 64, 576, 1000, 4097}) {
+        std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+        std::mutex m;
+        std::vector<std::pair<int64_t, int64_t>> pieces;
+        pool.parallel_guided(n, 4, 16, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) seen[static_cast<size_t>(i)].fetch_add(1);
+          std::lock_guard<std::mutex> lock(m);
+          pieces.emplace_back(b, e);
+        });
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(seen[static_cast<size_t>(i)].load(), 1)
+              << "threads " << threads << " n " << n << " i " << i;
+        std::sort(pieces.begin(), pieces.end());
+        if (n <= 16 || threads == 1) {
+          EXPECT_EQ(pieces.size(), 1u) << "n " << n;
+          continue;
+        }
+        for (const auto& [b, e] : pieces) {
+          EXPECT_EQ(b % 4, 0) << "n " << n << " piece at " << b;
+          if (e == n) continue;
+          EXPECT_EQ(e % 4, 0) << "n " << n << " piece at " << b;
+          EXPECT_GE(e - b, 16) << "n " << n << " piece at " << b;
+          const int64_t share = std::max<int64_t>(16, (n - b + 2 * threads - 1) / (2 * threads));
+          EXPECT_EQ(e - b, (share + 3) / 4 * 4) << "n " << n << " piece at " << b;
+        }
+      }
+    });
+  }
 }
 
 TEST(ThreadPool, ConcurrentCallersAreServedOneAfterTheOther) {

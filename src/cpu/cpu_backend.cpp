@@ -571,7 +571,7 @@ class CpuBackend final : public Backend {
     if (T <= kGemvMaxRowsF32) {
       // Decode (one or a few sequences): our GEMV kernels on our threads (OpenBLAS's sgemv would wake its own
       // threads for every small product), every weight read once for all T rows.
-      pool_.parallel_chunks(N, chunk(N, 4), [&](int64_t n0, int64_t n1) {
+      pool_.parallel_guided(N, 4, kMinGemvPiece, [&](int64_t n0, int64_t n1) {
         init_out(out, lin, accumulate, n0, n1);
         if (T == 1) {
           cpu::gemv_f32(out.ptr<float>() + n0, lin.w.ptr<float>() + n0 * lin.w.stride, lin.w.stride,
@@ -918,6 +918,9 @@ class CpuBackend final : public Backend {
   static constexpr int64_t kGemvMaxRowsF32 = 16;
   static constexpr int64_t kGemvMaxRows16 = 16;
   static constexpr int64_t kGemvMaxRowsQuant = 16;
+  // The smallest piece of a decode GEMV handed to a thread (ThreadPool::parallel_guided): its end is where
+  // the threads wait for each other; 16 rows of 576 Q8_0 weights are 10 KB.
+  static constexpr int64_t kMinGemvPiece = 16;
 
   // The chunk size for a GEMV of n outputs handed out chunk by chunk: about 8 chunks per thread (a late
   // thread costs at most a chunk; one atomic add per chunk), at least 64 outputs (a long contiguous run of
@@ -966,13 +969,13 @@ class CpuBackend final : public Backend {
       xb_buf.resize(size_t(T * kp));
       cpu::to_bf16_rows(xb_buf.data(), kp, in.ptr<float>(), in.stride, T, K);
       const uint16_t* xb = xb_buf.data();
-      pool_.parallel_chunks(N, chunk(N, 4), [&](int64_t n0, int64_t n1) {
+      pool_.parallel_guided(N, 4, kMinGemvPiece, [&](int64_t n0, int64_t n1) {
         init_out(out, lin, accumulate, n0, n1);
         cpu::gemv_bf16_rows(y + n0, out.stride, lin.w.ptr<uint16_t>(), kp, xb, kp, T, n0, n1 - n0, K, true);
       });
       return;
     }
-    pool_.parallel_chunks(N, chunk(N, 4), [&](int64_t n0, int64_t n1) {
+    pool_.parallel_guided(N, 4, kMinGemvPiece, [&](int64_t n0, int64_t n1) {
       init_out(out, lin, accumulate, n0, n1);
       if (T == 1) {
         cpu::gemv_packed16(y + n0, lin.w.ptr<uint16_t>(), lin.w.stride, in.ptr<float>(), n0, n1 - n0, K, true,
@@ -1015,13 +1018,13 @@ class CpuBackend final : public Backend {
       thread_local QuantActs acts;
       acts.quantize(in, kind);
       const cpu::QAct* xq = acts.rows();
-      pool_.parallel_chunks(N, chunk(N, 4), [&](int64_t n0, int64_t n1) {
+      pool_.parallel_guided(N, 4, kMinGemvPiece, [&](int64_t n0, int64_t n1) {
         init_out(out, lin, accumulate, n0, n1);
         cpu::gemv_quant(kind, y + n0, out.stride, w, n0, xq, T, n1 - n0, K, true);
       });
       return;
     }
-    pool_.parallel_chunks(N, chunk(N, 4), [&](int64_t n0, int64_t n1) {
+    pool_.parallel_guided(N, 4, kMinGemvPiece, [&](int64_t n0, int64_t n1) {
       init_out(out, lin, accumulate, n0, n1);
       thread_local std::vector<float> rows;
       if (rows.size() < size_t(4 * K)) rows.resize(size_t(4 * K));

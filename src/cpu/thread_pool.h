@@ -54,6 +54,34 @@ class ThreadPool {
     });
   }
 
+  // Calls fn(begin, end) for pieces of [0, n) handed to the threads as they come free, each a share of what
+  // is left (a 2 x threads-th of it, rounded up to a multiple of `quantum`, at least `min_piece`): large
+  // pieces first and small ones at the end, so that the threads finish nearly together (a decode GEMV in
+  // fixed chunks of 64 rows left one thread waiting half a chunk at the end of each product) without
+  // cutting the whole product into small pieces. Every boundary but n is a multiple of `quantum`.
+  template <typename Fn>
+  void parallel_guided(int64_t n, int64_t quantum, int64_t min_piece, Fn&& fn) {
+    if (n <= 0) return;
+    if (n_threads_ == 1 || n <= min_piece) {
+      fn(int64_t(0), n);
+      return;
+    }
+    std::atomic<int64_t> next{0};
+    const int64_t div = 2 * int64_t(n_threads_);
+    run([&](int, int) {
+      int64_t cur = next.load(std::memory_order_relaxed);
+      while (cur < n) {
+        const int64_t share = std::max(min_piece, (n - cur + div - 1) / div);
+        const int64_t end = std::min(n, cur + (share + quantum - 1) / quantum * quantum);
+        // On failure cur is what another thread left: try again from there.
+        if (next.compare_exchange_weak(cur, end, std::memory_order_relaxed)) {
+          fn(cur, end);
+          cur = next.load(std::memory_order_relaxed);
+        }
+      }
+    });
+  }
+
   // Splits [0, n) into one contiguous range per slot and calls fn(begin, end) for each non-empty one.
   template <typename Fn>
   void parallel_for(int64_t n, Fn&& fn) {
