@@ -1,7 +1,6 @@
 // The CPU backend: OpenBLAS for matrix products, plain loops (vectorised by the compiler) for the rest,
 // spread over a persistent thread pool.
 #include <cblas.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <array>
@@ -15,6 +14,7 @@
 #include <thread>
 
 #include "cpu/cpu.h"
+#include "cpu/host_memory.h"
 #include "cpu/kernels.h"
 #include "cpu/sysinfo.h"
 #include "cpu/thread_pool.h"
@@ -24,33 +24,6 @@
 
 namespace minigpt {
 namespace {
-
-class HostBuffer final : public Buffer {
- public:
-  explicit HostBuffer(size_t bytes) : bytes_(bytes) {
-    // 64-byte alignment (whole cache lines, aligned vector loads) for small buffers. Large buffers (weights,
-    // KV cache) in 2 MB pages where the kernel allows it (THP "madvise" mode): a decode step streams hundreds
-    // of MB, and with 4 KB pages every 4 KB of it is a TLB miss.
-    constexpr size_t kHuge = size_t(2) << 20;
-    const bool huge = bytes >= kHuge;
-    const size_t align = huge ? kHuge : 64;
-    const size_t rounded = bytes == 0 ? 64 : (bytes + align - 1) / align * align;
-    data_ = std::aligned_alloc(align, rounded);
-    if (data_ == nullptr) throw std::bad_alloc();
-#ifdef MADV_HUGEPAGE
-    if (huge) ::madvise(data_, rounded, MADV_HUGEPAGE);  // advice only: failure leaves 4 KB pages
-#endif
-    std::memset(data_, 0, rounded);
-  }
-  ~HostBuffer() override { std::free(data_); }
-  void* data() override { return data_; }
-  size_t bytes() const override { return bytes_; }
-  Device device() const override { return Device::Host; }
-
- private:
-  void* data_;
-  size_t bytes_;
-};
 
 // dst [cols, rows] = src^T, src a host matrix of any float type, in 64 x 64 tiles (a row-by-row transpose
 // of a 768 x 3072 matrix misses the cache on every write).
@@ -170,7 +143,7 @@ class CpuKvCache final : public KvCache {
         sp_((spec.n_ctx + 15) / 16 * 16 + 16),
         per_seq_(spec.n_kv_head * spec.head_dim * sp_),
         elem_(dtype_size(dtype)) {
-    buf_ = std::make_unique<HostBuffer>(size_t(spec.n_layer * spec.n_seq * 2 * per_seq_) * elem_);
+    buf_ = std::make_unique<cpu::HostBuffer>(size_t(spec.n_layer * spec.n_seq * 2 * per_seq_) * elem_);
   }
   size_t bytes() const override { return buf_->bytes(); }
   int64_t padded_ctx() const { return sp_; }
@@ -191,7 +164,7 @@ class CpuKvCache final : public KvCache {
   }
   int64_t sp_, per_seq_;
   size_t elem_;
-  std::unique_ptr<HostBuffer> buf_;
+  std::unique_ptr<cpu::HostBuffer> buf_;
 };
 
 // F32 -> the cache's 16-bit dtype, rounded to nearest even (as the CUDA backend stores it).
@@ -209,12 +182,12 @@ class CpuBackend final : public Backend {
   Device device() const override { return Device::Host; }
   int n_threads() const override { return pool_.size(); }
 
-  std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<HostBuffer>(bytes); }
+  std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<cpu::HostBuffer>(bytes); }
 
   Tensor prepare_weight(const Tensor& host, std::vector<std::unique_ptr<Buffer>>& keep) override {
     // Always a copy: `host` is only valid during the call. 16-bit weights are widened once here: the F32
     // OpenBLAS path is the reference CPU path.
-    auto buf = alloc(size_t(host.numel()) * sizeof(float));
+    auto buf = weights_.alloc(size_t(host.numel()) * sizeof(float));
     float* dst = static_cast<float*>(buf->data());
     for (int64_t r = 0; r < host.rows; ++r) {
       const char* src =
@@ -246,7 +219,7 @@ class CpuBackend final : public Backend {
     if (!host.b.empty()) l.b = prepare_weight(host.b, keep);
     const bool in_out = host.order == MatrixOrder::InOut;
     if (dtype == DType::F32) {
-      // An F32 matrix is held [n_out, n_in] in our own buffer (2 MB pages when large, see HostBuffer: a
+      // An F32 matrix is held [n_out, n_in] in our own buffer (in 2 MB pages, see cpu::WeightArena: a
       // decode step streams every matrix, and 4 KB pages cost a TLB miss per 4 KB; measured: F32 decode ~10%
       // slower in 4 KB pages). GPT-2's Conv1D [n_in, n_out] is transposed: the multi-row GEMV of batched
       // decode keeps a 4-row block of W in L1 for every sequence, which [n_in, n_out] would make a scatter
@@ -254,12 +227,12 @@ class CpuBackend final : public Backend {
       l.layout = kOutInF32;
       const size_t bytes = size_t(host.w.numel()) * sizeof(float);
       if (in_out) {
-        auto buf = alloc(bytes);
+        auto buf = weights_.alloc(bytes);
         transpose_to_f32(static_cast<float*>(buf->data()), host.w);
         l.w = make_tensor(buf->data(), DType::F32, Device::Host, host.n_out, host.n_in);
         keep.push_back(std::move(buf));
       } else if (host.w.dtype == DType::F32 && host.w.stride == host.w.cols) {
-        auto buf = alloc(bytes);
+        auto buf = weights_.alloc(bytes);
         std::memcpy(buf->data(), host.w.data, bytes);
         l.w = host.w;
         l.w.data = buf->data();
@@ -272,7 +245,8 @@ class CpuBackend final : public Backend {
     // 16-bit matrices are kept Packed16 (see kernels.h), transposing GPT-2's Conv1D [n_in, n_out] on the way.
     using cpu::Packed16;
     const int64_t N = host.n_out, K = host.n_in, Kp = Packed16::padded_cols(K);
-    auto buf = alloc(size_t(Packed16::padded_rows(N) * Kp) * sizeof(uint16_t));  // zero-filled: the padding
+    auto buf =
+        weights_.alloc(size_t(Packed16::padded_rows(N) * Kp) * sizeof(uint16_t));  // zero-filled: the padding
     uint16_t* dst = static_cast<uint16_t*>(buf->data());
     std::vector<float> row(size_t(host.w.cols));
     for (int64_t r = 0; r < host.w.rows; ++r) {
@@ -315,7 +289,8 @@ class CpuBackend final : public Backend {
     l.n_out = host.n_out;
     if (!host.b.empty()) l.b = prepare_weight(host.b, keep);
     const int64_t nb = host.n_in / format.block;
-    auto buf = alloc(size_t(cpu::QuantInterleave::padded_rows(host.n_out) * nb * format.block_bytes));
+    auto buf =
+        weights_.alloc(size_t(cpu::QuantInterleave::padded_rows(host.n_out) * nb * format.block_bytes));
     cpu::interleave_quant_rows(static_cast<uint8_t*>(buf->data()), static_cast<const uint8_t*>(host.w.data),
                                host.n_out, nb, format.block_bytes, layout_of(format.quant));
     l.w = Tensor{buf->data(), DType::F32, Device::Host, host.n_out, host.n_in, host.n_in};
@@ -1258,6 +1233,7 @@ class CpuBackend final : public Backend {
 
   cpu::ThreadPool pool_;
   DType kv_dtype_;
+  cpu::WeightArena weights_;                 // what prepare_weight and prepare_linear hold
   const bool bf16_math_ = cpu::bf16_math();  // BF16 weights in BF16 arithmetic (cpu::bf16_math)
   std::mutex gemm_mutex_;
   std::vector<float> gemm_scratch_;
