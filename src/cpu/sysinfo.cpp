@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -162,7 +164,14 @@ double BandwidthProbe::measure(int n_threads) {
 }
 
 double BandwidthProbe::read_seconds(size_t bytes, int n_threads, bool prefetch) {
-  const size_t n = std::min(bytes / sizeof(float) / 64 * 64, n_ / 2 / 64 * 64);
+  // More than half the buffer would read bytes of the read before (and a shorter read than asked for
+  // would give a wrong rate): the caller sizes the probe.
+  if (bytes / sizeof(float) / 64 * 64 > n_ / 2 / 64 * 64 && buf_ != nullptr) {
+    throw std::invalid_argument("BandwidthProbe::read_seconds: " + std::to_string(bytes) +
+                                " bytes exceed half the probe's buffer of " +
+                                std::to_string(n_ * sizeof(float)));
+  }
+  const size_t n = bytes / sizeof(float) / 64 * 64;
   if (buf_ == nullptr || n == 0) return 0.0;
   if (pos_ + n > n_) pos_ = 0;
   const float* p = buf_ + pos_;

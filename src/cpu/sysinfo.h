@@ -30,7 +30,8 @@ class BandwidthProbe {
   // plain sequential streams per thread; one stream prefetched as the quantized GEMVs prefetch).
   double measure(int n_threads);
 
-  // Seconds that n_threads threads take to read `bytes` of the buffer (at most half of it), from where the
+  // Seconds that n_threads threads take to read `bytes` of the buffer (at most half of it: more throws
+  // std::invalid_argument; 0 where the buffer could not be allocated), from where the
   // last call stopped (wrapping to the start), as four plain streams per thread or, with `prefetch`, one
   // stream prefetched as the quantized GEMVs prefetch. The clock runs from the release of the started
   // threads to the last one's end. For a read the size of a decode step's, taken right after the step: on
