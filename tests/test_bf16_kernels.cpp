@@ -179,10 +179,14 @@ TEST_P(Bf16KernelsAtLevel, GemmIsTheBf16ProductWithinTheRoundingOfTheActivations
     GTEST_SKIP() << no_bf16();
   }
   ASSERT_NE(K->bgemm_pack_x, nullptr);
-  for (int64_t k : {1, 7, 16, 17, 48, 100}) {
+  // K 1601 and 3000 (13 rows): columns in 3 and 4 blocks, and at 3000, 330 tokens in two groups (bgemm
+  // runs fgemm's loops)
+  for (int64_t k : {1, 7, 16, 17, 48, 100, 1601, 3000}) {
     for (int64_t n : {1, 5, 12, 13, 29}) {
+      if (k > 100 && n != 13) continue;
       const PackedBf16Matrix w(n + 4, k, uint32_t(n * 100 + k));
-      for (int64_t nt : {1, 31, 32, 33, 70}) {
+      for (int64_t nt : {1, 31, 32, 33, 70, 330}) {
+        if ((nt == 330) != (k == 3000) && nt != 70) continue;
         const int64_t ldx = k + 5, ldy = n + 2;
         const std::vector<float> x = random_values(size_t(nt * ldx), uint32_t(k * 7 + nt));
         const std::vector<float> init = random_values(size_t(nt * ldy), uint32_t(nt + 11));

@@ -141,6 +141,47 @@ TEST_P(KernelsAtLevel, WidenRowsIsExact) {
       ASSERT_EQ(out[size_t(r * cols + c)], f16_to_f32(h[size_t(r * ld + c)]));
 }
 
+// narrow_rows rounds as f32_to_bf16 / f32_to_f16 (the 16-bit KV cache's stores must not depend on the
+// level): random values over a wide range, halfway cases of both types, F16 subnormals, values that round
+// to F16's infinity, infinities and NaN, in rows wider than a vector with a tail.
+TEST_P(KernelsAtLevel, NarrowRowsRoundsAsTheScalarConversions) {
+  const int64_t rows = 4, cols = 45, ld = 47;
+  std::vector<float> f = randn(size_t(rows * ld), 11, 1000.0f);
+  const float special[] = {0.0f,
+                           -0.0f,
+                           1.0f + 1.0f / 256,
+                           1.0f + 3.0f / 256,
+                           1.0f + 1.0f / 2048,
+                           1.0f + 3.0f / 2048,
+                           3e-6f,
+                           -7e-8f,
+                           2.9802322e-8f,
+                           65520.0f,
+                           70000.0f,
+                           -1e30f,
+                           INFINITY,
+                           -INFINITY,
+                           1e-40f};
+  for (size_t i = 0; i < std::size(special); ++i) f[i * 3] = special[i];
+  for (int64_t r = 0; r < rows; ++r) f[size_t(r * ld + 5)] *= 1e-6f;  // F16 subnormals
+  f[size_t(ld + 20)] = NAN;
+  for (const bool bf16 : {true, false}) {
+    std::vector<uint16_t> out(size_t(rows * cols), 0xAAAA);
+    k().narrow_rows(out.data(), cols, f.data(), ld, rows, cols, bf16);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const float x = f[size_t(r * ld + c)];
+        const uint16_t got = out[size_t(r * cols + c)];
+        if (std::isnan(x)) {
+          ASSERT_TRUE(std::isnan(bf16 ? bf16_to_f32(got) : f16_to_f32(got))) << r << "," << c;
+          continue;
+        }
+        ASSERT_EQ(got, bf16 ? f32_to_bf16(x) : f32_to_f16(x))
+            << (bf16 ? "bf16 " : "f16 ") << "x = " << x << " at " << r << "," << c;
+      }
+  }
+}
+
 TEST_P(KernelsAtLevel, GeluTanhMatchesStdTanh) {
   // Everywhere from tiny to huge, both signs, zero, and an odd count (vector body + scalar tail).
   std::vector<float> x = {0.0f,  -0.0f,  1e-30f, -1e-30f, 1e-4f,  -3e-3f,

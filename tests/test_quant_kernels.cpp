@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -296,9 +297,16 @@ TEST_P(QuantKernelsAtLevel, F32GemmEqualsTheDoubleProduct) {
   ASSERT_NE(k().fgemm, nullptr) << GetParam();
   std::mt19937 rng(29);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (int64_t K : {1, 7, 64, 100}) {
-    for (int64_t N : {1, 5, 12, 13, 29}) {
-      for (int64_t T : {1, 31, 32, 33, 70}) {
+  // K 1600 and 3000: columns in 3 and 4 blocks, and at 3000 tokens in groups of 160 (fgemm's loops)
+  const std::vector<std::array<int64_t, 3>> extra = {{1600, 13, 70}, {3000, 17, 200}};
+  std::vector<std::array<int64_t, 3>> shapes;
+  for (int64_t K : {1, 7, 64, 100})
+    for (int64_t N : {1, 5, 12, 13, 29})
+      for (int64_t T : {1, 31, 32, 33, 70}) shapes.push_back({K, N, T});
+  shapes.insert(shapes.end(), extra.begin(), extra.end());
+  for (const auto& [K, N, T] : shapes) {
+    {
+      {
         const int64_t ldw = K + 3, ldx = K + 5, ldy = N + 2;
         std::vector<float> w(size_t(N * ldw)), x(size_t(T * ldx)), y = gemm_canvas(ldy, T, N, rng);
         for (auto& v : w) v = nd(rng);
@@ -308,8 +316,8 @@ TEST_P(QuantKernelsAtLevel, F32GemmEqualsTheDoubleProduct) {
         float* xp = buf.data() + (16 - (reinterpret_cast<uintptr_t>(buf.data()) / 4) % 16) % 16;
         cpu::fgemm_pack_x(xp, x.data(), ldx, T, K, 0, T);
         k().fgemm(y.data(), ldy, w.data(), ldw, N, xp, T, K);
-        // F32 sums of up to 101 terms: 2e-6 of the terms' magnitude is far above their rounding (~K x 6e-8)
-        // and far below a missing or doubled term
+        // F32 sums of up to 3000 terms: 2e-6 of the terms' magnitude is far above their rounding (~sqrt(K)
+        // x 6e-8 of it for random signs) and far below a missing or doubled term
         ASSERT_TRUE(gemm_output_is(
             y, y0, ldy, T, N, K, 2e-6,
             [&](int64_t t, int64_t n, int64_t c) {

@@ -167,9 +167,6 @@ class CpuKvCache final : public KvCache {
   std::unique_ptr<cpu::HostBuffer> buf_;
 };
 
-// F32 -> the cache's 16-bit dtype, rounded to nearest even (as the CUDA backend stores it).
-inline uint16_t to_cache16(float x, DType t) { return t == DType::BF16 ? f32_to_bf16(x) : f32_to_f16(x); }
-
 class CpuBackend final : public Backend {
  public:
   // OpenBLAS runs single-threaded inside our threads: a batch GEMM is split by output columns over the
@@ -641,15 +638,20 @@ class CpuBackend final : public Backend {
         const float* ks = k.ptr<float>() + run.first * k.stride + h * D;
         const float* vs = v.ptr<float>() + run.first * v.stride + h * D;
         if (cache.dtype() != DType::F32) {
-          const DType t = cache.dtype();
+          const bool bf16 = cache.dtype() == DType::BF16;
           uint16_t* kc = cache.k<uint16_t>(layer, run.seq) + h * D * S + run.pos0;
           uint16_t* vc = cache.v<uint16_t>(layer, run.seq) + (h * S + run.pos0) * D;
-          for (int64_t d = 0; d < D; ++d) {
-            for (int64_t r = 0; r < T; ++r) kc[d * S + r] = to_cache16(ks[r * k.stride + d], t);
+          // K: blocks of 16 tokens transposed in F32, then each head dimension's 16 values rounded at once.
+          thread_local std::vector<float> kt;
+          kt.resize(size_t(D) * 16);
+          for (int64_t r0 = 0; r0 < T; r0 += 16) {
+            const int64_t n = std::min<int64_t>(16, T - r0);
+            for (int64_t d = 0; d < D; ++d) {
+              for (int64_t r = 0; r < n; ++r) kt[size_t(d * 16 + r)] = ks[(r0 + r) * k.stride + d];
+            }
+            cpu::narrow_rows(kc + r0, S, kt.data(), 16, D, n, bf16);
           }
-          for (int64_t r = 0; r < T; ++r) {
-            for (int64_t d = 0; d < D; ++d) vc[r * D + d] = to_cache16(vs[r * v.stride + d], t);
-          }
+          cpu::narrow_rows(vc, D, vs, v.stride, T, D, bf16);
           continue;
         }
         float* kc = cache.k(layer, run.seq) + h * D * S + run.pos0;
@@ -1162,14 +1164,16 @@ class CpuBackend final : public Backend {
 
   // out (+)= in W^T for a batch through minigpt's GEMM (cpu::own_sgemm): the activations packed once, the
   // weight rows split over the threads in chunks of 12-row blocks. F32 weights are read where they are;
-  // 16-bit or quantized ones are widened 12 rows at a time into the thread's own buffer (in L1 or L2), then
-  // run against every token: each weight read once, as stored (bench pp512, 124M, 2 threads, Zen 5, 3 rounds
-  // alternating with widening 16 MB blocks first for every thread's rows: F16 1777-1847 against 1682-1820
-  // tok/s, BF16 1805-1851 against 1781-1797).
+  // 16-bit or quantized ones are widened into the thread's own buffer, kWidenedBytes of rows at a time, each
+  // chunk then run against every token: each weight widened once. (fgemm runs every row tile of a call
+  // against one group of tokens before the next, so that the group's activations are read from L2 once per
+  // call: with 12 rows per call every tile read them again from L3.)
+  static constexpr int64_t kWidenedBytes = int64_t(1) << 20;
   void gemm_own(Tensor out, const Tensor& in, const Linear& lin, bool accumulate, const Activation* act) {
     const int64_t N = lin.n_out, K = lin.n_in;
     const bool f32 = lin.layout == kOutInF32;
     const float* xp = pack_x(in);
+    const int64_t chunk_rows = std::max<int64_t>(12, kWidenedBytes / (K * int64_t(sizeof(float))) / 12 * 12);
     pool_.parallel_chunks(N, chunk(N, 12), [&](int64_t n0, int64_t n1) {
       init_out(out, lin, accumulate, n0, n1);
       if (f32) {
@@ -1177,9 +1181,9 @@ class CpuBackend final : public Backend {
                    n1 - n0, xp, in.rows, K);
       } else {
         thread_local std::vector<float> wf;
-        wf.resize(size_t(12 * K));
-        for (int64_t r = n0; r < n1; r += 12) {
-          const int64_t rows = std::min<int64_t>(12, n1 - r);
+        wf.resize(size_t(std::min(chunk_rows, n1 - n0) * K));
+        for (int64_t r = n0; r < n1; r += chunk_rows) {
+          const int64_t rows = std::min(chunk_rows, n1 - r);
           widen(wf.data(), lin, r, rows);
           cpu::fgemm(out.ptr<float>() + r, out.stride, wf.data(), K, rows, xp, in.rows, K);
         }

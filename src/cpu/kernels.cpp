@@ -254,6 +254,10 @@ void widen_rows(float* dst, int64_t ld_dst, const uint16_t* src, int64_t ld_src,
                 bool is_bf16) {
   kernels().widen_rows(dst, ld_dst, src, ld_src, rows, cols, is_bf16);
 }
+void narrow_rows(uint16_t* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols,
+                 bool is_bf16) {
+  kernels().narrow_rows(dst, ld_dst, src, ld_src, rows, cols, is_bf16);
+}
 void attention_block(float* o, int64_t ldo, const float* q, int64_t ldq, int64_t nq, int64_t p0,
                      const float* kt, const float* v, int64_t S, int64_t D, float scale) {
   kernels().attention_block(o, ldo, q, ldq, nq, p0, kt, v, S, D, scale);

@@ -46,6 +46,10 @@ void widen_packed_rows(float* dst, int64_t ld_dst, const uint16_t* w, int64_t kp
 // dst[r, c] = float(src[r, c]) for a 16-bit block (is_bf16 selects BF16 or F16).
 void widen_rows(float* dst, int64_t ld_dst, const uint16_t* src, int64_t ld_src, int64_t rows, int64_t cols,
                 bool is_bf16);
+// dst[r, c] = src[r, c] rounded to the 16-bit type (is_bf16 selects BF16 or F16) as minigpt::f32_to_bf16 and
+// f32_to_f16 round it (to nearest even; NaN stays NaN): the 16-bit KV cache's stores.
+void narrow_rows(uint16_t* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols,
+                 bool is_bf16);
 
 // Causal attention of one head for nq <= 4 consecutive queries at positions p0 .. p0+nq-1, query i
 // seeing keys 0 .. p0+i. K is stored transposed, kt[d * S + j] (so 8 keys' scores are one FMA per head
@@ -245,7 +249,8 @@ void q8gemm(float* y, int64_t ldy, const uint8_t* panel, const uint8_t* xp, int6
 
 // The prefill product of unquantized weights with AVX-512 (fgemm_available; elsewhere OpenBLAS's sgemm):
 // y[t][r] += sum_k W[r][k] x_t[k] for r < rows, t < nt, W row-major F32 (row r at w + r * ldw), the tokens'
-// activations packed by fgemm_pack_x. Each output is one F32 sum in k order.
+// activations packed by fgemm_pack_x. Each output is F32 sums in k order, one per block of at most 768
+// columns (equal blocks), added to y block after block.
 bool fgemm_available();
 // Whether the backend's prefill of unquantized weights runs fgemm, not OpenBLAS's sgemm (cpu_info.cpp):
 // MINIGPT_SGEMM=minigpt|openblas says; by default fgemm where the level has it and OpenBLAS's kernels (chosen
@@ -269,8 +274,10 @@ void fgemm(float* y, int64_t ldy, const float* w, int64_t ldw, int64_t rows, con
 bool bf16_available();
 // Whether a CPU backend multiplies BF16 weights in BF16 (the kernels below) or widens them to F32 (the exact
 // F32 product of the stored weights, as for F16): MINIGPT_BF16_MATH=f32 or bf16, unset: bf16 where
-// bf16_available() (as llama.cpp computes BF16 weights; prefill ~1.9x the widened GEMM), read when a backend
-// is made. Throws Error(Argument) for another value, or for bf16 where !bf16_available().
+// bf16_available() and the CPU runs BF16 arithmetic faster than F32's (AMD's cores, AMX: as llama.cpp
+// computes BF16 weights; prefill ~1.9x the widened GEMM on a Zen 4), f32 on Intel's cores without AMX
+// (vdpbf16ps at half the F32 FMAs' rate), read when a backend is made. Throws Error(Argument) for another
+// value, or for bf16 where !bf16_available().
 bool bf16_math();
 // Row t of x [nt, k] (row stride ldx) rounded to BF16 at xb + t * ldxb, then zeros up to
 // Packed16::padded_cols(k) (ldxb at least that). The same bytes at every level.
@@ -302,6 +309,7 @@ struct KernelTable {
                         bool);
   void (*widen_packed_rows)(float*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, int64_t, bool);
   void (*widen_rows)(float*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, bool);
+  void (*narrow_rows)(uint16_t*, int64_t, const float*, int64_t, int64_t, int64_t, bool);
   void (*attention_block)(float*, int64_t, const float*, int64_t, int64_t, int64_t, const float*,
                           const float*, int64_t, int64_t, float);
   bool (*attention_row16)(float*, const float*, int64_t, const uint16_t*, const uint16_t*, int64_t, int64_t,
