@@ -218,6 +218,7 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
     machine["kernel_level"] = ci.kernel_level;
     machine["blas"] = ci.blas;
     machine["gemm"] = ci.gemm;
+    machine["bf16_math"] = ci.bf16_math;
   }
   json results = json::array();
   std::map<int, double> bandwidth;

@@ -296,7 +296,7 @@ json system_json(const CpuInfo& cpu, const std::vector<BackendStatus>& bs) {
   j["cpu"] = {{"model", cpu.model},       {"threads", cpu.cores},
               {"features", cpu.features}, {"kernel_level", cpu.kernel_level},
               {"levels", cpu.levels},     {"blas", cpu.blas},
-              {"gemm", cpu.gemm}};
+              {"gemm", cpu.gemm},         {"bf16_math", cpu.bf16_math}};
   json list = json::array();
   for (const auto& b : bs) {
     json e = {{"name", b.info->name}, {"description", b.info->description}, {"available", b.available}};
@@ -320,6 +320,8 @@ void print_system(const CpuInfo& cpu, const std::vector<BackendStatus>& bs) {
   std::printf("blas:         %s\n", cpu.blas.c_str());
   std::printf("gemm:         %s (prefill of F32/F16/BF16 weights; MINIGPT_SGEMM=minigpt|openblas chooses)\n",
               cpu.gemm.c_str());
+  std::printf("bf16 math:    %s (BF16 weights multiplied in %s; MINIGPT_BF16_MATH=f32|bf16 chooses)\n",
+              cpu.bf16_math.c_str(), cpu.bf16_math == "bf16" ? "BF16 arithmetic" : "F32, widened");
   std::printf("backends:\n");
   for (const auto& b : bs) {
     std::printf("  %-6s %-12s %s\n", b.info->name.c_str(), b.available ? "available" : "unavailable",

@@ -201,6 +201,24 @@ TEST(CpuGemm, MinigptsAndOpenBlasGiveTheSamePerplexity) {
   EXPECT_NE(bad.err.find("MINIGPT_SGEMM='mkl': minigpt or openblas"), std::string::npos) << bad.err;
 }
 
+// info --system says how BF16 weights are multiplied, and MINIGPT_BF16_MATH chooses it (bf16 only where the
+// level has the BF16 kernels).
+TEST(InfoCli, SystemSaysTheBf16Math) {
+  auto r = test::run_minigpt({"info", "--system"}, {"MINIGPT_BF16_MATH=f32"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("bf16 math:    f32 (BF16 weights multiplied in F32, widened;"), std::string::npos)
+      << r.out;
+  r = test::run_minigpt({"info", "--system"}, {"MINIGPT_BF16_MATH=bf16"});
+  if (!cpu::bf16_available()) {
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("MINIGPT_BF16_MATH=bf16: the kernel level"), std::string::npos) << r.err;
+    GTEST_SKIP() << "the kernel level " << cpu_info().kernel_level << " has no BF16 arithmetic";
+  }
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("bf16 math:    bf16 (BF16 weights multiplied in BF16 arithmetic;"), std::string::npos)
+      << r.out;
+}
+
 TEST(InfoCli, SystemAsJson) {
   const CpuInfo cpu = cpu_info();
   auto r = test::run_cli("info --system --json");
@@ -211,6 +229,7 @@ TEST(InfoCli, SystemAsJson) {
   EXPECT_EQ(s.at("cpu").at("kernel_level"), cpu.kernel_level);
   EXPECT_EQ(s.at("cpu").at("threads"), cpu.cores);
   EXPECT_EQ(s.at("cpu").at("levels").get<std::vector<std::string>>(), cpu.levels);
+  EXPECT_EQ(s.at("cpu").at("bf16_math"), cpu::bf16_math() ? "bf16" : "f32");
   ASSERT_GE(s.at("backends").size(), 2u);
   EXPECT_EQ(s.at("backends")[0].at("name"), "cpu");
   EXPECT_EQ(s.at("backends")[0].at("available"), true);

@@ -24,6 +24,7 @@ struct CpuInfo {
   std::string blas;                 // the BLAS library and its configuration
   std::string
       gemm;  // prefill's product of unquantized weights: "minigpt's (avx512bf16)" or "OpenBLAS's sgemm"
+  std::string bf16_math;  // how BF16 weights are multiplied: "bf16" or "f32" (cpu::bf16_math)
 };
 CpuInfo cpu_info();
 

@@ -43,16 +43,33 @@ bool own_sgemm() {
   return own;
 }
 
-// F32 by default: BF16 arithmetic rounds the activations (2^-8 of sum |w x| per product; GPT-2 124M's logits
-// move by ~1e-2), so prefill, decode and batched decode no longer give the same logits as transformers' F32
-// product of the BF16 weights, which the rest of minigpt's unquantized paths do to ~1e-5.
+// Whether BF16 arithmetic is the faster way to multiply BF16 weights here: with AMX (the amx level's
+// tdpbf16ps), or on AMD's cores, where a zmm vdpbf16ps issues every cycle (64 flops, against 32 for one
+// vfmadd231ps: Zen 4, 2 threads, bench/peak_flops 465 against 232 Gflop/s). Intel's cores with AVX-512 BF16
+// issue it every other cycle and two F32 FMAs a cycle: 167 against 335 Gflop/s on an Emerald Rapids, where
+// the F32 GEMM on widened weights prefills BF16 1.2x faster (bench/results/2026-11-29-xeon-prefill.md).
+bool bf16_arithmetic_faster() {
+  if (std::string_view(kernel_level_name()) == "amx") return true;
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd") != 0;
+#else
+  return false;
+#endif
+}
+
+// Where BF16 arithmetic is available and faster (above). It rounds the activations (2^-8 of sum |w x| per
+// product; GPT-2 124M's logits move by ~1e-2), so prefill, decode and batched decode no longer give the same
+// logits as transformers' F32 product of the BF16 weights, which the rest of minigpt's unquantized paths do
+// to ~1e-5.
 bool bf16_math() {
   const char* v = std::getenv("MINIGPT_BF16_MATH");
-  if (v == nullptr || *v == '\0') return bf16_available();
+  if (v == nullptr || *v == '\0') return bf16_available() && bf16_arithmetic_faster();
   if (std::string_view(v) == "f32") return false;
   if (std::string_view(v) != "bf16") {
-    throw Error(ErrorKind::Argument, "MINIGPT_BF16_MATH='" + std::string(v) +
-                                         "': f32 or bf16 (or unset: bf16 where the CPU has it)");
+    throw Error(ErrorKind::Argument,
+                "MINIGPT_BF16_MATH='" + std::string(v) +
+                    "': f32 or bf16 (or unset: bf16 where the CPU has it and it is faster)");
   }
   if (!bf16_available()) {
     throw Error(ErrorKind::Argument, "MINIGPT_BF16_MATH=bf16: the kernel level " +
@@ -79,6 +96,7 @@ CpuInfo cpu_info() {
   if (const char* forced = std::getenv("OPENBLAS_CORETYPE"); forced != nullptr)
     c.blas += std::string(" (OPENBLAS_CORETYPE=") + forced + ")";
   c.gemm = cpu::own_sgemm() ? "minigpt's (" + c.kernel_level + ")" : "OpenBLAS's sgemm";
+  c.bf16_math = cpu::bf16_math() ? "bf16" : "f32";
   return c;
 }
 
