@@ -292,7 +292,8 @@ TEST_P(KernelsAtLevel, MultiRowGemvAtOddSizes) {
 }
 
 // attention_block (up to 4 queries) and attention_prefill of one head, called directly, against a direct
-// softmax: decode steps, short steps, and prefills over several tiles and key blocks, D % 8 == 0 or not.
+// softmax: decode steps, short steps, and prefills over several tiles and key blocks, D % 8 == 0 or not, D
+// past a multiple of 64, 32 and 16 (the AVX-512 tiles' column vectors).
 TEST_P(KernelsAtLevel, AttentionKernelsMatchDirectSoftmax) {
   const cpu::KernelTable& K = k();
   for (auto [T, pos0, D] : std::vector<std::array<int64_t, 3>>{{1, 0, 1},
@@ -307,7 +308,10 @@ TEST_P(KernelsAtLevel, AttentionKernelsMatchDirectSoftmax) {
                                                                {33, 0, 16},
                                                                {37, 11, 24},
                                                                {41, 7, 8},
-                                                               {80, 130, 64}}) {
+                                                               {80, 130, 64},
+                                                               {45, 20, 72},
+                                                               {38, 3, 40},
+                                                               {40, 100, 128}}) {
     const int64_t S = pos0 + T, ldq = D + 3, ldo = D + 1;
     const auto q = randn(size_t(T * ldq), 1), kt = randn(size_t(D * S), 2), v = randn(size_t(S * D), 3);
     const float scale = 0.7f;
