@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
   std::vector<uint16_t> w16(size_t(mats * K * N), 0x3c00);
   constexpr int64_t kMaxRows = 16;
   const int64_t ld = std::max(K, N);
+  // The multi-row kernels' rows of x and y lie as the backend's activations do: K and N floats apart.
+  const int64_t ldx = K, ldy = N;
   std::vector<float> x(size_t(kMaxRows * ld), 1.0f), y(size_t(kMaxRows * ld));
   // flops_per_mat 0: GB/s only.
   auto time = [&](const std::string& name, size_t bytes_per_mat, double flops_per_mat, auto fn) {
@@ -186,22 +188,22 @@ int main(int argc, char** argv) {
   for (int64_t nx : {1, 2, 4, 8, 16}) {
     const std::string s = " nx=" + std::to_string(nx);
     time("packed bf16 rows" + s, size_t(K * N * 2), mac * double(nx), [&](int64_t m) {
-      cpu::gemv_packed16_rows(y.data(), ld, &w16[size_t(m * K * N)], K, x.data(), ld, nx, 0, N, K, true,
+      cpu::gemv_packed16_rows(y.data(), ldy, &w16[size_t(m * K * N)], K, x.data(), ldx, nx, 0, N, K, true,
                               true);
     });
     time("packed f16 rows" + s, size_t(K * N * 2), mac * double(nx), [&](int64_t m) {
-      cpu::gemv_packed16_rows(y.data(), ld, &w16[size_t(m * K * N)], K, x.data(), ld, nx, 0, N, K, true,
+      cpu::gemv_packed16_rows(y.data(), ldy, &w16[size_t(m * K * N)], K, x.data(), ldx, nx, 0, N, K, true,
                               false);
     });
     time("gemv_f32_rows" + s, size_t(K * N * 4), mac * double(nx), [&](int64_t m) {
-      cpu::gemv_f32_rows(y.data(), ld, &w32[size_t(m * K * N)], K, x.data(), ld, nx, N, K, true);
+      cpu::gemv_f32_rows(y.data(), ldy, &w32[size_t(m * K * N)], K, x.data(), ldx, nx, N, K, true);
     });
     // BF16 arithmetic (AVX-512 BF16): the activations' rounding to BF16 (once per product, as the backend
     // does) included.
     if (cpu::bf16_available() && K % 16 == 0) {
       time("bf16 dot rows" + s, size_t(K * N * 2), mac * double(nx), [&](int64_t m) {
-        cpu::to_bf16_rows(xb.data(), K, x.data(), ld, nx, K);
-        cpu::gemv_bf16_rows(y.data(), ld, &w16[size_t(m * K * N)], K, xb.data(), K, nx, 0, N, K, true);
+        cpu::to_bf16_rows(xb.data(), K, x.data(), ldx, nx, K);
+        cpu::gemv_bf16_rows(y.data(), ldy, &w16[size_t(m * K * N)], K, xb.data(), K, nx, 0, N, K, true);
       });
     }
   }
