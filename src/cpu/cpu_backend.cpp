@@ -641,15 +641,24 @@ class CpuBackend final : public Backend {
           const bool bf16 = cache.dtype() == DType::BF16;
           uint16_t* kc = cache.k<uint16_t>(layer, run.seq) + h * D * S + run.pos0;
           uint16_t* vc = cache.v<uint16_t>(layer, run.seq) + (h * S + run.pos0) * D;
-          // K: blocks of 16 tokens transposed in F32, then each head dimension's 16 values rounded at once.
-          thread_local std::vector<float> kt;
-          kt.resize(size_t(D) * 16);
-          for (int64_t r0 = 0; r0 < T; r0 += 16) {
-            const int64_t n = std::min<int64_t>(16, T - r0);
-            for (int64_t d = 0; d < D; ++d) {
-              for (int64_t r = 0; r < n; ++r) kt[size_t(d * 16 + r)] = ks[(r0 + r) * k.stride + d];
+          // K: blocks of 16 tokens transposed in F32, then each head dimension's 16 values rounded at once;
+          // a decode step's one token is rounded as one row and then scattered (a row of 1 value per head
+          // dimension costs narrow_rows a masked tail each).
+          if (T == 1) {
+            thread_local std::vector<uint16_t> k1;
+            k1.resize(size_t(D));
+            cpu::narrow_rows(k1.data(), D, ks, D, 1, D, bf16);
+            for (int64_t d = 0; d < D; ++d) kc[d * S] = k1[size_t(d)];
+          } else {
+            thread_local std::vector<float> kt;
+            kt.resize(size_t(D) * 16);
+            for (int64_t r0 = 0; r0 < T; r0 += 16) {
+              const int64_t n = std::min<int64_t>(16, T - r0);
+              for (int64_t d = 0; d < D; ++d) {
+                for (int64_t r = 0; r < n; ++r) kt[size_t(d * 16 + r)] = ks[(r0 + r) * k.stride + d];
+              }
+              cpu::narrow_rows(kc + r0, S, kt.data(), 16, D, n, bf16);
             }
-            cpu::narrow_rows(kc + r0, S, kt.data(), 16, D, n, bf16);
           }
           cpu::narrow_rows(vc, D, vs, v.stride, T, D, bf16);
           continue;
