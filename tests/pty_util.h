@@ -60,6 +60,17 @@ class Pty {
     return true;
   }
   const std::string& out() const { return out_; }
+  // SIGSTOP, and returns once the child has stopped (waitpid WUNTRACED): a SIGCONT sent while the stop is
+  // still pending discards it (signal(7)), so the child could read what was typed meanwhile and go on
+  // before a signal meant to be pending at its continuation (seen in CI under load). False if it exited.
+  bool stop() {
+    if (::kill(pid_, SIGSTOP) != 0) return false;
+    int st = 0;
+    if (::waitpid(pid_, &st, WUNTRACED) != pid_) return false;
+    if (WIFSTOPPED(st)) return true;
+    reaped_ = true;
+    return false;
+  }
   // Waits for the child to exit, reading what it writes (never blocking: poll), and types Ctrl-D again every
   // second: one typed while the terminal was between modes (libedit switches it at each prompt) can be lost.
   int wait_exit(double seconds = 30) {

@@ -106,7 +106,7 @@ TEST(ChatCli, TwoTurnsCtrlCResetAndATurnEqualTransformersRendering) {
     const size_t from = pty.out().size();
     pty.write(line);
     ASSERT_TRUE(pty.read_until(line, from)) << pty.out();
-    ::kill(pty.pid(), SIGSTOP);
+    ASSERT_TRUE(pty.stop()) << pty.out();
     pty.write("\n");
     ::kill(pty.pid(), SIGINT);
     ::kill(pty.pid(), SIGCONT);

@@ -79,7 +79,7 @@ TEST(Interactive, TurnsKeepTheCacheCtrlCStopsAGenerationCtrlDEnds) {
     const size_t from = pty.out().size();
     pty.write(line);
     ASSERT_TRUE(pty.read_until(line, from)) << pty.out();  // libedit has echoed the characters
-    ::kill(pty.pid(), SIGSTOP);
+    ASSERT_TRUE(pty.stop()) << pty.out();
     pty.write("\n");
     ::kill(pty.pid(), SIGINT);
     ::kill(pty.pid(), SIGCONT);

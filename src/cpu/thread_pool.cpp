@@ -1,6 +1,8 @@
 #include "cpu/thread_pool.h"
 
 #include <immintrin.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include "cpu/sysinfo.h"
 
@@ -25,7 +27,22 @@ ThreadPool::ThreadPool(int n_threads, bool start_workers)
       spin_pauses_(n_threads_ <= cpu_count() ? kSpinPauses : 0),
       n_wake_(n_threads_ <= cpu_count() ? n_threads_ - 1 : cpu_count() - 1) {
   if (!start_workers) return;
-  for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this] { worker(); });
+  // The workers block the asynchronous signals (they inherit the mask they are created with), so that a
+  // signal sent to the process (Ctrl-C's SIGINT, SIGTERM, ...) runs its handler in a thread of the
+  // program's own rather than in a worker that may not be scheduled until later: `generate -i` counts a
+  // Ctrl-C before the turn it ends, and a worker busy or waiting for a core would count it tokens late.
+  sigset_t async, old;
+  sigemptyset(&async);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGALRM, SIGUSR1, SIGUSR2, SIGCHLD, SIGWINCH})
+    sigaddset(&async, sig);
+  pthread_sigmask(SIG_BLOCK, &async, &old);
+  try {
+    for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this] { worker(); });
+  } catch (...) {
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    throw;
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 ThreadPool::~ThreadPool() {
