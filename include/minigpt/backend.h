@@ -74,7 +74,21 @@ struct KvCacheSpec {
   int64_t n_seq = 1;
   // Sliding-window attention: a query at position p attends to keys p - window + 1 .. p only. 0: no window.
   int64_t window = 0;
+  // Per-layer windows (Gemma's local and global layers): n_layer entries, or empty for `window` everywhere.
+  std::vector<int64_t> layer_window = {};
+  int64_t window_of(int64_t layer) const {
+    return layer_window.empty() ? window : layer_window[size_t(layer)];
+  }
 };
+
+// Ops only some models need, which a backend may not have yet (Backend::supports).
+enum class BackendOp {
+  Scale,             // scale(): Gemma's embedding scale
+  Add,               // add(): the sandwich norms' residual
+  Softcap,           // softcap(): Gemma 2's final logits
+  AttentionSoftcap,  // attention() with a soft-cap of the scores (Gemma 2)
+};
+const char* backend_op_name(BackendOp op);
 
 // Keys and values of past positions, made by a backend (make_kv_cache) in a layout only its ops know.
 class KvCache {
@@ -195,16 +209,31 @@ class Backend {
     linear(out, in, lin, false);
     activation(out, act);
   }
+  // Whether this backend has `op` (the ops below that default to Error(Unsupported)).
+  virtual bool supports(BackendOp op) const {
+    (void)op;
+    return false;
+  }
+  // x *= s, in place.                                         x: [T, n]
+  virtual void scale(Tensor x, float s);
+  // x = cap * tanh(x / cap), in place, in F32.                x: [T, n]
+  virtual void softcap(Tensor x, float cap);
+  // out += in.                                                out, in: [T, n]
+  virtual void add(Tensor out, const Tensor& in);
   // Stores the keys and values of the step's tokens in layer `layer` of the cache, each at its sequence
   // and position.                                            k, v: [T, Hkv * D] (may be strided views)
   virtual void store_kv(KvCache& cache, int64_t layer, const Tensor& k, const Tensor& v,
                         const Step& step) = 0;
   // Causal attention of the step's queries over their own sequence's cached keys and values (positions 0
-  // .. their own; with the cache's window W, positions p - W + 1 .. p), after store_kv of the same step.
+  // .. their own; with the layer's window W (KvCacheSpec::window_of), positions p - W + 1 .. p), after
+  // store_kv of the same step.
   // Query head h reads KV head h / (H / Hkv).
   //   out, q: [T, H * D] (q may be strided); scores are scale * q.k; softmax over the causal window.
   virtual void attention(Tensor out, const Tensor& q, KvCache& cache, int64_t layer, const Step& step,
                          int64_t n_head, float scale) = 0;
+  // attention() with the scores soft-capped before the softmax: cap * tanh(scale * q.k / cap) (Gemma 2).
+  virtual void attention_softcap(Tensor out, const Tensor& q, KvCache& cache, int64_t layer, const Step& step,
+                                 int64_t n_head, float scale, float cap);
   // Copies the first n positions of sequence `from`'s keys and values, every layer, to sequence `to` of the
   // same cache (several choices of one prompt evaluate it once). copies_kv(): whether the backend can.
   virtual bool copies_kv() const { return false; }

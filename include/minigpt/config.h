@@ -91,6 +91,31 @@ struct Config {
   // A per-head RMSNorm of each query and key head (weights [head_dim], shared by the heads) before the
   // rotary positions (Qwen3's q_norm, k_norm).
   bool qk_norm = false;
+  // The attention's score scale where a family sets it apart from 1 / sqrt(head_dim) (Gemma's
+  // query_pre_attn_scalar^-1/2); 0: scale_attn_weights decides.
+  float attn_scale = 0.0f;
+  // Soft-capping (Gemma 2): attention scores become cap * tanh(scores / cap) before the softmax, and the
+  // final logits likewise with their own cap. 0: none.
+  float attn_softcap = 0.0f;
+  float final_softcap = 0.0f;
+  // Gemma's "sandwich" norms: each half's output is normalized (post_attention_layernorm,
+  // post_feedforward_layernorm) before it joins the residual stream; the pre-norms are then
+  // input_layernorm and pre_feedforward_layernorm.
+  bool post_norms = false;
+  // Added to every norm weight at load: Gemma's RMSNorm multiplies by (1 + w) and its checkpoints store w
+  // (1), while llama.cpp's converter writes 1 + w into its GGUF files (0).
+  float norm_shift = 0.0f;
+  // The token embeddings times this before the first layer (Gemma: sqrt(n_embd)); 0: none.
+  float embed_scale = 0.0f;
+  // Per-layer windows (Gemma 2 and 3's layer_types): layer l's window is layer_window[l] (0: none). Empty:
+  // every layer has sliding_window.
+  std::vector<int64_t> layer_window;
+  // The rotary base of the layers with a window, which take no rope_scaling (Gemma 3's
+  // rope_local_base_freq); 0: as the other layers.
+  float rope_theta_local = 0.0f;
+  // Per-layer rotary positions (SmolLM3's no_rope_layers): layer l rotates q and k when rope_layers[l] is
+  // 1, and has no positions at all when 0. Empty: every layer rotates.
+  std::vector<uint8_t> rope_layers;
   bool scale_attn_weights = true;                // scores /= sqrt(head_dim)
   bool scale_attn_by_inverse_layer_idx = false;  // scores /= (layer + 1)
   bool tie_word_embeddings = true;               // the LM head is the token embedding matrix
@@ -113,6 +138,10 @@ struct Config {
   int64_t kv_dim() const { return kv_heads() * head_dim(); }
   // The width of the MLP's first linear layer's output: n_inner, or gate | up for a gated MLP.
   int64_t ffn_up_width() const { return ffn == FfnKind::Gated ? 2 * n_inner : n_inner; }
+  // The window of layer l (layer_window, else sliding_window).
+  int64_t window_of(int64_t l) const {
+    return layer_window.empty() ? sliding_window : layer_window[size_t(l)];
+  }
   // The rotary inverse frequencies, rotary_dim / 2 of them, as transformers computes them in F32: 1 /
   // rope_theta^(2i / rotary_dim), then rope_scaling applied.
   std::vector<float> rope_inv_freq() const;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "minigpt/backend.h"
+#include "minigpt/block.h"
 #include "minigpt/config.h"
 #include "minigpt/model_source.h"
 
@@ -22,9 +23,12 @@ struct LayerWeights {
   // q, k and v apart, each writing its own columns of attn_qkv's output, where their block types differ
   // (llama-quantize's Q4_K_M keeps some layers' attn_v in Q6_K beside Q4_K q and k); attn_qkv is then empty
   std::vector<Linear> attn_qkv_parts;
-  Tensor attn_q_norm, attn_k_norm;   // [1, D] per-head RMSNorm weights (Config::qk_norm); else empty
-  Linear attn_out;                   // H D -> C
-  Tensor ffn_norm_w, ffn_norm_b;     // [1, C]
+  Tensor attn_q_norm, attn_k_norm;  // [1, D] per-head RMSNorm weights (Config::qk_norm); else empty
+  Linear attn_out;                  // H D -> C
+  Tensor ffn_norm_w, ffn_norm_b;    // [1, C]
+  // [1, C] Gemma's sandwich norms of the attention's and the MLP's outputs (LayerDesc::post_norms); else
+  // empty
+  Tensor attn_post_norm_w, ffn_post_norm_w;
   Linear ffn_up;                     // C -> F, or C -> 2F (gate | up) for a gated MLP
   std::vector<Linear> ffn_up_parts;  // gate and up apart where their block types differ (as attn_qkv_parts)
   Linear ffn_down;                   // F -> C
@@ -36,9 +40,9 @@ struct ModelWeights {
   Linear proj_out;    // C -> E before the head; n_out = 0 when E == C
   Tensor pos_embd;    // [S, C] position embeddings (learned, or the sinusoidal table built at load); empty
                       // for rotary positions
-  // [1, rotary_dim / 2] the rotary inverse frequencies (Config::rope_inv_freq()) where rope_scaling rescales
-  // them; empty otherwise (the backend's rope computes them from rope_theta)
-  Tensor rope_freqs;
+  // [1, rotary_dim / 2] each: BlockDesc::rope_tables as the backend holds them (LayerDesc::rope_table
+  // indexes)
+  std::vector<Tensor> rope_tables;
   std::vector<LayerWeights> layers;
   Tensor out_norm_w, out_norm_b;  // [1, C]; empty without a final norm (Config::output_norm)
   Linear output;                  // E -> V (token_embd itself when tied)
@@ -100,6 +104,8 @@ class Model {
   static ModelSummary inspect(const ModelSource& source);
 
   const Config& config() const { return config_; }
+  // Its layers as the forward pass reads them.
+  const BlockDesc& block() const { return block_; }
   const ModelWeights& weights() const { return weights_; }
   Backend& backend() const { return *backend_; }
   const std::filesystem::path& dir() const { return dir_; }
@@ -112,6 +118,7 @@ class Model {
  private:
   Model() = default;
   Config config_;
+  BlockDesc block_;
   std::filesystem::path dir_;
   std::shared_ptr<Backend> backend_;
   std::vector<std::unique_ptr<Buffer>> owned_;  // every weight, as the backend holds it

@@ -94,8 +94,9 @@ class Session {
   std::unique_ptr<KvCache> cache_;
   std::vector<std::unique_ptr<Buffer>> buffers_;
   Tensor x_, xn_, qkv_, att_, h_;  // [B, C], [B, C], [B, (H + 2 Hkv) D], [B, H D], [B, F]
-  Tensor e_;                       // [B, E]: embeddings before project_in, the head's input after project_out
-  Tensor logits_dev_;              // [rows, V] on the device
+  Tensor y_;           // [B, C]: a half's output before its post-norm (LayerDesc::post_norms); else empty
+  Tensor e_;           // [B, E]: embeddings before project_in, the head's input after project_out
+  Tensor logits_dev_;  // [rows, V] on the device
   int64_t logit_rows_ = 0;
   std::vector<float> logits_;      // [V] or [entries * V]: handed to the caller
   std::vector<float> all_logits_;  // [n * V]: every position, for eval_all

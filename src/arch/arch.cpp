@@ -140,6 +140,10 @@ std::string_view role_name(Role r) {
       return "ffn_norm";
     case Role::FfnNormBias:
       return "ffn_norm_bias";
+    case Role::AttnPostNorm:
+      return "post_attention_norm";
+    case Role::FfnPostNorm:
+      return "post_ffw_norm";
     case Role::FfnUp:
       return "ffn_up";
     case Role::FfnUpBias:
@@ -194,7 +198,7 @@ bool is_matrix(Role r) {
 
 bool is_norm_weight(Role r) {
   return r == Role::AttnNorm || r == Role::FfnNorm || r == Role::OutputNorm || r == Role::AttnQNorm ||
-         r == Role::AttnKNorm;
+         r == Role::AttnKNorm || r == Role::AttnPostNorm || r == Role::FfnPostNorm;
 }
 
 std::string gguf_name(Role role, int64_t layer) {
@@ -221,6 +225,10 @@ std::string gguf_name(Role role, int64_t layer) {
       return blk + "ffn_norm.weight";
     case Role::FfnNormBias:
       return blk + "ffn_norm.bias";
+    case Role::AttnPostNorm:
+      return blk + "post_attention_norm.weight";
+    case Role::FfnPostNorm:
+      return blk + "post_ffw_norm.weight";
     case Role::FfnUp:
       return blk + "ffn_up.weight";
     case Role::FfnUpBias:

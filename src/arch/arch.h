@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "formats/gguf.h"
+#include "minigpt/block.h"
 #include "minigpt/config.h"
 #include "minigpt/tensor.h"
 
@@ -47,6 +48,9 @@ enum class Role {
   AttnOutBias,
   FfnNorm,
   FfnNormBias,
+  // Gemma's sandwich norms ([C] per layer, Config::post_norms): of the attention's and the MLP's outputs.
+  AttnPostNorm,
+  FfnPostNorm,
   FfnUp,  // C -> F (a gated MLP's: C -> 2F, gate | up, when FfnGate is not apart)
   FfnUpBias,
   // A gated MLP's gate (Llama's gate_proj, C -> F) stored apart: stacked before FfnUp's rows at load.
@@ -78,6 +82,9 @@ struct TensorDesc {
   // A fused AttnQkv (OutIn) or its bias stored head by head, each head's q, k and v rows together
   // ([qkv_heads][3][D], GPT-NeoX's query_key_value): reordered to q | k | v at load. 0: already q | k | v.
   int64_t qkv_heads = 0;
+  // Added to every element at load: Gemma's RMSNorm multiplies by (1 + w), stored as w in its checkpoints
+  // (llama.cpp's converter writes 1 + w, so its GGUF files need none).
+  float shift = 0.0f;
 };
 
 // GGUF metadata as written: key, value, in file order.
@@ -133,6 +140,9 @@ struct Architecture {
 
   bool has_gguf() const { return parse_gguf != nullptr; }
 };
+
+// The model's layers as the forward pass reads them (minigpt/block.h), from its config (src/arch/block.cpp).
+BlockDesc describe_block(const Config& c);
 
 // The default architecture of a Config (minigpt::default_arch(), config.h): the table's first.
 const Architecture& default_architecture();

@@ -92,37 +92,32 @@ void Config::validate(const std::string& source) const {
     for (float f : rope_freq_factors)
       if (!(f > 0.0f) || !std::isfinite(f)) config_fail(source, "rope_freqs holds a factor that is not > 0");
   }
-  if (n_embd_io != 0) check_range("word_embed_proj_dim", n_embd_io, 1, kMaxDim);
-  check_range("the position offset", pos_offset, 0, kMaxDim);
-}
-
-std::vector<float> Config::rope_inv_freq() const {
-  const int64_t half = rotary_dim / 2;
-  std::vector<float> inv(size_t(std::max<int64_t>(half, 0)));
-  // transformers: 1 / base ** (arange(0, dim, 2) / dim), every operation on F32 tensors.
-  for (int64_t i = 0; i < half; ++i)
-    inv[size_t(i)] = 1.0f / std::pow(rope_theta, float(2 * i) / float(rotary_dim));
-  const RopeScaling& r = rope_scaling;
-  if (!rope_freq_factors.empty()) {
-    for (size_t i = 0; i < inv.size() && i < rope_freq_factors.size(); ++i) inv[i] /= rope_freq_factors[i];
-  } else if (r.kind == RopeScalingKind::Linear) {
-    for (float& f : inv) f /= r.factor;
-  } else if (r.kind == RopeScalingKind::Llama3) {
-    // _compute_llama3_parameters: wavelengths beyond the original context's take the frequency / factor,
-    // those below a quarter of it (high_freq_factor 4) keep it, and those between are interpolated.
-    const float old_len = float(r.original_context);
-    const float low_wavelen = old_len / r.low_freq_factor, high_wavelen = old_len / r.high_freq_factor;
-    const float two_pi = float(2.0 * M_PI);
-    for (float& f : inv) {
-      const float wavelen = two_pi / f;
-      const float llama = wavelen > low_wavelen ? f / r.factor : f;
-      const float smooth = (old_len / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
-      const float smoothed = (1.0f - smooth) * llama / r.factor + smooth * llama;
-      const bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
-      f = medium ? smoothed : llama;
+  if (!layer_window.empty()) {
+    if (int64_t(layer_window.size()) != n_layer) {
+      config_fail(source, "the per-layer windows (layer_types) name " + std::to_string(layer_window.size()) +
+                              " layers, not num_hidden_layers = " + std::to_string(n_layer));
+    }
+    for (int64_t w : layer_window) check_range("sliding_window", w, 0, int64_t(1) << 40);
+  }
+  if (!rope_layers.empty() && int64_t(rope_layers.size()) != n_layer) {
+    config_fail(source, "no_rope_layers names " + std::to_string(rope_layers.size()) +
+                            " layers, not num_hidden_layers = " + std::to_string(n_layer));
+  }
+  for (const auto& [name, v] :
+       {std::pair<const char*, float>{"query_pre_attn_scalar (the score scale)", attn_scale},
+        {"attn_logit_softcapping", attn_softcap},
+        {"final_logit_softcapping", final_softcap},
+        {"the embedding scale", embed_scale},
+        {"rope_local_base_freq", rope_theta_local}}) {
+    if (!(v >= 0.0f) || !std::isfinite(v)) {
+      config_fail(source, std::string(name) + " must be a finite number >= 0, got " + std::to_string(v));
     }
   }
-  return inv;
+  if (rope_theta_local != 0.0f && !(rope_theta_local > 1.0f)) {
+    config_fail(source, "rope_local_base_freq must be > 1, got " + std::to_string(rope_theta_local));
+  }
+  if (n_embd_io != 0) check_range("word_embed_proj_dim", n_embd_io, 1, kMaxDim);
+  check_range("the position offset", pos_offset, 0, kMaxDim);
 }
 
 Config parse_config(const std::string& text, const std::string& source) {

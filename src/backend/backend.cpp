@@ -69,3 +69,36 @@ void Backend::norm_heads(Tensor x, int64_t n_heads, const Tensor& w, NormKind ki
 }
 
 }  // namespace minigpt
+
+namespace minigpt {
+
+const char* backend_op_name(BackendOp op) {
+  switch (op) {
+    case BackendOp::Scale:
+      return "scale (an embedding scale)";
+    case BackendOp::Add:
+      return "add (norms of each half's output)";
+    case BackendOp::Softcap:
+      return "softcap (soft-capped logits)";
+    case BackendOp::AttentionSoftcap:
+      return "attention with soft-capped scores";
+  }
+  return "?";
+}
+
+namespace {
+[[noreturn]] void missing(const Backend& be, BackendOp op) {
+  throw Error(ErrorKind::Unsupported, be.name() + " backend: the op " + backend_op_name(op) +
+                                          " is not implemented (try --backend cpu)");
+}
+}  // namespace
+
+void Backend::scale(Tensor, float) { missing(*this, BackendOp::Scale); }
+void Backend::softcap(Tensor, float) { missing(*this, BackendOp::Softcap); }
+void Backend::add(Tensor, const Tensor&) { missing(*this, BackendOp::Add); }
+void Backend::attention_softcap(Tensor, const Tensor&, KvCache&, int64_t, const Step&, int64_t, float,
+                                float) {
+  missing(*this, BackendOp::AttentionSoftcap);
+}
+
+}  // namespace minigpt

@@ -169,6 +169,14 @@ Source read_hf(const fs::path& dir) {
             std::copy_n(hf.data() + ((h * 3 + part) * D) * cols, D * cols, dst + ((part * H + h) * D) * cols);
       };
     }
+    if (d.shift != 0.0f) {
+      // Gemma's norms: the checkpoint's w, written as the 1 + w its RMSNorm multiplies by (Gemma3Model's
+      // modify_tensors).
+      st.f32 = [file, tensor, transpose, shift = d.shift, n = t.nbytes / st_dtype_size(t.dtype)](float* dst) {
+        read_hf_tensor(*file, *tensor, transpose, dst);
+        for (size_t i = 0; i < n; ++i) dst[i] += shift;
+      };
+    }
     const bool q = d.role == arch::Role::AttnQ || d.role == arch::Role::AttnQBias;
     const bool k = d.role == arch::Role::AttnK || d.role == arch::Role::AttnKBias;
     if (a->gguf_permutes_qk && (q || k)) {

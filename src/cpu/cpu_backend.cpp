@@ -392,11 +392,20 @@ class CpuBackend final : public Backend {
     // cos and sin of each position's angles, kept while the frequencies stay the same: every layer rotates q
     // and k at the same positions (computed per call, sincos took 1.3% of a SmolLM2-shape prefill). One
     // table per calling thread: sessions on several threads share the backend.
-    thread_local std::vector<float> table_inv, table;  // the caller's, named by pointer in the lambda
-    if (table_inv.size() != size_t(half) || !std::equal(table_inv.begin(), table_inv.end(), inv)) {
-      table_inv.assign(inv, inv + half);
-      table.clear();
+    // A few tables are kept, one per set of frequencies: Gemma 3's local and global layers alternate two.
+    struct Table {
+      std::vector<float> inv, cos_sin;
+    };
+    thread_local std::vector<Table> tables;
+    auto found = std::find_if(tables.begin(), tables.end(), [&](const Table& e) {
+      return e.inv.size() == size_t(half) && std::equal(e.inv.begin(), e.inv.end(), inv);
+    });
+    if (found == tables.end()) {
+      if (tables.size() >= 4) tables.erase(tables.begin());
+      tables.push_back(Table{std::vector<float>(inv, inv + half), {}});
+      found = tables.end() - 1;
     }
+    std::vector<float>& table = found->cos_sin;  // the caller's, named by reference in the lambda
     for (int64_t p = int64_t(table.size()) / (2 * half); p < end; ++p) {
       for (int64_t i = 0; i < half; ++i) {
         const float angle = float(p) * inv[size_t(i)];
@@ -626,6 +635,87 @@ class CpuBackend final : public Backend {
     }
   }
 
+  bool supports(BackendOp) const override { return true; }
+
+  void scale(Tensor x, float s) override {
+    for (int64_t r = 0; r < x.rows; ++r) {
+      float* p = x.ptr<float>() + r * x.stride;
+      for (int64_t i = 0; i < x.cols; ++i) p[i] *= s;
+    }
+  }
+
+  void softcap(Tensor x, float cap) override {
+    const float inv = 1.0f / cap;
+    pool_.parallel_for(x.rows, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        float* p = x.ptr<float>() + r * x.stride;
+        for (int64_t i = 0; i < x.cols; ++i) p[i] = cap * std::tanh(p[i] * inv);
+      }
+    });
+  }
+
+  void add(Tensor out, const Tensor& in) override {
+    if (out.rows != in.rows || out.cols != in.cols)
+      throw Error(ErrorKind::Argument, "cpu add: shapes disagree");
+    for (int64_t r = 0; r < out.rows; ++r) {
+      float* o = out.ptr<float>() + r * out.stride;
+      const float* p = in.ptr<float>() + r * in.stride;
+      for (int64_t i = 0; i < out.cols; ++i) o[i] += p[i];
+    }
+  }
+
+  // Soft-capped attention, one task per token and query head, in F32 whatever the cache holds: scores
+  // cap * tanh(scale * q.k / cap), then the softmax and the weighted values. Gemma 2 alone needs it; it
+  // runs the plain loops rather than the tiled kernels.
+  void attention_softcap(Tensor out, const Tensor& q, KvCache& cache_base, int64_t layer, const Step& step,
+                         int64_t n_head, float scale, float cap) override {
+    auto& cache = static_cast<CpuKvCache&>(cache_base);
+    const int64_t Hkv = cache.spec().n_kv_head, D = cache.spec().head_dim, S = cache.padded_ctx();
+    const int64_t W = cache.spec().window_of(layer);
+    if (n_head % Hkv != 0 || q.cols != n_head * D) {
+      throw Error(ErrorKind::Argument, "cpu attention: " + std::to_string(n_head) + " query heads of " +
+                                           std::to_string(D) + " over " + std::to_string(Hkv) + " KV heads");
+    }
+    const int64_t group = n_head / Hkv;
+    const DType dt = cache.dtype();
+    const size_t e = cache.elem();
+    const float inv_cap = 1.0f / cap;
+    pool_.parallel_for(step.n_tokens * n_head, [&](int64_t i0, int64_t i1) {
+      thread_local std::vector<float> scores, kv;
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t t = i / n_head, h = i % n_head, kvh = h / group;
+        const SeqRun* run = nullptr;
+        for (const SeqRun& r : step.runs)
+          if (t >= r.first && t < r.first + r.n) run = &r;
+        const int64_t p = run->pos0 + t - run->first, j0 = W > 0 ? std::max<int64_t>(0, p - W + 1) : 0;
+        const int64_t n_keys = p + 1 - j0;
+        const float* qq = q.ptr<float>() + t * q.stride + h * D;
+        scores.assign(size_t(n_keys), 0.0f);
+        kv.resize(size_t(std::max(n_keys, D)));
+        const char* kt = cache.k<char>(layer, run->seq);
+        for (int64_t d = 0; d < D; ++d) {  // K [Hkv, D, S]: one head dimension over the keys
+          convert_to_f32(kv.data(), kt + size_t((kvh * D + d) * S + j0) * e, dt, size_t(n_keys));
+          for (int64_t j = 0; j < n_keys; ++j) scores[size_t(j)] += qq[d] * kv[size_t(j)];
+        }
+        float mx = -INFINITY;
+        for (float& sc : scores) {
+          sc = cap * std::tanh(sc * scale * inv_cap);
+          mx = std::max(mx, sc);
+        }
+        float sum = 0.0f;
+        for (float& sc : scores) sum += (sc = std::exp(sc - mx));
+        float* o = out.ptr<float>() + t * out.stride + h * D;
+        std::fill(o, o + D, 0.0f);
+        const char* vv = cache.v<char>(layer, run->seq);
+        for (int64_t j = 0; j < n_keys; ++j) {  // V [Hkv, S, D]: one key's values
+          convert_to_f32(kv.data(), vv + size_t((kvh * S + j0 + j) * D) * e, dt, size_t(D));
+          const float wj = scores[size_t(j)] / sum;
+          for (int64_t d = 0; d < D; ++d) o[d] += wj * kv[size_t(d)];
+        }
+      }
+    });
+  }
+
   void store_kv(KvCache& cache_base, int64_t layer, const Tensor& k, const Tensor& v,
                 const Step& step) override {
     auto& cache = static_cast<CpuKvCache&>(cache_base);
@@ -718,7 +808,8 @@ class CpuBackend final : public Backend {
   void decode_attention(Tensor out, const Tensor& q, CpuKvCache& cache, int64_t layer, const Step& step,
                         int64_t group, float scale) {
     const int64_t Hkv = cache.spec().n_kv_head, D = cache.spec().head_dim, S = cache.padded_ctx();
-    const int64_t W = cache.spec().window, nth = pool_.size(), units = int64_t(step.runs.size()) * Hkv;
+    const int64_t W = cache.spec().window_of(layer), nth = pool_.size(),
+                  units = int64_t(step.runs.size()) * Hkv;
     // At least kMinChunk keys per chunk: shorter ones cost more in merging and thread hand-over than the
     // balance gains.
     constexpr int64_t kMinChunk = 256;
@@ -814,7 +905,7 @@ class CpuBackend final : public Backend {
       throw Error(ErrorKind::Argument, "cpu attention: " + std::to_string(n_head) + " query heads of " +
                                            std::to_string(D) + " over " + std::to_string(Hkv) + " KV heads");
     }
-    const int64_t group = n_head / Hkv, W = cache.spec().window;
+    const int64_t group = n_head / Hkv, W = cache.spec().window_of(layer);
     if (D % 8 == 0 && cpu::attention_decode_available() &&
         std::all_of(step.runs.begin(), step.runs.end(), [](const SeqRun& r) { return r.n == 1; })) {
       decode_attention(out, q, cache, layer, step, group, scale);

@@ -507,12 +507,12 @@ class CudaBackend final : public Backend {
         ensure_scratch(&partial_, &partial_bytes_, bytes);
         cuda::attention_decode(out.row_slice(r.first, 1).ptr<float>(), q.row_slice(r.first, 1).ptr<float>(),
                                kc, vc, c.dtype(), c.width(), pos, n_head, Hkv, D, scale, n_splits,
-                               cache.spec().window, static_cast<float*>(partial_), stream_);
+                               cache.spec().window_of(layer), static_cast<float*>(partial_), stream_);
       } else {
         cuda::attention_prefill(out.row_slice(r.first, r.n).ptr<float>(), out.stride,
                                 q.row_slice(r.first, r.n).ptr<float>(), q.stride, kc, vc, c.dtype(),
                                 c.width(), r.n, pos, n_head, Hkv, D, scale, options_.mma_attention,
-                                cache.spec().window, stream_);
+                                cache.spec().window_of(layer), stream_);
       }
     }
   }

@@ -543,6 +543,19 @@ struct ModelBuilder {
 
   Tensor vec(const Match& match) {
     const Staged s = stage(match, DType::F32);
+    if (const float shift = match.desc->shift; shift != 0.0f) {
+      // Gemma's (1 + w), folded in once (TensorDesc::shift), in F32 as its RMSNorm computes it.
+      std::vector<float> f(size_t(s.view.numel()));
+      for (int64_t r = 0; r < s.view.rows; ++r) {
+        for (int64_t i = 0; i < s.view.cols; ++i) {
+          f[size_t(r * s.view.cols + i)] =
+              element_f32(s.bytes.get(), s.view.dtype, size_t(r * s.view.stride + i)) + shift;
+        }
+      }
+      m.bytes_per_token_ += f.size() * sizeof(float);
+      return be.prepare_weight(make_tensor(f.data(), DType::F32, Device::Host, s.view.rows, s.view.cols),
+                               m.owned_);
+    }
     Tensor t = be.prepare_weight(s.view, m.owned_);
     m.bytes_per_token_ += size_t(s.view.numel()) * sizeof(float);
     return t;
@@ -849,13 +862,13 @@ struct ModelBuilder {
         break;
       }
       case PositionEncoding::Rotary:
-        // applied to q and k, no table; the frequencies themselves where rope_scaling rescales them
-        if (c.rope_scaling.kind != RopeScalingKind::None || !c.rope_freq_factors.empty()) {
-          std::vector<float> inv = c.rope_inv_freq();
-          w.rope_freqs = be.prepare_weight(
-              make_tensor(inv.data(), DType::F32, Device::Host, 1, int64_t(inv.size())), m.owned_);
-        }
-        break;
+        break;  // applied to q and k with the layers' frequency tables (below)
+    }
+    // The rotary frequencies each layer rotates by (BlockDesc::rope_tables), computed once here.
+    for (const std::vector<float>& inv : m.block_.rope_tables) {
+      std::vector<float> copy = inv;  // prepare_weight takes a host tensor it may not own
+      w.rope_tables.push_back(be.prepare_weight(
+          make_tensor(copy.data(), DType::F32, Device::Host, 1, int64_t(copy.size())), m.owned_));
     }
     for (int64_t l = 0; l < c.n_layer; ++l) {
       LayerWeights L;
@@ -869,6 +882,10 @@ struct ModelBuilder {
       L.attn_out = linear_of(Role::AttnOut, Role::AttnOutBias, l);
       L.ffn_norm_w = vec_of(Role::FfnNorm, l);
       L.ffn_norm_b = bias_of(Role::FfnNormBias, l);
+      if (m.block_.layers[size_t(l)].post_norms) {
+        L.attn_post_norm_w = vec_of(Role::AttnPostNorm, l);
+        L.ffn_post_norm_w = vec_of(Role::FfnPostNorm, l);
+      }
       if (plan.find(Role::FfnGate, l) != nullptr) {
         // gate_proj and up_proj apart: stacked gate | up, the fused layout of a gated MLP (config.h).
         const Role parts[2] = {Role::FfnGate, Role::FfnUp};
@@ -901,6 +918,7 @@ struct ModelBuilder {
                                     : m.dir_.empty()   ? std::string("config")
                                                        : (m.dir_ / "config.json").string();
     const Plan plan = make_plan(m.config_, all, weights_where, config_name, gguf, implied_by);
+    m.block_ = arch::describe_block(m.config_);
     m.backend_ = options.backend ? options.backend
                                  : make_backend("cpu", BackendOptions{options.n_threads, 0, std::nullopt});
     ModelBuilder b{m, options, *m.backend_};

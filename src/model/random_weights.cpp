@@ -43,7 +43,7 @@ std::vector<RandomTensor> random_tensors(const Config& c) {
     RandomTensor t;
     t.name = d.names[0];
     t.shape = d.shape;
-    if (arch::is_norm_weight(d.role)) t.mean = 1.0, t.std = 0.1;
+    if (arch::is_norm_weight(d.role)) t.mean = 1.0 - double(d.shift), t.std = 0.1;
     out.push_back(std::move(t));
   }
   return out;

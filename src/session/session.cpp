@@ -31,7 +31,20 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   spec.head_dim = c.head_dim();
   spec.n_ctx = n_ctx_;
   spec.n_seq = options.n_seq;
-  spec.window = c.sliding_window;
+  const BlockDesc& b = model_->block();
+  for (const LayerDesc& l : b.layers) spec.layer_window.push_back(l.window);
+  // The ops this model's layers need beyond every backend's, refused here rather than mid-step.
+  std::vector<BackendOp> needs;
+  if (b.embed_scale > 0.0f) needs.push_back(BackendOp::Scale);
+  if (b.any_post_norms()) needs.push_back(BackendOp::Add);
+  if (b.logit_softcap > 0.0f) needs.push_back(BackendOp::Softcap);
+  if (b.any_softcap()) needs.push_back(BackendOp::AttentionSoftcap);
+  for (BackendOp op : needs) {
+    if (!be.supports(op)) {
+      throw Error(ErrorKind::Unsupported, "the " + be.name() + " backend does not run this model: it needs " +
+                                              backend_op_name(op) + ", which the backend does not have yet");
+    }
+  }
   cache_ = be.make_kv_cache(spec);
   const int64_t C = c.n_embd, B = max_batch_, HD = c.n_head * c.head_dim();
   auto tensor = [&](int64_t rows, int64_t cols) {
@@ -40,6 +53,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   };
   x_ = tensor(B, C);
   xn_ = tensor(B, C);
+  if (b.any_post_norms()) y_ = tensor(B, C);
   qkv_ = tensor(B, HD + 2 * c.kv_dim());
   att_ = tensor(B, HD);
   h_ = tensor(B, c.ffn_up_width());
@@ -218,17 +232,16 @@ std::span<const float> Session::eval_batch(std::span<const SeqTokens> batch) {
 void Session::forward(const Step& step, std::span<const int64_t> logit_rows, float* logits_out) {
   const Model& m = *model_;
   const Config& c = m.config();
+  const BlockDesc& b = m.block();
   const ModelWeights& w = m.weights();
   Backend& be = m.backend();
   const int64_t n = step.n_tokens;
-  const int64_t H = c.n_head, D = c.head_dim(), HD = H * D, KV = c.kv_dim();
   check_step(step, cache_->spec());
   KvCache& cache = *cache_;
 
-  Tensor qkv = qkv_.row_slice(0, n);
-  Tensor att = att_.row_slice(0, n);
+  Tensor qkv_all = qkv_.row_slice(0, n);
+  Tensor att_all = att_.row_slice(0, n);
   Tensor h = h_.row_slice(0, n);
-  const Tensor q = qkv.col_slice(0, HD), k = qkv.col_slice(HD, KV), v = qkv.col_slice(HD + KV, KV);
 
   const int64_t rows = int64_t(logit_rows.size());
   Tensor logits = logits_dev_.row_slice(0, std::max<int64_t>(rows, 1));
@@ -247,69 +260,91 @@ void Session::forward(const Step& step, std::span<const int64_t> logit_rows, flo
     } else {
       be.embed(x, step, w.token_embd, w.pos_embd);
     }
-    // The block's parts as its description (Config: norm, ffn, rope_layout, pre_norm, parallel_residual)
-    // says: a norm of its kind, and the MLP, x += down(act(up(in))) or, gated, x += down(act(gate) * up).
-    auto norm = [&](Tensor out, const Tensor& in, const Tensor& nw, const Tensor& nb) {
-      be.norm(out, in, nw, nb, c.norm, c.layer_norm_epsilon);
-    };
+    if (b.embed_scale > 0.0f) be.scale(x, b.embed_scale);
     // out = in W^T of a stacked projection: the fused matrix, or its parts each into its own columns.
     auto stacked = [&](const Tensor& out, const Tensor& in, const Linear& fused,
                        const std::vector<Linear>& parts) {
       if (parts.empty()) return be.linear(out, in, fused, false);
       be.linear_parts(out, in, parts);
     };
-    auto mlp = [&](const Tensor& out, const Tensor& in, const LayerWeights& L) {
-      if (c.ffn == FfnKind::Gated) {
-        const Tensor hg = h.col_slice(0, c.n_inner);  // act(gate) * up in place of the gate
+    // The MLP into `out` (added to it when `accumulate`): down(act(up(in))) or, gated, down(act(gate) * up).
+    auto mlp = [&](const Tensor& out, const Tensor& in, const LayerDesc& d, const LayerWeights& L,
+                   bool accumulate) {
+      if (d.ffn == FfnKind::Gated) {
+        const Tensor hg = h.col_slice(0, d.n_inner);  // act(gate) * up in place of the gate
         stacked(h, in, L.ffn_up, L.ffn_up_parts);
-        be.gated_act(hg, h, c.activation);
-        be.linear(out, hg, L.ffn_down, true);
+        be.gated_act(hg, h, d.activation);
+        be.linear(out, hg, L.ffn_down, accumulate);
       } else {
-        be.linear_act(h, in, L.ffn_up, c.activation);
-        be.linear(out, h, L.ffn_down, true);
+        be.linear_act(h, in, L.ffn_up, d.activation);
+        be.linear(out, h, L.ffn_down, accumulate);
       }
     };
     for (int64_t l = 0; l < c.n_layer; ++l) {
+      const LayerDesc& d = b.layers[size_t(l)];
       const LayerWeights& L = w.layers[size_t(l)];
-      float scale = c.scale_attn_weights ? 1.0f / std::sqrt(float(D)) : 1.0f;
-      if (c.scale_attn_by_inverse_layer_idx) scale /= float(l + 1);
-      // attention: att = attn(ln_1(x)) over each token's own sequence (rotary positions rotate q and k
+      const int64_t H = d.n_head, Hkv = d.n_kv_head, D = d.head_dim, HD = H * D, KV = Hkv * D;
+      auto norm = [&](Tensor out, const Tensor& in, const Tensor& nw, const Tensor& nb) {
+        be.norm(out, in, nw, nb, d.norm, d.eps);
+      };
+      Tensor qkv = qkv_all.col_slice(0, HD + 2 * KV), att = att_all.col_slice(0, HD);
+      const Tensor q = qkv.col_slice(0, HD), k = qkv.col_slice(HD, KV), v = qkv.col_slice(HD + KV, KV);
+      // attention: att = attn(n1(x)) over each token's own sequence (rotary positions rotate q and k
       // before k is stored)
-      const Tensor& attn_in = c.pre_norm ? xn : x;
-      if (c.pre_norm) norm(xn, x, L.attn_norm_w, L.attn_norm_b);
+      const bool pre_norm = d.residual != Residual::PostNorm;
+      const Tensor& attn_in = pre_norm ? xn : x;
+      if (pre_norm) norm(xn, x, L.attn_norm_w, L.attn_norm_b);
       stacked(qkv, attn_in, L.attn_qkv, L.attn_qkv_parts);
-      if (c.qk_norm) {
-        be.norm_heads(q, H, L.attn_q_norm, NormKind::Rms, c.layer_norm_epsilon);
-        be.norm_heads(k, c.kv_heads(), L.attn_k_norm, NormKind::Rms, c.layer_norm_epsilon);
+      if (d.qk_norm) {
+        be.norm_heads(q, H, L.attn_q_norm, NormKind::Rms, d.eps);
+        be.norm_heads(k, Hkv, L.attn_k_norm, NormKind::Rms, d.eps);
       }
-      if (c.position_encoding == PositionEncoding::Rotary && !w.rope_freqs.empty()) {
-        be.rope_freqs(q, step, H, D, c.rotary_dim, w.rope_freqs, c.rope_layout);
-        be.rope_freqs(k, step, c.kv_heads(), D, c.rotary_dim, w.rope_freqs, c.rope_layout);
-      } else if (c.position_encoding == PositionEncoding::Rotary) {
-        be.rope(q, step, H, D, c.rotary_dim, c.rope_theta, c.rope_layout);
-        be.rope(k, step, c.kv_heads(), D, c.rotary_dim, c.rope_theta, c.rope_layout);
+      if (d.rope_table >= 0) {
+        const Tensor& inv = w.rope_tables[size_t(d.rope_table)];
+        be.rope_freqs(q, step, H, D, d.rotary_dim, inv, d.rope_layout);
+        be.rope_freqs(k, step, Hkv, D, d.rotary_dim, inv, d.rope_layout);
       }
       if (qkv_observer_) qkv_observer_(l, step, qkv);
       be.store_kv(cache, l, k, v, step);
-      be.attention(att, q, cache, l, step, H, scale);
-      if (!c.pre_norm) {
-        // post-norm (OPT-350m): x = ln_1(x + proj(att)); x = ln_2(x + mlp(x))
-        be.linear(x, att, L.attn_out, true);
-        norm(xn, x, L.attn_norm_w, L.attn_norm_b);
-        std::swap(x, xn);
-        mlp(x, x, L);
-        norm(xn, x, L.ffn_norm_w, L.ffn_norm_b);
-        std::swap(x, xn);
-      } else if (c.parallel_residual) {
-        // x += proj(att) + mlp(ln_2(x)), both norms of the block's input x
-        norm(xn, x, L.ffn_norm_w, L.ffn_norm_b);
-        be.linear(x, att, L.attn_out, true);
-        mlp(x, xn, L);
+      if (d.softcap > 0.0f) {
+        be.attention_softcap(att, q, cache, l, step, H, d.scale, d.softcap);
       } else {
-        // x += proj(att); x += mlp(ln_2(x))
-        be.linear(x, att, L.attn_out, true);
-        norm(xn, x, L.ffn_norm_w, L.ffn_norm_b);
-        mlp(x, xn, L);
+        be.attention(att, q, cache, l, step, H, d.scale);
+      }
+      switch (d.residual) {
+        case Residual::PostNorm:
+          // x = n1(x + proj(att)); x = n2(x + mlp(x))
+          be.linear(x, att, L.attn_out, true);
+          norm(xn, x, L.attn_norm_w, L.attn_norm_b);
+          std::swap(x, xn);
+          mlp(x, x, d, L, true);
+          norm(xn, x, L.ffn_norm_w, L.ffn_norm_b);
+          std::swap(x, xn);
+          break;
+        case Residual::Parallel:
+          // x += proj(att) + mlp(n2(x)), both norms of the block's input x
+          norm(xn, x, L.ffn_norm_w, L.ffn_norm_b);
+          be.linear(x, att, L.attn_out, true);
+          mlp(x, xn, d, L, true);
+          break;
+        case Residual::Sequential:
+          if (d.post_norms) {
+            // x += post_n1(proj(att)); x += post_n2(mlp(n2(x)))
+            const Tensor y = y_.row_slice(0, n);
+            be.linear(y, att, L.attn_out, false);
+            norm(y, y, L.attn_post_norm_w, Tensor{});
+            be.add(x, y);
+            norm(xn, x, L.ffn_norm_w, L.ffn_norm_b);
+            mlp(y, xn, d, L, false);
+            norm(y, y, L.ffn_post_norm_w, Tensor{});
+            be.add(x, y);
+          } else {
+            // x += proj(att); x += mlp(n2(x))
+            be.linear(x, att, L.attn_out, true);
+            norm(xn, x, L.ffn_norm_w, L.ffn_norm_b);
+            mlp(x, xn, d, L, true);
+          }
+          break;
       }
     }
     if (rows == 0) return;
@@ -322,8 +357,9 @@ void Session::forward(const Step& step, std::span<const int64_t> logit_rows, flo
       } else {
         be.linear(out, from, w.output, false);
       }
+      if (b.logit_softcap > 0.0f) be.softcap(out, b.logit_softcap);
     };
-    if (!c.output_norm) {
+    if (!b.output_norm) {
       if (consecutive) {
         head(logits, x.row_slice(logit_rows.front(), rows));
       } else {
@@ -332,12 +368,15 @@ void Session::forward(const Step& step, std::span<const int64_t> logit_rows, flo
       }
       return;
     }
+    const NormKind out_kind = b.layers.front().norm;
+    const float out_eps = b.layers.front().eps;
     Tensor xf = xn.row_slice(0, rows);
     if (consecutive) {
-      norm(xf, x.row_slice(logit_rows.front(), rows), w.out_norm_w, w.out_norm_b);
+      be.norm(xf, x.row_slice(logit_rows.front(), rows), w.out_norm_w, w.out_norm_b, out_kind, out_eps);
     } else {
       for (int64_t i = 0; i < rows; ++i) {
-        norm(xf.row_slice(i, 1), x.row_slice(logit_rows[size_t(i)], 1), w.out_norm_w, w.out_norm_b);
+        be.norm(xf.row_slice(i, 1), x.row_slice(logit_rows[size_t(i)], 1), w.out_norm_w, w.out_norm_b,
+                out_kind, out_eps);
       }
     }
     head(logits, xf);
