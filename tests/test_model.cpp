@@ -175,7 +175,8 @@ INSTANTIATE_TEST_SUITE_P(Transformers, Fixture,
                                            "bigcode-mqa", "bigcode-mha", "bigcode-4x", "bigcode-f16",
                                            "llama-gqa62", "llama-gqa93-llama3", "llama-linear-bias",
                                            "llama-f16", "llama-bf16", "mistral-window", "qwen2-bias",
-                                           "qwen3-headdim", "qwen3-bf16"),
+                                           "qwen3-headdim", "qwen3-bf16", "gemma3-swa", "gemma3-softcap",
+                                           "gemma3-linear", "gemma3-f16", "gemma3-bf16"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
@@ -434,7 +435,8 @@ namespace minigpt {
 namespace {
 
 // Greedy generation through the KV cache equals transformers' generate(do_sample=False) on each family's
-// fixtures (tools/reference/make_family_reference.py: 16 tokens after an 8-token prompt).
+// fixtures (tools/reference/make_family_reference.py and make_block_family_reference.py: 16 tokens after an
+// 8-token prompt).
 class FamilyGreedy : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(FamilyGreedy, EqualsTransformersGenerate) {
@@ -455,7 +457,8 @@ INSTANTIATE_TEST_SUITE_P(Families, FamilyGreedy,
                                            "opt-bf16", "bigcode-mqa", "bigcode-mha", "bigcode-4x",
                                            "bigcode-f16", "llama-gqa62", "llama-gqa93-llama3",
                                            "llama-linear-bias", "llama-f16", "llama-bf16", "mistral-window",
-                                           "qwen2-bias", "qwen3-headdim", "qwen3-bf16"),
+                                           "qwen2-bias", "qwen3-headdim", "qwen3-bf16", "gemma3-swa",
+                                           "gemma3-softcap", "gemma3-linear", "gemma3-f16", "gemma3-bf16"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
