@@ -167,21 +167,20 @@ TEST_P(Fixture, SixteenBitKvCacheStaysNearTransformers) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Transformers, Fixture,
-                         ::testing::Values("tiny", "tiny-untied", "tiny-f16", "tiny-bf16", "tiny-sharded",
-                                           "tiny-relu-legacy", "tiny-sinusoidal", "neox-parallel",
-                                           "neox-sequential", "neox-f16", "neox-bf16", "opt-prenorm",
-                                           "opt-postnorm-proj", "opt-nobias-untied", "opt-bf16",
-                                           "bigcode-mqa", "bigcode-mha", "bigcode-4x", "bigcode-f16",
-                                           "llama-gqa62", "llama-gqa93-llama3", "llama-linear-bias",
-                                           "llama-f16", "llama-bf16", "mistral-window", "qwen2-bias",
-                                           "qwen3-headdim", "qwen3-bf16", "gemma3-swa", "gemma3-softcap",
-                                           "gemma3-linear", "gemma3-f16", "gemma3-bf16"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Transformers, Fixture,
+    ::testing::Values("tiny", "tiny-untied", "tiny-f16", "tiny-bf16", "tiny-sharded", "tiny-relu-legacy",
+                      "tiny-sinusoidal", "neox-parallel", "neox-sequential", "neox-f16", "neox-bf16",
+                      "opt-prenorm", "opt-postnorm-proj", "opt-nobias-untied", "opt-bf16", "bigcode-mqa",
+                      "bigcode-mha", "bigcode-4x", "bigcode-f16", "llama-gqa62", "llama-gqa93-llama3",
+                      "llama-linear-bias", "llama-f16", "llama-bf16", "mistral-window", "qwen2-bias",
+                      "qwen3-headdim", "qwen3-bf16", "gemma3-swa", "gemma3-softcap", "gemma3-linear",
+                      "gemma3-f16", "gemma3-bf16", "gemma2-softcap", "gemma2-window"),
+    [](const auto& info) {
+      std::string n = info.param;
+      std::replace(n.begin(), n.end(), '-', '_');
+      return n;
+    });
 
 TEST(Session, TwoSessionsOnOneModelDoNotDisturbEachOther) {
   const Reference ref = load_reference("tiny");
@@ -458,7 +457,8 @@ INSTANTIATE_TEST_SUITE_P(Families, FamilyGreedy,
                                            "bigcode-f16", "llama-gqa62", "llama-gqa93-llama3",
                                            "llama-linear-bias", "llama-f16", "llama-bf16", "mistral-window",
                                            "qwen2-bias", "qwen3-headdim", "qwen3-bf16", "gemma3-swa",
-                                           "gemma3-softcap", "gemma3-linear", "gemma3-f16", "gemma3-bf16"),
+                                           "gemma3-softcap", "gemma3-linear", "gemma3-f16", "gemma3-bf16",
+                                           "gemma2-softcap", "gemma2-window"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');

@@ -23,11 +23,12 @@ extern const Architecture kMistral;
 extern const Architecture kQwen2;
 extern const Architecture kQwen3;
 extern const Architecture kGemma3;
+extern const Architecture kGemma2;
 
 namespace {
 // Every architecture minigpt knows. Adding one: its file in src/arch/ and a line here.
-const std::array<const Architecture*, 9> kArchitectures = {
-    &kGpt2, &kGptNeox, &kOpt, &kGptBigcode, &kLlama, &kMistral, &kQwen2, &kQwen3, &kGemma3};
+const std::array<const Architecture*, 10> kArchitectures = {
+    &kGpt2, &kGptNeox, &kOpt, &kGptBigcode, &kLlama, &kMistral, &kQwen2, &kQwen3, &kGemma3, &kGemma2};
 }  // namespace
 
 const Architecture& default_architecture() { return *kArchitectures.front(); }
