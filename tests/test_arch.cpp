@@ -69,9 +69,9 @@ TEST(Arch, TheTableAnswersForTheFamilies) {
   EXPECT_EQ(Config{}.arch, "gpt2");  // the table's first
   EXPECT_EQ(std::string(arch::llmc_architecture().model_type), "gpt2");
   EXPECT_EQ(arch::gguf_writable_model_types(),
-            "gpt2, gpt_neox, gpt_bigcode, llama, mistral, qwen2, qwen3, gemma3_text and gemma2");
+            "gpt2, gpt_neox, gpt_bigcode, llama, mistral, qwen2, qwen3, gemma3_text, gemma2 and smollm3");
   EXPECT_EQ(arch::known_gguf_archs_phrase(),
-            "gpt2, gptneox, starcoder, llama, qwen2, qwen3, gemma3 and gemma2");
+            "gpt2, gptneox, starcoder, llama, qwen2, qwen3, gemma3, gemma2 and smollm3");
   for (const char* m : {"gpt2", "gpt_neox", "gpt_bigcode"}) {
     const arch::Architecture* a = arch::find(m);
     ASSERT_NE(a, nullptr) << m;

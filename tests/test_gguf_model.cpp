@@ -92,7 +92,7 @@ TEST(GgufModel, FilesMinigptCannotRunAreRefusedByName) {
   test::expect_error([&] { Model::load(tmp / "falcon.gguf"); }, ErrorKind::Unsupported,
                      {"falcon.gguf",
                       "GGUF architecture 'falcon' is not supported (gpt2, gptneox, starcoder, "
-                      "llama, qwen2, qwen3, gemma3, gemma2)"});
+                      "llama, qwen2, qwen3, gemma3, gemma2, smollm3)"});
   // A gpt2 file without the hyper-parameters (the reader fixture holds tensors but not all keys).
   const auto mixed = test::source_dir() / "tests" / "fixtures" / "gguf" / "mixed.gguf";
   test::expect_error([&] { Model::load(mixed); }, ErrorKind::Format,
@@ -138,8 +138,8 @@ namespace {
 // llama (q and k rows permuted to adjacent rotary pairs, rope_freqs.weight for llama3 scaling, rope.scaling
 // linear), qwen2 and qwen3 (halves kept); by tools/reference/make_block_family_gguf.py: gemma3 (norms written
 // as 1 + w, the window pattern llama.cpp assumes, the local rotary base); gemma2 (soft-caps, alternating
-// windows). Logits against transformers' on the original checkpoint, F32: 1e-4, as for the safetensors
-// fixtures.
+// windows); smollm3 (every 4th layer without rotary positions). Logits against transformers' on the original
+// checkpoint, F32: 1e-4, as for the safetensors fixtures.
 class FamilyGguf : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
 
 TEST_P(FamilyGguf, LoadsAsTheTransformersModelItCameFrom) {
@@ -176,7 +176,8 @@ INSTANTIATE_TEST_SUITE_P(Families, FamilyGguf,
                                            std::make_pair("qwen2-bias-f32.gguf", "qwen2-bias"),
                                            std::make_pair("qwen3-headdim-f32.gguf", "qwen3-headdim"),
                                            std::make_pair("gemma3-linear-f32.gguf", "gemma3-linear"),
-                                           std::make_pair("gemma2-window-f32.gguf", "gemma2-window")),
+                                           std::make_pair("gemma2-window-f32.gguf", "gemma2-window"),
+                                           std::make_pair("smollm3-nope-f32.gguf", "smollm3-nope")),
                          [](const auto& info) {
                            std::string n = info.param.second;
                            std::replace(n.begin(), n.end(), '-', '_');

@@ -175,7 +175,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "bigcode-mha", "bigcode-4x", "bigcode-f16", "llama-gqa62", "llama-gqa93-llama3",
                       "llama-linear-bias", "llama-f16", "llama-bf16", "mistral-window", "qwen2-bias",
                       "qwen3-headdim", "qwen3-bf16", "gemma3-swa", "gemma3-softcap", "gemma3-linear",
-                      "gemma3-f16", "gemma3-bf16", "gemma2-softcap", "gemma2-window"),
+                      "gemma3-f16", "gemma3-bf16", "gemma2-softcap", "gemma2-window", "smollm3-nope"),
     [](const auto& info) {
       std::string n = info.param;
       std::replace(n.begin(), n.end(), '-', '_');
@@ -458,7 +458,7 @@ INSTANTIATE_TEST_SUITE_P(Families, FamilyGreedy,
                                            "llama-linear-bias", "llama-f16", "llama-bf16", "mistral-window",
                                            "qwen2-bias", "qwen3-headdim", "qwen3-bf16", "gemma3-swa",
                                            "gemma3-softcap", "gemma3-linear", "gemma3-f16", "gemma3-bf16",
-                                           "gemma2-softcap", "gemma2-window"),
+                                           "gemma2-softcap", "gemma2-window", "smollm3-nope"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');

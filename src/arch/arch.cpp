@@ -24,11 +24,13 @@ extern const Architecture kQwen2;
 extern const Architecture kQwen3;
 extern const Architecture kGemma3;
 extern const Architecture kGemma2;
+extern const Architecture kSmolLM3;
 
 namespace {
 // Every architecture minigpt knows. Adding one: its file in src/arch/ and a line here.
-const std::array<const Architecture*, 10> kArchitectures = {
-    &kGpt2, &kGptNeox, &kOpt, &kGptBigcode, &kLlama, &kMistral, &kQwen2, &kQwen3, &kGemma3, &kGemma2};
+const std::array<const Architecture*, 11> kArchitectures = {&kGpt2,   &kGptNeox, &kOpt,    &kGptBigcode,
+                                                            &kLlama,  &kMistral, &kQwen2,  &kQwen3,
+                                                            &kGemma3, &kGemma2,  &kSmolLM3};
 }  // namespace
 
 const Architecture& default_architecture() { return *kArchitectures.front(); }

@@ -96,6 +96,25 @@ void parse(const Variant& v, const json& j, const std::string& source, Config& c
       }
     }
   }
+  if (v.nope_layers) {
+    c.rope_layers.clear();
+    if (has(j, "no_rope_layers")) {
+      const json& nl = j["no_rope_layers"];
+      if (!nl.is_array() || int64_t(nl.size()) != c.n_layer) {
+        config_fail(source, "no_rope_layers must be a list of num_hidden_layers = " +
+                                std::to_string(c.n_layer) + " entries of 0 or 1");
+      }
+      for (const json& e : nl) {
+        if (!e.is_number_integer() || (e.get<int64_t>() != 0 && e.get<int64_t>() != 1))
+          config_fail(source, "no_rope_layers must hold 0 or 1, got " + e.dump());
+        c.rope_layers.push_back(uint8_t(e.get<int64_t>()));
+      }
+    } else {
+      const int64_t n = get_int(j, "no_rope_layer_interval", source, false, 4);
+      if (n < 1) config_fail(source, "no_rope_layer_interval must be >= 1");
+      for (int64_t l = 0; l < c.n_layer; ++l) c.rope_layers.push_back(uint8_t((l + 1) % n != 0));
+    }
+  }
   c.bos_token_id = get_int(j, "bos_token_id", source, false, -1);
   read_eos(j, source, c);
 }
@@ -132,6 +151,7 @@ json to_json(const Variant& v, const Config& c) {
   if (!v.qkv_bias_fixed) j["attention_bias"] = c.attn_bias;
   if (!v.qkv_bias_fixed) j["mlp_bias"] = c.mlp_bias;
   if (v.reads_window) j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+  if (v.nope_layers) j["no_rope_layers"] = c.rope_layers;
   if (c.bos_token_id >= 0) j["bos_token_id"] = c.bos_token_id;
   write_eos(c, j);
   return j;
@@ -185,6 +205,15 @@ std::vector<TensorDesc> tensors(const Variant& v, const Config& c) {
 }
 
 void check_gguf_form(const Variant& v, const Config& c, const std::string& source) {
+  if (v.nope_layers) {
+    for (int64_t l = 0; l < c.n_layer; ++l) {
+      if (c.rope_layers.empty() || c.rope_layers[size_t(l)] != uint8_t((l + 1) % 4 != 0)) {
+        throw Error(ErrorKind::Unsupported, source +
+                                                ": no_rope_layers other than every 4th layer cannot be "
+                                                "written as GGUF (llama.cpp's smollm3 fixes that pattern)");
+      }
+    }
+  }
   if (c.activation != Activation::Silu) {
     throw Error(ErrorKind::Unsupported, source + ": hidden_act '" + c.activation_name +
                                             "' cannot be written as GGUF (llama.cpp's " + v.model_type +
@@ -220,7 +249,7 @@ void write_gguf(const Variant&, const char* gguf_arch, const Config& c, const js
     put_gguf_u32(kv, ga, "attention.value_length", c.head_dim(), src);
   }
   kv.emplace_back("general.file_type", gguf_u32(0));  // set to the preset's by the writer
-  if (ga == "llama") {
+  if (ga == "llama" || ga == "smollm3") {
     put_gguf_u32(kv, ga, "vocab_size", c.n_vocab, src);
     put_gguf_u32(kv, ga, "rope.dimension_count", c.rotary_dim, src);
   }
@@ -312,7 +341,11 @@ void parse_gguf(const Variant& v, const char* gguf_arch, const GgufFile& f, Conf
   c.norm = NormKind::Rms;
   c.ffn = FfnKind::Gated;
   c.position_encoding = PositionEncoding::Rotary;
-  c.rope_layout = ga == "llama" ? RopeLayout::AdjacentPairs : RopeLayout::NeoxHalves;
+  c.rope_layout = gguf_permuted(v) ? RopeLayout::AdjacentPairs : RopeLayout::NeoxHalves;
+  if (v.nope_layers) {  // llama.cpp's smollm3: every 4th layer without positions (n_no_rope_layer_step)
+    c.rope_layers.clear();
+    for (int64_t l = 0; l < c.n_layer && l < 4096; ++l) c.rope_layers.push_back(uint8_t((l + 1) % 4 != 0));
+  }
   c.parallel_residual = false;
   c.attn_bias = f.find("blk.0.attn_q.bias") != nullptr;
   c.mlp_bias = f.find("blk.0.ffn_up.bias") != nullptr;

@@ -27,7 +27,16 @@ struct Variant {
   bool reads_window = false;   // Mistral's sliding_window (others refuse use_sliding_window)
   bool tied_default = false;   // tie_word_embeddings when config.json does not say
   double theta_default = 1e4;  // rope_theta when config.json does not say
+  // SmolLM3's NoPE layers: no_rope_layers (1: the layer rotates, 0: it has no positions), else every
+  // no_rope_layer_interval-th layer without; llama.cpp's smollm3 fixes the interval at 4.
+  bool nope_layers = false;
 };
+
+// Whether llama.cpp's converter permutes q and k for the family's GGUF files (LlamaModel and its
+// subclasses that keep `undo_permute`): its rope then rotates adjacent pairs.
+constexpr bool gguf_permuted(const Variant& v) {
+  return std::string_view(v.gguf_arch) == "llama" || std::string_view(v.gguf_arch) == "smollm3";
+}
 
 void parse(const Variant& v, const nlohmann::json& j, const std::string& source, Config& c);
 nlohmann::json to_json(const Variant& v, const Config& c);
@@ -61,7 +70,7 @@ constexpr Architecture architecture() {
       .write_gguf = [](const Config& c, const json& j, const std::string& source,
                        GgufKv& kv) { write_gguf(V, V.gguf_arch, c, j, source, kv); },
       .gguf_tensor_name = gguf_name,
-      .gguf_permutes_qk = std::string_view(V.gguf_arch) == "llama",
+      .gguf_permutes_qk = gguf_permuted(V),
       .gguf_extra_tensors = gguf_extra_tensors,
   };
 }
