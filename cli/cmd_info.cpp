@@ -1,6 +1,8 @@
 // minigpt info -m DIR: what a model directory holds (config.json and the weight files' headers only: no
 // weight is read). minigpt info --system: what this build and this machine offer (CPU, kernels, BLAS,
 // backends and their devices). Either or both; --json for a JSON object with "system" and/or "model".
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -76,6 +78,44 @@ double bits_per_weight(const ModelSummary& s) {
   return s.n_params > 0 ? 8 * bytes / double(s.n_params) : 0.0;
 }
 
+// The model's layers grouped by what their attention sees and how they rotate (Gemma's local and global
+// layers, SmolLM3's layers without positions): each kind's count and F32 KV bytes per token.
+struct LayerKind {
+  std::string name, what;
+  int64_t count = 0;
+  int64_t kv_bytes_per_token = 0;
+};
+std::vector<LayerKind> layer_kinds(const Config& c, const BlockDesc& b) {
+  std::vector<LayerKind> kinds;
+  for (const LayerDesc& l : b.layers) {
+    std::string name = "global", what;
+    if (l.window > 0) {
+      name = "local";
+      what = ", window " + std::to_string(l.window);
+    }
+    if (l.rope_table >= 0) {
+      // The table's base: inverse frequency 1 is base^(-2 / rotary_dim).
+      const std::vector<float>& inv = b.rope_tables[size_t(l.rope_table)];
+      char r[64];
+      std::snprintf(r, sizeof r, ", rotary base %.4g",
+                    inv.size() > 1 ? std::pow(double(inv[1]), -double(l.rotary_dim) / 2.0) : 0.0);
+      what += r;
+    } else if (c.position_encoding == PositionEncoding::Rotary) {
+      name = "no-rope";
+      what += ", no rotary positions";
+    }
+    auto it = std::find_if(kinds.begin(), kinds.end(),
+                           [&](const LayerKind& k) { return k.name == name && k.what == what; });
+    if (it == kinds.end()) {
+      kinds.push_back({name, what, 0, 0});
+      it = kinds.end() - 1;
+    }
+    ++it->count;
+    it->kv_bytes_per_token += 2 * l.n_kv_head * l.head_dim * int64_t(sizeof(float));
+  }
+  return kinds;
+}
+
 // Bytes one position of one sequence takes in the CPU backend's KV cache (F32 keys and values of every
 // layer's KV heads; `bench` reports the backend's own, which may hold 16-bit values on CUDA).
 int64_t kv_bytes_per_token(const Config& c) { return 2 * c.n_layer * c.kv_dim() * int64_t(sizeof(float)); }
@@ -90,6 +130,13 @@ json model_json(const std::string& dir, const ModelSummary& s, const TokenizerSu
   j["n_head"] = c.n_head;
   j["n_kv_head"] = c.kv_heads();
   j["kv_bytes_per_token"] = kv_bytes_per_token(c);
+  json kinds = json::array();
+  for (const LayerKind& k : layer_kinds(c, describe_block(c)))
+    kinds.push_back({{"kind", k.name},
+                     {"layers", k.count},
+                     {"kv_bytes_per_token", k.kv_bytes_per_token},
+                     {"what", k.what.size() > 2 ? k.what.substr(2) : k.what}});
+  j["layer_kinds"] = kinds;
   j["n_embd"] = c.n_embd;
   j["n_inner"] = c.n_inner;
   j["n_ctx"] = c.n_ctx;
@@ -179,6 +226,12 @@ void print_model(const std::string& dir, const ModelSummary& s, const TokenizerS
                              : "grouped-query");
   std::printf("kv cache:     %lld bytes per token (2 x %lld layers x %lld x %lld dims x F32)\n",
               (long long)kv_bytes_per_token(c), (long long)c.n_layer, (long long)kv, (long long)c.head_dim());
+  // The layers by kind (window, rotary base): what each kind's cache holds per token.
+  const BlockDesc b = describe_block(c);
+  for (const LayerKind& k : layer_kinds(c, b)) {
+    std::printf("  %-11s %lld layer%s, %lld bytes per token%s\n", (k.name + ":").c_str(), (long long)k.count,
+                k.count == 1 ? "" : "s", (long long)k.kv_bytes_per_token, k.what.c_str());
+  }
   std::printf("context:      %lld tokens\n", (long long)c.n_ctx);
   std::printf("vocabulary:   %lld tokens\n", (long long)c.n_vocab);
   std::printf("activation:   %s\n", c.activation_name.c_str());

@@ -55,11 +55,14 @@ struct BlockDesc {
   // by rope_inv_freq).
   std::vector<std::vector<float>> rope_tables;
 
-  // The largest window of any layer, 0 when a layer sees every position.
+  // Whether any layer has a window, a soft-cap of its scores, post-norms.
   bool any_window() const;
   bool any_softcap() const;
   bool any_post_norms() const;
 };
+
+// A model's layers as the forward pass reads them, from its config (src/arch/block.cpp).
+BlockDesc describe_block(const Config& c);
 
 // The rotary inverse frequencies, rotary_dim / 2 of them, as transformers computes them in F32: 1 /
 // theta^(2i / rotary_dim), then `scaling` applied, then divided by `factors` where given (llama.cpp's

@@ -141,9 +141,6 @@ struct Architecture {
   bool has_gguf() const { return parse_gguf != nullptr; }
 };
 
-// The model's layers as the forward pass reads them (minigpt/block.h), from its config (src/arch/block.cpp).
-BlockDesc describe_block(const Config& c);
-
 // The default architecture of a Config (minigpt::default_arch(), config.h): the table's first.
 const Architecture& default_architecture();
 // nullptr for an unknown model_type.

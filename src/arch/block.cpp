@@ -4,8 +4,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "arch/arch.h"
-
 namespace minigpt {
 
 bool BlockDesc::any_window() const {
@@ -50,8 +48,6 @@ std::vector<float> rope_inv_freq(float theta, int64_t rotary_dim, const RopeScal
 std::vector<float> Config::rope_inv_freq() const {
   return minigpt::rope_inv_freq(rope_theta, rotary_dim, rope_scaling, rope_freq_factors);
 }
-
-namespace arch {
 
 BlockDesc describe_block(const Config& c) {
   BlockDesc b;
@@ -101,5 +97,4 @@ BlockDesc describe_block(const Config& c) {
   return b;
 }
 
-}  // namespace arch
 }  // namespace minigpt

@@ -918,7 +918,7 @@ struct ModelBuilder {
                                     : m.dir_.empty()   ? std::string("config")
                                                        : (m.dir_ / "config.json").string();
     const Plan plan = make_plan(m.config_, all, weights_where, config_name, gguf, implied_by);
-    m.block_ = arch::describe_block(m.config_);
+    m.block_ = describe_block(m.config_);
     m.backend_ = options.backend ? options.backend
                                  : make_backend("cpu", BackendOptions{options.n_threads, 0, std::nullopt});
     ModelBuilder b{m, options, *m.backend_};
