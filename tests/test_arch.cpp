@@ -177,3 +177,45 @@ TEST(Arch, UnimplementedVariantsAreRefused) {
 
 }  // namespace
 }  // namespace minigpt
+
+namespace minigpt {
+namespace {
+
+// The new families' config.json, wrong in each key they add: refused in one line naming the key (the
+// fixture's own config.json, one field changed).
+TEST(Arch, BlockFamilyKeysOutOfShapeAreRefusedByName) {
+  auto fixture = [](const char* name) {
+    return nlohmann::json::parse(test::read_file(test::fixture_dir(name) / "config.json"));
+  };
+  auto refused = [](const nlohmann::json& j, ErrorKind kind, std::vector<std::string> words) {
+    test::expect_error([&] { parse_config(j.dump(), "config.json").validate("config.json"); }, kind,
+                       std::move(words));
+  };
+  nlohmann::json g = fixture("gemma3-swa");
+  g["layer_types"].erase(0);
+  refused(g, ErrorKind::Config, {"config.json", "layer_types must be a list of num_hidden_layers = 6"});
+  g = fixture("gemma3-swa");
+  g["layer_types"][2] = "chunked_attention";
+  refused(g, ErrorKind::Config, {"layer_types[2] is 'chunked_attention'"});
+  g = fixture("gemma3-swa");
+  g["sliding_window"] = 0;
+  refused(g, ErrorKind::Config, {"sliding_window must be >= 1"});
+  g = fixture("gemma3-swa");
+  g["rope_parameters"]["sliding_attention"]["rope_type"] = "yarn";
+  refused(g, ErrorKind::Unsupported, {"rope_parameters.sliding_attention", "rope_type 'yarn'"});
+  g = fixture("gemma2-softcap");
+  g["attn_logit_softcapping"] = -1;
+  refused(g, ErrorKind::Config, {"attn_logit_softcapping must be in (0, 1e6]"});
+  g = fixture("gemma3-swa");
+  g["use_bidirectional_attention"] = true;
+  refused(g, ErrorKind::Unsupported, {"use_bidirectional_attention"});
+  nlohmann::json s = fixture("smollm3-nope");
+  s["no_rope_layers"] = {1, 1, 1};
+  refused(s, ErrorKind::Config, {"no_rope_layers must be a list of num_hidden_layers = 8"});
+  s = fixture("smollm3-nope");
+  s["no_rope_layers"][0] = 2;
+  refused(s, ErrorKind::Config, {"no_rope_layers must hold 0 or 1, got 2"});
+}
+
+}  // namespace
+}  // namespace minigpt

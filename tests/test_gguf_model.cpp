@@ -211,3 +211,62 @@ TEST(LlamaGguf, MistralConvertsAsLlamaWithoutItsWindow) {
 
 }  // namespace
 }  // namespace minigpt
+
+namespace minigpt {
+namespace {
+
+// A copy of a fixture GGUF with `edit` applied to its metadata.
+template <typename Edit>
+std::filesystem::path edited_gguf(const test::TempDir& tmp, const char* fixture, const std::string& name,
+                                  Edit&& edit) {
+  const auto src = GgufFile::open(test::source_dir() / "tests" / "fixtures" / "gguf" / fixture);
+  GgufWriter w;
+  for (const std::string& key : src->keys()) w.set(key, *src->find_value(key));
+  edit(w);
+  for (const GgufTensor& t : src->tensors())
+    w.add_tensor(t.name, t.type, t.ne, [&src, &t](uint8_t* dst) { src->read(t, dst); });
+  const auto path = tmp / name;
+  w.write(path);
+  return path;
+}
+
+// The keys the Gemma families add, wrong: one line naming the key, never a crash or a model of wrong numbers.
+TEST(GemmaGguf, InconsistentKeysAreRefusedByName) {
+  test::TempDir tmp;
+  GgufValue pattern;  // a per-layer window pattern of 4 entries for 6 layers
+  pattern.type = GgufType::ARRAY;
+  pattern.elem = GgufType::BOOL;
+  GgufValue yes;
+  yes.type = GgufType::BOOL;
+  yes.i = 1;
+  pattern.items.resize(4, yes);
+  const auto short_pattern = edited_gguf(tmp, "gemma3-linear-f32.gguf", "pattern.gguf", [&](GgufWriter& w) {
+    w.set("gemma3.attention.sliding_window_pattern", pattern);
+  });
+  test::expect_error([&] { Model::load(short_pattern); }, ErrorKind::Config,
+                     {"pattern.gguf", "gemma3.attention.sliding_window_pattern has 4 entries for 6 layers"});
+  GgufValue d24;
+  d24.type = GgufType::U32;
+  d24.i = 24;
+  const auto bad_key = edited_gguf(tmp, "gemma3-linear-f32.gguf", "keylen.gguf", [&](GgufWriter& w) {
+    w.set("gemma3.attention.key_length", d24);
+    w.set("gemma3.attention.value_length", d24);
+  });
+  // head_dim 24 from the keys, 16 in the tensors: the tensors' shapes say so.
+  test::expect_error([&] { Model::load(bad_key); }, ErrorKind::Shape, {"keylen.gguf", "attn_q"});
+  const auto no_eps = edited_gguf(tmp, "gemma2-window-f32.gguf", "eps.gguf", [&](GgufWriter& w) {
+    w.remove("gemma2.attention.layer_norm_rms_epsilon");
+  });
+  test::expect_error([&] { Model::load(no_eps); }, ErrorKind::Format,
+                     {"eps.gguf", "missing metadata 'gemma2.attention.layer_norm_rms_epsilon'"});
+  const auto neg_cap = edited_gguf(tmp, "gemma2-window-f32.gguf", "cap.gguf", [&](GgufWriter& w) {
+    GgufValue v;
+    v.type = GgufType::F32;
+    v.f = -5.0;
+    w.set("gemma2.attn_logit_softcapping", v);
+  });
+  test::expect_error([&] { Model::load(neg_cap); }, ErrorKind::Config, {"cap.gguf", "soft-cap"});
+}
+
+}  // namespace
+}  // namespace minigpt

@@ -35,7 +35,55 @@ def safetensors(tensors, metadata=None):
     return struct.pack("<Q", len(hdr)) + hdr + blob
 
 
+def gguf_metadata(kv):
+    """A GGUF v3 file of metadata alone (no tensors): kv is [(key, type, value)] with type "u32", "f32",
+    "bool", "str" or "bools" (an array of booleans)."""
+    def string(x):
+        b = x.encode()
+        return struct.pack("<Q", len(b)) + b
+    out = b"GGUF" + struct.pack("<IQQ", 3, 0, len(kv))
+    for key, t, v in kv:
+        out += string(key)
+        if t == "u32":
+            out += struct.pack("<II", 4, v)
+        elif t == "f32":
+            out += struct.pack("<If", 6, v)
+        elif t == "bool":
+            out += struct.pack("<IB", 7, int(v))
+        elif t == "str":
+            out += struct.pack("<I", 8) + string(v)
+        elif t == "bools":
+            out += struct.pack("<IIQ", 9, 7, len(v)) + bytes(int(x) for x in v)
+    return out
+
+
+def block_family_seeds():
+    """The keys the Gemma 2 / Gemma 3 / SmolLM3 readers take (fuzz_gguf runs each family's parse_gguf)."""
+    def common(a, layers):
+        return [("general.architecture", "str", a), (a + ".context_length", "u32", 128),
+                (a + ".embedding_length", "u32", 64), (a + ".block_count", "u32", layers),
+                (a + ".feed_forward_length", "u32", 96), (a + ".attention.head_count", "u32", 4),
+                (a + ".attention.head_count_kv", "u32", 2), (a + ".attention.layer_norm_rms_epsilon", "f32", 1e-6)]
+    put("fuzz_gguf", "gemma3.gguf", gguf_metadata(common("gemma3", 6) + [
+        ("gemma3.attention.key_length", "u32", 16), ("gemma3.attention.value_length", "u32", 16),
+        ("gemma3.rope.freq_base", "f32", 1e6), ("gemma3.rope.freq_base_swa", "f32", 1e4),
+        ("gemma3.rope.scaling.type", "str", "linear"), ("gemma3.rope.scaling.factor", "f32", 8.0),
+        ("gemma3.attention.sliding_window", "u32", 8),
+        ("gemma3.attention.sliding_window_pattern", "bools", [1, 1, 1, 1, 1, 0])]))
+    put("fuzz_gguf", "gemma2.gguf", gguf_metadata(common("gemma2", 4) + [
+        ("gemma2.attention.key_length", "u32", 16), ("gemma2.attention.value_length", "u32", 16),
+        ("gemma2.attn_logit_softcapping", "f32", 5.0), ("gemma2.final_logit_softcapping", "f32", 8.0),
+        ("gemma2.attention.sliding_window", "u32", 8), ("gemma2.attention.sliding_window_pattern", "u32", 2)]))
+    put("fuzz_gguf", "smollm3.gguf", gguf_metadata(common("smollm3", 8) + [
+        ("smollm3.rope.freq_base", "f32", 5e6), ("smollm3.vocab_size", "u32", 320),
+        ("smollm3.rope.dimension_count", "u32", 16)]))
+    for name in ("gemma3-swa", "gemma2-softcap", "smollm3-nope"):
+        with open(os.path.join(ROOT, "tests", "fixtures", "models", name, "config.json")) as f:
+            put("fuzz_config", name + ".json", f.read())
+
+
 def main():
+    block_family_seeds()
     f32 = lambda *v: struct.pack("<%df" % len(v), *v)
     put("fuzz_safetensors", "two_tensors", safetensors([("wte.weight", "F32", [2, 2], f32(1, 2, 3, 4)),
                                                         ("h.0.ln_1.bias", "F16", [3], b"\x00\x3c" * 3)],

@@ -94,7 +94,10 @@ void parse(const Variant& v, const json& j, const std::string& source, Config& c
   // The local (sliding) and global layers: layer_types, else every window_pattern-th layer global.
   c.sliding_window = get_int(j, "sliding_window", source, false, 4096);
   if (c.sliding_window < 1) config_fail(source, "sliding_window must be >= 1");
-  std::vector<bool> local(size_t(std::max<int64_t>(c.n_layer, 0)));
+  if (c.n_layer < 1 || c.n_layer > 4096) {  // before the per-layer lists are made (validate() says the same)
+    config_fail(source, "'n_layer' = " + std::to_string(c.n_layer) + " is out of range [1, 4096]");
+  }
+  std::vector<bool> local(size_t(c.n_layer));
   if (has(j, "layer_types")) {
     const json& lt = j["layer_types"];
     if (!lt.is_array() || int64_t(lt.size()) != c.n_layer) {

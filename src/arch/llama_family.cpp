@@ -98,6 +98,9 @@ void parse(const Variant& v, const json& j, const std::string& source, Config& c
   }
   if (v.nope_layers) {
     c.rope_layers.clear();
+    if (c.n_layer < 1 || c.n_layer > 4096) {  // before the per-layer list is made (validate() says the same)
+      config_fail(source, "'n_layer' = " + std::to_string(c.n_layer) + " is out of range [1, 4096]");
+    }
     if (has(j, "no_rope_layers")) {
       const json& nl = j["no_rope_layers"];
       if (!nl.is_array() || int64_t(nl.size()) != c.n_layer) {
