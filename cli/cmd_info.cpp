@@ -156,6 +156,13 @@ json model_json(const std::string& dir, const ModelSummary& s, const TokenizerSu
                            {"high_freq_factor", r.high_freq_factor},
                            {"original_max_position_embeddings", r.original_context}};
     }
+    if (r.kind == RopeScalingKind::LongRope) {
+      j["rope_scaling"] = {{"type", "longrope"},
+                           {"short_factor", r.short_factor},
+                           {"long_factor", r.long_factor},
+                           {"attention_factor", r.attention_factor},
+                           {"original_max_position_embeddings", r.original_context}};
+    }
   }
   j["head_dim"] = c.head_dim();
   j["norm"] = c.norm == NormKind::Rms ? "rms" : "layer";
@@ -249,6 +256,11 @@ void print_model(const std::string& dir, const ModelSummary& s, const TokenizerS
       std::printf("rope scaling: llama3, factor %g, low/high freq factors %g/%g, original context %lld\n",
                   double(c.rope_scaling.factor), double(c.rope_scaling.low_freq_factor),
                   double(c.rope_scaling.high_freq_factor), (long long)c.rope_scaling.original_context);
+    } else if (c.rope_scaling.kind == RopeScalingKind::LongRope) {
+      std::printf(
+          "rope scaling: longrope, short factors up to a context of %lld, long factors beyond; cos and sin "
+          "times %g\n",
+          (long long)c.rope_scaling.original_context, double(c.rope_scaling.attention_factor));
     }
   } else {
     std::printf("positions:    %s\n", positions_name(c.position_encoding));

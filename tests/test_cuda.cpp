@@ -495,7 +495,11 @@ TEST(CudaOps, RopeFreqsAndNormHeadsMatchCpu) {
   auto gpu = cuda_backend(DType::F32);
   Config c;
   c.n_head = 4, c.n_embd = 256, c.rotary_dim = 64, c.rope_theta = 500000.0f;
-  c.rope_scaling = {RopeScalingKind::Llama3, 32.0f, 1.0f, 4.0f, 8192};
+  c.rope_scaling.kind = RopeScalingKind::Llama3;
+  c.rope_scaling.factor = 32.0f;
+  c.rope_scaling.low_freq_factor = 1.0f;
+  c.rope_scaling.high_freq_factor = 4.0f;
+  c.rope_scaling.original_context = 8192;
   std::vector<float> inv = c.rope_inv_freq();
   const StepOf steps[] = {one_run(0, 7, 0), one_run(0, 1, 9000),
                           StepOf({SeqRun{1, 0, 3, 40}, SeqRun{0, 3, 20, 5}})};
@@ -510,7 +514,7 @@ TEST(CudaOps, RopeFreqsAndNormHeadsMatchCpu) {
         Uploads up;
         Tensor f = up.put(*be, inv, 1, int64_t(inv.size()));
         Tensor t = up.put(*be, x, T, W);
-        be->rope_freqs(t.col_slice(0, H * D), st.step(), H, D, D, f, layout);
+        be->rope_freqs(t.col_slice(0, H * D), st.step(), H, D, D, f, layout, 1.0f);
         (be == gpu.get() ? got : want) = fetch(*be, t);
         Tensor n = up.put(*be, x, T, W);
         be->norm_heads(n.col_slice(8, H * D), H, up.put(*be, nw, 1, D), NormKind::Rms, 1e-6f);
@@ -1178,6 +1182,13 @@ TEST(CudaBackend, UnsupportedVariantsAreRefused) {
   const StepOf past = one_run(0, 1, 16);
   test::expect_error([&] { be->store_kv(*cache, 0, k, v, past.step()); }, ErrorKind::Argument,
                      {"outside the cache"});
+  // LongRoPE's attention factor on cos and sin (Phi-3): not in the CUDA rotary kernel.
+  EXPECT_FALSE(be->supports(BackendOp::RopeMscale));
+  std::vector<float> ones(size_t(D / 2), 1.0f);
+  Tensor f = up.put(*be, ones, 1, D / 2);
+  test::expect_error([&] { be->rope_freqs(k, st.step(), Hkv, D, D, f, RopeLayout::NeoxHalves, 1.25f); },
+                     ErrorKind::Unsupported,
+                     {"cuda backend: rope_freqs with cos and sin scaled", "LongRoPE"});
 }
 
 }  // namespace

@@ -955,5 +955,53 @@ TEST(Kernels, RopeLayoutsMatchTheRotationWrittenOut) {
   }
 }
 
+// rope_freqs' mscale (LongRoPE's attention factor) multiplies cos and sin: the rotated dimensions come out
+// mscale times the unscaled rotation (within the F32 roundings of the products), the rest of each head and
+// of the row untouched; mscale 1 is rope() bit for bit. The cos/sin tables the backend keeps per thread are
+// told apart by the scale too: 1, then 1.3, then 1 again on the same frequencies gives the first result.
+TEST(Kernels, RopeFreqsScalesCosAndSinOfTheRotatedDimensionsOnly) {
+  auto be = make_cpu_backend(2);
+  const double eps = std::numeric_limits<float>::epsilon();
+  const int64_t H = 3, D = 16, rotary = 12, half = rotary / 2, T = 20, W = H * D + 8;
+  const float theta = 10000.0f, m = 1.3228756f;
+  const std::vector<SeqRun> runs = {SeqRun{0, 0, T, 5}};
+  const std::vector<int32_t> ids(size_t(T), 0);
+  const Step step{ids.data(), T, std::span<const SeqRun>(runs)};
+  std::vector<float> inv(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) inv[size_t(i)] = 1.0f / std::pow(theta, float(2 * i) / float(rotary));
+  const Tensor f = make_tensor(inv.data(), DType::F32, Device::Host, 1, half);
+  const auto x = randn(size_t(T * W), 43);
+  auto run = [&](float mscale) {
+    std::vector<float> v = x;
+    be->rope_freqs(make_tensor(v.data(), DType::F32, Device::Host, T, W).col_slice(0, H * D), step, H, D,
+                   rotary, f, RopeLayout::NeoxHalves, mscale);
+    return v;
+  };
+  const std::vector<float> one = run(1.0f), scaled = run(m), again = run(1.0f);
+  std::vector<float> plain = x;
+  be->rope(make_tensor(plain.data(), DType::F32, Device::Host, T, W).col_slice(0, H * D), step, H, D, rotary,
+           theta);
+  EXPECT_EQ(one, plain);
+  EXPECT_EQ(again, one);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const int64_t col = int64_t(i) % W, h = col / D, d = col % D;
+    if (col >= H * D || d >= rotary) {
+      ASSERT_EQ(scaled[i], x[i]) << "i=" << i;
+      continue;
+    }
+    const size_t row = i - size_t(col);
+    const double mag =
+        std::fabs(x[row + size_t(h * D + d % half)]) + std::fabs(x[row + size_t(h * D + d % half + half)]);
+    ASSERT_NEAR(scaled[i], double(m) * one[i], 4 * eps * m * mag) << "i=" << i;
+  }
+  std::vector<float> v = x;
+  test::expect_error(
+      [&] {
+        be->rope_freqs(make_tensor(v.data(), DType::F32, Device::Host, T, W).col_slice(0, H * D), step, H, D,
+                       rotary, f, RopeLayout::NeoxHalves, 0.0f);
+      },
+      ErrorKind::Argument, {"cpu rope_freqs: the cos/sin scale 0.000000 is not a finite number > 0"});
+}
+
 }  // namespace
 }  // namespace minigpt

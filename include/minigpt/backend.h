@@ -87,6 +87,7 @@ enum class BackendOp {
   Add,               // add(): the sandwich norms' residual
   Softcap,           // softcap(): Gemma 2's final logits
   AttentionSoftcap,  // attention() with a soft-cap of the scores (Gemma 2)
+  RopeMscale,        // rope_freqs() with cos and sin scaled (mscale != 1: LongRoPE's attention factor)
 };
 const char* backend_op_name(BackendOp op);
 
@@ -167,9 +168,10 @@ class Backend {
   }
   // rope with the inverse frequencies given rather than computed from a base: pair i rotates by position *
   // inv_freq[i]. inv_freq: [1, rotary_dim / 2] F32 made by prepare_weight (Config::rope_inv_freq(), a
-  // rescaled rope's).
+  // rescaled rope's). cos and sin are multiplied by mscale (LongRoPE's attention factor; 1: rotation only):
+  // (a, b) becomes (a c - b s, b c + a s) with c = mscale cos, s = mscale sin, in F32.
   virtual void rope_freqs(Tensor x, const Step& step, int64_t n_heads, int64_t head_dim, int64_t rotary_dim,
-                          const Tensor& inv_freq, RopeLayout layout) = 0;
+                          const Tensor& inv_freq, RopeLayout layout, float mscale) = 0;
   // A norm of each head, in place: x [T, n_heads * D] (may be a strided view: the q or k columns of qkv),
   // each D-wide head normalized as norm() does with w [1, D] (shared by the heads; no bias). Qwen3's q_norm
   // and k_norm. The default runs norm() on each token's heads as rows.

@@ -37,8 +37,12 @@ struct LayerDesc {
   // by position * BlockDesc::rope_tables[rope_table][i]. rope_table -1: no rotary positions in this layer
   // (learned or sinusoidal positions, or SmolLM3's NoPE layers).
   int rope_table = -1;
+  // The table of a session whose context is longer than BlockDesc::rope_long_context (LongRoPE's long
+  // factors); -1: rope_table at any context.
+  int rope_table_long = -1;
   int64_t rotary_dim = 0;
   RopeLayout rope_layout = RopeLayout::NeoxHalves;
+  float rope_mscale = 1.0f;  // cos and sin times this (LongRoPE's attention factor)
 
   FfnKind ffn = FfnKind::Plain;
   Activation activation = Activation::GeluTanh;
@@ -54,20 +58,30 @@ struct BlockDesc {
   // The distinct rotary inverse-frequency tables the layers use (each rotary_dim / 2 floats, computed once
   // by rope_inv_freq).
   std::vector<std::vector<float>> rope_tables;
+  // A session of a context (SessionOptions::n_ctx) longer than this rotates every position by the layers'
+  // rope_table_long, as llama.cpp picks LongRoPE's factors by its context size; 0: none.
+  int64_t rope_long_context = 0;
 
   // Whether any layer has a window, a soft-cap of its scores, post-norms.
   bool any_window() const;
   bool any_softcap() const;
   bool any_post_norms() const;
+  bool any_rope_mscale() const;
+  // The rotary table of layer `d` in a session of context n_ctx (-1: none).
+  int rope_table_of(const LayerDesc& d, int64_t n_ctx) const {
+    return d.rope_table_long >= 0 && rope_long_context > 0 && n_ctx > rope_long_context ? d.rope_table_long
+                                                                                        : d.rope_table;
+  }
 };
 
 // A model's layers as the forward pass reads them, from its config (src/arch/block.cpp).
 BlockDesc describe_block(const Config& c);
 
 // The rotary inverse frequencies, rotary_dim / 2 of them, as transformers computes them in F32: 1 /
-// theta^(2i / rotary_dim), then `scaling` applied, then divided by `factors` where given (llama.cpp's
-// rope_freqs tensor). The one place the formula is written.
+// theta^(2i / rotary_dim), then `scaling` applied (a longrope's long factors where `long_context`, its short
+// ones otherwise), or divided by `factors` where given (llama.cpp's rope_freqs tensor). The one place the
+// formula is written.
 std::vector<float> rope_inv_freq(float theta, int64_t rotary_dim, const RopeScaling& scaling,
-                                 const std::vector<float>& factors = {});
+                                 const std::vector<float>& factors = {}, bool long_context = false);
 
 }  // namespace minigpt

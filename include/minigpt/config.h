@@ -24,14 +24,21 @@ enum class FfnKind { Plain, Gated };
 enum class RopeLayout { NeoxHalves, AdjacentPairs };
 // How the rotary frequencies are rescaled for a longer context (transformers' rope_type): none; linear,
 // every inverse frequency divided by `factor`; llama3 (Llama 3.1's), the low frequencies divided by
-// `factor`, the high ones kept and those between interpolated (transformers' _compute_llama3_parameters).
-enum class RopeScalingKind { None, Linear, Llama3 };
+// `factor`, the high ones kept and those between interpolated (transformers' _compute_llama3_parameters);
+// longrope (Phi-3's, _compute_longrope_parameters), inverse frequency i divided by short_factor[i] for a
+// context of at most original_context positions and by long_factor[i] beyond, and cos and sin multiplied by
+// attention_factor.
+enum class RopeScalingKind { None, Linear, Llama3, LongRope };
 struct RopeScaling {
   RopeScalingKind kind = RopeScalingKind::None;
   float factor = 1.0f;
   float low_freq_factor = 1.0f;   // llama3
   float high_freq_factor = 4.0f;  // llama3
-  int64_t original_context = 0;   // llama3: original_max_position_embeddings
+  int64_t original_context = 0;   // llama3, longrope: original_max_position_embeddings
+  // longrope: rotary_dim / 2 divisors each; the multiplier of cos and sin (its default from the contexts'
+  // ratio is the parser's to compute).
+  std::vector<float> short_factor, long_factor;
+  float attention_factor = 1.0f;
 };
 
 // The model_type of a Config made field by field: the first of the architecture table (src/arch/arch.cpp).
@@ -143,8 +150,9 @@ struct Config {
     return layer_window.empty() ? sliding_window : layer_window[size_t(l)];
   }
   // The rotary inverse frequencies, rotary_dim / 2 of them, as transformers computes them in F32: 1 /
-  // rope_theta^(2i / rotary_dim), then rope_scaling applied.
-  std::vector<float> rope_inv_freq() const;
+  // rope_theta^(2i / rotary_dim), then rope_scaling applied (a longrope's long factors where
+  // `long_context`, its short ones otherwise).
+  std::vector<float> rope_inv_freq(bool long_context = false) const;
   // Throws Error(Config) naming `source` when the values are inconsistent or out of range, and
   // Error(Unsupported) for a variant the forward pass does not implement yet.
   void validate(const std::string& source) const;

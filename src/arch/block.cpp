@@ -15,11 +15,24 @@ bool BlockDesc::any_softcap() const {
 bool BlockDesc::any_post_norms() const {
   return std::any_of(layers.begin(), layers.end(), [](const LayerDesc& l) { return l.post_norms; });
 }
+bool BlockDesc::any_rope_mscale() const {
+  return std::any_of(layers.begin(), layers.end(),
+                     [](const LayerDesc& l) { return l.rope_table >= 0 && l.rope_mscale != 1.0f; });
+}
 
 std::vector<float> rope_inv_freq(float theta, int64_t rotary_dim, const RopeScaling& r,
-                                 const std::vector<float>& factors) {
+                                 const std::vector<float>& factors, bool long_context) {
   const int64_t half = rotary_dim / 2;
   std::vector<float> inv(size_t(std::max<int64_t>(half, 0)));
+  if (r.kind == RopeScalingKind::LongRope && factors.empty()) {
+    // _compute_longrope_parameters: 1 / (ext * base ** (arange(0, dim, 2) / dim)), in F32.
+    const std::vector<float>& ext = long_context ? r.long_factor : r.short_factor;
+    for (int64_t i = 0; i < half; ++i) {
+      const float e = size_t(i) < ext.size() ? ext[size_t(i)] : 1.0f;
+      inv[size_t(i)] = 1.0f / (e * std::pow(theta, float(2 * i) / float(rotary_dim)));
+    }
+    return inv;
+  }
   // transformers: 1 / base ** (arange(0, dim, 2) / dim), every operation on F32 tensors.
   for (int64_t i = 0; i < half; ++i)
     inv[size_t(i)] = 1.0f / std::pow(theta, float(2 * i) / float(rotary_dim));
@@ -45,8 +58,8 @@ std::vector<float> rope_inv_freq(float theta, int64_t rotary_dim, const RopeScal
   return inv;
 }
 
-std::vector<float> Config::rope_inv_freq() const {
-  return minigpt::rope_inv_freq(rope_theta, rotary_dim, rope_scaling, rope_freq_factors);
+std::vector<float> Config::rope_inv_freq(bool long_context) const {
+  return minigpt::rope_inv_freq(rope_theta, rotary_dim, rope_scaling, rope_freq_factors, long_context);
 }
 
 BlockDesc describe_block(const Config& c) {
@@ -87,6 +100,13 @@ BlockDesc describe_block(const Config& c) {
         d.rope_table = table_of(rope_inv_freq(c.rope_theta_local, c.rotary_dim, RopeScaling{}));
       } else {
         d.rope_table = table_of(c.rope_inv_freq());
+        if (c.rope_scaling.kind == RopeScalingKind::LongRope) {
+          // LongRoPE: the long factors in a session of a longer context than the original one (llama.cpp's
+          // choice); cos and sin times the attention factor at any context.
+          d.rope_table_long = table_of(c.rope_inv_freq(true));
+          d.rope_mscale = c.rope_scaling.attention_factor;
+          b.rope_long_context = c.rope_scaling.original_context;
+        }
       }
     }
     d.ffn = c.ffn;

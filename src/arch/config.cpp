@@ -83,6 +83,32 @@ void Config::validate(const std::string& source) const {
                   "rope_scaling llama3 needs original_max_position_embeddings >= 1 and 0 < low_freq_factor < "
                   "high_freq_factor");
     }
+    if (rope_scaling.kind == RopeScalingKind::LongRope) {
+      const RopeScaling& r = rope_scaling;
+      const int64_t pairs = rotary_dim / 2;
+      for (const auto& [key, list] :
+           {std::pair<const char*, const std::vector<float>*>{"short_factor", &r.short_factor},
+            {"long_factor", &r.long_factor}}) {
+        if (int64_t(list->size()) != pairs) {
+          config_fail(source, std::string("rope_scaling.") + key + " has " + std::to_string(list->size()) +
+                                  " values for " + std::to_string(pairs) + " rotary pairs");
+        }
+        for (size_t i = 0; i < list->size(); ++i) {
+          if (!((*list)[i] > 0.0f) || !std::isfinite((*list)[i])) {
+            config_fail(source, std::string("rope_scaling.") + key + "[" + std::to_string(i) +
+                                    "] = " + std::to_string((*list)[i]) + " is not a finite number > 0");
+          }
+        }
+      }
+      if (r.original_context < 1) {
+        config_fail(source, "rope_scaling longrope needs original_max_position_embeddings >= 1, got " +
+                                std::to_string(r.original_context));
+      }
+      if (!(r.attention_factor > 0.0f) || !std::isfinite(r.attention_factor)) {
+        config_fail(source, "rope_scaling.attention_factor must be a finite number > 0, got " +
+                                std::to_string(r.attention_factor));
+      }
+    }
   }
   check_range("sliding_window", sliding_window, 0, int64_t(1) << 40);
   if (!rope_freq_factors.empty()) {

@@ -82,6 +82,8 @@ const char* backend_op_name(BackendOp op) {
       return "softcap (soft-capped logits)";
     case BackendOp::AttentionSoftcap:
       return "attention with soft-capped scores";
+    case BackendOp::RopeMscale:
+      return "rotary positions with cos and sin scaled (LongRoPE's attention factor)";
   }
   return "?";
 }

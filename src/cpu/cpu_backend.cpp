@@ -356,18 +356,22 @@ class CpuBackend final : public Backend {
     for (int64_t i = 0; i < half; ++i) {
       inv[size_t(i)] = 1.0f / std::pow(theta, float(2 * i) / float(rotary_dim));
     }
-    rotate(x, step, n_heads, D, rotary_dim, inv.data(), layout);
+    rotate(x, step, n_heads, D, rotary_dim, inv.data(), layout, 1.0f);
   }
 
   void rope_freqs(Tensor x, const Step& step, int64_t n_heads, int64_t D, int64_t rotary_dim,
-                  const Tensor& inv_freq, RopeLayout layout) override {
+                  const Tensor& inv_freq, RopeLayout layout, float mscale) override {
     check_rope(x, n_heads, D, rotary_dim);
     if (inv_freq.numel() != rotary_dim / 2 || inv_freq.dtype != DType::F32) {
       throw Error(ErrorKind::Argument, "cpu rope_freqs: " + std::to_string(inv_freq.numel()) +
                                            " frequencies for " + std::to_string(rotary_dim) +
                                            " rotary dimensions");
     }
-    rotate(x, step, n_heads, D, rotary_dim, inv_freq.ptr<float>(), layout);
+    if (!(mscale > 0.0f) || !std::isfinite(mscale)) {
+      throw Error(ErrorKind::Argument, "cpu rope_freqs: the cos/sin scale " + std::to_string(mscale) +
+                                           " is not a finite number > 0");
+    }
+    rotate(x, step, n_heads, D, rotary_dim, inv_freq.ptr<float>(), layout, mscale);
   }
 
   static void check_rope(const Tensor& x, int64_t n_heads, int64_t D, int64_t rotary_dim) {
@@ -378,9 +382,9 @@ class CpuBackend final : public Backend {
     }
   }
 
-  // Rotates pair i of each head by position * inv[i].
+  // Rotates pair i of each head by position * inv[i], cos and sin times mscale.
   void rotate(Tensor x, const Step& step, int64_t n_heads, int64_t D, int64_t rotary_dim, const float* inv,
-              RopeLayout layout) {
+              RopeLayout layout, float mscale) {
     const int64_t half = rotary_dim / 2;
     // The step's token t sits at position pos[t].
     std::vector<int64_t> pos(static_cast<size_t>(step.n_tokens));
@@ -392,28 +396,33 @@ class CpuBackend final : public Backend {
     // cos and sin of each position's angles, kept while the frequencies stay the same: every layer rotates q
     // and k at the same positions (computed per call, sincos took 1.3% of a SmolLM2-shape prefill). One
     // table per calling thread: sessions on several threads share the backend.
-    // A few tables are kept, one per set of frequencies: Gemma 3's local and global layers alternate two.
+    // A few tables are kept, one per set of frequencies and scale: Gemma 3's local and global layers
+    // alternate two.
     struct Table {
-      std::vector<float> inv, cos_sin;
+      std::vector<float> inv;
+      float mscale;
+      std::vector<float> cos_sin;
     };
     thread_local std::vector<Table> tables;
     auto found = std::find_if(tables.begin(), tables.end(), [&](const Table& e) {
-      return e.inv.size() == size_t(half) && std::equal(e.inv.begin(), e.inv.end(), inv);
+      return e.mscale == mscale && e.inv.size() == size_t(half) &&
+             std::equal(e.inv.begin(), e.inv.end(), inv);
     });
     if (found == tables.end()) {
       if (tables.size() >= 4) tables.erase(tables.begin());
-      tables.push_back(Table{std::vector<float>(inv, inv + half), {}});
+      tables.push_back(Table{std::vector<float>(inv, inv + half), mscale, {}});
       found = tables.end() - 1;
     }
     std::vector<float>& table = found->cos_sin;  // the caller's, named by reference in the lambda
+    // transformers: cos = emb.cos() * attention_scaling, in F32.
     for (int64_t p = int64_t(table.size()) / (2 * half); p < end; ++p) {
       for (int64_t i = 0; i < half; ++i) {
         const float angle = float(p) * inv[size_t(i)];
-        table.push_back(float(std::cos(double(angle))));
+        table.push_back(float(std::cos(double(angle))) * mscale);
       }
       for (int64_t i = 0; i < half; ++i) {
         const float angle = float(p) * inv[size_t(i)];
-        table.push_back(float(std::sin(double(angle))));
+        table.push_back(float(std::sin(double(angle))) * mscale);
       }
     }
     const float* cos_sin = table.data();

@@ -372,7 +372,12 @@ class CudaBackend final : public Backend {
   }
 
   void rope_freqs(Tensor x, const Step& step, int64_t n_heads, int64_t head_dim, int64_t rotary_dim,
-                  const Tensor& inv_freq, RopeLayout layout) override {
+                  const Tensor& inv_freq, RopeLayout layout, float mscale) override {
+    if (mscale != 1.0f) {
+      throw Error(ErrorKind::Unsupported,
+                  "cuda backend: rope_freqs with cos and sin scaled (mscale " + std::to_string(mscale) +
+                      ", LongRoPE's attention factor) is not implemented (try --backend cpu)");
+    }
     need_device_f32(x, "rope", "x");
     need_device_f32(inv_freq, "rope", "inv_freq");
     need(x.rows >= step.n_tokens && x.cols == n_heads * head_dim && rotary_dim >= 2 && rotary_dim % 2 == 0 &&

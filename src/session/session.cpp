@@ -39,6 +39,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   if (b.any_post_norms()) needs.push_back(BackendOp::Add);
   if (b.logit_softcap > 0.0f) needs.push_back(BackendOp::Softcap);
   if (b.any_softcap()) needs.push_back(BackendOp::AttentionSoftcap);
+  if (b.any_rope_mscale()) needs.push_back(BackendOp::RopeMscale);
   for (BackendOp op : needs) {
     if (!be.supports(op)) {
       throw Error(ErrorKind::Unsupported, "the " + be.name() + " backend does not run this model: it needs " +
@@ -299,10 +300,10 @@ void Session::forward(const Step& step, std::span<const int64_t> logit_rows, flo
         be.norm_heads(q, H, L.attn_q_norm, NormKind::Rms, d.eps);
         be.norm_heads(k, Hkv, L.attn_k_norm, NormKind::Rms, d.eps);
       }
-      if (d.rope_table >= 0) {
-        const Tensor& inv = w.rope_tables[size_t(d.rope_table)];
-        be.rope_freqs(q, step, H, D, d.rotary_dim, inv, d.rope_layout);
-        be.rope_freqs(k, step, Hkv, D, d.rotary_dim, inv, d.rope_layout);
+      if (const int table = b.rope_table_of(d, n_ctx_); table >= 0) {
+        const Tensor& inv = w.rope_tables[size_t(table)];
+        be.rope_freqs(q, step, H, D, d.rotary_dim, inv, d.rope_layout, d.rope_mscale);
+        be.rope_freqs(k, step, Hkv, D, d.rotary_dim, inv, d.rope_layout, d.rope_mscale);
       }
       if (qkv_observer_) qkv_observer_(l, step, qkv);
       be.store_kv(cache, l, k, v, step);
