@@ -1,6 +1,8 @@
 // The architecture descriptions: what the loader, inspect and random models read.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -68,10 +70,11 @@ TEST(Arch, GgufNamesAreLlamaCpps) {
 TEST(Arch, TheTableAnswersForTheFamilies) {
   EXPECT_EQ(Config{}.arch, "gpt2");  // the table's first
   EXPECT_EQ(std::string(arch::llmc_architecture().model_type), "gpt2");
-  EXPECT_EQ(arch::gguf_writable_model_types(),
-            "gpt2, gpt_neox, gpt_bigcode, llama, mistral, qwen2, qwen3, gemma3_text, gemma2 and smollm3");
+  EXPECT_EQ(
+      arch::gguf_writable_model_types(),
+      "gpt2, gpt_neox, gpt_bigcode, llama, mistral, qwen2, qwen3, gemma3_text, gemma2, smollm3 and phi3");
   EXPECT_EQ(arch::known_gguf_archs_phrase(),
-            "gpt2, gptneox, starcoder, llama, qwen2, qwen3, gemma3, gemma2 and smollm3");
+            "gpt2, gptneox, starcoder, llama, qwen2, qwen3, gemma3, gemma2, smollm3 and phi3");
   for (const char* m : {"gpt2", "gpt_neox", "gpt_bigcode"}) {
     const arch::Architecture* a = arch::find(m);
     ASSERT_NE(a, nullptr) << m;
@@ -173,6 +176,68 @@ TEST(Arch, UnimplementedVariantsAreRefused) {
   c.arch = "falcon";
   expect_error([&] { c.validate("cfg"); }, ErrorKind::Unsupported,
                {"architecture 'falcon'", "\"gpt2\", \"gpt_neox\", \"opt\", \"gpt_bigcode\", \"llama\""});
+}
+
+// Phi-3's config.json: fused projections, partial rotary dimensions and LongRoPE (rope_parameters or the
+// older rope_scaling, the top-level original_max_position_embeddings first, the attention factor from the
+// contexts' ratio where not given); what it cannot be is refused in one line naming the key.
+TEST(Arch, Phi3ReadsLongRopeAndRefusesBadFactors) {
+  const nlohmann::json base =
+      nlohmann::json::parse(test::read_file(test::fixture_dir("phi3-partial-tied") / "config.json"));
+  const Config c = parse_config(base.dump(), "config.json");
+  EXPECT_EQ(c.arch, "phi3");
+  EXPECT_EQ(c.rotary_dim, 12);  // int(16 * 0.75)
+  EXPECT_EQ(c.ffn, FfnKind::Gated);
+  EXPECT_EQ(c.ffn_up_width(), 256);
+  EXPECT_EQ(c.rope_scaling.kind, RopeScalingKind::LongRope);
+  EXPECT_EQ(c.rope_scaling.original_context, 16);
+  EXPECT_EQ(c.rope_scaling.long_factor.size(), 6u);
+  EXPECT_FLOAT_EQ(c.rope_scaling.attention_factor, float(std::sqrt(1 + std::log(8.0) / std::log(16.0))));
+  // The short table is 1 / (short_factor * theta^(2i / d)), the long one with long_factor.
+  const std::vector<float> s = c.rope_inv_freq(), l = c.rope_inv_freq(true);
+  ASSERT_EQ(s.size(), 6u);
+  EXPECT_FLOAT_EQ(s[5], 1.0f / (1.6f * std::pow(10000.0f, 10.0f / 12.0f)));
+  EXPECT_FLOAT_EQ(l[5], 1.0f / (8.0f * std::pow(10000.0f, 10.0f / 12.0f)));
+  // config.json written back reads as the same model.
+  const Config back = parse_config(config_to_json(c), "back.json");
+  EXPECT_EQ(back.rotary_dim, c.rotary_dim);
+  EXPECT_EQ(back.rope_scaling.short_factor, c.rope_scaling.short_factor);
+  EXPECT_EQ(back.rope_scaling.long_factor, c.rope_scaling.long_factor);
+  EXPECT_EQ(back.rope_scaling.original_context, 16);
+  EXPECT_EQ(back.rope_scaling.attention_factor, c.rope_scaling.attention_factor);
+  EXPECT_EQ(back.tie_word_embeddings, true);
+
+  // transformers 4's rope_scaling with type "su", the factor given: attention factor from it.
+  nlohmann::json old = base;
+  old["rope_scaling"] = old["rope_parameters"];
+  old.erase("rope_parameters");
+  old["rope_scaling"].erase("rope_type");
+  old["rope_scaling"]["type"] = "su";
+  old["rope_scaling"]["factor"] = 4.0;
+  const Config su = parse_config(old.dump(), "config.json");
+  EXPECT_EQ(su.rope_scaling.kind, RopeScalingKind::LongRope);
+  EXPECT_FLOAT_EQ(su.rope_scaling.attention_factor, float(std::sqrt(1 + std::log(4.0) / std::log(16.0))));
+
+  auto bad = [&](const std::function<void(nlohmann::json&)>& edit, ErrorKind kind,
+                 std::vector<std::string> parts) {
+    nlohmann::json j = base;
+    edit(j);
+    expect_error([&] { parse_config(j.dump(), "config.json"); }, kind, parts);
+  };
+  bad([](auto& j) { j["rope_parameters"]["long_factor"].erase(0); }, ErrorKind::Config,
+      {"config.json: rope_scaling.long_factor has 5 values for 6 rotary pairs"});
+  bad([](auto& j) { j["rope_parameters"]["short_factor"][2] = -1.0; }, ErrorKind::Config,
+      {"config.json: rope_scaling.short_factor[2] = -1", "is not a finite number > 0"});
+  bad([](auto& j) { j["rope_parameters"]["short_factor"][1] = 1e300; }, ErrorKind::Config,
+      {"rope_scaling.short_factor[1] = inf is not a finite number > 0"});
+  bad([](auto& j) { j["rope_parameters"]["long_factor"] = "8"; }, ErrorKind::Config,
+      {"rope_parameters.long_factor must be a list of numbers"});
+  bad([](auto& j) { j["rope_parameters"].erase("short_factor"); }, ErrorKind::Config,
+      {"rope_parameters (longrope) needs 'short_factor'"});
+  bad([](auto& j) { j["rope_parameters"]["rope_type"] = "yarn"; }, ErrorKind::Unsupported,
+      {"rope_type 'yarn' is not supported for phi3"});
+  bad([](auto& j) { j["rope_parameters"]["partial_rotary_factor"] = 0.7; }, ErrorKind::Config,
+      {"rotary dimensions per head (11) must be even"});
 }
 
 }  // namespace

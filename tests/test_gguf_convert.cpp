@@ -455,6 +455,94 @@ TEST(GgufConvert, LlamaFamiliesRoundTripThroughGguf) {
   }
 }
 
+// Phi-3 (phi3-longrope-long's and phi3-partial-tied's config.json, GPT-2's vocabulary, random weights):
+// convert --outtype f32 writes the phi3 keys llama.cpp's converter wrote for those configs
+// (tests/fixtures/gguf/phi3-*-f32.gguf), in its order (rope.scaling.attn_factor just after
+// general.architecture), and its tensors in its order: rope_factors_long/short first (the config's
+// factors), attn_qkv and ffn_up fused; the file gives the directory's logits, bit for bit (the same F32
+// weights and frequencies), in a short session (short factors) and a long one. Where llama.cpp's
+// llama-completion is built (see LlamaCppRunsMinigptsLlamaFamilyFiles), it runs the file.
+TEST(GgufConvert, Phi3WritesWhatLlamaCppsConverterWrites) {
+  for (const char* fixture : {"phi3-longrope-long", "phi3-partial-tied"}) {
+    test::TempDir tmp;
+    // Not named "phi3": llama.cpp's vocabulary loader gives a model whose general.name says Phi-3 the
+    // attributes of Phi-3's own tokens ("</s>", "<unk>", ...), which GPT-2's vocabulary does not have.
+    const fs::path hf = tmp / std::string(fixture).substr(5);
+    fs::create_directories(hf);
+    json config = json::parse(test::read_file(test::fixture_dir(fixture) / "config.json"));
+    config["vocab_size"] = 50257;
+    { std::ofstream(hf / "config.json") << config.dump(); }
+    write_random_model(hf, load_config(hf / "config.json"));
+    { std::ofstream(hf / "config.json") << config.dump(); }  // as transformers wrote it
+    copy_gpt2_tokenizer(hf);
+    GgufWriteOptions o;
+    o.converter = true;
+    o.preset = GgufPreset::F32;
+    write_gguf(hf, tmp / "m.gguf", o);
+    auto mine = GgufFile::open(tmp / "m.gguf");
+    auto ref = GgufFile::open(test::gguf_fixtures() / (std::string(fixture) + "-f32.gguf"));
+    auto phi3_keys = [](const GgufFile& f) {
+      std::vector<std::string> k;
+      for (const std::string& key : f.keys())
+        if (key.starts_with("phi3.")) k.push_back(key);
+      return k;
+    };
+    EXPECT_EQ(phi3_keys(*mine), phi3_keys(*ref)) << fixture;
+    for (const std::string& k : phi3_keys(*ref)) {
+      const GgufValue* v = mine->find_value(k);
+      ASSERT_NE(v, nullptr) << k;
+      EXPECT_TRUE(same_value(*v, *ref->find_value(k))) << fixture << " " << k;
+    }
+    ASSERT_GE(mine->keys().size(), 2u);
+    EXPECT_EQ(mine->keys()[0], "general.architecture");
+    EXPECT_EQ(mine->keys()[1], "phi3.rope.scaling.attn_factor");
+    ASSERT_EQ(mine->tensors().size(), ref->tensors().size()) << fixture;
+    for (size_t i = 0; i < ref->tensors().size(); ++i) {
+      const GgufTensor &a = mine->tensors()[i], &b = ref->tensors()[i];
+      EXPECT_EQ(a.name, b.name) << fixture;
+      EXPECT_EQ(a.type, b.type) << a.name;
+      std::vector<int64_t> want = b.ne;
+      if (a.name == "token_embd.weight" || a.name == "output.weight") want[1] = 50257;
+      EXPECT_EQ(a.ne, want) << a.name;
+      if (a.name.starts_with("rope_factors_")) {
+        EXPECT_EQ(tensor_bytes(*mine, a), tensor_bytes(*ref, b)) << a.name;
+      }
+    }
+
+    auto from_dir = Model::load(hf), from_gguf = Model::load(tmp / "m.gguf");
+    const Config &g = from_gguf->config(), &d = from_dir->config();
+    EXPECT_EQ(g.rotary_dim, d.rotary_dim);
+    EXPECT_EQ(g.tie_word_embeddings, d.tie_word_embeddings);
+    EXPECT_EQ(g.rope_scaling.short_factor, d.rope_scaling.short_factor);
+    EXPECT_EQ(g.rope_scaling.long_factor, d.rope_scaling.long_factor);
+    EXPECT_EQ(g.rope_scaling.original_context, d.rope_scaling.original_context);
+    EXPECT_EQ(g.rope_scaling.attention_factor, d.rope_scaling.attention_factor);
+    const std::vector<int32_t> ids = {15496, 995, 11, 428, 318, 257, 1332};
+    for (int64_t n_ctx : {16, 64}) {
+      Session a(from_dir, SessionOptions{.n_ctx = n_ctx}), b(from_gguf, SessionOptions{.n_ctx = n_ctx});
+      const auto la = a.eval_all(ids);
+      const auto lb = b.eval_all(ids);
+      ASSERT_EQ(la.size(), lb.size());
+      EXPECT_TRUE(std::equal(la.begin(), la.end(), lb.begin())) << fixture << " n_ctx " << n_ctx;
+    }
+
+    const char* env = std::getenv("MINIGPT_LLAMA_CPP_BIN");
+    const char* home = std::getenv("HOME");
+    const fs::path completion =
+        (env ? fs::path(env)
+             : fs::path(home ? home : "/root") / ".cache" / "minigpt-peer" / "llama.cpp" / "build" / "bin") /
+        "llama-completion";
+    if (!fs::exists(completion)) continue;
+    const fs::path log = tmp / "llama.out";
+    const std::string cmd = completion.string() + " -m " + (tmp / "m.gguf").string() +
+                            " -p Hello -n 8 --temp 0 -no-cnv -t 2 -c 64 >" + log.string() + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    const std::string text = test::read_file(log);
+    EXPECT_EQ(rc, 0) << fixture << ":\n" << text;
+    EXPECT_NE(text.find("Hello"), std::string::npos) << fixture << ":\n" << text;
+  }
+}
+
 // f16/bf16: the converter's rule (matrices 16-bit, 1-D tensors, norms and position_embd F32) and file types;
 // auto is F16 for an F32 checkpoint.
 TEST(GgufConvert, SixteenBitOuttypes) {

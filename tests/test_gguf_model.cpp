@@ -92,7 +92,7 @@ TEST(GgufModel, FilesMinigptCannotRunAreRefusedByName) {
   test::expect_error([&] { Model::load(tmp / "falcon.gguf"); }, ErrorKind::Unsupported,
                      {"falcon.gguf",
                       "GGUF architecture 'falcon' is not supported (gpt2, gptneox, starcoder, "
-                      "llama, qwen2, qwen3, gemma3, gemma2, smollm3)"});
+                      "llama, qwen2, qwen3, gemma3, gemma2, smollm3, phi3)"});
   // A gpt2 file without the hyper-parameters (the reader fixture holds tensors but not all keys).
   const auto mixed = test::source_dir() / "tests" / "fixtures" / "gguf" / "mixed.gguf";
   test::expect_error([&] { Model::load(mixed); }, ErrorKind::Format,
@@ -138,8 +138,10 @@ namespace {
 // llama (q and k rows permuted to adjacent rotary pairs, rope_freqs.weight for llama3 scaling, rope.scaling
 // linear), qwen2 and qwen3 (halves kept); by tools/reference/make_block_family_gguf.py: gemma3 (norms written
 // as 1 + w, the window pattern llama.cpp assumes, the local rotary base); gemma2 (soft-caps, alternating
-// windows); smollm3 (every 4th layer without rotary positions). Logits against transformers' on the original
-// checkpoint, F32: 1e-4, as for the safetensors fixtures.
+// windows); smollm3 (every 4th layer without rotary positions); phi3 (fused attn_qkv and ffn_up kept,
+// rope_factors_long/short and rope.scaling.attn_factor: the default session's 128 positions exceed the
+// original 16, so the long factors, as transformers' 40-token reference took them). Logits against
+// transformers' on the original checkpoint, F32: 1e-4, as for the safetensors fixtures.
 class FamilyGguf : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
 
 TEST_P(FamilyGguf, LoadsAsTheTransformersModelItCameFrom) {
@@ -166,23 +168,25 @@ TEST_P(FamilyGguf, LoadsAsTheTransformersModelItCameFrom) {
   EXPECT_LT(worst, 1e-4);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, FamilyGguf,
-                         ::testing::Values(std::make_pair("neox-parallel-f32.gguf", "neox-parallel"),
-                                           std::make_pair("bigcode-mqa-f32.gguf", "bigcode-4x"),
-                                           std::make_pair("llama-gqa62-f32.gguf", "llama-gqa62"),
-                                           std::make_pair("llama-gqa93-llama3-f32.gguf",
-                                                          "llama-gqa93-llama3"),
-                                           std::make_pair("llama-linear-bias-f32.gguf", "llama-linear-bias"),
-                                           std::make_pair("qwen2-bias-f32.gguf", "qwen2-bias"),
-                                           std::make_pair("qwen3-headdim-f32.gguf", "qwen3-headdim"),
-                                           std::make_pair("gemma3-linear-f32.gguf", "gemma3-linear"),
-                                           std::make_pair("gemma2-window-f32.gguf", "gemma2-window"),
-                                           std::make_pair("smollm3-nope-f32.gguf", "smollm3-nope")),
-                         [](const auto& info) {
-                           std::string n = info.param.second;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Families, FamilyGguf,
+    ::testing::Values(std::make_pair("neox-parallel-f32.gguf", "neox-parallel"),
+                      std::make_pair("bigcode-mqa-f32.gguf", "bigcode-4x"),
+                      std::make_pair("llama-gqa62-f32.gguf", "llama-gqa62"),
+                      std::make_pair("llama-gqa93-llama3-f32.gguf", "llama-gqa93-llama3"),
+                      std::make_pair("llama-linear-bias-f32.gguf", "llama-linear-bias"),
+                      std::make_pair("qwen2-bias-f32.gguf", "qwen2-bias"),
+                      std::make_pair("qwen3-headdim-f32.gguf", "qwen3-headdim"),
+                      std::make_pair("gemma3-linear-f32.gguf", "gemma3-linear"),
+                      std::make_pair("gemma2-window-f32.gguf", "gemma2-window"),
+                      std::make_pair("smollm3-nope-f32.gguf", "smollm3-nope"),
+                      std::make_pair("phi3-longrope-long-f32.gguf", "phi3-longrope-long"),
+                      std::make_pair("phi3-partial-tied-f32.gguf", "phi3-partial-tied")),
+    [](const auto& info) {
+      std::string n = info.param.second;
+      std::replace(n.begin(), n.end(), '-', '_');
+      return n;
+    });
 
 // llama.cpp converts a Mistral model as a llama one, which has no sliding window: the file loads as llama,
 // and its logits are transformers' where the window has not begun to drop keys (positions < 8), and differ

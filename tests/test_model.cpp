@@ -175,7 +175,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "bigcode-mha", "bigcode-4x", "bigcode-f16", "llama-gqa62", "llama-gqa93-llama3",
                       "llama-linear-bias", "llama-f16", "llama-bf16", "mistral-window", "qwen2-bias",
                       "qwen3-headdim", "qwen3-bf16", "gemma3-swa", "gemma3-softcap", "gemma3-linear",
-                      "gemma3-f16", "gemma3-bf16", "gemma2-softcap", "gemma2-window", "smollm3-nope"),
+                      "gemma3-f16", "gemma3-bf16", "gemma2-softcap", "gemma2-window", "smollm3-nope",
+                      "phi3-fused", "phi3-longrope-long", "phi3-partial-tied", "phi3-f16", "phi3-bf16"),
     [](const auto& info) {
       std::string n = info.param;
       std::replace(n.begin(), n.end(), '-', '_');
@@ -450,20 +451,81 @@ TEST_P(FamilyGreedy, EqualsTransformersGenerate) {
   EXPECT_EQ(generate(s, nullptr, j["prompt"].get<std::vector<int32_t>>(), o).tokens, want) << GetParam();
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, FamilyGreedy,
-                         ::testing::Values("neox-parallel", "neox-sequential", "neox-f16", "neox-bf16",
-                                           "opt-prenorm", "opt-postnorm-proj", "opt-nobias-untied",
-                                           "opt-bf16", "bigcode-mqa", "bigcode-mha", "bigcode-4x",
-                                           "bigcode-f16", "llama-gqa62", "llama-gqa93-llama3",
-                                           "llama-linear-bias", "llama-f16", "llama-bf16", "mistral-window",
-                                           "qwen2-bias", "qwen3-headdim", "qwen3-bf16", "gemma3-swa",
-                                           "gemma3-softcap", "gemma3-linear", "gemma3-f16", "gemma3-bf16",
-                                           "gemma2-softcap", "gemma2-window", "smollm3-nope"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Families, FamilyGreedy,
+    ::testing::Values("neox-parallel", "neox-sequential", "neox-f16", "neox-bf16", "opt-prenorm",
+                      "opt-postnorm-proj", "opt-nobias-untied", "opt-bf16", "bigcode-mqa", "bigcode-mha",
+                      "bigcode-4x", "bigcode-f16", "llama-gqa62", "llama-gqa93-llama3", "llama-linear-bias",
+                      "llama-f16", "llama-bf16", "mistral-window", "qwen2-bias", "qwen3-headdim",
+                      "qwen3-bf16", "gemma3-swa", "gemma3-softcap", "gemma3-linear", "gemma3-f16",
+                      "gemma3-bf16", "gemma2-softcap", "gemma2-window", "smollm3-nope", "phi3-fused",
+                      "phi3-longrope-long", "phi3-partial-tied", "phi3-f16", "phi3-bf16"),
+    [](const auto& info) {
+      std::string n = info.param;
+      std::replace(n.begin(), n.end(), '-', '_');
+      return n;
+    });
+
+// Phi-3's LongRoPE picks its factors by the session's context, as llama.cpp does: a context up to
+// original_max_position_embeddings (16 here) rotates by the short factors. phi3-longrope-short's reference is
+// transformers' with the short factors (its forward of 12 tokens, its generation of 8 + 8, all within 16):
+// a session of 16 positions gives its logits, in one prefill and token by token, and its greedy tokens; a
+// session of the model's 128 takes the long factors, which move these logits by more than 1e-2.
+TEST(TransformersLongRope, ASessionWithinTheOriginalContextTakesTheShortFactors) {
+  const Reference ref = load_reference("phi3-longrope-short");
+  auto model = load("phi3-longrope-short");
+  const int64_t V = model->config().n_vocab, T = int64_t(ref.tokens.size());
+  ASSERT_EQ(model->config().rope_scaling.kind, RopeScalingKind::LongRope);
+  ASSERT_EQ(model->config().rope_scaling.original_context, 16);
+  Session s(model, SessionOptions{.n_ctx = 16});
+  const auto got = s.eval_all(ref.tokens);
+  const Diff d = compare(got.data(), ref.logits.data(), T, V);
+  std::printf("[ measured ] phi3-longrope-short (n_ctx 16): max |logit - transformers| = %.3g\n", d.max_abs);
+  EXPECT_LE(d.max_abs, kTolF32);
+  EXPECT_EQ(d.argmax_mismatch, -1);
+  Session step(model, SessionOptions{.n_ctx = 16});
+  for (int64_t t = 0; t < T; ++t) {
+    auto row = step.eval(std::span<const int32_t>(&ref.tokens[size_t(t)], 1));
+    const Diff r = compare(row.data(), ref.logits.data() + t * V, 1, V);
+    EXPECT_LE(r.max_abs, kTolF32) << "position " << t;
+    EXPECT_EQ(r.argmax_mismatch, -1) << "position " << t;
+  }
+  const auto j =
+      nlohmann::json::parse(test::read_file(test::fixture_dir("phi3-longrope-short") / "greedy.json"));
+  const auto want = j["greedy"].get<std::vector<int32_t>>();
+  Session g(model, SessionOptions{.n_ctx = 16});
+  GenerateOptions o;
+  o.max_new_tokens = int64_t(want.size());
+  o.sampling.temperature = 0;
+  o.ignore_eos = true;
+  EXPECT_EQ(generate(g, nullptr, j["prompt"].get<std::vector<int32_t>>(), o).tokens, want);
+
+  Session wide(model, SessionOptions{.n_ctx = 128});
+  const auto long_factors = wide.eval_all(ref.tokens);
+  const double moved = compare(long_factors.data(), ref.logits.data(), T, V).max_abs;
+  std::printf(
+      "[ measured ] phi3-longrope-short (n_ctx 128, long factors): max |logit - transformers| = %.3g\n",
+      moved);
+  EXPECT_GT(moved, 1e-2);
+}
+
+// What the forward pass reads of a LongRoPE model (phi3-partial-tied, 12 of 16 dimensions rotated): each
+// layer's short and long tables, the threshold between them and the attention factor on cos and sin.
+TEST(TransformersLongRope, TheLayersCarryBothTablesAndTheAttentionFactor) {
+  auto model = load("phi3-partial-tied");
+  const Config& c = model->config();
+  EXPECT_EQ(c.rotary_dim, 12);
+  EXPECT_NEAR(c.rope_scaling.attention_factor, 1.3228756555322954, 1e-6);
+  const BlockDesc& b = model->block();
+  EXPECT_EQ(b.rope_long_context, 16);
+  for (const LayerDesc& d : b.layers) {
+    EXPECT_GE(d.rope_table_long, 0);
+    EXPECT_NE(d.rope_table_long, d.rope_table);
+    EXPECT_FLOAT_EQ(d.rope_mscale, c.rope_scaling.attention_factor);
+    EXPECT_EQ(b.rope_table_of(d, 16), d.rope_table);
+    EXPECT_EQ(b.rope_table_of(d, 17), d.rope_table_long);
+  }
+}
 
 }  // namespace
 }  // namespace minigpt

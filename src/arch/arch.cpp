@@ -25,12 +25,13 @@ extern const Architecture kQwen3;
 extern const Architecture kGemma3;
 extern const Architecture kGemma2;
 extern const Architecture kSmolLM3;
+extern const Architecture kPhi3;
 
 namespace {
 // Every architecture minigpt knows. Adding one: its file in src/arch/ and a line here.
-const std::array<const Architecture*, 11> kArchitectures = {&kGpt2,   &kGptNeox, &kOpt,    &kGptBigcode,
-                                                            &kLlama,  &kMistral, &kQwen2,  &kQwen3,
-                                                            &kGemma3, &kGemma2,  &kSmolLM3};
+const std::array<const Architecture*, 12> kArchitectures = {&kGpt2,   &kGptNeox, &kOpt,     &kGptBigcode,
+                                                            &kLlama,  &kMistral, &kQwen2,   &kQwen3,
+                                                            &kGemma3, &kGemma2,  &kSmolLM3, &kPhi3};
 }  // namespace
 
 const Architecture& default_architecture() { return *kArchitectures.front(); }
@@ -184,6 +185,10 @@ std::string_view role_name(Role r) {
       return "ffn_gate_bias";
     case Role::RopeFreqs:
       return "rope_freqs";
+    case Role::RopeFactorsLong:
+      return "rope_factors_long";
+    case Role::RopeFactorsShort:
+      return "rope_factors_short";
     case Role::ProjIn:
       return "project_in";
     case Role::ProjOut:
@@ -203,6 +208,10 @@ bool is_matrix(Role r) {
 bool is_norm_weight(Role r) {
   return r == Role::AttnNorm || r == Role::FfnNorm || r == Role::OutputNorm || r == Role::AttnQNorm ||
          r == Role::AttnKNorm || r == Role::AttnPostNorm || r == Role::FfnPostNorm;
+}
+
+bool read_with_metadata(Role r) {
+  return r == Role::RopeFreqs || r == Role::RopeFactorsLong || r == Role::RopeFactorsShort;
 }
 
 std::string gguf_name(Role role, int64_t layer) {
@@ -269,6 +278,10 @@ std::string gguf_name(Role role, int64_t layer) {
       return blk + "ffn_gate.bias";
     case Role::RopeFreqs:
       return "rope_freqs.weight";
+    case Role::RopeFactorsLong:
+      return "rope_factors_long.weight";
+    case Role::RopeFactorsShort:
+      return "rope_factors_short.weight";
     case Role::ProjIn:
     case Role::ProjOut:
     case Role::Ignored:

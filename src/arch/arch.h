@@ -66,11 +66,17 @@ enum class Role {
   // llama.cpp's rope_freqs ([rotary_dim / 2] divisors of the rotary frequencies, Llama 3's rope_scaling as
   // its converter writes it): read into Config::rope_freq_factors with the metadata, not a weight.
   RopeFreqs,
+  // llama.cpp's rope_factors_long and rope_factors_short (Phi-3's LongRoPE factors, [rotary_dim / 2] each):
+  // read into Config::rope_scaling with the metadata, not weights.
+  RopeFactorsLong,
+  RopeFactorsShort,
   Ignored,  // buffers old checkpoints saved that are not weights (causal masks)
 };
 std::string_view role_name(Role r);
 bool is_matrix(Role r);
 bool is_norm_weight(Role r);  // initialised around 1 in random models
+// A tensor a family's parse_gguf reads into the Config (RopeFreqs, the LongRoPE factors): no weight.
+bool read_with_metadata(Role r);
 
 struct TensorDesc {
   Role role;

@@ -265,7 +265,7 @@ Plan make_plan(const Config& c, const std::map<std::string, HostTensor>& all,
                                         " shape " + shape_str(d.shape) + ")");
     }
     used.insert(found->first);
-    if (d.role == Role::Ignored || d.role == Role::RopeFreqs) continue;  // RopeFreqs: read with the metadata
+    if (d.role == Role::Ignored || arch::read_with_metadata(d.role)) continue;  // read by parse_gguf
     const HostTensor& t = found->second;
     const std::string where = t.file + ": tensor '" + found->first + "'";
     DType compute;
