@@ -156,7 +156,9 @@ int run_chat(ChatCliOptions& o, const std::function<bool(const char*)>& given) {
     }
     // The cache keeps what it shares with the new rendering; at least the last token is evaluated again, for
     // the logits of the reply's first token.
-    const size_t keep = std::min(common_prefix(cached, ids), ids.size() - 1);
+    // (0 where a windowed layer's ring no longer holds that prefix: Session::keepable.)
+    const size_t keep =
+        size_t(session.keepable(0, int64_t(std::min(common_prefix(cached, ids), ids.size() - 1))));
     session.keep(0, int64_t(keep));
     cached.assign(ids.begin(), ids.end());
     std::span<const float> logits =

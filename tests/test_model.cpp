@@ -529,3 +529,55 @@ TEST(TransformersLongRope, TheLayersCarryBothTablesAndTheAttentionFactor) {
 
 }  // namespace
 }  // namespace minigpt
+
+namespace minigpt {
+namespace {
+
+// A windowed layer keeps a ring of window + max_batch - 1 positions (CpuKvCache): with a batch of 4 and the
+// fixtures' window of 8, 11 positions of a 40-token sequence, so the ring wraps several times. Prefill in
+// steps of 4 and decode token by token give transformers' logits; a sequence cut back within the ring goes
+// on as if never extended, and one cut back further is refused (keepable() says 0).
+TEST(WindowRing, WindowedLayersKeepARingAndStillGiveTransformersLogits) {
+  for (const char* name : {"gemma3-swa", "gemma2-softcap", "mistral-window"}) {
+    const Reference ref = load_reference(name);
+    const int64_t T = int64_t(ref.tokens.size());
+    for (DType kv : {DType::F32, DType::F16}) {
+      LoadOptions o;
+      o.backend = make_cpu_backend(2, kv);
+      auto m = Model::load(test::fixture_dir(name), o);
+      const int64_t V = m->config().n_vocab;
+      const double tol = kv == DType::F32 ? kTolF32 : 2.5e-2;
+      Session s(m, SessionOptions{4});
+      int64_t rings = 0;
+      for (int64_t l = 0; l < m->config().n_layer; ++l) {
+        const int64_t W = m->block().layers[size_t(l)].window, R = s.kv_cache().ring_capacity(l);
+        EXPECT_EQ(R, W > 0 ? W + 3 : 0) << name << " layer " << l;
+        rings += R > 0;
+      }
+      EXPECT_GT(rings, 0) << name;
+      ASSERT_GT(T, 2 * (8 + 3)) << name << ": the ring must wrap";
+      const auto all = s.eval_all(ref.tokens);
+      EXPECT_LE(compare(all.data(), ref.logits.data(), T, V).max_abs, tol)
+          << name << " prefill in steps of 4";
+      Session d(m, SessionOptions{1});
+      for (int64_t t = 0; t < T; ++t) {
+        const auto row = d.eval(std::span<const int32_t>(&ref.tokens[size_t(t)], 1));
+        ASSERT_LE(compare(row.data(), ref.logits.data() + t * V, 1, V).max_abs, tol)
+            << name << " position " << t;
+      }
+      // Cut back by 3 (within the ring: R - W + 1 = 4 positions) and go on: the same logits.
+      EXPECT_EQ(s.keepable(0, T - 3), T - 3);
+      s.keep(0, T - 3);
+      const auto again = s.eval_all(std::span<const int32_t>(ref.tokens.data() + T - 3, 3));
+      EXPECT_LE(compare(again.data(), ref.logits.data() + (T - 3) * V, 3, V).max_abs, tol) << name;
+      // Further back the ring has overwritten what position T - 20 sees.
+      EXPECT_EQ(s.keepable(0, T - 20), 0);
+      test::expect_error([&] { s.keep(0, T - 20); }, ErrorKind::Argument, {"windowed layers"});
+      EXPECT_EQ(s.keepable(0, 0), 0);
+      s.keep(0, 0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace minigpt

@@ -76,6 +76,9 @@ struct KvCacheSpec {
   int64_t window = 0;
   // Per-layer windows (Gemma's local and global layers): n_layer entries, or empty for `window` everywhere.
   std::vector<int64_t> layer_window = {};
+  // The most tokens one step stores (the session's batch); 0: unknown. With it, a backend may keep a windowed
+  // layer's keys and values in a ring of window + max_step - 1 positions (KvCache::ring_capacity).
+  int64_t max_step = 0;
   int64_t window_of(int64_t layer) const {
     return layer_window.empty() ? window : layer_window[size_t(layer)];
   }
@@ -101,6 +104,12 @@ class KvCache {
   const KvCacheSpec& spec() const { return spec_; }
   DType dtype() const { return dtype_; }  // of the keys and values stored
   virtual size_t bytes() const = 0;
+  // The positions a layer holds when it keeps only the last ones (a windowed layer's ring); 0: all of them.
+  // A sequence can then be cut back (Session::keep) by at most ring - window + 1 positions.
+  virtual int64_t ring_capacity(int64_t layer) const {
+    (void)layer;
+    return 0;
+  }
 
  private:
   KvCacheSpec spec_;

@@ -63,7 +63,12 @@ class Session {
   void reset(int64_t seq);
   // Keeps the first n positions of sequence `seq` and forgets the rest (0 <= n <= n_past(seq), else
   // Error(Argument)): a prompt that begins with the n tokens the sequence holds goes on from there.
+  // Where a windowed layer keeps only its last positions (KvCache::ring_capacity), the keys that position n
+  // sees may be gone once the sequence went further than n: keep() refuses such an n (Error(Argument)).
   void keep(int64_t seq, int64_t n);
+  // What keep(seq, n) can keep: n, or 0 where a windowed layer's ring no longer holds the keys position n
+  // sees (then the prompt is evaluated again from its start). Callers that reuse a prefix ask this first.
+  int64_t keepable(int64_t seq, int64_t n) const;
   // Sequence `to` takes the first n positions of sequence `from` (0 <= n <= n_past(from)) and forgets the
   // rest of its own: what `from` evaluated is not evaluated again. Only where can_copy() (the backend copies
   // keys and values between sequences), else Error(Unsupported).

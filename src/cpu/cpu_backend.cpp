@@ -136,17 +136,40 @@ class QuantActs {
 // bytes) put consecutive rows in consecutive sets.
 // Keys and values in F32, or F16 / BF16 (--cache-type: half the memory and half the bytes a decode step
 // reads from it, widened to F32 per head for the attention kernels).
+// A layer with a sliding window W (Gemma's local layers) keeps only a ring of R = W + max_step - 1 positions
+// (KvCacheSpec::max_step: the most tokens one step stores), where the full context would take more: position
+// p lives in slot p % R, and again in slot p % R + R, so that any R consecutive positions (a step's queries'
+// windows together) are R consecutive slots from slot(first). Gemma 3 270M at 32768 positions holds full
+// caches for its 3 global layers only.
 class CpuKvCache final : public KvCache {
  public:
-  CpuKvCache(const KvCacheSpec& spec, DType dtype)
-      : KvCache(spec, dtype),
-        sp_((spec.n_ctx + 15) / 16 * 16 + 16),
-        per_seq_(spec.n_kv_head * spec.head_dim * sp_),
-        elem_(dtype_size(dtype)) {
-    buf_ = std::make_unique<cpu::HostBuffer>(size_t(spec.n_layer * spec.n_seq * 2 * per_seq_) * elem_);
+  CpuKvCache(const KvCacheSpec& spec, DType dtype) : KvCache(spec, dtype), elem_(dtype_size(dtype)) {
+    size_t offset = 0;
+    for (int64_t l = 0; l < spec.n_layer; ++l) {
+      const int64_t W = spec.window_of(l);
+      int64_t ring = W > 0 && spec.max_step > 0 ? W + spec.max_step - 1 : 0;
+      if (ring > 0 && 2 * ring >= spec.n_ctx) ring = 0;  // no smaller than the whole context
+      const int64_t slots = ring > 0 ? 2 * ring : spec.n_ctx;
+      Layer L;
+      L.ring = ring;
+      L.stride = (slots + 15) / 16 * 16 + 16;
+      L.per_seq = spec.n_kv_head * spec.head_dim * L.stride;
+      L.offset = offset;
+      offset += size_t(spec.n_seq * 2 * L.per_seq) * elem_;
+      layers_.push_back(L);
+    }
+    buf_ = std::make_unique<cpu::HostBuffer>(std::max<size_t>(offset, 1));
   }
   size_t bytes() const override { return buf_->bytes(); }
-  int64_t padded_ctx() const { return sp_; }
+  int64_t ring_capacity(int64_t layer) const override { return layers_[size_t(layer)].ring; }
+  // Elements between consecutive keys' rows of K ([Hkv, D, S]) and between heads of V ([Hkv, S, D]): the
+  // layer's slots, padded.
+  int64_t stride(int64_t layer) const { return layers_[size_t(layer)].stride; }
+  // The slot of position p in the layer (p itself without a ring).
+  int64_t slot(int64_t layer, int64_t p) const {
+    const int64_t r = layers_[size_t(layer)].ring;
+    return r > 0 ? p % r : p;
+  }
   size_t elem() const { return elem_; }
   // K [Hkv, D, S] and V [Hkv, S, D] of a layer and sequence, in elements of dtype() (T: float or uint16_t).
   template <typename T = float>
@@ -155,15 +178,22 @@ class CpuKvCache final : public KvCache {
   }
   template <typename T = float>
   T* v(int64_t layer, int64_t seq) const {
-    return reinterpret_cast<T*>(base(layer, seq) + size_t(per_seq_) * elem_);
+    return reinterpret_cast<T*>(base(layer, seq) + size_t(layers_[size_t(layer)].per_seq) * elem_);
   }
+  // Bytes of K and V of one layer and sequence.
+  size_t seq_bytes(int64_t layer) const { return size_t(2 * layers_[size_t(layer)].per_seq) * elem_; }
 
  private:
+  struct Layer {
+    int64_t ring = 0, stride = 0, per_seq = 0;
+    size_t offset = 0;
+  };
   char* base(int64_t layer, int64_t seq) const {
-    return static_cast<char*>(buf_->data()) + size_t((layer * spec().n_seq + seq) * 2 * per_seq_) * elem_;
+    const Layer& L = layers_[size_t(layer)];
+    return static_cast<char*>(buf_->data()) + L.offset + size_t(seq * 2 * L.per_seq) * elem_;
   }
-  int64_t sp_, per_seq_;
   size_t elem_;
+  std::vector<Layer> layers_;
   std::unique_ptr<cpu::HostBuffer> buf_;
 };
 
@@ -679,7 +709,7 @@ class CpuBackend final : public Backend {
   void attention_softcap(Tensor out, const Tensor& q, KvCache& cache_base, int64_t layer, const Step& step,
                          int64_t n_head, float scale, float cap) override {
     auto& cache = static_cast<CpuKvCache&>(cache_base);
-    const int64_t Hkv = cache.spec().n_kv_head, D = cache.spec().head_dim, S = cache.padded_ctx();
+    const int64_t Hkv = cache.spec().n_kv_head, D = cache.spec().head_dim, S = cache.stride(layer);
     const int64_t W = cache.spec().window_of(layer);
     if (n_head % Hkv != 0 || q.cols != n_head * D) {
       throw Error(ErrorKind::Argument, "cpu attention: " + std::to_string(n_head) + " query heads of " +
@@ -697,13 +727,14 @@ class CpuBackend final : public Backend {
         for (const SeqRun& r : step.runs)
           if (t >= r.first && t < r.first + r.n) run = &r;
         const int64_t p = run->pos0 + t - run->first, j0 = W > 0 ? std::max<int64_t>(0, p - W + 1) : 0;
-        const int64_t n_keys = p + 1 - j0;
+        const int64_t n_keys = p + 1 - j0,
+                      s0 = cache.slot(layer, j0);  // the keys' slots: s0 .. s0 + n_keys - 1
         const float* qq = q.ptr<float>() + t * q.stride + h * D;
         scores.assign(size_t(n_keys), 0.0f);
         kv.resize(size_t(std::max(n_keys, D)));
         const char* kt = cache.k<char>(layer, run->seq);
         for (int64_t d = 0; d < D; ++d) {  // K [Hkv, D, S]: one head dimension over the keys
-          convert_to_f32(kv.data(), kt + size_t((kvh * D + d) * S + j0) * e, dt, size_t(n_keys));
+          convert_to_f32(kv.data(), kt + size_t((kvh * D + d) * S + s0) * e, dt, size_t(n_keys));
           for (int64_t j = 0; j < n_keys; ++j) scores[size_t(j)] += qq[d] * kv[size_t(j)];
         }
         float mx = -INFINITY;
@@ -717,7 +748,7 @@ class CpuBackend final : public Backend {
         std::fill(o, o + D, 0.0f);
         const char* vv = cache.v<char>(layer, run->seq);
         for (int64_t j = 0; j < n_keys; ++j) {  // V [Hkv, S, D]: one key's values
-          convert_to_f32(kv.data(), vv + size_t((kvh * S + j0 + j) * D) * e, dt, size_t(D));
+          convert_to_f32(kv.data(), vv + size_t((kvh * S + s0 + j) * D) * e, dt, size_t(D));
           const float wj = scores[size_t(j)] / sum;
           for (int64_t d = 0; d < D; ++d) o[d] += wj * kv[size_t(d)];
         }
@@ -728,51 +759,63 @@ class CpuBackend final : public Backend {
   void store_kv(KvCache& cache_base, int64_t layer, const Tensor& k, const Tensor& v,
                 const Step& step) override {
     auto& cache = static_cast<CpuKvCache&>(cache_base);
-    const int64_t Hkv = cache.spec().n_kv_head, D = cache.spec().head_dim, S = cache.padded_ctx();
-    // Task i: run i / Hkv, KV head i % Hkv.
+    const int64_t Hkv = cache.spec().n_kv_head, D = cache.spec().head_dim, S = cache.stride(layer);
+    const int64_t R = cache.ring_capacity(layer);
+    // n tokens' keys and values (rows of ks and vs) into consecutive slots from `slot` of head h.
+    auto store = [&](int64_t seq, int64_t h, int64_t slot, const float* ks, const float* vs, int64_t n) {
+      if (cache.dtype() != DType::F32) {
+        const bool bf16 = cache.dtype() == DType::BF16;
+        uint16_t* kc = cache.k<uint16_t>(layer, seq) + h * D * S + slot;
+        uint16_t* vc = cache.v<uint16_t>(layer, seq) + (h * S + slot) * D;
+        // K: blocks of 16 tokens transposed in F32, then each head dimension's 16 values rounded at once;
+        // a decode step's one token is rounded as one row and then scattered (a row of 1 value per head
+        // dimension costs narrow_rows a masked tail each).
+        if (n == 1) {
+          thread_local std::vector<uint16_t> k1;
+          k1.resize(size_t(D));
+          cpu::narrow_rows(k1.data(), D, ks, D, 1, D, bf16);
+          for (int64_t d = 0; d < D; ++d) kc[d * S] = k1[size_t(d)];
+        } else {
+          thread_local std::vector<float> kt;
+          kt.resize(size_t(D) * 16);
+          for (int64_t r0 = 0; r0 < n; r0 += 16) {
+            const int64_t m = std::min<int64_t>(16, n - r0);
+            for (int64_t d = 0; d < D; ++d) {
+              for (int64_t r = 0; r < m; ++r) kt[size_t(d * 16 + r)] = ks[(r0 + r) * k.stride + d];
+            }
+            cpu::narrow_rows(kc + r0, S, kt.data(), 16, D, m, bf16);
+          }
+        }
+        cpu::narrow_rows(vc, D, vs, v.stride, n, D, bf16);
+        return;
+      }
+      float* kc = cache.k(layer, seq) + h * D * S + slot;
+      float* vc = cache.v(layer, seq) + (h * S + slot) * D;
+      // K transposed in blocks of 16 rows: the block's D x 16 source floats stay in L1 while each of the D
+      // destination rows gets 16 contiguous ones.
+      for (int64_t r0 = 0; r0 < n; r0 += 16) {
+        const int64_t r1 = std::min(n, r0 + 16);
+        for (int64_t d = 0; d < D; ++d) {
+          for (int64_t r = r0; r < r1; ++r) kc[d * S + r] = ks[r * k.stride + d];
+        }
+      }
+      for (int64_t r = 0; r < n; ++r) std::memcpy(vc + r * D, vs + r * v.stride, size_t(D) * sizeof(float));
+    };
+    // Task i: run i / Hkv, KV head i % Hkv. In a ring, the run's tokens in pieces of consecutive slots, each
+    // stored at its slot and at its mirror R slots on.
     auto tasks = [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         const SeqRun& run = step.runs[size_t(i / Hkv)];
-        const int64_t h = i % Hkv, T = run.n;
+        const int64_t h = i % Hkv;
         const float* ks = k.ptr<float>() + run.first * k.stride + h * D;
         const float* vs = v.ptr<float>() + run.first * v.stride + h * D;
-        if (cache.dtype() != DType::F32) {
-          const bool bf16 = cache.dtype() == DType::BF16;
-          uint16_t* kc = cache.k<uint16_t>(layer, run.seq) + h * D * S + run.pos0;
-          uint16_t* vc = cache.v<uint16_t>(layer, run.seq) + (h * S + run.pos0) * D;
-          // K: blocks of 16 tokens transposed in F32, then each head dimension's 16 values rounded at once;
-          // a decode step's one token is rounded as one row and then scattered (a row of 1 value per head
-          // dimension costs narrow_rows a masked tail each).
-          if (T == 1) {
-            thread_local std::vector<uint16_t> k1;
-            k1.resize(size_t(D));
-            cpu::narrow_rows(k1.data(), D, ks, D, 1, D, bf16);
-            for (int64_t d = 0; d < D; ++d) kc[d * S] = k1[size_t(d)];
-          } else {
-            thread_local std::vector<float> kt;
-            kt.resize(size_t(D) * 16);
-            for (int64_t r0 = 0; r0 < T; r0 += 16) {
-              const int64_t n = std::min<int64_t>(16, T - r0);
-              for (int64_t d = 0; d < D; ++d) {
-                for (int64_t r = 0; r < n; ++r) kt[size_t(d * 16 + r)] = ks[(r0 + r) * k.stride + d];
-              }
-              cpu::narrow_rows(kc + r0, S, kt.data(), 16, D, n, bf16);
-            }
-          }
-          cpu::narrow_rows(vc, D, vs, v.stride, T, D, bf16);
-          continue;
+        for (int64_t t0 = 0; t0 < run.n;) {
+          const int64_t slot = cache.slot(layer, run.pos0 + t0);
+          const int64_t n = R > 0 ? std::min(run.n - t0, R - slot) : run.n - t0;
+          store(run.seq, h, slot, ks + t0 * k.stride, vs + t0 * v.stride, n);
+          if (R > 0) store(run.seq, h, slot + R, ks + t0 * k.stride, vs + t0 * v.stride, n);
+          t0 += n;
         }
-        float* kc = cache.k(layer, run.seq) + h * D * S + run.pos0;
-        float* vc = cache.v(layer, run.seq) + (h * S + run.pos0) * D;
-        // K transposed in blocks of 16 rows: the block's D x 16 source floats stay in L1 while each of the D
-        // destination rows gets 16 contiguous ones.
-        for (int64_t r0 = 0; r0 < T; r0 += 16) {
-          const int64_t r1 = std::min(T, r0 + 16);
-          for (int64_t d = 0; d < D; ++d) {
-            for (int64_t r = r0; r < r1; ++r) kc[d * S + r] = ks[r * k.stride + d];
-          }
-        }
-        for (int64_t r = 0; r < T; ++r) std::memcpy(vc + r * D, vs + r * v.stride, size_t(D) * sizeof(float));
       }
     };
     const int64_t n_tasks = int64_t(step.runs.size()) * Hkv;
@@ -794,9 +837,14 @@ class CpuBackend final : public Backend {
                                            std::to_string(sp.n_ctx));
     }
     if (from == to || n == 0) return;
-    const int64_t Hkv = sp.n_kv_head, D = sp.head_dim, S = cache.padded_ctx();
+    const int64_t Hkv = sp.n_kv_head, D = sp.head_dim;
     const size_t e = cache.elem();
     for (int64_t layer = 0; layer < sp.n_layer; ++layer) {
+      const int64_t S = cache.stride(layer);
+      if (cache.ring_capacity(layer) > 0) {  // a ring: all of it (the session checks that it holds the n)
+        std::memcpy(cache.k<char>(layer, to), cache.k<char>(layer, from), cache.seq_bytes(layer));
+        continue;
+      }
       // K [Hkv, D, S]: the first n of each of the Hkv * D rows; V [Hkv, S, D]: the first n rows of each head.
       const char* ks = cache.k<char>(layer, from);
       char* kd = cache.k<char>(layer, to);
@@ -816,7 +864,7 @@ class CpuBackend final : public Backend {
   // gives bit for bit what the F32 cache gives on the rounded values.
   void decode_attention(Tensor out, const Tensor& q, CpuKvCache& cache, int64_t layer, const Step& step,
                         int64_t group, float scale) {
-    const int64_t Hkv = cache.spec().n_kv_head, D = cache.spec().head_dim, S = cache.padded_ctx();
+    const int64_t Hkv = cache.spec().n_kv_head, D = cache.spec().head_dim, S = cache.stride(layer);
     const int64_t W = cache.spec().window_of(layer), nth = pool_.size(),
                   units = int64_t(step.runs.size()) * Hkv;
     // At least kMinChunk keys per chunk: shorter ones cost more in merging and thread hand-over than the
@@ -855,8 +903,9 @@ class CpuBackend final : public Backend {
         const DecodeTask& t = tasks[size_t(i)];
         const SeqRun& run = step.runs[size_t(t.run)];
         const float* qq = q.ptr<float>() + run.first * q.stride + t.kvh * group * D;
-        const char* kt = cache.k<char>(layer, run.seq) + size_t(t.kvh * D * S + t.key0) * e;
-        const char* vv = cache.v<char>(layer, run.seq) + size_t((t.kvh * S + t.key0) * D) * e;
+        const int64_t slot = cache.slot(layer, t.key0);  // the chunk's keys are consecutive slots from it
+        const char* kt = cache.k<char>(layer, run.seq) + size_t(t.kvh * D * S + slot) * e;
+        const char* vv = cache.v<char>(layer, run.seq) + size_t((t.kvh * S + slot) * D) * e;
         if (t.part >= 0) {
           float* part = parts + t.part * part_floats;
           cpu::attention_decode(part, D, part + group * D, part + group * (D + 1), qq, D, group, t.n_keys, kt,
@@ -909,7 +958,7 @@ class CpuBackend final : public Backend {
   void attention(Tensor out, const Tensor& q, KvCache& cache_base, int64_t layer, const Step& step,
                  int64_t n_head, float scale) override {
     auto& cache = static_cast<CpuKvCache&>(cache_base);
-    const int64_t Hkv = cache.spec().n_kv_head, D = cache.spec().head_dim, S = cache.padded_ctx();
+    const int64_t Hkv = cache.spec().n_kv_head, D = cache.spec().head_dim, S = cache.stride(layer);
     if (n_head % Hkv != 0 || q.cols != n_head * D) {
       throw Error(ErrorKind::Argument, "cpu attention: " + std::to_string(n_head) + " query heads of " +
                                            std::to_string(D) + " over " + std::to_string(Hkv) + " KV heads");
@@ -953,38 +1002,44 @@ class CpuBackend final : public Backend {
         // A sliding window: the first key the task's first query sees (0 without one, or before the window
         // has filled).
         const int64_t first_key = W > 0 ? std::max<int64_t>(0, run.pos0 + task.t0 - W + 1) : 0;
+        // The task's keys, positions first_key .. n_keys - 1, are consecutive slots from this one (a windowed
+        // layer's ring: CpuKvCache).
+        const int64_t first_slot = cache.slot(layer, first_key), n_keys = run.pos0 + task.t0 + task.nq;
         if (!wide && run.n == 1 &&
             cpu::attention_row16(
-                o, qq, run.pos0 + 1 - first_key, cache.k<uint16_t>(layer, run.seq) + kvh * D * S + first_key,
-                cache.v<uint16_t>(layer, run.seq) + (kvh * S + first_key) * D, S, D, scale, bf16)) {
+                o, qq, run.pos0 + 1 - first_key, cache.k<uint16_t>(layer, run.seq) + kvh * D * S + first_slot,
+                cache.v<uint16_t>(layer, run.seq) + (kvh * S + first_slot) * D, S, D, scale, bf16)) {
           continue;
         }
+        // K and V from position first_key on: row stride ld.
         const float* kt = nullptr;
         const float* vv = nullptr;
         int64_t ld = S;
         if (wide) {
-          kt = cache.k(layer, run.seq) + kvh * D * S;
-          vv = cache.v(layer, run.seq) + kvh * S * D;
+          kt = cache.k(layer, run.seq) + kvh * D * S + first_slot;
+          vv = cache.v(layer, run.seq) + (kvh * S + first_slot) * D;
         } else {
-          const int64_t n_keys = run.pos0 + task.t0 + task.nq;
-          ld = (n_keys + 15) / 16 * 16 + 16;
+          const int64_t n = n_keys - first_key;
+          ld = (n + 15) / 16 * 16 + 16;
           widened.resize(size_t(D * ld + ld * D));
           float* kw = widened.data();
           float* vw = kw + D * ld;
-          cpu::widen_rows(kw, ld, cache.k<uint16_t>(layer, run.seq) + kvh * D * S, S, D, n_keys, bf16);
-          for (int64_t d = 0; d < D; ++d) std::fill(kw + d * ld + n_keys, kw + (d + 1) * ld, 0.0f);
-          cpu::widen_rows(vw, D, cache.v<uint16_t>(layer, run.seq) + kvh * S * D, D, n_keys, D, bf16);
-          std::fill(vw + n_keys * D, vw + ld * D, 0.0f);
+          cpu::widen_rows(kw, ld, cache.k<uint16_t>(layer, run.seq) + kvh * D * S + first_slot, S, D, n,
+                          bf16);
+          for (int64_t d = 0; d < D; ++d) std::fill(kw + d * ld + n, kw + (d + 1) * ld, 0.0f);
+          cpu::widen_rows(vw, D, cache.v<uint16_t>(layer, run.seq) + (kvh * S + first_slot) * D, D, n, D,
+                          bf16);
+          std::fill(vw + n * D, vw + ld * D, 0.0f);
           kt = kw;
           vv = vw;
         }
-        if (W > 0 && run.pos0 + task.t0 + task.nq > W) {
+        if (W > 0 && n_keys > W) {
           // Past the window's length the queries of a task start at different keys: one at a time, each
           // from its own first key (the kernels read keys p0 - n + 1 .. p0 from the pointers given).
           for (int64_t i = 0; i < task.nq; ++i) {
-            const int64_t p = run.pos0 + task.t0 + i, j0 = std::max<int64_t>(0, p - W + 1);
-            cpu::attention_block(o + i * out.stride, out.stride, qq + i * q.stride, q.stride, 1, p - j0,
-                                 kt + j0, vv + j0 * D, ld, D, scale);
+            const int64_t p = run.pos0 + task.t0 + i, j0 = std::max<int64_t>(0, p - W + 1) - first_key;
+            cpu::attention_block(o + i * out.stride, out.stride, qq + i * q.stride, q.stride, 1,
+                                 p - first_key - j0, kt + j0, vv + j0 * D, ld, D, scale);
           }
         } else if (run.n <= 4) {
           cpu::attention_block(o, out.stride, qq, q.stride, task.nq, run.pos0 + task.t0, kt, vv, ld, D,

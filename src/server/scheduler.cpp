@@ -209,6 +209,7 @@ void Scheduler::step() {
           }
         }
       }
+      reuse = session_.keepable(s.seq, reuse);  // a windowed layer's ring may no longer hold that prefix
       session_.keep(s.seq, reuse);
       s.kv.resize(size_t(reuse));
       s.last_used = ++clock_;

@@ -46,6 +46,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
                                               backend_op_name(op) + ", which the backend does not have yet");
     }
   }
+  spec.max_step = max_batch_;
   cache_ = be.make_kv_cache(spec);
   const int64_t C = c.n_embd, B = max_batch_, HD = c.n_head * c.head_dim();
   auto tensor = [&](int64_t rows, int64_t cols) {
@@ -80,7 +81,26 @@ void Session::keep(int64_t seq, int64_t n) {
                                          std::to_string(seq) + ", which holds " +
                                          std::to_string(n_past_[size_t(seq)]));
   }
+  if (keepable(seq, n) != n) {
+    throw Error(ErrorKind::Argument,
+                "keep: " + std::to_string(n) + " positions of sequence " + std::to_string(seq) +
+                    ", which holds " + std::to_string(n_past_[size_t(seq)]) +
+                    ": its windowed layers keep only their last positions, and the keys position " +
+                    std::to_string(n) + " sees are gone (keepable() says what can be kept)");
+  }
   n_past_[size_t(seq)] = n;
+}
+
+int64_t Session::keepable(int64_t seq, int64_t n) const {
+  check_seq(seq);
+  const int64_t past = n_past_[size_t(seq)];
+  const KvCacheSpec& spec = cache_->spec();
+  for (int64_t l = 0; l < spec.n_layer; ++l) {
+    const int64_t ring = cache_->ring_capacity(l);
+    // The ring holds positions past - ring .. past - 1; position n sees n - window + 1 .. n - 1.
+    if (ring > 0 && n > 0 && past > ring && n - spec.window_of(l) + 1 < past - ring) return 0;
+  }
+  return n;
 }
 
 bool Session::can_copy() const { return model_->backend().copies_kv(); }
@@ -92,6 +112,10 @@ void Session::copy_prefix(int64_t from, int64_t to, int64_t n) {
     throw Error(ErrorKind::Argument, "copy_prefix: " + std::to_string(n) + " positions of sequence " +
                                          std::to_string(from) + ", which holds " +
                                          std::to_string(n_past_[size_t(from)]));
+  }
+  if (keepable(from, n) != n) {
+    throw Error(ErrorKind::Argument, "copy_prefix: the windowed layers of sequence " + std::to_string(from) +
+                                         " no longer hold the keys position " + std::to_string(n) + " sees");
   }
   if (from == to) {
     n_past_[size_t(to)] = n;
