@@ -16,6 +16,7 @@
 #include "minigpt/model.h"
 #include "minigpt/registry.h"
 #include "minigpt/tokenizer.h"
+#include "server/chat_template.h"
 
 namespace minigpt::cli {
 namespace {
@@ -53,8 +54,11 @@ struct TokenizerSummary {
   bool present = false;
   int n_vocab = 0;
   bool char_level = false;  // a nanoGPT character model's (convert_nanogpt.py --meta)
+  bool sentencepiece = false;
   std::optional<int32_t> eos;
-  std::string error;  // why there is none
+  std::string eos_text;        // the eos token as the vocabulary spells it ("<|im_end|>", "<eos>")
+  bool chat_template = false;  // the model carries one (chat and serve's chat endpoint use it)
+  std::string error;           // why there is none
 };
 
 TokenizerSummary tokenizer_summary(const std::string& tokenizer, const ModelSource& dir) {
@@ -64,7 +68,14 @@ TokenizerSummary tokenizer_summary(const std::string& tokenizer, const ModelSour
     t.present = true;
     t.n_vocab = tok.n_vocab();
     t.char_level = tok.char_level();
+    t.sentencepiece = tok.sentencepiece();
     t.eos = tok.eos_id();
+    if (t.eos && *t.eos >= 0 && *t.eos < tok.n_vocab()) t.eos_text = tok.token_symbol(*t.eos);
+    try {
+      t.chat_template = load_chat_template(dir, tok).has_value();
+    } catch (const Error&) {  // a malformed template: chat says so; info only reports that there is one
+      t.chat_template = true;
+    }
   } catch (const Error& e) {
     t.error = e.what();
   }
@@ -212,7 +223,12 @@ json model_json(const std::string& dir, const ModelSummary& s, const TokenizerSu
   if (tok.present) {
     j["tokenizer"] = {{"n_vocab", tok.n_vocab},
                       {"kind", tok.char_level ? "character-level BPE" : "byte-level BPE"},
-                      {"eos_id", tok.eos ? json(*tok.eos) : json(nullptr)}};
+                      {"eos_id", tok.eos ? json(*tok.eos) : json(nullptr)},
+                      {"eos_token", tok.eos ? json(tok.eos_text) : json(nullptr)},
+                      {"kind", tok.char_level      ? "char-bpe"
+                               : tok.sentencepiece ? "sentencepiece-bpe"
+                                                   : "byte-level-bpe"},
+                      {"chat_template", tok.chat_template}};
   } else {
     j["tokenizer"] = nullptr;
     j["tokenizer_error"] = tok.error;
@@ -267,7 +283,13 @@ void print_model(const std::string& dir, const ModelSummary& s, const TokenizerS
   }
   if (c.sliding_window > 0)
     std::printf("attention:    sliding window of %lld positions\n", (long long)c.sliding_window);
-  std::printf("residual:     %s\n", c.parallel_residual ? "parallel" : "sequential");
+  std::printf("residual:     %s%s\n", c.parallel_residual ? "parallel" : "sequential",
+              b.any_post_norms() ? ", each half's output normed before it is added (Gemma)" : "");
+  if (b.embed_scale > 0) std::printf("embeddings:   times %g\n", double(b.embed_scale));
+  if (b.any_softcap() || b.logit_softcap > 0) {
+    std::printf("soft-caps:    scores %g, logits %g (cap * tanh(x / cap); 0: none)\n",
+                double(b.layers.front().softcap), double(b.logit_softcap));
+  }
   if (!c.pre_norm)
     std::printf("layer norms:  after each residual add (post-norm)%s\n",
                 c.output_norm ? "" : ", none after the last block");
@@ -321,8 +343,14 @@ void print_model(const std::string& dir, const ModelSummary& s, const TokenizerS
                   name.c_str(), message.c_str());
   }
   if (tok.present) {
-    std::printf("tokenizer:    %s, %d tokens%s\n", tok.char_level ? "character-level BPE" : "byte-level BPE",
-                tok.n_vocab, tok.eos ? (", <|endoftext|> = " + std::to_string(*tok.eos)).c_str() : "");
+    std::printf("tokenizer:    %s, %d tokens%s\n",
+                tok.char_level      ? "character-level BPE"
+                : tok.sentencepiece ? "SentencePiece BPE"
+                                    : "byte-level BPE",
+                tok.n_vocab,
+                tok.eos ? (", eos " + tok.eos_text + " = " + std::to_string(*tok.eos)).c_str() : "");
+    std::printf("chat template: %s\n",
+                tok.chat_template ? "yes (chat uses it)" : "none (chat needs --chat-template FILE)");
   } else {
     std::printf("tokenizer:    none (%s)\n", tok.error.c_str());
   }
