@@ -141,7 +141,7 @@ TEST(RealGemma3, PerplexityIsLlamaCppsWithinHalfAPercent) {
   ASSERT_GE(int64_t(cumulative.size()), chunks);
   const double want = cumulative[size_t(chunks - 1)].get<double>();
   std::string text =
-      test::read_file(test::source_dir().parent_path() / "shared" / "data" / "tinyshakespeare.txt");
+      test::read_file(test::source_dir() / "tests" / "fixtures" / "data" / "tinyshakespeare.txt");
   if (!text.empty() && text.back() == '\n') text.pop_back();  // as llama-perplexity's -f
   const Tokenizer tok = Tokenizer::load(model_path());
   PerplexityOptions o;
