@@ -123,6 +123,33 @@ void put_gguf_u32(GgufKv& kv, const std::string& prefix, const std::string& key,
   kv.emplace_back(prefix + "." + key, gguf_u32(uint32_t(v)));
 }
 
+void read_gguf_sizes(const GgufFile& f, const std::string& ga, Config& c) {
+  auto need = [&](const std::string& key) {
+    const auto x = f.get_int(ga + "." + key);
+    if (!x) throw Error(ErrorKind::Format, f.path() + ": missing metadata '" + ga + "." + key + "'");
+    return *x;
+  };
+  c.n_ctx = need("context_length");
+  c.n_embd = need("embedding_length");
+  c.n_inner = need("feed_forward_length");
+  c.n_layer = need("block_count");
+  c.n_head = need("attention.head_count");
+  c.n_kv_head = f.get_int(ga + ".attention.head_count_kv").value_or(c.n_head);
+}
+
+float read_gguf_rms_eps(const GgufFile& f, const std::string& ga) {
+  const auto eps = f.get_float(ga + ".attention.layer_norm_rms_epsilon");
+  if (!eps) {
+    throw Error(ErrorKind::Format,
+                f.path() + ": missing metadata '" + ga + ".attention.layer_norm_rms_epsilon'");
+  }
+  if (!(*eps > 0 && *eps < 1)) {
+    throw Error(ErrorKind::Config, f.path() + ": " + ga + ".attention.layer_norm_rms_epsilon " +
+                                       std::to_string(*eps) + " is outside (0, 1)");
+  }
+  return float(*eps);
+}
+
 std::string_view role_name(Role r) {
   switch (r) {
     case Role::TokenEmbd:

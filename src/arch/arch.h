@@ -169,6 +169,13 @@ std::optional<Config> published_shape(std::string_view name);
 // Every published shape's name, "a, b, c", for messages.
 std::string published_shape_names();
 
+// Reading a llama.cpp file's metadata as its RMSNorm families (llama, qwen, gemma, phi3, smollm3) share it:
+// `ga.context_length`, `embedding_length`, `feed_forward_length`, `block_count`, `attention.head_count`
+// (Error(Format) naming the key when one is missing) and `attention.head_count_kv` (head_count when absent).
+void read_gguf_sizes(const GgufFile& f, const std::string& ga, Config& c);
+// `ga.attention.layer_norm_rms_epsilon`: Error(Format) when missing, Error(Config) outside (0, 1).
+float read_gguf_rms_eps(const GgufFile& f, const std::string& ga);
+
 // A GGUF u32 key `prefix.key` appended to `kv`; Error(Config) naming `source` when `v` does not fit.
 void put_gguf_u32(GgufKv& kv, const std::string& prefix, const std::string& key, int64_t v,
                   const std::string& source);

@@ -283,17 +283,7 @@ std::vector<std::pair<std::string, std::vector<float>>> gguf_extra_tensors(const
 
 void parse_gguf(const Variant& v, const char* gguf_arch, const GgufFile& f, Config& c) {
   const std::string ga = gguf_arch;
-  auto need = [&](const std::string& key) {
-    const auto x = f.get_int(ga + "." + key);
-    if (!x) throw Error(ErrorKind::Format, f.path() + ": missing metadata '" + ga + "." + key + "'");
-    return *x;
-  };
-  c.n_ctx = need("context_length");
-  c.n_embd = need("embedding_length");
-  c.n_inner = need("feed_forward_length");
-  c.n_layer = need("block_count");
-  c.n_head = need("attention.head_count");
-  c.n_kv_head = f.get_int(ga + ".attention.head_count_kv").value_or(c.n_head);
+  read_gguf_sizes(f, ga, c);
   if (const auto k = f.get_int(ga + ".attention.key_length")) {
     const auto vl = f.get_int(ga + ".attention.value_length").value_or(*k);
     if (vl != *k) {
@@ -310,16 +300,7 @@ void parse_gguf(const Variant& v, const char* gguf_arch, const GgufFile& f, Conf
                                             std::to_string(D) + " (partial rotary) is not supported");
   }
   c.rope_theta = float(f.get_float(ga + ".rope.freq_base").value_or(10000.0));
-  const auto eps = f.get_float(ga + ".attention.layer_norm_rms_epsilon");
-  if (!eps) {
-    throw Error(ErrorKind::Format,
-                f.path() + ": missing metadata '" + ga + ".attention.layer_norm_rms_epsilon'");
-  }
-  if (!(*eps > 0 && *eps < 1)) {
-    throw Error(ErrorKind::Config, f.path() + ": " + ga + ".attention.layer_norm_rms_epsilon " +
-                                       std::to_string(*eps) + " is outside (0, 1)");
-  }
-  c.layer_norm_epsilon = float(*eps);
+  c.layer_norm_epsilon = read_gguf_rms_eps(f, ga);
   const std::string scaling = f.get_string(ga + ".rope.scaling.type").value_or("none");
   if (scaling == "linear") {
     c.rope_scaling.kind = RopeScalingKind::Linear;

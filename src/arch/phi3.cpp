@@ -264,30 +264,11 @@ std::vector<std::pair<std::string, std::vector<float>>> gguf_extra_tensors(const
 // factors), cos and sin times rope.scaling.attn_factor; its sliding window is disabled at load.
 void parse_gguf(const GgufFile& f, Config& c) {
   const std::string ga = kGgufArch;
-  auto need = [&](const std::string& key) {
-    const auto x = f.get_int(ga + "." + key);
-    if (!x) throw Error(ErrorKind::Format, f.path() + ": missing metadata '" + ga + "." + key + "'");
-    return *x;
-  };
-  c.n_ctx = need("context_length");
-  c.n_embd = need("embedding_length");
-  c.n_inner = need("feed_forward_length");
-  c.n_layer = need("block_count");
-  c.n_head = need("attention.head_count");
-  c.n_kv_head = f.get_int(ga + ".attention.head_count_kv").value_or(c.n_head);
+  read_gguf_sizes(f, ga, c);
   const int64_t D = c.n_head > 0 ? c.n_embd / c.n_head : 0;
   c.rotary_dim = f.get_int(ga + ".rope.dimension_count").value_or(D);
   c.rope_theta = float(f.get_float(ga + ".rope.freq_base").value_or(10000.0));
-  const auto eps = f.get_float(ga + ".attention.layer_norm_rms_epsilon");
-  if (!eps) {
-    throw Error(ErrorKind::Format,
-                f.path() + ": missing metadata '" + ga + ".attention.layer_norm_rms_epsilon'");
-  }
-  if (!(*eps > 0 && *eps < 1)) {
-    throw Error(ErrorKind::Config, f.path() + ": " + ga + ".attention.layer_norm_rms_epsilon " +
-                                       std::to_string(*eps) + " is outside (0, 1)");
-  }
-  c.layer_norm_epsilon = float(*eps);
+  c.layer_norm_epsilon = read_gguf_rms_eps(f, ga);
   const std::string scaling = f.get_string(ga + ".rope.scaling.type").value_or("none");
   if (scaling != "none") {
     throw Error(ErrorKind::Unsupported, f.path() + ": " + ga + ".rope.scaling.type '" + scaling +
