@@ -53,16 +53,16 @@ TEST(Gguf, ReadsWhatTheGgufPackageReads) {
         case GgufType::ARRAY:
           EXPECT_EQ(type_name(v->elem), m["elem"].get<std::string>());
           if (v->elem == GgufType::STRING) {
-            ASSERT_EQ(v->items.size(), want.size());
-            for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(v->items[i].s, want[i].get<std::string>());
+            ASSERT_EQ(v->strings.size(), want.size());
+            for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(v->strings[i], want[i].get<std::string>());
           } else if (v->elem == GgufType::ARRAY) {  // [[1, 2], [3]]
             ASSERT_EQ(v->items.size(), 2u);
-            EXPECT_EQ(v->items[0].items.size(), 2u);
-            EXPECT_EQ(v->items[1].items.size(), 1u);
-            EXPECT_EQ(v->items[1].items[0].i, 3);
+            EXPECT_EQ(v->items[0].ints.size(), 2u);
+            EXPECT_EQ(v->items[1].ints.size(), 1u);
+            EXPECT_EQ(v->items[1].ints[0], 3);
           } else {
-            ASSERT_EQ(v->items.size(), want.size());
-            for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(v->items[i].i, want[i].get<int64_t>());
+            ASSERT_EQ(v->ints.size(), want.size());
+            for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(v->ints[i], want[i].get<int64_t>());
           }
           break;
         default:

@@ -55,10 +55,14 @@ std::vector<uint8_t> tensor_bytes(const GgufFile& f, const GgufTensor& t) {
   return v;
 }
 
+bool same_float(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
 bool same_value(const GgufValue& a, const GgufValue& b) {
-  if (a.type != b.type || a.i != b.i || a.s != b.s || a.elem != b.elem || a.items.size() != b.items.size())
+  if (a.type != b.type || a.i != b.i || a.s != b.s || a.elem != b.elem || a.ints != b.ints ||
+      a.strings != b.strings || a.floats.size() != b.floats.size() || a.items.size() != b.items.size())
     return false;
-  if (!(a.f == b.f || (std::isnan(a.f) && std::isnan(b.f)))) return false;
+  if (!same_float(a.f, b.f)) return false;
+  for (size_t i = 0; i < a.floats.size(); ++i)
+    if (!same_float(a.floats[i], b.floats[i])) return false;
   for (size_t i = 0; i < a.items.size(); ++i)
     if (!same_value(a.items[i], b.items[i])) return false;
   return true;
@@ -77,7 +81,22 @@ GgufValue arr(GgufType elem, std::vector<GgufValue> items) {
   GgufValue v;
   v.type = GgufType::ARRAY;
   v.elem = elem;
-  v.items = std::move(items);
+  for (GgufValue& item : items) {
+    switch (gguf_array_kind(elem)) {
+      case GgufArrayKind::ints:
+        v.ints.push_back(item.i);
+        break;
+      case GgufArrayKind::floats:
+        v.floats.push_back(item.f);
+        break;
+      case GgufArrayKind::strings:
+        v.strings.push_back(item.s);
+        break;
+      case GgufArrayKind::arrays:
+        v.items.push_back(std::move(item));
+        break;
+    }
+  }
   return v;
 }
 GgufValue scalar(GgufType t, int64_t i, double f = 0) {
@@ -109,6 +128,9 @@ TEST(GgufWriter, RoundTripsThroughTheReader) {
     w.set("a.f64", scalar(GgufType::F64, 0, 1.0 / 3));
     w.set("a.strings", gguf_string_array({"x", "", "z z"}));
     w.set("a.i32s", gguf_i32_array({1, -2, 3}));
+    w.set("a.f32s", arr(GgufType::F32, {scalar(GgufType::F32, 0, 0.5), scalar(GgufType::F32, 0, -1.25)}));
+    w.set("a.f64s", arr(GgufType::F64, {scalar(GgufType::F64, 0, 1.0 / 3)}));
+    w.set("a.bools", arr(GgufType::BOOL, {scalar(GgufType::BOOL, 1), scalar(GgufType::BOOL, 0)}));
     w.set("a.nested",
           arr(GgufType::ARRAY, {arr(GgufType::U8, {scalar(GgufType::U8, 1), scalar(GgufType::U8, 2)}),
                                 arr(GgufType::U8, {scalar(GgufType::U8, 3)})}));
@@ -185,8 +207,14 @@ TEST(GgufWriter, RefusesWhatTheFormatCannotHold) {
   GgufWriter w;
   test::expect_error([&] { w.set("k", scalar(GgufType::U8, 256)); }, ErrorKind::Argument,
                      {"'k'", "256", "u8"});
-  test::expect_error([&] { w.set("k", arr(GgufType::I32, {gguf_string("x")})); }, ErrorKind::Argument,
-                     {"array of i32 holds a string"});
+  GgufValue mixed = arr(GgufType::I32, {});
+  mixed.strings.push_back("x");
+  test::expect_error([&] { w.set("k", mixed); }, ErrorKind::Argument,
+                     {"array of i32 holds elements of another type"});
+  test::expect_error([&] { w.set("k", arr(GgufType::ARRAY, {gguf_string("x")})); }, ErrorKind::Argument,
+                     {"array of array holds a string"});
+  test::expect_error([&] { w.set("k", arr(GgufType::U8, {scalar(GgufType::U8, 300)})); }, ErrorKind::Argument,
+                     {"300 does not fit in a u8"});
   test::expect_error([&] { w.set("general.alignment", gguf_u32(48)); }, ErrorKind::Argument,
                      {"power of two"});
   test::expect_error(

@@ -111,8 +111,12 @@ TEST(GgufModel, ATokenListOfAnotherSizeThanTheEmbeddingsIsRefused) {
     GgufWriter w;
     for (const std::string& key : src->keys()) {
       GgufValue v = *src->find_value(key);
-      if (key == "tokenizer.ggml.tokens" || key == "tokenizer.ggml.token_type")
-        v.items.resize(n_tokens, v.items.back());
+      if (key == "tokenizer.ggml.tokens") {
+        StringTable tokens;
+        for (size_t i = 0; i < n_tokens; ++i) tokens.push_back(v.strings[std::min(i, v.strings.size() - 1)]);
+        v.strings = tokens;
+      }
+      if (key == "tokenizer.ggml.token_type") v.ints.resize(n_tokens, v.ints.back());
       w.set(key, v);
     }
     for (const GgufTensor& t : src->tensors())
@@ -240,10 +244,7 @@ TEST(GemmaGguf, InconsistentKeysAreRefusedByName) {
   GgufValue pattern;  // a per-layer window pattern of 4 entries for 6 layers
   pattern.type = GgufType::ARRAY;
   pattern.elem = GgufType::BOOL;
-  GgufValue yes;
-  yes.type = GgufType::BOOL;
-  yes.i = 1;
-  pattern.items.resize(4, yes);
+  pattern.ints.resize(4, 1);
   const auto short_pattern = edited_gguf(tmp, "gemma3-linear-f32.gguf", "pattern.gguf", [&](GgufWriter& w) {
     w.set("gemma3.attention.sliding_window_pattern", pattern);
   });

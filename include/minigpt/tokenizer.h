@@ -77,6 +77,7 @@
 #include <vector>
 
 #include "minigpt/model_source.h"
+#include "minigpt/string_table.h"
 
 namespace minigpt {
 
@@ -228,12 +229,12 @@ class Tokenizer {
   const Merge* find_merge(int32_t left, int32_t right) const;
 
   int32_t n_vocab_ = 0;
-  int32_t byte_ids_[256] = {};           // byte value -> id of its one-byte token
-  std::vector<std::string> id_bytes_;    // id -> bytes; empty = no token (a hole)
-  std::vector<std::string> id_symbols_;  // id -> symbol as the vocabulary spells it
-  std::vector<bool> has_id_;             // id -> a token has it
-  bool char_level_ = false;              // character-level BPE: char_ids_ instead of bytes and merges
-  std::unordered_map<std::string, int32_t> char_ids_;  // character (UTF-8) -> id
+  int32_t byte_ids_[256] = {};  // byte value -> id of its one-byte token
+  StringTable id_bytes_;        // id -> bytes; empty = no token (a hole)
+  StringTable id_symbols_;      // id -> symbol as the vocabulary spells it
+  std::vector<bool> has_id_;    // id -> a token has it
+  bool char_level_ = false;     // character-level BPE: char_ids_ instead of bytes and merges
+  StringIdMap char_ids_;        // character (UTF-8) -> id
   // (left << 32 | right) -> rank, merged id: open addressing, the hottest lookup of encode().
   struct MergeSlot {
     uint64_t key = UINT64_MAX;  // UINT64_MAX: empty (ids are < 2^24, so no pair has it)
@@ -261,7 +262,7 @@ class Tokenizer {
   int32_t ascii_ids_[128] = {};
   int32_t byte_fallback_ids_[256] = {};
   // The tokens by their bytes (byte-level, for ignore_merges) or text (SentencePiece: the mergeable ones).
-  std::unordered_map<std::string, int32_t> piece_ids_;
+  StringIdMap piece_ids_;
   std::vector<int32_t> special_prefix_, special_suffix_;  // the post_processor's template around the text
   // Shared so that a Tokenizer copies cheaply; the compiled pattern is immutable.
   std::shared_ptr<const tokenizer_detail::PreTokenizer> pre_;

@@ -275,12 +275,7 @@ void write_gguf(const Variant& v, const Config& c, const json&, const std::strin
   GgufValue pattern;
   pattern.type = GgufType::ARRAY;
   pattern.elem = GgufType::BOOL;
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    GgufValue b;
-    b.type = GgufType::BOOL;
-    b.i = c.window_of(l) > 0 ? 1 : 0;
-    pattern.items.push_back(b);
-  }
+  for (int64_t l = 0; l < c.n_layer; ++l) pattern.ints.push_back(c.window_of(l) > 0 ? 1 : 0);
   kv.emplace_back(ga + ".attention.sliding_window_pattern", pattern);
   if (c.rope_theta_local > 0) kv.emplace_back(ga + ".rope.freq_base_swa", gguf_f32(c.rope_theta_local));
   kv.emplace_back("general.file_type", gguf_u32(0));  // set to the preset's by the writer
@@ -323,12 +318,14 @@ void parse_gguf(const Variant& v, const GgufFile& f, Config& c) {
     const std::string pkey = ga + ".attention.sliding_window_pattern";
     const GgufValue* p = f.find_value(pkey);
     if (p != nullptr && p->type == GgufType::ARRAY) {
-      if (int64_t(p->items.size()) != c.n_layer) {
-        throw Error(ErrorKind::Config, f.path() + ": " + pkey + " has " + std::to_string(p->items.size()) +
+      if (gguf_array_kind(p->elem) != GgufArrayKind::ints)
+        throw Error(ErrorKind::Config, f.path() + ": " + pkey + " is an array of " +
+                                           std::string(gguf_type_name(p->elem)) + ", not of bools");
+      if (int64_t(p->ints.size()) != c.n_layer) {
+        throw Error(ErrorKind::Config, f.path() + ": " + pkey + " has " + std::to_string(p->ints.size()) +
                                            " entries for " + std::to_string(c.n_layer) + " layers");
       }
-      for (size_t l = 0; l < p->items.size(); ++l)
-        c.layer_window[l] = p->items[l].i != 0 ? c.sliding_window : 0;
+      for (size_t l = 0; l < p->ints.size(); ++l) c.layer_window[l] = p->ints[l] != 0 ? c.sliding_window : 0;
     } else {
       const int64_t n = f.get_int(pkey).value_or(v.window_pattern);
       if (n < 0) throw Error(ErrorKind::Config, f.path() + ": " + pkey + " is negative");

@@ -158,8 +158,26 @@ GgufValue read_value(Cursor& c, GgufType type, int depth) {
       if (c.elements > kMaxArrayElements) {
         c.fail("more than " + std::to_string(kMaxArrayElements) + " array elements in the metadata");
       }
-      v.items.reserve(size_t(std::min<uint64_t>(n, 4096)));
-      for (uint64_t i = 0; i < n; ++i) v.items.push_back(read_value(c, v.elem, depth + 1));
+      const size_t reserve = size_t(std::min<uint64_t>(n, 1 << 20));
+      switch (gguf_array_kind(v.elem)) {
+        case GgufArrayKind::ints:
+          v.ints.reserve(reserve);
+          for (uint64_t k = 0; k < n; ++k) v.ints.push_back(read_value(c, v.elem, depth + 1).i);
+          break;
+        case GgufArrayKind::floats:
+          v.floats.reserve(reserve);
+          for (uint64_t k = 0; k < n; ++k) v.floats.push_back(read_value(c, v.elem, depth + 1).f);
+          break;
+        case GgufArrayKind::strings:
+          v.strings.reserve(reserve);
+          for (uint64_t k = 0; k < n; ++k) v.strings.push_back(c.string(kMaxString, "a string value"));
+          v.strings.shrink_to_fit();
+          break;
+        case GgufArrayKind::arrays:
+          v.items.reserve(size_t(std::min<uint64_t>(n, 4096)));
+          for (uint64_t k = 0; k < n; ++k) v.items.push_back(read_value(c, v.elem, depth + 1));
+          break;
+      }
       break;
     }
   }
@@ -167,6 +185,59 @@ GgufValue read_value(Cursor& c, GgufType type, int depth) {
 }
 
 }  // namespace
+
+GgufArrayKind gguf_array_kind(GgufType t) {
+  switch (t) {
+    case GgufType::F32:
+    case GgufType::F64:
+      return GgufArrayKind::floats;
+    case GgufType::STRING:
+      return GgufArrayKind::strings;
+    case GgufType::ARRAY:
+      return GgufArrayKind::arrays;
+    default:
+      return GgufArrayKind::ints;
+  }
+}
+
+size_t GgufValue::size() const {
+  if (type != GgufType::ARRAY) return 0;
+  switch (gguf_array_kind(elem)) {
+    case GgufArrayKind::ints:
+      return ints.size();
+    case GgufArrayKind::floats:
+      return floats.size();
+    case GgufArrayKind::strings:
+      return strings.size();
+    case GgufArrayKind::arrays:
+      break;
+  }
+  return items.size();
+}
+
+GgufValue GgufValue::element(size_t k) const {
+  if (k >= size())
+    throw Error(ErrorKind::Argument,
+                "GGUF array element " + std::to_string(k) + " of " + std::to_string(size()));
+  GgufValue v;
+  switch (gguf_array_kind(elem)) {
+    case GgufArrayKind::ints:
+      v.type = elem;
+      v.i = ints[k];
+      return v;
+    case GgufArrayKind::floats:
+      v.type = elem;
+      v.f = floats[k];
+      return v;
+    case GgufArrayKind::strings:
+      v.type = elem;
+      v.s = std::string(strings[k]);
+      return v;
+    case GgufArrayKind::arrays:
+      break;
+  }
+  return items[k];
+}
 
 std::string_view gguf_type_name(GgufType t) {
   static constexpr const char* kNames[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",

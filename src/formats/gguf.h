@@ -20,6 +20,7 @@
 
 #include "io/io.h"
 #include "minigpt/ggml_type.h"
+#include "minigpt/string_table.h"
 
 namespace minigpt {
 
@@ -46,15 +47,28 @@ std::string_view gguf_type_name(GgufType t);
 std::string file_type_name(int64_t file_type);
 
 // One metadata value. Scalars: the integer ones in `i` (U64 above INT64_MAX are refused), F32/F64 in `f`,
-// BOOL in `i` (0/1), STRING in `s`. ARRAY: `elem` its element type and `items` the elements.
+// BOOL in `i` (0/1), STRING in `s`. ARRAY: `elem` its element type and its elements, unboxed by kind: the
+// integers and bools in `ints`, F32/F64 in `floats`, strings in `strings`, arrays (of arrays) in `items`.
+// Unboxed, a tokenizer's few hundred thousand tokens, scores and types take 8 bytes each (plus a token's
+// bytes) rather than the ~90 of a GgufValue apiece.
 struct GgufValue {
   GgufType type = GgufType::U8;
   int64_t i = 0;
   double f = 0;
   std::string s;
   GgufType elem = GgufType::U8;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  StringTable strings;
   std::vector<GgufValue> items;
+  // An array's element count (0 for a scalar).
+  size_t size() const;
+  // Element k of an array as a scalar (or array) value of its own: for writers and tests, not hot loops.
+  GgufValue element(size_t k) const;
 };
+// Whether arrays of `t` hold their elements in GgufValue::ints, floats, strings or items.
+enum class GgufArrayKind { ints, floats, strings, arrays };
+GgufArrayKind gguf_array_kind(GgufType t);
 
 struct GgufTensor {
   std::string name;

@@ -16,87 +16,109 @@ template <typename T>
 void put(std::string& out, T v) {
   out.append(reinterpret_cast<const char*>(&v), sizeof(T));
 }
-void put_string(std::string& out, const std::string& s) {
+void put_string(std::string& out, std::string_view s) {
   put<uint64_t>(out, s.size());
   out += s;
 }
 
-// Whether `v` holds a value of type `t` that the file can store (integers in range, arrays homogeneous).
+// Whether integer `i` fits in a value of type `t` (an integer or BOOL type).
+bool int_fits(GgufType t, int64_t i) {
+  auto in = [&](int64_t lo, int64_t hi) { return i >= lo && i <= hi; };
+  switch (t) {
+    case GgufType::U8:
+      return in(0, 255);
+    case GgufType::I8:
+      return in(-128, 127);
+    case GgufType::U16:
+      return in(0, 65535);
+    case GgufType::I16:
+      return in(-32768, 32767);
+    case GgufType::U32:
+      return in(0, int64_t(std::numeric_limits<uint32_t>::max()));
+    case GgufType::I32:
+      return in(std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max());
+    case GgufType::U64:
+      return i >= 0;
+    case GgufType::BOOL:
+      return in(0, 1);
+    default:
+      return true;
+  }
+}
+
+// Whether `v` holds a value of its type that the file can store (integers in range, arrays homogeneous:
+// their elements in the one vector their element type names).
 void check_value(const std::string& key, const GgufValue& v, int depth) {
   auto fail = [&](const std::string& what) {
     throw Error(ErrorKind::Argument, "GGUF metadata '" + key + "': " + what);
   };
-  auto range = [&](int64_t lo, int64_t hi) {
-    if (v.i < lo || v.i > hi) {
-      fail(std::to_string(v.i) + " does not fit in a " + std::string(gguf_type_name(v.type)));
-    }
+  auto check_int = [&](GgufType t, int64_t i) {
+    if (!int_fits(t, i)) fail(std::to_string(i) + " does not fit in a " + std::string(gguf_type_name(t)));
   };
-  switch (v.type) {
-    case GgufType::U8:
-      return range(0, 255);
-    case GgufType::I8:
-      return range(-128, 127);
-    case GgufType::U16:
-      return range(0, 65535);
-    case GgufType::I16:
-      return range(-32768, 32767);
-    case GgufType::U32:
-      return range(0, int64_t(std::numeric_limits<uint32_t>::max()));
-    case GgufType::I32:
-      return range(std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max());
-    case GgufType::U64:
-      return range(0, std::numeric_limits<int64_t>::max());
-    case GgufType::BOOL:
-      return range(0, 1);
-    case GgufType::I64:
-    case GgufType::F32:
-    case GgufType::F64:
-    case GgufType::STRING:
-      return;
-    case GgufType::ARRAY:
-      if (depth >= 4) fail("arrays nested deeper than 4");
-      if (uint32_t(v.elem) > uint32_t(GgufType::F64)) fail("unknown array element type");
-      for (const GgufValue& item : v.items) {
-        if (item.type != v.elem)
-          fail("an array of " + std::string(gguf_type_name(v.elem)) + " holds a " +
-               std::string(gguf_type_name(item.type)));
-        check_value(key, item, depth + 1);
-      }
-      return;
+  if (uint32_t(v.type) > uint32_t(GgufType::F64))
+    fail("unknown value type " + std::to_string(uint32_t(v.type)));
+  if (v.type != GgufType::ARRAY) return check_int(v.type, v.i);
+  if (depth >= 4) fail("arrays nested deeper than 4");
+  if (uint32_t(v.elem) > uint32_t(GgufType::F64)) fail("unknown array element type");
+  const GgufArrayKind kind = gguf_array_kind(v.elem);
+  const bool stray = (kind != GgufArrayKind::ints && !v.ints.empty()) ||
+                     (kind != GgufArrayKind::floats && !v.floats.empty()) ||
+                     (kind != GgufArrayKind::strings && !v.strings.empty()) ||
+                     (kind != GgufArrayKind::arrays && !v.items.empty());
+  if (stray) fail("an array of " + std::string(gguf_type_name(v.elem)) + " holds elements of another type");
+  for (int64_t i : v.ints) check_int(v.elem, i);
+  for (const GgufValue& item : v.items) {
+    if (item.type != v.elem)
+      fail("an array of " + std::string(gguf_type_name(v.elem)) + " holds a " +
+           std::string(gguf_type_name(item.type)));
+    check_value(key, item, depth + 1);
   }
-  fail("unknown value type " + std::to_string(uint32_t(v.type)));
+}
+
+void put_int(std::string& out, GgufType t, int64_t i) {
+  switch (t) {
+    case GgufType::U8:
+    case GgufType::BOOL:
+      return put<uint8_t>(out, uint8_t(i));
+    case GgufType::I8:
+      return put<int8_t>(out, int8_t(i));
+    case GgufType::U16:
+      return put<uint16_t>(out, uint16_t(i));
+    case GgufType::I16:
+      return put<int16_t>(out, int16_t(i));
+    case GgufType::U32:
+      return put<uint32_t>(out, uint32_t(i));
+    case GgufType::I32:
+      return put<int32_t>(out, int32_t(i));
+    case GgufType::U64:
+      return put<uint64_t>(out, uint64_t(i));
+    default:
+      return put<int64_t>(out, i);
+  }
+}
+
+void put_float(std::string& out, GgufType t, double f) {
+  if (t == GgufType::F32) return put<float>(out, float(f));
+  put<double>(out, f);
 }
 
 void put_value(std::string& out, const GgufValue& v) {
   switch (v.type) {
-    case GgufType::U8:
-    case GgufType::BOOL:
-      return put<uint8_t>(out, uint8_t(v.i));
-    case GgufType::I8:
-      return put<int8_t>(out, int8_t(v.i));
-    case GgufType::U16:
-      return put<uint16_t>(out, uint16_t(v.i));
-    case GgufType::I16:
-      return put<int16_t>(out, int16_t(v.i));
-    case GgufType::U32:
-      return put<uint32_t>(out, uint32_t(v.i));
-    case GgufType::I32:
-      return put<int32_t>(out, int32_t(v.i));
-    case GgufType::U64:
-      return put<uint64_t>(out, uint64_t(v.i));
-    case GgufType::I64:
-      return put<int64_t>(out, v.i);
     case GgufType::F32:
-      return put<float>(out, float(v.f));
     case GgufType::F64:
-      return put<double>(out, v.f);
+      return put_float(out, v.type, v.f);
     case GgufType::STRING:
       return put_string(out, v.s);
     case GgufType::ARRAY:
       put<uint32_t>(out, uint32_t(v.elem));
-      put<uint64_t>(out, v.items.size());
+      put<uint64_t>(out, v.size());
+      for (int64_t i : v.ints) put_int(out, v.elem, i);
+      for (double f : v.floats) put_float(out, v.elem, f);
+      for (std::string_view str : v.strings) put_string(out, str);
       for (const GgufValue& item : v.items) put_value(out, item);
       return;
+    default:
+      return put_int(out, v.type, v.i);
   }
 }
 
@@ -146,16 +168,15 @@ GgufValue gguf_string_array(std::vector<std::string> v) {
   GgufValue g;
   g.type = GgufType::ARRAY;
   g.elem = GgufType::STRING;
-  g.items.reserve(v.size());
-  for (std::string& s : v) g.items.push_back(gguf_string(std::move(s)));
+  g.strings.reserve(v.size());
+  for (const std::string& s : v) g.strings.push_back(s);
   return g;
 }
 GgufValue gguf_i32_array(const std::vector<int32_t>& v) {
   GgufValue g;
   g.type = GgufType::ARRAY;
   g.elem = GgufType::I32;
-  g.items.reserve(v.size());
-  for (int32_t x : v) g.items.push_back(gguf_i32(x));
+  g.ints.assign(v.begin(), v.end());
   return g;
 }
 

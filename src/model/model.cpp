@@ -357,10 +357,10 @@ GgufModel open_gguf(const ModelSource& source) {
   // llama.cpp takes the vocabulary from the token list and refuses embeddings of another size (its converter
   // pads the list to the model's rows): a list far shorter decoded most ids to no text, without a word.
   if (const GgufValue* tokens = f.find_value("tokenizer.ggml.tokens");
-      tokens != nullptr && tokens->type == GgufType::ARRAY && int64_t(tokens->items.size()) != c.n_vocab) {
-    throw Error(ErrorKind::Shape, f.path() + ": tokenizer.ggml.tokens has " +
-                                      std::to_string(tokens->items.size()) + " tokens, token_embd.weight " +
-                                      std::to_string(c.n_vocab) + " rows (a GGUF has one token per row)");
+      tokens != nullptr && tokens->type == GgufType::ARRAY && int64_t(tokens->size()) != c.n_vocab) {
+    throw Error(ErrorKind::Shape, f.path() + ": tokenizer.ggml.tokens has " + std::to_string(tokens->size()) +
+                                      " tokens, token_embd.weight " + std::to_string(c.n_vocab) +
+                                      " rows (a GGUF has one token per row)");
   }
   // llama.cpp's converter leaves the head out when it is tied to the embeddings.
   c.tie_word_embeddings = f.find("output.weight") == nullptr;

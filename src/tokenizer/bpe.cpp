@@ -151,9 +151,9 @@ void Tokenizer::spm_bpe(std::string_view piece, std::vector<int32_t>& out) const
       }
     } else {
       tokenizer_detail::utf8_next(p + i, piece.size() - i, len);
-      const auto it = piece_ids_.find(std::string(piece.substr(i, len)));
-      if (it != piece_ids_.end()) {
-        syms.push_back(it->second);
+      const int32_t id = piece_ids_.find(piece.substr(i, len));
+      if (id >= 0) {
+        syms.push_back(id);
         i += len;
         continue;
       }
@@ -317,14 +317,14 @@ void Tokenizer::encode_ordinary(std::string_view text, bool at_start, std::vecto
       tokenizer_detail::utf8_next(reinterpret_cast<const unsigned char*>(text.data() + i), text.size() - i,
                                   n);
       const std::string_view c = text.substr(i, n);
-      const auto it = char_ids_.find(std::string(c));
-      if (it == char_ids_.end()) {
+      const int32_t id = char_ids_.find(c);
+      if (id < 0) {
         char cp[16];
         std::snprintf(cp, sizeof cp, "U+%04X", tokenizer_detail::utf8_decode(c));
         throw Error(ErrorKind::Argument, "tokenizer: the character " + json_quote(std::string(c)) + " (" +
                                              cp + ") is not in this character-level vocabulary");
       }
-      out.push_back(it->second);
+      out.push_back(id);
       i += n;
     }
     return;
@@ -352,9 +352,9 @@ void Tokenizer::encode_ordinary(std::string_view text, bool at_start, std::vecto
     size_t before = out.size();
     if (ignore_merges_) {
       // tokenizers' ignore_merges: a pre-token the vocabulary has is that token, whatever the merges say.
-      const auto it = piece_ids_.find(std::string(piece));
-      if (it != piece_ids_.end()) {
-        out.push_back(it->second);
+      const int32_t id = piece_ids_.find(piece);
+      if (id >= 0) {
+        out.push_back(id);
         cache.insert(piece, out.data() + before, 1);
         return;
       }

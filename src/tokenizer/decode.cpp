@@ -18,12 +18,12 @@ std::string Tokenizer::token_bytes(int32_t id) const {
     throw Error(ErrorKind::Argument, "tokenizer: token id " + std::to_string(id) +
                                          " is not in the vocabulary (n_vocab " + std::to_string(n_vocab_) +
                                          ")");
-  return id_bytes_[id];
+  return std::string(id_bytes_[id]);
 }
 
 std::string Tokenizer::token_symbol(int32_t id) const {
   token_bytes(id);  // the range check
-  return id_symbols_[id];
+  return std::string(id_symbols_[id]);
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids) const {

@@ -262,16 +262,16 @@ Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
     max_id = std::max(max_id, a.id);
   }
   t.n_vocab_ = static_cast<int32_t>(max_id + 1);
-  t.id_bytes_.assign(t.n_vocab_, std::string());
-  t.id_symbols_.assign(t.n_vocab_, std::string());
+  // Gathered by id here, then packed into the tables (StringTable) once every token has its text.
+  std::vector<std::string> id_bytes(size_t(t.n_vocab_)), id_symbols(size_t(t.n_vocab_));
   t.has_id_.assign(t.n_vocab_, false);
   for (size_t v = 0; v < raw.vocab.size(); ++v) {
     const auto& [sym, id] = raw.vocab[v];
     if (t.has_id_[id])
       throw Error(ErrorKind::Format, where + ": id " + std::to_string(id) + " is given to both \"" +
-                                         t.id_symbols_[id] + "\" and \"" + sym + "\"");
+                                         id_symbols[id] + "\" and \"" + sym + "\"");
     t.has_id_[id] = true;
-    t.id_symbols_[id] = sym;
+    id_symbols[id] = sym;
     if (raw.char_level) {
       // The symbol is the character itself (no byte alphabet): exactly one, valid UTF-8.
       size_t n = 0;
@@ -281,16 +281,16 @@ Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
           n != sym.size())
         throw Error(ErrorKind::Format, where + ": token " + json_quote(sym) + " (id " + std::to_string(id) +
                                            ") is not one character, in a character-level vocabulary");
-      t.id_bytes_[id] = sym;
+      id_bytes[id] = sym;
       t.char_ids_.emplace(sym, static_cast<int32_t>(id));
     } else if (raw.sentencepiece) {
       // A <0xNN> token is its byte when it is byte fallback (its type says so, or tokenizer.json's
       // byte_fallback).
       const bool byte_token =
           raw.types.empty() ? raw.byte_fallback : raw.types[v] == tokenizer_detail::PieceType::byte;
-      t.id_bytes_[id] = spm_piece_bytes(sym, byte_token);
+      id_bytes[id] = spm_piece_bytes(sym, byte_token);
     } else {
-      t.id_bytes_[id] = symbol_to_bytes(sym);
+      id_bytes[id] = symbol_to_bytes(sym);
     }
   }
   t.char_level_ = raw.char_level;
@@ -311,8 +311,8 @@ Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
     seen = &a.content;
     // An added token stands for its text as is, even where the vocabulary also has its id.
     t.has_id_[a.id] = true;
-    t.id_symbols_[a.id] = a.content;
-    t.id_bytes_[a.id] = a.content;
+    id_symbols[a.id] = a.content;
+    id_bytes[a.id] = a.content;
     AddedToken at{a.content, a.content, static_cast<int32_t>(a.id), a.special, a.normalized,
                   a.lstrip,  a.rstrip};
     // tokenizers matches a normalized token by its normalized content.
@@ -353,8 +353,17 @@ Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
   }
   if (t.ignore_merges_) {
     // By the bytes each token stands for; of two with the same bytes, the vocabulary's first.
-    for (auto& [sym, id] : raw.vocab) t.piece_ids_.emplace(t.id_bytes_[id], static_cast<int32_t>(id));
+    for (auto& [sym, id] : raw.vocab) t.piece_ids_.emplace(id_bytes[id], static_cast<int32_t>(id));
   }
+  t.id_bytes_.reserve(id_bytes.size());
+  t.id_symbols_.reserve(id_symbols.size());
+  for (size_t id = 0; id < id_bytes.size(); ++id) {
+    t.id_bytes_.push_back(id_bytes[id]);
+    t.id_symbols_.push_back(id_symbols[id]);
+  }
+  t.id_bytes_.shrink_to_fit();
+  t.id_symbols_.shrink_to_fit();
+  t.char_ids_.shrink_to_fit();
   std::vector<std::pair<uint64_t, Merge>> score_merges;
   if (t.spm_) score_merges = t.build_sentencepiece(raw, sym_to_id, where);
   const size_t n_merge_entries = raw.merges.size() + score_merges.size();
@@ -376,6 +385,7 @@ Tokenizer Tokenizer::build(const RawTokenizer& raw, const std::string& where) {
     // A later duplicate wins, as in HF tokenizers (it collects the merges into a map).
     t.add_merge(pair_key(li->second, ri->second), Merge{static_cast<int32_t>(r), mi->second});
   }
+  t.piece_ids_.shrink_to_fit();
   t.pre_ = std::make_shared<const PreTokenizer>(raw.splits);
   {
     const std::string gpt2 = tokenizer_detail::gpt2_step().pattern;
@@ -423,7 +433,8 @@ std::vector<std::pair<uint64_t, Tokenizer::Merge>> Tokenizer::build_sentencepiec
   }
   spm_split_words_ = true;
   const std::string_view space = tokenizer_detail::kSpaceSymbol;
-  for (const auto& [sym, id] : piece_ids_) {
+  for (size_t e = 0; e < piece_ids_.size() && spm_split_words_; ++e) {
+    const std::string_view sym = piece_ids_.key(e);
     for (size_t p = sym.find(space, 1); p != std::string::npos && spm_split_words_;
          p = sym.find(space, p + 1))
       if (p < space.size() || sym.compare(p - space.size(), space.size(), space) != 0)
@@ -456,10 +467,10 @@ std::vector<std::pair<uint64_t, Tokenizer::Merge>> Tokenizer::build_sentencepiec
         distinct.begin());
     for (size_t k = 1; k < sym.size(); ++k) {
       if ((static_cast<unsigned char>(sym[k]) & 0xC0) == 0x80) continue;  // inside a character
-      const auto l = piece_ids_.find(sym.substr(0, k)), r = piece_ids_.find(sym.substr(k));
-      if (l == piece_ids_.end() || r == piece_ids_.end()) continue;
-      merges.emplace_back(pair_key(l->second, r->second),
-                          Merge{rank, static_cast<int32_t>(raw.vocab[i].second)});
+      const std::string_view whole = sym;
+      const int32_t l = piece_ids_.find(whole.substr(0, k)), r = piece_ids_.find(whole.substr(k));
+      if (l < 0 || r < 0) continue;
+      merges.emplace_back(pair_key(l, r), Merge{rank, static_cast<int32_t>(raw.vocab[i].second)});
     }
   }
   return merges;
@@ -468,13 +479,11 @@ std::vector<std::pair<uint64_t, Tokenizer::Merge>> Tokenizer::build_sentencepiec
 Tokenizer Tokenizer::byte_level() {
   Tokenizer t;
   t.n_vocab_ = 256;
-  t.id_bytes_.resize(256);
-  t.id_symbols_.resize(256);
   t.has_id_.assign(256, true);
   for (int b = 0; b < 256; ++b) {
     t.byte_ids_[b] = b;
-    t.id_bytes_[b] = std::string(1, static_cast<char>(b));
-    t.id_symbols_[b] = alphabet().symbol(static_cast<unsigned char>(b));
+    t.id_bytes_.push_back(std::string(1, static_cast<char>(b)));
+    t.id_symbols_.push_back(alphabet().symbol(static_cast<unsigned char>(b)));
   }
   t.index_added();
   t.pre_ = std::make_shared<const PreTokenizer>();

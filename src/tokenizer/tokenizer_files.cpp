@@ -592,33 +592,33 @@ RawTokenizer read_gguf_tokenizer(const GgufFile& f) {
     raw.ignore_merges = pre->ignore_merges;
     raw.byte_level = 1;
   }
-  auto strings = [&](const char* key, bool required) {
-    std::vector<std::string> out;
+  static const StringTable kNone;
+  auto strings = [&](const char* key, bool required) -> const StringTable& {
     const GgufValue* v = f.find_value(key);
     if (v == nullptr) {
       if (required) throw Error(ErrorKind::Format, where + ": missing metadata '" + key + "'");
-      return out;
+      return kNone;
     }
     if (v->type != GgufType::ARRAY || v->elem != GgufType::STRING)
       throw Error(ErrorKind::Format, where + ": metadata '" + key + "' is not an array of strings");
-    for (const GgufValue& s : v->items) out.push_back(s.s);
-    return out;
+    return v->strings;
   };
-  const auto tokens = strings("tokenizer.ggml.tokens", true);
+  const auto& tokens = strings("tokenizer.ggml.tokens", true);
   raw.vocab.reserve(tokens.size());
-  for (size_t i = 0; i < tokens.size(); ++i) raw.vocab.emplace_back(tokens[i], int64_t(i));
+  for (size_t i = 0; i < tokens.size(); ++i) raw.vocab.emplace_back(std::string(tokens[i]), int64_t(i));
   if (!spm) {
-    const auto merges = strings("tokenizer.ggml.merges", false);
+    const auto& merges = strings("tokenizer.ggml.merges", false);
     for (size_t i = 0; i < merges.size(); ++i)
       split_merge_line(merges[i], i + 1, where + ": tokenizer.ggml.merges", raw);
   }
   const GgufValue* types = f.find_value("tokenizer.ggml.token_type");
   if (types != nullptr) {
-    if (types->type != GgufType::ARRAY || types->items.size() != tokens.size())
+    if (types->type != GgufType::ARRAY || gguf_array_kind(types->elem) != GgufArrayKind::ints ||
+        types->ints.size() != tokens.size())
       throw Error(ErrorKind::Format, where + ": tokenizer.ggml.token_type is not one integer per token");
     raw.types.reserve(tokens.size());
     for (size_t i = 0; i < tokens.size(); ++i) {
-      const int64_t t = types->items[i].i;
+      const int64_t t = types->ints[i];
       if (t < 1 || t > 6)
         throw Error(ErrorKind::Format, where + ": tokenizer.ggml.token_type of token " + std::to_string(i) +
                                            " is " + std::to_string(t) + ", not 1..6");
@@ -627,10 +627,10 @@ RawTokenizer read_gguf_tokenizer(const GgufFile& f) {
   }
   if (spm) {
     const GgufValue* scores = f.find_value("tokenizer.ggml.scores");
-    if (scores == nullptr || scores->type != GgufType::ARRAY || scores->items.size() != tokens.size())
+    if (scores == nullptr || scores->type != GgufType::ARRAY ||
+        gguf_array_kind(scores->elem) != GgufArrayKind::floats || scores->floats.size() != tokens.size())
       throw Error(ErrorKind::Format, where + ": tokenizer.ggml.scores is not one number per token");
-    raw.scores.reserve(tokens.size());
-    for (const GgufValue& v : scores->items) raw.scores.push_back(static_cast<float>(v.f));
+    raw.scores.assign(scores->floats.begin(), scores->floats.end());
     raw.sentencepiece = true;
     raw.escape_spaces = true;
     // llama.cpp puts the dummy prefix before the text and after every special token; only a file that says
@@ -650,7 +650,7 @@ RawTokenizer read_gguf_tokenizer(const GgufFile& f) {
       // does (following tokenizers' non-special added tokens).
       const PieceType t = raw.types[i];
       if (t == PieceType::control || t == PieceType::user_defined || (spm && t == PieceType::unknown))
-        raw.added.push_back({tokens[i], int64_t(i), /*special=*/t != PieceType::user_defined});
+        raw.added.push_back({std::string(tokens[i]), int64_t(i), /*special=*/t != PieceType::user_defined});
     }
   } else {
     for (auto& [sym, id] : raw.vocab)
@@ -662,7 +662,7 @@ RawTokenizer read_gguf_tokenizer(const GgufFile& f) {
     const auto id = f.get_int(id_key);
     if (!id || *id < 0 || *id >= int64_t(tokens.size()))
       throw Error(ErrorKind::Format, where + ": " + flag + " without a valid " + id_key);
-    side.emplace_back(tokens[size_t(*id)], *id);
+    side.emplace_back(std::string(tokens[size_t(*id)]), *id);
     raw.has_template = true;
   };
   for (auto [key, id] : {std::pair{"tokenizer.ggml.bos_token_id", &raw.bos_id},
