@@ -171,7 +171,7 @@ class Backend {
   // x: [T, n_heads * D] (may be a strided view: the q or k columns of qkv).
   virtual void rope(Tensor x, const Step& step, int64_t n_heads, int64_t head_dim, int64_t rotary_dim,
                     float theta, RopeLayout layout) = 0;
-  // The NeoX-halves layout (what rope was before it took a layout).
+  // The NeoX-halves layout (rotate_half), the one a caller that names none gets.
   void rope(Tensor x, const Step& step, int64_t n_heads, int64_t head_dim, int64_t rotary_dim, float theta) {
     rope(x, step, n_heads, head_dim, rotary_dim, theta, RopeLayout::NeoxHalves);
   }

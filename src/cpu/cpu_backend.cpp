@@ -998,7 +998,7 @@ class CpuBackend final : public Backend {
         const float* qq = q.ptr<float>() + row * q.stride + h * D;
         // A decode step on a 16-bit cache: the kernel reads the cache itself where its level can (see
         // cpu::attention_row16), without the widened copy: Q8_0 124M, F16 cache, 2 threads, Zen 3, tg64 at
-        // depth 448 +19%, at 896 +8% (bench/results/2026-11-27-cpu-kv16-decode-stop41.md).
+        // depth 448 +19%, at 896 +8% (bench/results/2026-11-27-cpu-kv16-decode-attention.md).
         // A sliding window: the first key the task's first query sees (0 without one, or before the window
         // has filled).
         const int64_t first_key = W > 0 ? std::max<int64_t>(0, run.pos0 + task.t0 - W + 1) : 0;

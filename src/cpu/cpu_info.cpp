@@ -15,7 +15,7 @@ namespace minigpt {
 namespace cpu {
 // OpenBLAS 0.3.21's F32 GEMM on its AVX-512 kernels (Cooperlake) is as fast as fgemm or a little faster;
 // on its AVX2 ones (Haswell, which OPENBLAS_CORETYPE=Haswell forces on an AVX-512 machine) fgemm is 1.7x
-// faster (bench pp512, F32 124M, 2 threads, Zen 5: bench/results/2026-11-28-zen5-stop48-fgemm.md).
+// faster (bench pp512, F32 124M, 2 threads, Zen 5: bench/results/2026-11-28-zen5-fgemm.md).
 bool own_sgemm() {
   static const bool own = [] {
     if (const char* v = std::getenv("MINIGPT_SGEMM"); v != nullptr && *v != '\0') {

@@ -302,7 +302,7 @@ void gemv_quant(QKind kind, float* y, int64_t ldy, const uint8_t* w, int64_t r0,
 // - AMD EPYC Zen 3 (AVX2; 2026-11-25): Q8_0 166-178 tok/s at 2048 bytes against 147-162 without; Q4_K_M
 //   224-276 against 183-233; 1024 about as good as 2048, 4096 worse. bench_gemv, one thread from DRAM:
 //   Q8_0 19.3 GB/s against 15.3.
-// - Intel Xeon with AVX-512 VNNI (the GPU host, bench/results/2026-11-27-xeon-quant-prefetch-stop42.md;
+// - Intel Xeon with AVX-512 VNNI (the GPU host, bench/results/2026-11-27-xeon-quant-prefetch.md;
 //   two threads pinned to two cores; against the same kernels without prefetch), two rounds: at its native
 //   level (avx512bf16) Q8_0 95 / 104 tok/s without, 139 / 131 at 2048, 196 / 136 at 4096; Q4_K_M 130 / 126,
 //   218 / 161, 290 / 202; at the avx2 level Q8_0 135 / 152 at 2048, 181 / 127 at 4096. Intel's server cores
