@@ -6,11 +6,11 @@
 //   core       include/minigpt/{error,tensor,ggml_type}.h, src/core/    errors, tensors, ggml's types
 //   io         src/io/                                                   files, atomic writes, JSON parsing
 //   quant      src/quant/                                                block (de)quantization
-//   formats    include/minigpt/model_source.h, src/formats/              safetensors and GGUF: containers
+//   formats    include/minigpt/model_source.h, src/formats/              safetensors, GGUF, llm.c's and
+//                                                                        llama2.c's checkpoints: containers
 //                                                                        that name no family
 //   arch       include/minigpt/{config,block}.h, src/arch/               Config, the families' table, each
-//                                                                        family's keys and names (and llm.c's
-//                                                                        checkpoints, GPT-2's own format)
+//                                                                        family's keys and names
 //   tokenizer  include/minigpt/tokenizer.h, src/tokenizer/
 //   backend    include/minigpt/{backend,registry}.h, src/backend/       the Backend interface
 //   cpu, cuda  src/cpu/, src/cuda/                                       the backends

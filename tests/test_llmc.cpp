@@ -84,7 +84,7 @@ TEST(Llmc, HeaderBecomesAGpt2ConfigWithTheUnpaddedVocabulary) {
   EXPECT_EQ(h.version, 3);
   EXPECT_EQ(h.n_vocab, kV);
   EXPECT_EQ(h.n_vocab_padded, kVp);
-  const Config c = f->config();
+  const Config c = llmc_config(h);
   EXPECT_EQ(c.arch, "gpt2");
   EXPECT_EQ(c.n_layer, kL);
   EXPECT_EQ(c.n_head, 3);
@@ -96,7 +96,7 @@ TEST(Llmc, HeaderBecomesAGpt2ConfigWithTheUnpaddedVocabulary) {
   EXPECT_EQ(c.activation, Activation::GeluTanh);
   // wte's slice is its first V rows; wpe starts after all Vp of them.
   ASSERT_GE(f->tensors().size(), 2u);
-  EXPECT_EQ(f->tensors()[0].gguf_name, "token_embd.weight");
+  EXPECT_EQ(llmc_gguf_name(f->tensors()[0]), "token_embd.weight");
   EXPECT_EQ(f->tensors()[0].shape, (std::vector<int64_t>{kV, kC}));
   EXPECT_EQ(f->tensors()[1].offset, uint64_t(1024 + kVp * kC * 4));
   EXPECT_EQ(f->tensors().size(), size_t(4 + 12 * kL));
