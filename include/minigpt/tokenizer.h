@@ -2,7 +2,7 @@
 // llama.cpp names), SentencePiece BPE (Llama 2, Mistral, Phi-3, TinyLlama, llama2.c) and character-level BPE.
 //
 // Files: tokenizer.json; vocab.json + merges.txt (+ tokenizer_config.json); a GGUF file's tokenizer.ggml.*
-// (model "gpt2" with the pre-tokenizers of src/arch/tokenizer_pre.cpp, model "llama" with scores); a
+// (model "gpt2" with the pre-tokenizers of src/tokenizer/tokenizer_pre.cpp, model "llama" with scores); a
 // sentencepiece tokenizer.model; llama2.c's tokenizer.bin. A file is told by its contents, never its name.
 //
 // Behaviour, decided once here:
