@@ -3,7 +3,7 @@
 // header's is named below); an include that resolves to no file fails too, so a renamed folder cannot turn
 // the test into one that passes on nothing.
 //
-//   core       include/minigpt/{error,tensor,ggml_type}.h, src/core/    errors, tensors, ggml's types
+//   core       include/minigpt/{error,tensor,ggml_type}.h, src/core/    errors, tensors, ggml's types, hashes
 //   io         src/io/                                                   files, atomic writes, JSON parsing
 //   quant      src/quant/                                                block (de)quantization
 //   formats    include/minigpt/model_source.h, src/formats/              safetensors, GGUF, llm.c's and

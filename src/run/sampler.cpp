@@ -7,8 +7,8 @@
 #include <numeric>
 #include <string>
 
+#include "core/hash.h"
 #include "minigpt/error.h"
-#include "model/random_weights.h"
 
 namespace minigpt {
 namespace {
