@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "chat/chat_template.h"
 #include "command.h"
 #include "common.h"
 #include "id_list.h"
@@ -26,7 +27,6 @@
 #include "minigpt/generate.h"
 #include "minigpt/generation_config.h"
 #include "sampling_flags.h"
-#include "server/chat_template.h"
 
 namespace minigpt::cli {
 namespace {

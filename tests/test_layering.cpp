@@ -17,6 +17,8 @@
 //   model      include/minigpt/model.h, src/model/                       weights from one model source
 //   session    include/minigpt/session.h, src/session/                   the forward pass over Backend
 //   run        include/minigpt/{sampler,generate,generation_config,attention,perplexity,minigpt}.h, src/run/
+//   chat       src/chat/                                                 chat templates: a conversation as a
+//                                                                        prompt, for chat and serve
 //   app        src/convert/, src/server/                                 what the commands are made of
 //   cli        cli/                                                      the minigpt program
 //   python     python/                                                   the Python package's extension
@@ -73,11 +75,12 @@ std::optional<Layer> layer_of(const std::string& rel) {
       {"src/model/", {"model", 8}},
       {"src/session/", {"session", 9}},
       {"src/run/", {"run", 10}},
-      {"src/convert/", {"convert", 11}},
-      {"src/server/", {"server", 11}},
-      {"cli/", {"cli", 12}},
-      {"examples/", {"examples", 12}},
-      {"python/", {"python", 12}},
+      {"src/chat/", {"chat", 11}},  // what chat and serve share: the chat templates
+      {"src/convert/", {"convert", 12}},
+      {"src/server/", {"server", 12}},
+      {"cli/", {"cli", 13}},
+      {"examples/", {"examples", 13}},
+      {"python/", {"python", 13}},
   };
   const std::string pub = "include/minigpt/";
   if (rel.rfind(pub, 0) == 0) {

@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "chat/chat_template.h"
 #include "io/json_parse.h"
 #include "minigpt/error.h"
-#include "server/chat_template.h"
 #include "server/server.h"
 
 namespace minigpt::server {
