@@ -315,19 +315,24 @@ GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::vecto
   return std::move(g.result());
 }
 
-void apply_generation_defaults(GenerateOptions& g, const GenerationDefaults& defaults, int64_t n_prompt,
-                               const std::function<bool(const char*)>& given) {
+void apply_generation_defaults(GenerateOptions& g, const GenerationDefaults& defaults,
+                               const std::function<bool(const char*)>& given,
+                               std::optional<int64_t> n_prompt) {
   defaults.apply(g.sampling, given);
   g.eos_token_ids = defaults.eos_token_ids;
   if (given("max_new_tokens")) return;
-  n_prompt = std::max<int64_t>(1, n_prompt);  // an empty prompt is the BOS alone
-  if (defaults.max_length && !defaults.max_new_tokens && *defaults.max_length <= n_prompt) {
+  if (!n_prompt) {
+    if (defaults.max_new_tokens) g.max_new_tokens = *defaults.max_new_tokens;
+    return;
+  }
+  const int64_t n = std::max<int64_t>(1, *n_prompt);  // an empty prompt is the BOS alone
+  if (defaults.max_length && !defaults.max_new_tokens && *defaults.max_length <= n) {
     // transformers' generate() raises here too
     throw Error(ErrorKind::Config, defaults.source + ": max_length " + std::to_string(*defaults.max_length) +
-                                       " leaves no room after the prompt's " + std::to_string(n_prompt) +
+                                       " leaves no room after the prompt's " + std::to_string(n) +
                                        " tokens (give -n)");
   }
-  if (const auto n = defaults.default_new_tokens(n_prompt)) g.max_new_tokens = *n;
+  if (const auto d = defaults.default_new_tokens(n)) g.max_new_tokens = *d;
 }
 
 int64_t context_size(std::optional<int64_t> ctx_size, int64_t model_ctx) {
