@@ -473,8 +473,9 @@ TEST(GenerationConfig, BadFilesAreOneLineErrors) {
   test::write_file(dir / "generation_config.json", R"({"max_length": 2})");
   r = test::run_cli("generate -m " + dir.string() + " -p \"The quick brown fox\"");
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find(where + "max_length 2 leaves no room after the prompt's 4 tokens (give -n)"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find(where + "max_length 2 leaves no room after the prompt's 4 tokens (give max_new_tokens)"),
+      std::string::npos)
       << r.err;
   EXPECT_EQ(test::run_cli("generate -m " + dir.string() + " -p \"The quick brown fox\" -n 2").status, 0);
 }

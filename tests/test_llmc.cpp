@@ -203,7 +203,7 @@ TEST(Llmc, TokenizerIsAskedFor) {
   test::expect_error(
       [&] { Tokenizer::load(f32_file()); }, ErrorKind::Unsupported,
       {f32_file().string() +
-       ": an llm.c checkpoint carries no tokenizer minigpt can encode with; pass --tokenizer DIR "
+       ": an llm.c checkpoint carries no tokenizer minigpt can encode with; give a tokenizer directory "
        "(GPT-2's vocab.json + merges.txt)"});
 }
 
@@ -374,7 +374,7 @@ TEST(LlmcCli, WithoutTokenizerOneLineAndNonZeroExit) {
   const std::string m = "-m " + f32_file().string() + " ";
   const std::string want =
       "minigpt: error: " + f32_file().string() +
-      ": an llm.c checkpoint carries no tokenizer minigpt can encode with; pass --tokenizer DIR "
+      ": an llm.c checkpoint carries no tokenizer minigpt can encode with; give a tokenizer directory "
       "(GPT-2's vocab.json + merges.txt)\n";
   for (const std::string& args :
        {"generate " + m + "-p hi", "perplexity " + m + "-f " + (tmp / "text.txt").string(),
@@ -396,7 +396,7 @@ TEST(LlmcCli, InfoShowsTheLlmcSource) {
       std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("gpt2 (2 layers, 3 heads, n_embd 24, n_inner 96)"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("pass --tokenizer DIR"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("give a tokenizer directory"), std::string::npos) << r.out;
   r = test::run_cli("info --json -m " + f32_file().string() + " --tokenizer " +
                     bytelevel_tokenizer().string());
   ASSERT_EQ(r.status, 0) << r.err;

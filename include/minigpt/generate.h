@@ -86,7 +86,7 @@ struct GenerateCallbacks {
 int64_t truncate_keep(int64_t max_new_tokens, int64_t n_ctx);
 int64_t slide_keep(int64_t n_ctx);
 
-// Throws Error(Argument) naming the flag when an option is out of range.
+// Throws Error(Argument) naming the field (max_new_tokens, top_p, stop, ...) when an option is out of range.
 void validate_options(const GenerateOptions& options, const Config& config, const Tokenizer* tokenizer);
 // The prompt as generate() evaluates it in a context of `n_ctx` positions (a session's; 0 = the model's):
 // BOS for an empty one; an overlong one refused or truncated (options.overflow). `dropped` receives the

@@ -93,8 +93,8 @@ class Tokenizer {
   // Reads `dir`/tokenizer.json if it exists, else `dir`/vocab.json + `dir`/merges.txt, else
   // `dir`/tokenizer.model; when `dir` is a file, the tokenizer of that GGUF file, or a sentencepiece
   // tokenizer.model, or a llama2.c tokenizer.bin (told by their contents; an llm.c checkpoint has none:
-  // Error(Unsupported) asking for --tokenizer). Throws Error (Io, Format, Unsupported) naming the file. A
-  // directory with no weights is fine.
+  // Error(Unsupported) asking for a tokenizer given apart). Throws Error (Io, Format, Unsupported) naming the
+  // file. A directory with no weights is fine.
   static Tokenizer load(const std::filesystem::path& dir);
   // The same from a path already opened (a GGUF file's metadata is not parsed again).
   static Tokenizer load(const ModelSource& source);

@@ -488,8 +488,8 @@ std::unique_ptr<GenerateRun> start_generation(const std::shared_ptr<ModelState>&
   g.logprobs = a.logprobs.has_value();
   g.top_logprobs = a.logprobs.value_or(0);
   if (a.logprobs && *a.logprobs < 0) {
-    throw Error(ErrorKind::Argument, "--top-logprobs: must be in [0, " + std::to_string(c.n_vocab) +
-                                         "], got " + std::to_string(*a.logprobs));
+    throw Error(ErrorKind::Argument, "top_logprobs: must be in [0, " + std::to_string(c.n_vocab) + "], got " +
+                                         std::to_string(*a.logprobs));
   }
   const int64_t n_ctx = context_size(a.ctx_size, c.n_ctx);
   g.max_new_tokens = resolve_max_new_tokens(g.max_new_tokens, int64_t(prompt.size()), n_ctx);

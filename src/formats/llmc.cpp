@@ -64,7 +64,7 @@ Error llmc_no_tokenizer_error(const std::filesystem::path& path) {
   return Error(ErrorKind::Unsupported,
                path.string() +
                    ": an llm.c checkpoint carries no tokenizer minigpt can encode with; "
-                   "pass --tokenizer DIR (GPT-2's vocab.json + merges.txt)");
+                   "give a tokenizer directory (GPT-2's vocab.json + merges.txt)");
 }
 
 std::shared_ptr<LlmcFile> LlmcFile::open(const std::filesystem::path& path) {
@@ -102,7 +102,7 @@ void LlmcFile::parse(uint64_t file_size) {
   if (magic == kLlmcTokenizerMagic) {
     fail(ErrorKind::Unsupported,
          "an llm.c tokenizer file (magic 20240328), not a model checkpoint: it can only decode; give the "
-         "checkpoint with -m and GPT-2's vocab.json + merges.txt with --tokenizer DIR");
+         "checkpoint as the model and GPT-2's vocab.json + merges.txt as its tokenizer");
   }
   if (magic != kLlmcMagic) {
     fail(ErrorKind::Format, "not an llm.c checkpoint (magic " + std::to_string(magic) + ", expected " +

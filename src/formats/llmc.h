@@ -89,7 +89,7 @@ class LlmcFile {
 bool is_llmc_file(const std::filesystem::path& path);
 
 // What is said when a tokenizer is asked of an llm.c checkpoint: its tokenizer file (token bytes, no merges)
-// can only decode, so the text-encoding commands need --tokenizer. Error(Unsupported), one line.
+// can only decode, so encoding text needs a tokenizer given apart. Error(Unsupported), one line.
 Error llmc_no_tokenizer_error(const std::filesystem::path& path);
 
 }  // namespace minigpt
