@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "chat/chat_template.h"
 #include "command.h"
 #include "common.h"
 #include "id_list.h"
@@ -26,7 +27,6 @@
 #include "minigpt/generate.h"
 #include "minigpt/generation_config.h"
 #include "sampling_flags.h"
-#include "server/chat_template.h"
 
 namespace minigpt::cli {
 namespace {
@@ -71,15 +71,15 @@ int run_chat(ChatCliOptions& o, const std::function<bool(const char*)>& given) {
   }
 
   GenerateOptions g = o.gen;
+  const int64_t n_ctx = context_size(o.ctx_size, c.n_ctx);
+  // A reply runs until its end-of-turn token or the context is full unless -n (or the model's
+  // max_new_tokens) bounds it, as the chat API's replies do.
+  if (!given("max_new_tokens")) g.max_new_tokens = n_ctx;
   const GenerationDefaults defaults = read_generation_defaults(source);
   apply_generation_defaults(g, defaults, given);
   g.eos_token_ids = chat_stop_ids(c, g.eos_token_ids, *tmpl);
   g.skip_special = true;  // a sampled <|im_start|> is no part of the reply's text
   g.sampling.seed = o.seed ? *o.seed : std::random_device{}() * 0x100000001ull ^ std::random_device{}();
-  const int64_t n_ctx = context_size(o.ctx_size, c.n_ctx);
-  // A reply runs until its end-of-turn token or the context is full unless -n (or the model's
-  // max_new_tokens) bounds it, as the chat API's replies do.
-  if (!given("max_new_tokens")) g.max_new_tokens = defaults.max_new_tokens.value_or(n_ctx);
   if (g.max_new_tokens == -1) g.max_new_tokens = n_ctx;
   validate_options(g, c, &tok);
 

@@ -248,7 +248,7 @@ int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& 
   // llama.cpp takes a GGUF file's; its eos_token_id ends generation, as in transformers.
   const GenerationDefaults defaults = read_generation_defaults(source);
   g.skip_special = !o.show_special;  // as llama.cpp's CLI and server, and minigpt's server
-  minigpt::apply_generation_defaults(g, defaults, int64_t(prompt.size()), given);
+  apply_generation_defaults(g, defaults, given, int64_t(prompt.size()));
   note_generation_defaults(defaults);
   g.sampling.seed = o.seed ? *o.seed : std::random_device{}() * 0x100000001ull ^ std::random_device{}();
   if (o.overflow.empty()) o.overflow = o.interactive ? "slide" : "error";

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/chat_template.h"
 #include "command.h"
 #include "common.h"
 #include "cpu/cpu.h"
@@ -16,7 +17,6 @@
 #include "minigpt/model.h"
 #include "minigpt/registry.h"
 #include "minigpt/tokenizer.h"
-#include "server/chat_template.h"
 
 namespace minigpt::cli {
 namespace {

@@ -8,13 +8,13 @@
 #include <thread>
 #include <type_traits>
 
+#include "chat/chat_template.h"
 #include "command.h"
 #include "common.h"
 #include "cpu/cpu.h"
 #include "minigpt/error.h"
 #include "minigpt/generate.h"
 #include "minigpt/generation_config.h"
-#include "server/chat_template.h"
 #include "server/server.h"
 
 namespace minigpt::cli {

@@ -8,9 +8,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "arch/llmc.h"
 #include "cpu/sysinfo.h"
 #include "formats/llama2c.h"
+#include "formats/llmc.h"
 #include "minigpt/error.h"
 #include "minigpt/registry.h"
 

@@ -55,12 +55,6 @@ std::function<bool(const char*)> flags_given(const CLI::App& app) {
   };
 }
 
-void apply_generation_defaults(GenerateOptions& g, const GenerationDefaults& d,
-                               const std::function<bool(const char*)>& given) {
-  d.apply(g.sampling, given);
-  g.eos_token_ids = d.eos_token_ids;
-}
-
 void note_generation_defaults(const GenerationDefaults& d) {
   if (!d.describe().empty()) {
     std::fprintf(stderr, "minigpt: %s: %s (flags override)\n", d.source.c_str(), d.describe().c_str());

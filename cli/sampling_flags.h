@@ -1,6 +1,6 @@
 // The sampling and length flags `generate` and `chat` share, named as transformers' generate() names them,
-// and the model's own defaults (generation_config.json, a GGUF file's general.sampling.*) for those not
-// given.
+// and which of them the command line gives: the model's own defaults (generation_config.json, a GGUF file's
+// general.sampling.*) fill in the others (apply_generation_defaults(), minigpt/generate.h).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -30,9 +30,6 @@ void add_sampling_flags(CLI::App& app, SamplingFlags& f, const char* n_help = nu
 // max_new_tokens) is on the command line: the model's defaults fill in the others.
 std::function<bool(const char*)> flags_given(const CLI::App& app);
 
-// The model's defaults for the sampling flags not given (GenerationDefaults::apply), and its eos ids.
-void apply_generation_defaults(GenerateOptions& g, const GenerationDefaults& d,
-                               const std::function<bool(const char*)>& given);
 // On stderr: the settings taken from the model's file, and those minigpt does not apply (one line each).
 void note_generation_defaults(const GenerationDefaults& d);
 

@@ -195,7 +195,7 @@ TEST(BenchCli, BadFlagsAreOneLineAndNothingOnStdout) {
       {m + "--random gpt2", "--model excludes --random"},
       // The CPU backend has one device: --device 1 measured the CPU without a word.
       {m + "-p 8 -n 0 --device 1",
-       "--device 1: the cpu backend has one device, 0 (a GPU needs --backend cuda)"},
+       "device 1: the cpu backend has one device, 0 (a GPU needs the cuda backend)"},
   };
   for (const auto& [args, needle] : cases) {
     auto r = test::run_cli(args);

@@ -15,12 +15,12 @@
 #include <thread>
 #include <vector>
 
+#include "chat/chat_template.h"
 #include "minigpt/generate.h"
 #include "minigpt/model.h"
 #include "minigpt/session.h"
 #include "minigpt/tokenizer.h"
 #include "pty_util.h"
-#include "server/chat_template.h"
 #include "test_util.h"
 
 namespace minigpt {

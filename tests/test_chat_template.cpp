@@ -1,4 +1,4 @@
-// Chat templates (src/server/chat_template.h) against transformers' apply_chat_template: real models'
+// Chat templates (src/chat/chat_template.h) against transformers' apply_chat_template: real models'
 // templates (tests/fixtures/chat/templates.json) and a tiny ChatML model (tests/fixtures/models/chatml-tiny),
 // both from tools/reference/make_chat_reference.py.
 #include <gtest/gtest.h>
@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "chat/chat_template.h"
 #include "convert/gguf_convert.h"
 #include "formats/gguf.h"
 #include "minigpt/error.h"
@@ -15,7 +16,6 @@
 #include "minigpt/model.h"
 #include "minigpt/session.h"
 #include "minigpt/tokenizer.h"
-#include "server/chat_template.h"
 #include "test_util.h"
 
 namespace minigpt {

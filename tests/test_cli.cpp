@@ -256,7 +256,7 @@ TEST(Cli, FloatOptionsAreDecimalAndFitAFloat) {
   // inf and nan are numbers: the option's own check names them.
   const auto inf = test::run_cli(base + " --temperature inf");
   EXPECT_EQ(inf.status, 1);
-  EXPECT_EQ(inf.err, "minigpt: error: --temperature: must be a finite number >= 0 (0 = greedy), got inf\n");
+  EXPECT_EQ(inf.err, "minigpt: error: temperature: must be a finite number >= 0 (0 = greedy), got inf\n");
 }
 
 // Mistakes a user makes on the command line, each answered with one clear line.
@@ -288,7 +288,7 @@ TEST(Cli, AuditedMistakesAreOneClearLine) {
   r = test::run_cli("bench " + m + " -p 8 -n 0 -r 1 --device 1");
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.err,
-            "minigpt: error: --device 1: the cpu backend has one device, 0 (a GPU needs --backend cuda)\n");
+            "minigpt: error: device 1: the cpu backend has one device, 0 (a GPU needs the cuda backend)\n");
   EXPECT_EQ(r.out, "");
   // A path that is not UTF-8 in --json output: nlohmann's dump threw, "internal error", exit 3. Its bytes are
   // written as U+FFFD, as generate --json writes text.

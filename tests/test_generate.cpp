@@ -115,7 +115,7 @@ TEST(Sampler, LogitBiasTakesTheLastBiasOfATokenAndRefusesBadOnes) {
                           const std::string& needle) {
     SamplingParams q;
     q.logit_bias = std::move(bias);
-    test::expect_error([&] { Sampler(q, vocab); }, ErrorKind::Argument, {"--logit-bias: " + needle});
+    test::expect_error([&] { Sampler(q, vocab); }, ErrorKind::Argument, {"logit_bias: " + needle});
   };
   refused({{3, 1.0f}}, 3, "token id 3 is not in the vocabulary [0, 3)");
   refused({{-1, 1.0f}}, 3, "token id -1 is negative");
@@ -125,11 +125,11 @@ TEST(Sampler, LogitBiasTakesTheLastBiasOfATokenAndRefusesBadOnes) {
   SamplingParams q;
   q.presence_penalty = INFINITY;
   test::expect_error([&] { q.validate(); }, ErrorKind::Argument,
-                     {"--presence-penalty: must be a finite number"});
+                     {"presence_penalty: must be a finite number"});
   q.presence_penalty = 0;
   q.frequency_penalty = std::nanf("");
   test::expect_error([&] { q.validate(); }, ErrorKind::Argument,
-                     {"--frequency-penalty: must be a finite number"});
+                     {"frequency_penalty: must be a finite number"});
 }
 
 TEST(Sampler, DrawsOnlyWhatTheFiltersKeepAndFollowsTheDistribution) {
@@ -154,17 +154,17 @@ TEST(Sampler, BadParameters) {
     set(p);
     test::expect_error([&] { p.validate(); }, ErrorKind::Argument, {needle});
   };
-  check([](SamplingParams& p) { p.top_p = 1.5f; }, "--top-p");
-  check([](SamplingParams& p) { p.top_p = 0.0f; }, "--top-p");
-  check([](SamplingParams& p) { p.temperature = -1.0f; }, "--temperature");
-  check([](SamplingParams& p) { p.temperature = std::nanf(""); }, "--temperature");
-  check([](SamplingParams& p) { p.top_k = -3; }, "--top-k");
-  check([](SamplingParams& p) { p.min_p = 2.0f; }, "--min-p");
-  check([](SamplingParams& p) { p.repetition_penalty = 0.0f; }, "--repetition-penalty");
+  check([](SamplingParams& p) { p.top_p = 1.5f; }, "top_p: ");
+  check([](SamplingParams& p) { p.top_p = 0.0f; }, "top_p: ");
+  check([](SamplingParams& p) { p.temperature = -1.0f; }, "temperature: ");
+  check([](SamplingParams& p) { p.temperature = std::nanf(""); }, "temperature: ");
+  check([](SamplingParams& p) { p.top_k = -3; }, "top_k: ");
+  check([](SamplingParams& p) { p.min_p = 2.0f; }, "min_p: ");
+  check([](SamplingParams& p) { p.repetition_penalty = 0.0f; }, "repetition_penalty: ");
   // Infinity is refused, and the message says why (it said "must be >= 0", which inf is).
-  check([](SamplingParams& p) { p.temperature = INFINITY; }, "--temperature: must be a finite number >= 0");
+  check([](SamplingParams& p) { p.temperature = INFINITY; }, "temperature: must be a finite number >= 0");
   check([](SamplingParams& p) { p.repetition_penalty = INFINITY; },
-        "--repetition-penalty: must be a finite number > 0");
+        "repetition_penalty: must be a finite number > 0");
 }
 
 std::shared_ptr<const Model> fixture(const std::string& name, int threads = 2) {
@@ -283,7 +283,7 @@ TEST(Generate, StopStringsCutTheTextAndStreamingShowsNothingPastThem) {
   EXPECT_EQ(streamed, full.text);
   EXPECT_EQ(r2.reason, StopReason::Length);
   o.stop = {""};
-  test::expect_error([&] { generate(s, &bm.tok, prompt, o); }, ErrorKind::Argument, {"--stop"});
+  test::expect_error([&] { generate(s, &bm.tok, prompt, o); }, ErrorKind::Argument, {"stop: "});
 }
 
 TEST(Generate, EosEndsGenerationUnlessIgnored) {
@@ -313,14 +313,14 @@ TEST(Generate, MaxNewTokensEmptyPromptAndBadValues) {
   EXPECT_EQ(r.prompt, std::vector<int32_t>{10});  // BOS from config.json
   EXPECT_EQ(r.tokens.size(), 5u);
   GenerateOptions o = greedy(0);
-  test::expect_error([&] { generate(s, &bm.tok, {1}, o); }, ErrorKind::Argument, {"--max-new-tokens"});
+  test::expect_error([&] { generate(s, &bm.tok, {1}, o); }, ErrorKind::Argument, {"max_new_tokens: "});
   o = greedy(-5);
-  test::expect_error([&] { generate(s, &bm.tok, {1}, o); }, ErrorKind::Argument, {"--max-new-tokens"});
+  test::expect_error([&] { generate(s, &bm.tok, {1}, o); }, ErrorKind::Argument, {"max_new_tokens: "});
   // Generated text is UTF-8, so a stop string that is not could never match: refused, not ignored.
   o = greedy(3);
   o.stop = {"ok", std::string("a\xe2\x82", 3)};
   test::expect_error([&] { generate(s, &bm.tok, {1}, o); }, ErrorKind::Argument,
-                     {"--stop", "not valid UTF-8 at byte offset 1"});
+                     {"stop: ", "not valid UTF-8 at byte offset 1"});
   // A model without BOS cannot start from nothing.
   Session t(fixture("tiny"));
   test::expect_error([&] { generate(t, nullptr, {}, greedy(3)); }, ErrorKind::Argument, {"no BOS token"});

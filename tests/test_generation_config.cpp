@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "formats/gguf.h"
+#include "minigpt/generate.h"
 #include "minigpt/generation_config.h"
 #include "minigpt/tokenizer.h"
 #include "server/server.h"
@@ -311,6 +312,56 @@ TEST(GenerationConfig, PenaltyLastNIsAGgufDefaultOnly) {
       0);
 }
 
+// The one merge generate, chat, serve and Python run: a setting the user gives keeps the user's value, one
+// the user leaves out takes the model's default, and one neither gives keeps the built-in value.
+TEST(GenerationConfig, MergeTakesTheUsersValueThenTheModelsThenTheBuiltIn) {
+  GenerationDefaults model;
+  model.temperature = 0.7f;
+  model.top_k = 20;
+  model.max_new_tokens = 64;
+  model.eos_token_ids = {7, 8};
+  const GenerateOptions builtin;
+  GenerateOptions g;
+  g.sampling.temperature = 0.2f;  // the user's
+  g.max_new_tokens = 9;           // the user's
+  const auto given = [](const char* name) {
+    return std::string(name) == "temperature" || std::string(name) == "max_new_tokens";
+  };
+  apply_generation_defaults(g, model, given);
+  EXPECT_EQ(g.sampling.temperature, 0.2f);                   // the user's over the model's 0.7
+  EXPECT_EQ(g.max_new_tokens, 9);                            // the user's over the model's 64
+  EXPECT_EQ(g.sampling.top_k, 20);                           // the model's over the built-in 50
+  EXPECT_EQ(g.sampling.top_p, builtin.sampling.top_p);       // neither gives it: the built-in
+  EXPECT_EQ(g.sampling.min_p, builtin.sampling.min_p);       // neither gives it: the built-in
+  EXPECT_EQ(g.eos_token_ids, (std::vector<int64_t>{7, 8}));  // the model's
+
+  // Nothing given: the model's where it has one, else the built-in.
+  g = builtin;
+  apply_generation_defaults(g, model, [](const char*) { return false; });
+  EXPECT_EQ(g.sampling.temperature, 0.7f);
+  EXPECT_EQ(g.max_new_tokens, 64);
+  EXPECT_EQ(g.sampling.repetition_penalty, builtin.sampling.repetition_penalty);
+  // Neither: every value stays the built-in.
+  g = builtin;
+  apply_generation_defaults(g, GenerationDefaults{}, [](const char*) { return false; });
+  EXPECT_EQ(g.sampling.temperature, builtin.sampling.temperature);
+  EXPECT_EQ(g.sampling.top_k, builtin.sampling.top_k);
+  EXPECT_EQ(g.max_new_tokens, builtin.max_new_tokens);
+  EXPECT_TRUE(g.eos_token_ids.empty());
+
+  // With the prompt's length, max_length counts the prompt (transformers'); without it only max_new_tokens
+  // is a length.
+  GenerationDefaults by_length;
+  by_length.max_length = 20;
+  g = builtin;
+  apply_generation_defaults(
+      g, by_length, [](const char*) { return false; }, 5);
+  EXPECT_EQ(g.max_new_tokens, 15);
+  g = builtin;
+  apply_generation_defaults(g, by_length, [](const char*) { return false; });
+  EXPECT_EQ(g.max_new_tokens, builtin.max_new_tokens);
+}
+
 // serve: a request that leaves a setting out gets the model's, one that gives it keeps its own; the
 // model's eos_token_id list ends each choice.
 TEST(GenerationConfig, ServerRequestsTakeTheModelsDefaults) {
@@ -422,8 +473,9 @@ TEST(GenerationConfig, BadFilesAreOneLineErrors) {
   test::write_file(dir / "generation_config.json", R"({"max_length": 2})");
   r = test::run_cli("generate -m " + dir.string() + " -p \"The quick brown fox\"");
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find(where + "max_length 2 leaves no room after the prompt's 4 tokens (give -n)"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find(where + "max_length 2 leaves no room after the prompt's 4 tokens (give max_new_tokens)"),
+      std::string::npos)
       << r.err;
   EXPECT_EQ(test::run_cli("generate -m " + dir.string() + " -p \"The quick brown fox\" -n 2").status, 0);
 }

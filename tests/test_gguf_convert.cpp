@@ -689,7 +689,7 @@ TEST(GgufConvert, RequantizingNeedsAllowRequantize) {
   EXPECT_TRUE(test::read_file(tmp / "q8.gguf") == test::read_file(tmp / "q8-again.gguf"));
   o.preset = GgufPreset::F16;
   test::expect_error([&] { write_gguf(tmp / "q8.gguf", tmp / "f16.gguf", o); }, ErrorKind::Argument,
-                     {"q8.gguf", "already Q8_0", "--allow-requantize"});
+                     {"q8.gguf", "already Q8_0", "allow_requantize does it anyway"});
   EXPECT_FALSE(fs::exists(tmp / "f16.gguf"));
   o.allow_requantize = true;
   write_gguf(tmp / "q8.gguf", tmp / "f16.gguf", o);
@@ -888,7 +888,7 @@ TEST(QuantizeCli, BadInputsAreOneLineAndLeaveNothing) {
       {{"quantize", shipped_str(), (tmp / "no" / "x.gguf").string(), "--type", "q8_0"}, "does not exist"},
       {{"quantize", q8, q8, "--type", "q8_0"}, "is the input file"},
       {{"quantize", shipped_str(), tmp.path().string(), "--type", "q8_0"}, "is a directory"},
-      {{"quantize", q8, out, "--type", "q4_0"}, "--allow-requantize"},
+      {{"quantize", q8, out, "--type", "q4_0"}, "allow_requantize does it anyway"},
       {{"convert", shipped_str(), out, "--outtype", "q8_0"}, "not one of f32, f16, bf16"},
       {{"convert", q8, out}, "Hugging Face model directory"},
       {{"quantize", shipped_str(), out, "--type", "q8_0", "--output-tensor-type", "q9_0"},
@@ -899,7 +899,7 @@ TEST(QuantizeCli, BadInputsAreOneLineAndLeaveNothing) {
       {{"convert", shipped_str(), out, "--pure"}, "--pure"},
       {{"quantize", shipped_str(), out, "--type", "q4_k_m", "--tensor-type", "attn_qkv"}, "is not NAME=TYPE"},
       {{"quantize", shipped_str(), out, "--type", "q4_k_m", "--tensor-type", "x[=q8_0"},
-       "--tensor-type 'x[': not a regular expression"},
+       "tensor_types 'x[': not a regular expression"},
       // a type named for the embeddings is taken as given (llama-quantize's rule): 8-wide rows hold no Q4_0
       // block (llama-quantize goes on and corrupts its heap)
       {{"quantize", (test::gguf_fixtures() / "gpt2-tiny-f32.gguf").string(), out, "--type", "q4_k_m",

@@ -3,20 +3,22 @@
 // header's is named below); an include that resolves to no file fails too, so a renamed folder cannot turn
 // the test into one that passes on nothing.
 //
-//   core       include/minigpt/{error,tensor,ggml_type}.h, src/core/    errors, tensors, ggml's types
+//   core       include/minigpt/{error,tensor,ggml_type}.h, src/core/    errors, tensors, ggml's types, hashes
 //   io         src/io/                                                   files, atomic writes, JSON parsing
 //   quant      src/quant/                                                block (de)quantization
-//   formats    include/minigpt/model_source.h, src/formats/              safetensors and GGUF: containers
+//   formats    include/minigpt/model_source.h, src/formats/              safetensors, GGUF, llm.c's and
+//                                                                        llama2.c's checkpoints: containers
 //                                                                        that name no family
 //   arch       include/minigpt/{config,block}.h, src/arch/               Config, the families' table, each
-//                                                                        family's keys and names (and llm.c's
-//                                                                        checkpoints, GPT-2's own format)
+//                                                                        family's keys and names
 //   tokenizer  include/minigpt/tokenizer.h, src/tokenizer/
 //   backend    include/minigpt/{backend,registry}.h, src/backend/       the Backend interface
 //   cpu, cuda  src/cpu/, src/cuda/                                       the backends
 //   model      include/minigpt/model.h, src/model/                       weights from one model source
 //   session    include/minigpt/session.h, src/session/                   the forward pass over Backend
 //   run        include/minigpt/{sampler,generate,generation_config,attention,perplexity,minigpt}.h, src/run/
+//   chat       src/chat/                                                 chat templates: a conversation as a
+//                                                                        prompt, for chat and serve
 //   app        src/convert/, src/server/                                 what the commands are made of
 //   cli        cli/                                                      the minigpt program
 //   python     python/                                                   the Python package's extension
@@ -73,11 +75,12 @@ std::optional<Layer> layer_of(const std::string& rel) {
       {"src/model/", {"model", 8}},
       {"src/session/", {"session", 9}},
       {"src/run/", {"run", 10}},
-      {"src/convert/", {"convert", 11}},
-      {"src/server/", {"server", 11}},
-      {"cli/", {"cli", 12}},
-      {"examples/", {"examples", 12}},
-      {"python/", {"python", 12}},
+      {"src/chat/", {"chat", 11}},  // what chat and serve share: the chat templates
+      {"src/convert/", {"convert", 12}},
+      {"src/server/", {"server", 12}},
+      {"cli/", {"cli", 13}},
+      {"examples/", {"examples", 13}},
+      {"python/", {"python", 13}},
   };
   const std::string pub = "include/minigpt/";
   if (rel.rfind(pub, 0) == 0) {

@@ -288,7 +288,7 @@ TEST(Llama2c, TheCliAsksForTheTokenizerAndRunsOnIds) {
   const std::string m = llama2c_file("v1-tied").string();
   auto r = test::run_cli("generate -m " + m + " -p hello -n 2");
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("a llama2.c checkpoint carries no tokenizer; pass its vocabulary with --tokenizer"),
+  EXPECT_NE(r.err.find("a llama2.c checkpoint carries no tokenizer; give its vocabulary as the tokenizer"),
             std::string::npos)
       << r.err;
   EXPECT_EQ(test::line_count(r.err), 1u) << r.err;

@@ -84,7 +84,7 @@ TEST(Llmc, HeaderBecomesAGpt2ConfigWithTheUnpaddedVocabulary) {
   EXPECT_EQ(h.version, 3);
   EXPECT_EQ(h.n_vocab, kV);
   EXPECT_EQ(h.n_vocab_padded, kVp);
-  const Config c = f->config();
+  const Config c = llmc_config(h);
   EXPECT_EQ(c.arch, "gpt2");
   EXPECT_EQ(c.n_layer, kL);
   EXPECT_EQ(c.n_head, 3);
@@ -96,7 +96,7 @@ TEST(Llmc, HeaderBecomesAGpt2ConfigWithTheUnpaddedVocabulary) {
   EXPECT_EQ(c.activation, Activation::GeluTanh);
   // wte's slice is its first V rows; wpe starts after all Vp of them.
   ASSERT_GE(f->tensors().size(), 2u);
-  EXPECT_EQ(f->tensors()[0].gguf_name, "token_embd.weight");
+  EXPECT_EQ(llmc_gguf_name(f->tensors()[0]), "token_embd.weight");
   EXPECT_EQ(f->tensors()[0].shape, (std::vector<int64_t>{kV, kC}));
   EXPECT_EQ(f->tensors()[1].offset, uint64_t(1024 + kVp * kC * 4));
   EXPECT_EQ(f->tensors().size(), size_t(4 + 12 * kL));
@@ -203,7 +203,7 @@ TEST(Llmc, TokenizerIsAskedFor) {
   test::expect_error(
       [&] { Tokenizer::load(f32_file()); }, ErrorKind::Unsupported,
       {f32_file().string() +
-       ": an llm.c checkpoint carries no tokenizer minigpt can encode with; pass --tokenizer DIR "
+       ": an llm.c checkpoint carries no tokenizer minigpt can encode with; give a tokenizer directory "
        "(GPT-2's vocab.json + merges.txt)"});
 }
 
@@ -374,7 +374,7 @@ TEST(LlmcCli, WithoutTokenizerOneLineAndNonZeroExit) {
   const std::string m = "-m " + f32_file().string() + " ";
   const std::string want =
       "minigpt: error: " + f32_file().string() +
-      ": an llm.c checkpoint carries no tokenizer minigpt can encode with; pass --tokenizer DIR "
+      ": an llm.c checkpoint carries no tokenizer minigpt can encode with; give a tokenizer directory "
       "(GPT-2's vocab.json + merges.txt)\n";
   for (const std::string& args :
        {"generate " + m + "-p hi", "perplexity " + m + "-f " + (tmp / "text.txt").string(),
@@ -396,7 +396,7 @@ TEST(LlmcCli, InfoShowsTheLlmcSource) {
       std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("gpt2 (2 layers, 3 heads, n_embd 24, n_inner 96)"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("pass --tokenizer DIR"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("give a tokenizer directory"), std::string::npos) << r.out;
   r = test::run_cli("info --json -m " + f32_file().string() + " --tokenizer " +
                     bytelevel_tokenizer().string());
   ASSERT_EQ(r.status, 0) << r.err;

@@ -161,7 +161,7 @@ TEST(PerplexityCli, BadInputsGetOneLineAndANonZeroExit) {
            {"-f " + short_text.string() + " -c 2", "a chunk of 2 tokens scores none"},
            {"-f " + short_text.string() + " -c 1", "at least 2 tokens"},
            {"-f " + short_text.string() + " --stride 0", "--stride must be at least 1"},
-           {"-f " + short_text.string() + " --stride 129", "--stride must be in [1, 128]"},
+           {"-f " + short_text.string() + " --stride 129", "stride must be in [1, 128]"},
            {"-f " + short_text.string() + " --stride 5 --chunks 2", "pick one"},
            {"-f " + short_text.string() + " --chunks 0", "--chunks must be at least 1"},
            {"-f " + (tmp / "missing.txt").string(), "missing.txt"},

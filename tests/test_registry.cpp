@@ -73,11 +73,11 @@ TEST(Registry, TheCpuBackendHasOneDevice) {
   o.n_threads = 1;
   o.device = 1;
   test::expect_error([&] { make_backend("cpu", o); }, ErrorKind::Argument,
-                     {"--device 1: the cpu backend has one device, 0 (a GPU needs --backend cuda)"});
+                     {"device 1: the cpu backend has one device, 0 (a GPU needs the cuda backend)"});
   const auto r = test::run_cli("generate --device 2 -p x --max-new-tokens 1");
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_EQ(r.err,
-            "minigpt: error: --device 2: the cpu backend has one device, 0 (a GPU needs --backend cuda)\n");
+            "minigpt: error: device 2: the cpu backend has one device, 0 (a GPU needs the cuda backend)\n");
 }
 
 TEST(Registry, UnknownNameIsAnArgumentErrorNamingTheKnownOnes) {

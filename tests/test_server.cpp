@@ -1944,7 +1944,7 @@ TEST(ServeCli, SamplingFlagsAreRequestDefaults) {
   EXPECT_EQ(bad.port, 0);
   const int st = bad.stop();
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << st;
-  EXPECT_NE(bad.err.find("minigpt: error: --repeat-last-n: must be >= -1"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("minigpt: error: repeat_last_n: must be >= -1"), std::string::npos) << bad.err;
   EXPECT_EQ(test::line_count(bad.err), 1u) << bad.err;
 }
 

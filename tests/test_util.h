@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/hash.h"
 #include "cpu/kernels.h"
 #include "formats/safetensors.h"
 #include "minigpt/config.h"

@@ -175,7 +175,7 @@ def main():
     for i, t in enumerate(texts):
         put("fuzz_encode", "text%d" % i, bytes([i & 1]) + t.encode("utf-8"))
     put("fuzz_encode", "invalid_utf8", b"\x00ab\xc3(\xe2\x82\xff")
-    # llm.c checkpoints (minigpt/llmc.h): the smallest model, F32 and BF16 (wte padded from 3 to 4 rows).
+    # llm.c checkpoints (src/formats/llmc.h): the smallest model, F32 and BF16 (wte padded from 3 to 4 rows).
     def llmc(version, maxT, V, L, NH, C, Vp):
         n = Vp * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C
         header = struct.pack("<256i", 20240326, version, maxT, V, L, NH, C, Vp, *([0] * 248))

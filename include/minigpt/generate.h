@@ -86,7 +86,7 @@ struct GenerateCallbacks {
 int64_t truncate_keep(int64_t max_new_tokens, int64_t n_ctx);
 int64_t slide_keep(int64_t n_ctx);
 
-// Throws Error(Argument) naming the flag when an option is out of range.
+// Throws Error(Argument) naming the field (max_new_tokens, top_p, stop, ...) when an option is out of range.
 void validate_options(const GenerateOptions& options, const Config& config, const Tokenizer* tokenizer);
 // The prompt as generate() evaluates it in a context of `n_ctx` positions (a session's; 0 = the model's):
 // BOS for an empty one; an overlong one refused or truncated (options.overflow). `dropped` receives the
@@ -183,14 +183,18 @@ class Generation {
 GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::vector<int32_t> prompt,
                         const GenerateOptions& options, const GenerateCallbacks& callbacks = {});
 
-// `minigpt generate`'s settings from a model's own defaults (read_generation_defaults()): each sampling
-// setting for which `given(name)` is false (names as GenerationDefaults::apply() asks, and
-// "max_new_tokens"), the ids that end generation, and max_new_tokens when not given (the defaults'
-// max_new_tokens, or max_length less the prompt's `n_prompt` tokens; an empty prompt counts as its BOS).
+// The one merge of the user's settings with a model's own defaults (read_generation_defaults()), which
+// `generate`, `chat`, `serve` and the Python package all run: each sampling setting (names as
+// GenerationDefaults::apply() asks) and max_new_tokens is the user's when `given(name)` (a flag, a request
+// field, a keyword argument: its value is already in `options`), else the model's default when it has one,
+// else the built-in value already in `options`. The model's eos ids end generation. The model's length is
+// its max_new_tokens, or else, with `n_prompt`, its max_length less the prompt's n_prompt tokens (an empty
+// prompt counts as its BOS); a conversation's prompt grows each turn, so `chat` and `serve` give none.
 // Throws Error(Config) when max_length leaves no room after the prompt, and an unusable setting's message
 // (GenerationDefaults::unusable) when it is not given.
-void apply_generation_defaults(GenerateOptions& options, const GenerationDefaults& defaults, int64_t n_prompt,
-                               const std::function<bool(const char*)>& given);
+void apply_generation_defaults(GenerateOptions& options, const GenerationDefaults& defaults,
+                               const std::function<bool(const char*)>& given,
+                               std::optional<int64_t> n_prompt = std::nullopt);
 
 // The context (KV-cache positions) for -c/--ctx-size: by default (nullopt) the model's, but at most 4096, so
 // that a config with a huge n_positions does not allocate gigabytes for a short run; 0 = all of the model's.

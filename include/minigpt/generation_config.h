@@ -1,6 +1,7 @@
 // A model's own generation defaults: generation_config.json beside a Hugging Face model, or the
-// general.sampling.* keys llama.cpp's converter writes from it into a GGUF file. `generate` and `serve` take
-// them for every sampling setting the user does not give, as llama.cpp does with a GGUF file's keys; the
+// general.sampling.* keys llama.cpp's converter writes from it into a GGUF file. `generate`, `chat`, `serve`
+// and the Python package take them for every sampling setting the user does not give, through one merge
+// (apply_generation_defaults(), minigpt/generate.h), as llama.cpp does with a GGUF file's keys; the
 // eos_token_id of generation_config.json ends generation in place of config.json's, as in transformers.
 #pragma once
 

@@ -92,7 +92,7 @@ struct LoadOptions {
 class Model {
  public:
   // Loads `dir` (config.json + model.safetensors, or shards + model.safetensors.index.json), a GGUF file,
-  // an llm.c checkpoint (src/arch/llmc.h) or a llama2.c checkpoint (src/formats/llama2c.h).
+  // an llm.c checkpoint (src/formats/llmc.h) or a llama2.c checkpoint (src/formats/llama2c.h).
   static std::shared_ptr<const Model> load(const std::filesystem::path& dir, const LoadOptions& options = {});
   // The same from a path already opened (its tokenizer, generation defaults and chat template read it too).
   static std::shared_ptr<const Model> load(const ModelSource& source, const LoadOptions& options = {});

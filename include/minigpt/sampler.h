@@ -29,7 +29,7 @@ struct SamplingParams {
   // --logit-bias); -inf: never chosen. A token given twice takes its last bias.
   std::vector<std::pair<int32_t, float>> logit_bias;
   uint64_t seed = 0;
-  // Throws Error(Argument) naming the flag (--temperature, --top-k, ...) when a value is out of range.
+  // Throws Error(Argument) naming the field (temperature, top_k, ...) when a value is out of range.
   void validate() const;
 };
 

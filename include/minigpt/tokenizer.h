@@ -2,7 +2,7 @@
 // llama.cpp names), SentencePiece BPE (Llama 2, Mistral, Phi-3, TinyLlama, llama2.c) and character-level BPE.
 //
 // Files: tokenizer.json; vocab.json + merges.txt (+ tokenizer_config.json); a GGUF file's tokenizer.ggml.*
-// (model "gpt2" with the pre-tokenizers of src/arch/tokenizer_pre.cpp, model "llama" with scores); a
+// (model "gpt2" with the pre-tokenizers of src/tokenizer/tokenizer_pre.cpp, model "llama" with scores); a
 // sentencepiece tokenizer.model; llama2.c's tokenizer.bin. A file is told by its contents, never its name.
 //
 // Behaviour, decided once here:
@@ -94,8 +94,8 @@ class Tokenizer {
   // Reads `dir`/tokenizer.json if it exists, else `dir`/vocab.json + `dir`/merges.txt, else
   // `dir`/tokenizer.model; when `dir` is a file, the tokenizer of that GGUF file, or a sentencepiece
   // tokenizer.model, or a llama2.c tokenizer.bin (told by their contents; an llm.c checkpoint has none:
-  // Error(Unsupported) asking for --tokenizer). Throws Error (Io, Format, Unsupported) naming the file. A
-  // directory with no weights is fine.
+  // Error(Unsupported) asking for a tokenizer given apart). Throws Error (Io, Format, Unsupported) naming the
+  // file. A directory with no weights is fine.
   static Tokenizer load(const std::filesystem::path& dir);
   // The same from a path already opened (a GGUF file's metadata is not parsed again).
   static Tokenizer load(const ModelSource& source);

@@ -166,7 +166,7 @@ class Model(_minigpt.Model):
         Returns a GenerateResult (text without the prompt, ids, tokens, stop_reason, timings); with
         ``stream=True``, a GenerateStream: an iterator of text pieces as they come, whose ``result`` is the
         GenerateResult once it has ended. Ctrl-C raises KeyboardInterrupt within one token. Errors are
-        minigpt.Error with the CLI's messages (which name the flag: ``--top-p`` for top_p).
+        minigpt.Error with the CLI's messages (which name the setting as the keyword does: ``top_p``).
         """
         return self._generate(
             prompt,

@@ -469,7 +469,7 @@ std::unique_ptr<GenerateRun> start_generation(const std::shared_ptr<ModelState>&
   g.ignore_eos = a.ignore_eos;
   g.skip_special = !a.show_special;
   const GenerationDefaults& defaults = m->generation_defaults();
-  apply_generation_defaults(g, defaults, int64_t(prompt.size()), [&a](const char* name) {
+  const auto given = [&a](const char* name) {
     const std::string n = name;
     if (n == "temperature") return a.temperature.has_value();
     if (n == "top_k") return a.top_k.has_value();
@@ -479,7 +479,8 @@ std::unique_ptr<GenerateRun> start_generation(const std::shared_ptr<ModelState>&
     if (n == "repeat_last_n") return a.repeat_last_n.has_value();
     if (n == "max_new_tokens") return a.max_new_tokens.has_value();
     return false;
-  });
+  };
+  apply_generation_defaults(g, defaults, given, int64_t(prompt.size()));
   const uint64_t seed =
       a.seed ? *a.seed : uint64_t(std::random_device{}()) * 0x100000001ull ^ std::random_device{}();
   g.sampling.seed = seed;
@@ -487,8 +488,8 @@ std::unique_ptr<GenerateRun> start_generation(const std::shared_ptr<ModelState>&
   g.logprobs = a.logprobs.has_value();
   g.top_logprobs = a.logprobs.value_or(0);
   if (a.logprobs && *a.logprobs < 0) {
-    throw Error(ErrorKind::Argument, "--top-logprobs: must be in [0, " + std::to_string(c.n_vocab) +
-                                         "], got " + std::to_string(*a.logprobs));
+    throw Error(ErrorKind::Argument, "top_logprobs: must be in [0, " + std::to_string(c.n_vocab) + "], got " +
+                                         std::to_string(*a.logprobs));
   }
   const int64_t n_ctx = context_size(a.ctx_size, c.n_ctx);
   g.max_new_tokens = resolve_max_new_tokens(g.max_new_tokens, int64_t(prompt.size()), n_ctx);

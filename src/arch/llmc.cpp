@@ -1,219 +1,19 @@
 #include "arch/llmc.h"
 
-#include <cstring>
-#include <fstream>
-
-#include "arch/arch.h"
-#include "io/io.h"
 #include "minigpt/error.h"
 
 namespace minigpt {
-namespace {
 
-constexpr uint64_t kHeaderBytes = 256 * sizeof(int32_t);
-
-// The caps of config.json's fields (src/arch/config.cpp), so that an llm.c file loads iff the same model
-// would as a directory.
-constexpr int64_t kMaxDim = int64_t(1) << 20;
-constexpr int64_t kMaxVocab = int64_t(1) << 24;
-constexpr int64_t kMaxLayers = 4096;
-// Within the caps no size below overflows: the largest arrays are Vp x C and L x 4C x C elements of 4 bytes.
-static_assert(kMaxVocab * kMaxDim * 4 < (int64_t(1) << 62) &&
-              kMaxLayers * 4 * kMaxDim * kMaxDim * 4 < (int64_t(1) << 62));
-
-int32_t get_i32(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-struct Param {
-  const char* name;
-  arch::Role role;
-  bool stacked;  // one slice per layer
-};
-// File order (train_gpt2.py's write_tensors, train_gpt2.c's fill_in_parameter_sizes).
-constexpr Param kParams[] = {
-    {"wte", arch::Role::TokenEmbd, false},   {"wpe", arch::Role::PosEmbd, false},
-    {"ln1w", arch::Role::AttnNorm, true},    {"ln1b", arch::Role::AttnNormBias, true},
-    {"qkvw", arch::Role::AttnQkv, true},     {"qkvb", arch::Role::AttnQkvBias, true},
-    {"attprojw", arch::Role::AttnOut, true}, {"attprojb", arch::Role::AttnOutBias, true},
-    {"ln2w", arch::Role::FfnNorm, true},     {"ln2b", arch::Role::FfnNormBias, true},
-    {"fcw", arch::Role::FfnUp, true},        {"fcb", arch::Role::FfnUpBias, true},
-    {"fcprojw", arch::Role::FfnDown, true},  {"fcprojb", arch::Role::FfnDownBias, true},
-    {"lnfw", arch::Role::OutputNorm, false}, {"lnfb", arch::Role::OutputNormBias, false},
-};
-
-}  // namespace
-
-bool is_llmc_file(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return false;
-  std::ifstream in(path, std::ios::binary);
-  uint8_t magic[4] = {};
-  in.read(reinterpret_cast<char*>(magic), 4);
-  if (!in) return false;
-  const int32_t m = get_i32(magic);
-  return is_llmc_magic(m);
-}
-
-Error llmc_no_tokenizer_error(const std::filesystem::path& path) {
-  return Error(ErrorKind::Unsupported,
-               path.string() +
-                   ": an llm.c checkpoint carries no tokenizer minigpt can encode with; "
-                   "pass --tokenizer DIR (GPT-2's vocab.json + merges.txt)");
-}
-
-std::shared_ptr<LlmcFile> LlmcFile::open(const std::filesystem::path& path) {
-  std::shared_ptr<LlmcFile> f(new LlmcFile());
-  f->bytes_ = ByteSource::open_file(path);
-  f->parse(f->bytes_.size());
-  return f;
-}
-
-std::shared_ptr<LlmcFile> LlmcFile::from_memory(const uint8_t* bytes, size_t size, std::string source) {
-  std::shared_ptr<LlmcFile> f(new LlmcFile());
-  f->bytes_ = ByteSource::in_memory(bytes, size, std::move(source));
-  f->parse(size);
-  return f;
-}
-
-void LlmcFile::read(const LlmcTensor& t, void* dst) const { bytes_.fetch(dst, t.nbytes, t.offset); }
-
-void LlmcFile::parse(uint64_t file_size) {
-  auto fail = [&](ErrorKind kind, const std::string& what) { throw Error(kind, path() + ": " + what); };
-  if (file_size < kHeaderBytes) {
-    fail(ErrorKind::Format, "truncated: " + std::to_string(file_size) + " bytes, shorter than llm.c's " +
-                                std::to_string(kHeaderBytes) + "-byte header");
-  }
-  uint8_t raw[kHeaderBytes];
-  bytes_.fetch(raw, kHeaderBytes, 0);
-  auto field = [&](int i) { return get_i32(raw + 4 * i); };
-
-  const int32_t magic = field(0);
-  if (magic == kLlmcStateMagic) {
-    fail(ErrorKind::Unsupported,
-         "an llm.c debug state file (magic 20240327, train_gpt2.py's write_state), not a "
-         "model checkpoint (magic 20240326, write_model)");
-  }
-  if (magic == kLlmcTokenizerMagic) {
-    fail(ErrorKind::Unsupported,
-         "an llm.c tokenizer file (magic 20240328), not a model checkpoint: it can only decode; give the "
-         "checkpoint with -m and GPT-2's vocab.json + merges.txt with --tokenizer DIR");
-  }
-  if (magic != kLlmcMagic) {
-    fail(ErrorKind::Format, "not an llm.c checkpoint (magic " + std::to_string(magic) + ", expected " +
-                                std::to_string(kLlmcMagic) + ")");
-  }
-  const int32_t version = field(1);
-  if (version == 1 || version == 2 || version == 4) {
-    const char* what = version == 1   ? "F32 parameters, vocabulary not padded"
-                       : version == 2 ? "BF16 with F32 layer norms at the end, vocabulary not padded"
-                                      : "BF16 with F32 layer norms at the end";
-    fail(ErrorKind::Unsupported, "llm.c checkpoint version " + std::to_string(version) + " (" + what +
-                                     ", an older layout) is not read; export it again with the current "
-                                     "train_gpt2.py (version 3 = F32 and 5 = BF16 are read)");
-  }
-  if (version != 3 && version != 5) {
-    fail(ErrorKind::Format, "llm.c checkpoint version " + std::to_string(version) +
-                                (version > 0xffff || version < 0 ? " (a big-endian file?)" : "") +
-                                " is unknown (3 = F32 and 5 = BF16 are read)");
-  }
-  LlmcHeader& h = header_;
-  h.version = version;
-  // Each field checked before any size is computed from it.
-  auto dim = [&](int i, const char* name, const char* what, int64_t max) {
-    const int64_t v = field(i);
-    if (v < 1 || v > max) {
-      fail(ErrorKind::Format, "header[" + std::to_string(i) + "] " + name + " (" + what + ") = " +
-                                  std::to_string(v) + " is out of range [1, " + std::to_string(max) + "]");
-    }
-    return v;
-  };
-  h.max_t = dim(2, "maxT", "the positions", kMaxDim);
-  h.n_vocab = dim(3, "V", "the vocabulary", kMaxVocab);
-  h.n_layer = dim(4, "L", "the layers", kMaxLayers);
-  h.n_head = dim(5, "NH", "the heads", kMaxDim);
-  h.n_embd = dim(6, "C", "the channels", kMaxDim);
-  h.n_vocab_padded = dim(7, "Vp", "the padded vocabulary", kMaxVocab);
-  if (h.n_vocab > h.n_vocab_padded) {
-    fail(ErrorKind::Format, "header V = " + std::to_string(h.n_vocab) + " is larger than Vp = " +
-                                std::to_string(h.n_vocab_padded) + " (the padded vocabulary, wte's rows)");
-  }
-  if (h.n_embd % h.n_head != 0) {
-    fail(ErrorKind::Format,
-         "header C = " + std::to_string(h.n_embd) + " is not divisible by NH = " + std::to_string(h.n_head));
-  }
-
-  const int64_t L = h.n_layer, C = h.n_embd;
-  const uint64_t es = st_dtype_size(dtype());
-  uint64_t offset = kHeaderBytes;
-  for (const Param& p : kParams) {
-    // Each array's (rows, cols) per layer, as fill_in_parameter_sizes gives them.
-    std::vector<int64_t> shape;
-    switch (p.role) {
-      case arch::Role::TokenEmbd:
-        shape = {h.n_vocab, C};  // of Vp rows: the rest is padding
-        break;
-      case arch::Role::PosEmbd:
-        shape = {h.max_t, C};
-        break;
-      case arch::Role::AttnQkv:
-        shape = {3 * C, C};
-        break;
-      case arch::Role::AttnQkvBias:
-        shape = {3 * C};
-        break;
-      case arch::Role::AttnOut:
-        shape = {C, C};
-        break;
-      case arch::Role::FfnUp:
-        shape = {4 * C, C};
-        break;
-      case arch::Role::FfnUpBias:
-        shape = {4 * C};
-        break;
-      case arch::Role::FfnDown:
-        shape = {C, 4 * C};
-        break;
-      default:
-        shape = {C};
-        break;
-    }
-    uint64_t numel = 1;
-    for (int64_t d : shape) numel *= uint64_t(d);
-    const uint64_t nbytes = numel * es;
-    for (int64_t l = 0; l < (p.stacked ? L : 1); ++l) {
-      const int64_t layer = p.stacked ? l : -1;
-      tensors_.push_back(
-          {p.name, layer, arch::llmc_architecture().gguf_tensor_name(p.role, layer), shape, offset, nbytes});
-      offset += nbytes;
-    }
-    if (p.role == arch::Role::TokenEmbd) offset += uint64_t(h.n_vocab_padded - h.n_vocab) * uint64_t(C) * es;
-  }
-  if (file_size != offset) {
-    const uint64_t params = (offset - kHeaderBytes) / es;
-    const std::string implied =
-        "the header implies " + std::to_string(offset) + " (1024 + " + std::to_string(params) +
-        " parameters x " + std::to_string(es) + " bytes: maxT " + std::to_string(h.max_t) + ", V " +
-        std::to_string(h.n_vocab) + ", Vp " + std::to_string(h.n_vocab_padded) + ", L " + std::to_string(L) +
-        ", NH " + std::to_string(h.n_head) + ", C " + std::to_string(C) + ")";
-    fail(ErrorKind::Format, std::to_string(file_size) + " bytes, but " + implied +
-                                (file_size < offset ? "; truncated?" : "; extra bytes after the parameters"));
-  }
-  config().validate(path());
-}
-
-Config LlmcFile::config() const {
+Config llmc_config(const LlmcHeader& h) {
   Config c;
   c.arch = arch::llmc_architecture().model_type;
-  c.n_layer = header_.n_layer;
-  c.n_head = header_.n_head;
-  c.n_kv_head = header_.n_head;
-  c.n_embd = header_.n_embd;
-  c.n_ctx = header_.max_t;
-  c.n_vocab = header_.n_vocab;
-  c.n_inner = 4 * header_.n_embd;
+  c.n_layer = h.n_layer;
+  c.n_head = h.n_head;
+  c.n_kv_head = h.n_head;
+  c.n_embd = h.n_embd;
+  c.n_ctx = h.max_t;
+  c.n_vocab = h.n_vocab;
+  c.n_inner = 4 * h.n_embd;
   c.layer_norm_epsilon = 1e-5f;
   c.activation = Activation::GeluTanh;  // llm.c's gelu is the tanh approximation
   c.activation_name = "gelu_new";
@@ -222,6 +22,31 @@ Config LlmcFile::config() const {
   c.ffn = FfnKind::Plain;
   c.tie_word_embeddings = true;
   return c;  // bos/eos: llm.c keeps <|endoftext|> in its tokenizer file only; the tokenizer supplies it
+}
+
+arch::Role llmc_role(const LlmcTensor& t) {
+  using arch::Role;
+  struct Entry {
+    const char* name;
+    Role role;
+  };
+  static constexpr Entry kRoles[] = {
+      {"wte", Role::TokenEmbd},    {"wpe", Role::PosEmbd},
+      {"ln1w", Role::AttnNorm},    {"ln1b", Role::AttnNormBias},
+      {"qkvw", Role::AttnQkv},     {"qkvb", Role::AttnQkvBias},
+      {"attprojw", Role::AttnOut}, {"attprojb", Role::AttnOutBias},
+      {"ln2w", Role::FfnNorm},     {"ln2b", Role::FfnNormBias},
+      {"fcw", Role::FfnUp},        {"fcb", Role::FfnUpBias},
+      {"fcprojw", Role::FfnDown},  {"fcprojb", Role::FfnDownBias},
+      {"lnfw", Role::OutputNorm},  {"lnfb", Role::OutputNormBias},
+  };
+  for (const Entry& e : kRoles)
+    if (t.name == e.name) return e.role;
+  throw Error(ErrorKind::Format, "llm.c array '" + t.name + "' has no role");
+}
+
+std::string llmc_gguf_name(const LlmcTensor& t) {
+  return arch::llmc_architecture().gguf_tensor_name(llmc_role(t), t.layer);
 }
 
 }  // namespace minigpt

@@ -91,7 +91,7 @@ const char* backend_op_name(BackendOp op) {
 namespace {
 [[noreturn]] void missing(const Backend& be, BackendOp op) {
   throw Error(ErrorKind::Unsupported, be.name() + " backend: the op " + backend_op_name(op) +
-                                          " is not implemented (try --backend cpu)");
+                                          " is not implemented (try the cpu backend)");
 }
 }  // namespace
 

@@ -22,8 +22,8 @@ BackendInfo cpu_backend_info() {
     // One device, 0: "--device 1" without "--backend cuda" ran on the CPU without a word.
     if (o.device != 0) {
       throw Error(ErrorKind::Argument,
-                  "--device " + std::to_string(o.device) +
-                      ": the cpu backend has one device, 0 (a GPU needs --backend cuda)");
+                  "device " + std::to_string(o.device) +
+                      ": the cpu backend has one device, 0 (a GPU needs the cuda backend)");
     }
     return make_cpu_backend(o.n_threads, o.kv_dtype.value_or(DType::F32));
   };

@@ -170,7 +170,7 @@ std::vector<TypeChoice> choose_types(GgufPreset p, const std::vector<TensorSpec>
     if (code == nullptr) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(err, msg, sizeof msg);
-      throw Error(ErrorKind::Argument, "--tensor-type '" + name + "': not a regular expression (" +
+      throw Error(ErrorKind::Argument, "tensor_types '" + name + "': not a regular expression (" +
                                            reinterpret_cast<const char*>(msg) + " at offset " +
                                            std::to_string(at) + ")");
     }
@@ -179,7 +179,7 @@ std::vector<TypeChoice> choose_types(GgufPreset p, const std::vector<TensorSpec>
   auto found = [](const Pattern& p, const std::string& s) {
     std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> data(
         pcre2_match_data_create_from_pattern(p.code.get(), nullptr), &pcre2_match_data_free);
-    if (!data) throw Error(ErrorKind::Io, "--tensor-type: out of memory");
+    if (!data) throw Error(ErrorKind::Io, "tensor_types: out of memory");
     const int rc = pcre2_match(p.code.get(), reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0,
                                data.get(), nullptr);
     if (rc >= 0) return true;
@@ -187,7 +187,7 @@ std::vector<TypeChoice> choose_types(GgufPreset p, const std::vector<TensorSpec>
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(rc, msg, sizeof msg);
     throw Error(ErrorKind::Argument,
-                "--tensor-type: matching '" + s + "' failed: " + reinterpret_cast<const char*>(msg));
+                "tensor_types: matching '" + s + "' failed: " + reinterpret_cast<const char*>(msg));
   };
 
   std::vector<TypeChoice> out;

@@ -155,8 +155,8 @@ GgufWriteSummary write_gguf(const fs::path& in, const fs::path& out, const GgufW
     if (is_quantized(t.type) && !o.allow_requantize) {
       throw Error(ErrorKind::Argument, s.where + ": tensor '" + t.name + "' is already " + type_name(t.type) +
                                            "; requantizing it to " + type_name(to) +
-                                           " loses precision twice (--allow-requantize to do it anyway, as "
-                                           "llama-quantize's flag)");
+                                           " loses precision twice (allow_requantize does it anyway, as "
+                                           "llama-quantize's --allow-requantize)");
     }
     if (!can_dequantize(t.type)) {
       throw Error(ErrorKind::Unsupported, s.where + ": tensor '" + t.name + "' is " + type_name(t.type) +

@@ -376,7 +376,7 @@ class CudaBackend final : public Backend {
     if (mscale != 1.0f) {
       throw Error(ErrorKind::Unsupported,
                   "cuda backend: rope_freqs with cos and sin scaled (mscale " + std::to_string(mscale) +
-                      ", LongRoPE's attention factor) is not implemented (try --backend cpu)");
+                      ", LongRoPE's attention factor) is not implemented (try the cpu backend)");
     }
     need_device_f32(x, "rope", "x");
     need_device_f32(inv_freq, "rope", "inv_freq");

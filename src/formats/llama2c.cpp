@@ -143,8 +143,8 @@ bool probe_llama2c_legacy(const uint8_t* head, size_t n, uint64_t file_size, uin
 Error llama2c_no_tokenizer_error(const std::filesystem::path& path) {
   return Error(ErrorKind::Unsupported,
                path.string() +
-                   ": a llama2.c checkpoint carries no tokenizer; pass its vocabulary "
-                   "with --tokenizer (llama2.c's tokenizer.bin, run.c's -z)");
+                   ": a llama2.c checkpoint carries no tokenizer; give its vocabulary "
+                   "as the tokenizer (llama2.c's tokenizer.bin, run.c's -z)");
 }
 
 std::shared_ptr<Llama2cFile> Llama2cFile::open(const std::filesystem::path& path) {

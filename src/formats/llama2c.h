@@ -99,7 +99,7 @@ class Llama2cFile {
 bool probe_llama2c_legacy(const uint8_t* head, size_t n, uint64_t file_size, uint64_t* implied);
 
 // What is said when a tokenizer is asked of a llama2.c checkpoint: its vocabulary is a file of its own
-// (tokenizer.bin, run.c's -z), given with --tokenizer. Error(Unsupported), one line.
+// (tokenizer.bin, run.c's -z), given apart as the tokenizer. Error(Unsupported), one line.
 Error llama2c_no_tokenizer_error(const std::filesystem::path& path);
 
 }  // namespace minigpt

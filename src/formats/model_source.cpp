@@ -6,7 +6,7 @@
 
 #include "formats/gguf.h"
 #include "formats/llama2c.h"
-#include "formats/llmc_magic.h"
+#include "formats/llmc.h"
 #include "minigpt/error.h"
 
 namespace minigpt {

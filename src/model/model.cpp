@@ -411,15 +411,16 @@ struct LlmcModel {
 LlmcModel open_llmc(const fs::path& path) {
   LlmcModel g;
   g.file = LlmcFile::open(path);
-  g.config = g.file->config();
+  g.config = llmc_config(g.file->header());
+  g.config.validate(g.file->path());
   for (const LlmcTensor& t : g.file->tensors()) {
     const LlmcFile* file = g.file.get();
     const LlmcTensor* tensor = &t;
     // Messages also name the array as llm.c does: "x.bin (llm.c's qkvw, layer 0): tensor 'blk.0...'".
     const std::string where = g.file->path() + " (llm.c's " + t.name +
                               (t.layer >= 0 ? ", layer " + std::to_string(t.layer) : std::string()) + ")";
-    g.tensors.emplace(t.gguf_name, HostTensor{g.file->dtype(), t.shape, size_t(t.nbytes), where,
-                                              [file, tensor](void* dst) { file->read(*tensor, dst); }});
+    g.tensors.emplace(llmc_gguf_name(t), HostTensor{g.file->dtype(), t.shape, size_t(t.nbytes), where,
+                                                    [file, tensor](void* dst) { file->read(*tensor, dst); }});
   }
   return g;
 }

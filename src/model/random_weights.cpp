@@ -5,23 +5,11 @@
 #include <optional>
 
 #include "arch/arch.h"
+#include "core/hash.h"
 #include "formats/safetensors.h"
 #include "minigpt/error.h"
 
 namespace minigpt {
-
-uint64_t splitmix64(uint64_t x) {
-  uint64_t z = x + 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-uint64_t fnv1a64(std::string_view s) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (unsigned char b : s) h = (h ^ b) * 0x100000001B3ull;
-  return h;
-}
 
 void fill_counter_random(float* dst, size_t n, std::string_view name, double mean, double std,
                          uint64_t first) {

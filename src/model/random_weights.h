@@ -1,5 +1,5 @@
 // Models with random weights in the exact Hugging Face layout, for tests and benchmarks of shapes whose
-// trained weights are not at hand. The values come from a counter-based generator that
+// trained weights are not at hand. The values come from a counter-based generator (src/core/hash.h) that
 // tools/reference/make_reference.py implements too, so transformers' logits for the same weights can be
 // committed without committing the weights:
 //   seed = splitmix64(fnv1a64(bare name)); z = splitmix64(seed + j) for element j (row-major);
@@ -20,8 +20,6 @@
 
 namespace minigpt {
 
-uint64_t splitmix64(uint64_t x);
-uint64_t fnv1a64(std::string_view s);
 // Values [first, first + n) of the tensor named `bare_name`, of this mean and standard deviation.
 void fill_counter_random(float* dst, size_t n, std::string_view bare_name, double mean, double std,
                          uint64_t first = 0);

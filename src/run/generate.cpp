@@ -48,23 +48,23 @@ const char* stop_reason_name(StopReason r) {
 
 void validate_options(const GenerateOptions& o, const Config& c, const Tokenizer* tokenizer) {
   if (o.max_new_tokens < 1) {
-    throw Error(ErrorKind::Argument,
-                "--max-new-tokens: must be >= 1, got " + std::to_string(o.max_new_tokens));
+    throw Error(ErrorKind::Argument, "max_new_tokens: must be >= 1, got " + std::to_string(o.max_new_tokens));
   }
   o.sampling.validate();
   if (o.top_logprobs < 0 || o.top_logprobs > c.n_vocab) {
-    throw Error(ErrorKind::Argument, "--top-logprobs: must be in [0, " + std::to_string(c.n_vocab) +
-                                         "], got " + std::to_string(o.top_logprobs));
+    throw Error(ErrorKind::Argument, "top_logprobs: must be in [0, " + std::to_string(c.n_vocab) + "], got " +
+                                         std::to_string(o.top_logprobs));
   }
   for (const auto& s : o.stop) {
-    if (s.empty()) throw Error(ErrorKind::Argument, "--stop/-r: a stop string must not be empty");
+    if (s.empty()) throw Error(ErrorKind::Argument, "stop: a stop string must not be empty");
     // Generated text is UTF-8 (U+FFFD for what is not), so such a string could never match.
     if (const size_t bad = tokenizer_detail::utf8_first_invalid(s); bad != std::string_view::npos) {
-      throw Error(ErrorKind::Argument, "--stop/-r: the stop string is not valid UTF-8 at byte offset " +
+      throw Error(ErrorKind::Argument, "stop: the stop string is not valid UTF-8 at byte offset " +
                                            std::to_string(bad) + ", so generated text could never match it");
     }
   }
-  if (!o.stop.empty() && tokenizer == nullptr) throw Error(ErrorKind::Argument, "--stop needs a tokenizer");
+  if (!o.stop.empty() && tokenizer == nullptr)
+    throw Error(ErrorKind::Argument, "stop: stop strings need a tokenizer");
 }
 
 int64_t truncate_keep(int64_t max_new_tokens, int64_t n_ctx) {
@@ -98,10 +98,10 @@ std::vector<int32_t> prepare_prompt(std::vector<int32_t> prompt, const GenerateO
   if (int64_t(prompt.size()) > n_ctx) {
     if (o.overflow == ContextOverflow::Error) {
       const std::string which = n_ctx == c.n_ctx ? "the model's context of " + std::to_string(n_ctx)
-                                                 : "the context of " + std::to_string(n_ctx) + " (-c)";
+                                                 : "the context of " + std::to_string(n_ctx) + " (n_ctx)";
       throw Error(ErrorKind::Argument, "the prompt is " + std::to_string(prompt.size()) +
                                            " tokens, longer than " + which +
-                                           " (--context-overflow truncate keeps its last tokens)");
+                                           " (context_overflow truncate keeps its last tokens)");
     }
     const int64_t keep = truncate_keep(o.max_new_tokens, n_ctx);
     const int64_t drop = int64_t(prompt.size()) - keep;
@@ -315,26 +315,31 @@ GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::vecto
   return std::move(g.result());
 }
 
-void apply_generation_defaults(GenerateOptions& g, const GenerationDefaults& defaults, int64_t n_prompt,
-                               const std::function<bool(const char*)>& given) {
+void apply_generation_defaults(GenerateOptions& g, const GenerationDefaults& defaults,
+                               const std::function<bool(const char*)>& given,
+                               std::optional<int64_t> n_prompt) {
   defaults.apply(g.sampling, given);
   g.eos_token_ids = defaults.eos_token_ids;
   if (given("max_new_tokens")) return;
-  n_prompt = std::max<int64_t>(1, n_prompt);  // an empty prompt is the BOS alone
-  if (defaults.max_length && !defaults.max_new_tokens && *defaults.max_length <= n_prompt) {
+  if (!n_prompt) {
+    if (defaults.max_new_tokens) g.max_new_tokens = *defaults.max_new_tokens;
+    return;
+  }
+  const int64_t n = std::max<int64_t>(1, *n_prompt);  // an empty prompt is the BOS alone
+  if (defaults.max_length && !defaults.max_new_tokens && *defaults.max_length <= n) {
     // transformers' generate() raises here too
     throw Error(ErrorKind::Config, defaults.source + ": max_length " + std::to_string(*defaults.max_length) +
-                                       " leaves no room after the prompt's " + std::to_string(n_prompt) +
-                                       " tokens (give -n)");
+                                       " leaves no room after the prompt's " + std::to_string(n) +
+                                       " tokens (give max_new_tokens)");
   }
-  if (const auto n = defaults.default_new_tokens(n_prompt)) g.max_new_tokens = *n;
+  if (const auto d = defaults.default_new_tokens(n)) g.max_new_tokens = *d;
 }
 
 int64_t context_size(std::optional<int64_t> ctx_size, int64_t model_ctx) {
   constexpr int64_t kDefaultMaxCtx = 4096;
   if (!ctx_size) return std::min(model_ctx, kDefaultMaxCtx);
   if (*ctx_size < 0 || *ctx_size > model_ctx) {
-    throw Error(ErrorKind::Argument, "-c/--ctx-size: " + std::to_string(*ctx_size) + " is outside [0, " +
+    throw Error(ErrorKind::Argument, "n_ctx: " + std::to_string(*ctx_size) + " is outside [0, " +
                                          std::to_string(model_ctx) +
                                          "] (the model's context; 0 = all of it)");
   }

@@ -40,17 +40,17 @@ std::vector<PerplexityWindow> perplexity_windows(int64_t n_tokens, int64_t n_ctx
   }
   std::vector<PerplexityWindow> windows;
   if (o.recipe == PerplexityRecipe::Chunks) {
-    if (o.max_chunks < 0) throw arg_error("--chunks must be positive, not " + std::to_string(o.max_chunks));
+    if (o.max_chunks < 0) throw arg_error("max_chunks must be positive, not " + std::to_string(o.max_chunks));
     // Positions n_ctx / 2 .. n_ctx - 2 of a chunk score the next token: none at all below 3.
     if (n_ctx < 3) {
-      throw arg_error(
-          "a chunk of " + std::to_string(n_ctx) +
-          " tokens scores none (its second half less the last token): use -c 3 or more, or --stride");
+      throw arg_error("a chunk of " + std::to_string(n_ctx) +
+                      " tokens scores none (its second half less the last token): use an n_ctx of 3 or more, "
+                      "or a stride");
     }
     int64_t n_chunks = n_tokens / n_ctx;
     if (n_chunks == 0) {
       throw arg_error("the text is " + std::to_string(n_tokens) + " tokens long, shorter than one chunk of " +
-                      std::to_string(n_ctx) + " (use a smaller -c, or --stride)");
+                      std::to_string(n_ctx) + " (use a smaller n_ctx, or a stride)");
     }
     if (o.max_chunks > 0) n_chunks = std::min(n_chunks, o.max_chunks);
     for (int64_t c = 0; c < n_chunks; ++c)
@@ -59,7 +59,7 @@ std::vector<PerplexityWindow> perplexity_windows(int64_t n_tokens, int64_t n_ctx
   }
   const int64_t stride = o.stride > 0 ? o.stride : std::max<int64_t>(1, n_ctx / 2);
   if (o.stride < 0 || stride > n_ctx) {
-    throw arg_error("--stride must be in [1, " + std::to_string(n_ctx) + "] (the window), not " +
+    throw arg_error("stride must be in [1, " + std::to_string(n_ctx) + "] (the window), not " +
                     std::to_string(o.stride));
   }
   // transformers' loop: for begin in range(0, n, stride): end = min(begin + n_ctx, n); labels on the last

@@ -7,8 +7,8 @@
 #include <numeric>
 #include <string>
 
+#include "core/hash.h"
 #include "minigpt/error.h"
-#include "model/random_weights.h"
 
 namespace minigpt {
 namespace {
@@ -20,8 +20,8 @@ std::string num(double v) {
   return b;
 }
 
-[[noreturn]] void bad(const std::string& flag, const std::string& what) {
-  throw Error(ErrorKind::Argument, flag + ": " + what);
+[[noreturn]] void bad(const std::string& field, const std::string& what) {
+  throw Error(ErrorKind::Argument, field + ": " + what);
 }
 
 // Softmax of the finite entries in float, as torch.softmax computes it (max subtracted first).
@@ -37,27 +37,26 @@ void softmax(std::span<const float> s, std::vector<float>& p) {
 
 void SamplingParams::validate() const {
   if (!(temperature >= 0.0f) || !std::isfinite(temperature))
-    bad("--temperature", "must be a finite number >= 0 (0 = greedy), got " + num(temperature));
-  if (top_k < 0) bad("--top-k", "must be >= 0 (0 = off), got " + std::to_string(top_k));
-  if (!(top_p > 0.0f && top_p <= 1.0f)) bad("--top-p", "must be in (0, 1], got " + num(top_p));
-  if (!(min_p >= 0.0f && min_p <= 1.0f)) bad("--min-p", "must be in [0, 1], got " + num(min_p));
+    bad("temperature", "must be a finite number >= 0 (0 = greedy), got " + num(temperature));
+  if (top_k < 0) bad("top_k", "must be >= 0 (0 = off), got " + std::to_string(top_k));
+  if (!(top_p > 0.0f && top_p <= 1.0f)) bad("top_p", "must be in (0, 1], got " + num(top_p));
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) bad("min_p", "must be in [0, 1], got " + num(min_p));
   if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty)) {
-    bad("--repetition-penalty", "must be a finite number > 0 (1 = off), got " + num(repetition_penalty));
+    bad("repetition_penalty", "must be a finite number > 0 (1 = off), got " + num(repetition_penalty));
   }
   if (repeat_last_n < -1) {
-    bad("--repeat-last-n",
+    bad("repeat_last_n",
         "must be >= -1 (-1 = the whole sequence, 0 = off), got " + std::to_string(repeat_last_n));
   }
   if (!std::isfinite(presence_penalty))
-    bad("--presence-penalty", "must be a finite number (0 = off), got " + num(presence_penalty));
+    bad("presence_penalty", "must be a finite number (0 = off), got " + num(presence_penalty));
   if (!std::isfinite(frequency_penalty))
-    bad("--frequency-penalty", "must be a finite number (0 = off), got " + num(frequency_penalty));
+    bad("frequency_penalty", "must be a finite number (0 = off), got " + num(frequency_penalty));
   for (const auto& [id, b] : logit_bias) {
-    if (id < 0) bad("--logit-bias", "token id " + std::to_string(id) + " is negative");
+    if (id < 0) bad("logit_bias", "token id " + std::to_string(id) + " is negative");
     // +inf would make the draw's softmax inf / inf; -inf is "never", as llama.cpp reads it
     if (!std::isfinite(b) && b != kNegInf)
-      bad("--logit-bias",
-          "the bias of token " + std::to_string(id) + " must be finite or -inf, got " + num(b));
+      bad("logit_bias", "the bias of token " + std::to_string(id) + " must be finite or -inf, got " + num(b));
   }
 }
 
@@ -152,8 +151,8 @@ Sampler::Sampler(const SamplingParams& params, int64_t n_vocab)
   auto& bias = params_.logit_bias;
   for (const auto& [id, b] : bias) {
     if (id >= n_vocab) {
-      bad("--logit-bias", "token id " + std::to_string(id) + " is not in the vocabulary [0, " +
-                              std::to_string(n_vocab) + ")");
+      bad("logit_bias", "token id " + std::to_string(id) + " is not in the vocabulary [0, " +
+                            std::to_string(n_vocab) + ")");
     }
   }
   std::stable_sort(bias.begin(), bias.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -166,7 +165,7 @@ Sampler::Sampler(const SamplingParams& params, int64_t n_vocab)
   const auto banned =
       std::count_if(bias.begin(), bias.end(), [](const auto& b) { return b.second == kNegInf; });
   if (n_vocab > 0 && banned == n_vocab) {
-    bad("--logit-bias", "every token of the vocabulary is -inf: none is left to choose");
+    bad("logit_bias", "every token of the vocabulary is -inf: none is left to choose");
   }
   if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f)
     counts_.assign(size_t(n_vocab), 0);

@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "chat/chat_template.h"
 #include "io/json_parse.h"
 #include "minigpt/error.h"
-#include "server/chat_template.h"
 #include "server/server.h"
 
 namespace minigpt::server {
@@ -221,9 +221,9 @@ void parse_common(const json& j, CompletionRequest& r, const Config& c, const Re
                   const char* max_tokens_name) {
   r.gen.sampling.top_k = 0;   // OpenAI's API has no top-k: off unless asked for
   r.gen.skip_special = true;  // a sampled <|im_start|> is no part of the answer's text (llama-server's way)
-  // What the request leaves out, the model's generation_config.json (general.sampling.*) gives.
-  limits.model_defaults.apply(r.gen.sampling, [&j](const char* key) { return has(j, key); });
-  r.gen.eos_token_ids = limits.model_defaults.eos_token_ids;
+  // What the request leaves out, the model's generation_config.json (general.sampling.*) gives; the length
+  // is the request's (finish_request).
+  apply_generation_defaults(r.gen, limits.model_defaults, [&j](const char* key) { return has(j, key); });
   if (has(j, "model")) {
     if (!j["model"].is_string()) bad_type("model", j["model"], "a string");
     r.model = j["model"].get<std::string>();

@@ -265,19 +265,20 @@ Server::Server(std::shared_ptr<const Model> model, Tokenizer tokenizer, ServerOp
     : impl_(std::make_unique<Impl>(std::move(model), std::move(tokenizer), std::move(options))) {
   Impl& d = *impl_;
   if (d.o.n_parallel < 1 || d.o.n_parallel > 256) {
-    throw Error(ErrorKind::Argument, "-np: must be in [1, 256], got " + std::to_string(d.o.n_parallel));
+    throw Error(ErrorKind::Argument,
+                "n_parallel: must be in [1, 256], got " + std::to_string(d.o.n_parallel));
   }
   if (d.o.batch_size < 1 || d.o.batch_size > 8192) {
     throw Error(ErrorKind::Argument,
-                "--batch-size: must be in [1, 8192], got " + std::to_string(d.o.batch_size));
+                "batch_size: must be in [1, 8192], got " + std::to_string(d.o.batch_size));
   }
   if (d.o.max_queue < 1 || d.o.max_queue > 100000) {
     throw Error(ErrorKind::Argument,
-                "--max-queue: must be in [1, 100000], got " + std::to_string(d.o.max_queue));
+                "max_queue: must be in [1, 100000], got " + std::to_string(d.o.max_queue));
   }
   for (const std::string& a : d.o.allowed_origins) {
     if (const std::string why = origin_problem(a); !why.empty()) {
-      throw Error(ErrorKind::Argument, "--allowed-origins: " + why);
+      throw Error(ErrorKind::Argument, "allowed_origins: " + why);
     }
     d.any_origin = d.any_origin || a == "*";
     d.origins_lower.push_back(Impl::lower(a));
@@ -324,7 +325,7 @@ int Server::bind() {
   Impl& d = *impl_;
   errno = 0;
   if (d.o.port < 0 || d.o.port > 65535) {
-    throw Error(ErrorKind::Argument, "--port: must be in [0, 65535], got " + std::to_string(d.o.port));
+    throw Error(ErrorKind::Argument, "port: must be in [0, 65535], got " + std::to_string(d.o.port));
   }
   if (d.o.port == 0) {
     d.port = d.svr.bind_to_any_port(d.o.host);

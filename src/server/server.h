@@ -16,11 +16,11 @@
 #include <string_view>
 #include <vector>
 
+#include "chat/chat_template.h"
 #include "minigpt/generate.h"
 #include "minigpt/generation_config.h"
 #include "minigpt/model.h"
 #include "minigpt/tokenizer.h"
-#include "server/chat_template.h"
 
 namespace minigpt::server {
 

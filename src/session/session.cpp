@@ -436,8 +436,8 @@ void Session::check_finite(const float* logits, const Step& step, std::span<cons
                 "the logits at position " + where + " are not finite (" +
                     (std::isnan(row[i]) ? "NaN" : "Inf") + " for token " + std::to_string(i) +
                     "): the computation overflowed; values beyond F16's range (65504) become infinite with "
-                    "--dtype f16 (try f32 or bf16) and in the CUDA backend's prefill on F16 or quantized "
-                    "weights (try --backend cpu)");
+                    "dtype f16 (try f32 or bf16) and in the CUDA backend's prefill on F16 or quantized "
+                    "weights (try the cpu backend)");
   }
 }
 

@@ -3,8 +3,8 @@
 #include <new>
 #include <string>
 
-#include "arch/tokenizer_pre.h"
 #include "minigpt/error.h"
+#include "tokenizer/tokenizer_pre.h"
 #include "tokenizer/unicode_extra.h"
 
 namespace minigpt::tokenizer_detail {
@@ -105,7 +105,7 @@ std::string translate_pattern(std::string_view p) {
   return out;
 }
 
-SplitStep gpt2_step() { return {translate_pattern(arch::kGpt2Split)}; }
+SplitStep gpt2_step() { return {translate_pattern(kGpt2Split)}; }
 
 SplitStep digits_step(Digits digits) { return {digits == Digits::individual ? kNumeric : kNumericRun}; }
 

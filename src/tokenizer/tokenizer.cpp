@@ -11,10 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
-#include "arch/llmc.h"
 #include "formats/gguf.h"
 #include "formats/llama2c.h"
-#include "formats/llmc_magic.h"
+#include "formats/llmc.h"
 #include "io/io.h"
 #include "minigpt/error.h"
 #include "tokenizer/normalizer.h"

@@ -8,12 +8,12 @@
 #include <string>
 #include <unordered_map>
 
-#include "arch/tokenizer_pre.h"
 #include "formats/gguf.h"
 #include "io/json_parse.h"
 #include "minigpt/error.h"
 #include "tokenizer/gguf_names.h"
 #include "tokenizer/tokenizer_internal.h"
+#include "tokenizer/tokenizer_pre.h"
 
 namespace minigpt::tokenizer_detail {
 
@@ -581,10 +581,10 @@ RawTokenizer read_gguf_tokenizer(const GgufFile& f) {
   RawTokenizer raw;
   if (!spm) {
     const auto pre_name = f.get_string(gguf_tokenizer::kPreKey).value_or(gguf_tokenizer::kGpt2Pre);
-    const arch::TokenizerPre* pre = arch::find_tokenizer_pre(pre_name);
+    const TokenizerPre* pre = find_tokenizer_pre(pre_name);
     if (pre == nullptr)
       throw Error(ErrorKind::Unsupported, where + ": tokenizer.ggml.pre '" + pre_name +
-                                              "' is not supported (" + arch::tokenizer_pre_names() + " are)");
+                                              "' is not supported (" + tokenizer_pre_names() + " are)");
     for (std::string_view sp : pre->splits) raw.splits.push_back({translate_pattern(sp)});
     for (std::string_view sp : pre->byte_splits)
       raw.splits.push_back(sp == "digits+" ? byte_digits_step(false) : SplitStep{std::string(sp), false});

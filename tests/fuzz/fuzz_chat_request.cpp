@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "chat/chat_template.h"
 #include "minigpt/config.h"
-#include "server/chat_template.h"
 #include "server/server.h"
 
 namespace {

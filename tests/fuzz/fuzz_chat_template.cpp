@@ -1,4 +1,4 @@
-// libFuzzer target: chat templates as a model file carries them (src/server/chat_template.h:
+// libFuzzer target: chat templates as a model file carries them (src/chat/chat_template.h:
 // tokenizer_config.json, chat_template.jinja, GGUF tokenizer.chat_template), parsed and rendered over a short
 // conversation. The input is the template's source. Every input either renders or is an Error (Format when it
 // does not parse, Argument when it cannot render); never a crash. A template is a program: one that loops a
@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "chat/chat_template.h"
 #include "minigpt/error.h"
-#include "server/chat_template.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const nlohmann::ordered_json messages = nlohmann::ordered_json::parse(

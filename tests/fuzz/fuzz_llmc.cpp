@@ -1,5 +1,5 @@
-// libFuzzer target: the llm.c checkpoint reader (src/arch/llmc.h) on arbitrary bytes. A minigpt::Error is the
-// expected answer to bad input; a crash, a sanitizer report, a tensor outside the input or a header the
+// libFuzzer target: the llm.c checkpoint reader (src/formats/llmc.h) on arbitrary bytes. A minigpt::Error is
+// the expected answer to bad input; a crash, a sanitizer report, a tensor outside the input or a header the
 // reader accepted with an inconsistent config is a bug.
 #include <cstdint>
 #include <cstdlib>
@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       f->read(t, buf.data());
     }
     if (end != size) std::abort();
-    f->config().validate("fuzz.bin");
+    minigpt::llmc_config(h).validate("fuzz.bin");
   } catch (const minigpt::Error&) {
   }
   return 0;

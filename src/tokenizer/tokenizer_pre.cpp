@@ -1,6 +1,6 @@
-#include "arch/tokenizer_pre.h"
+#include "tokenizer/tokenizer_pre.h"
 
-namespace minigpt::arch {
+namespace minigpt::tokenizer_detail {
 namespace {
 
 constexpr std::string_view kLlama3 =
@@ -84,4 +84,4 @@ std::string tokenizer_pre_names() {
   return out;
 }
 
-}  // namespace minigpt::arch
+}  // namespace minigpt::tokenizer_detail

@@ -1,6 +1,6 @@
-// Chat templates on minja (see src/server/chat_template.h): the variables and functions transformers'
+// Chat templates on minja (see src/chat/chat_template.h): the variables and functions transformers'
 // apply_chat_template gives a template, and one-line errors.
-#include "server/chat_template.h"
+#include "chat/chat_template.h"
 
 #include <minja/minja.hpp>
 #if !defined(MINIGPT_MINJA_MAX_MACRO_DEPTH) || !defined(MINIGPT_MINJA_MAX_RANGE) || \

@@ -1,14 +1,15 @@
 // The pre-tokenizers GGUF files name in tokenizer.ggml.pre (llama.cpp's LLAMA_VOCAB_PRE_TYPE_*), as the data
 // of the families' tokenizers: each name's splits in the spelling of the family's tokenizer.json (tokenizers'
 // Sequence of Split / Digits / Punctuation / ByteLevel), whose ids llama.cpp's vectors
-// (models/ggml-vocab-*.gguf.out) come from, with its normalizer and BPE options. src/tokenizer/ reads it.
+// (models/ggml-vocab-*.gguf.out) come from, with its normalizer and BPE options. A GGUF file's tokenizer is
+// read through it (tokenizer_files.cpp); no other layer needs it.
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace minigpt::arch {
+namespace minigpt::tokenizer_detail {
 
 struct TokenizerPre {
   std::vector<std::string_view> names;  // the tokenizer.ggml.pre values
@@ -31,4 +32,4 @@ const TokenizerPre* find_tokenizer_pre(std::string_view name);
 // Every name, comma-separated, for a message.
 std::string tokenizer_pre_names();
 
-}  // namespace minigpt::arch
+}  // namespace minigpt::tokenizer_detail
