@@ -3,10 +3,11 @@
 // header's is named below); an include that resolves to no file fails too, so a renamed folder cannot turn
 // the test into one that passes on nothing.
 //
-//   core       include/minigpt/{error,tensor,ggml_type}.h, src/core/    errors, tensors, ggml's types, hashes
-//   io         src/io/                                                   files, atomic writes, JSON parsing
-//   quant      src/quant/                                                block (de)quantization
-//   formats    include/minigpt/model_source.h, src/formats/              safetensors, GGUF, llm.c's and
+//   core       include/minigpt/{error,tensor,ggml_type,string_table}.h, src/core/  errors, tensors, ggml's
+//   types, hashes, string tables io         src/io/                                                   files,
+//   atomic writes, JSON parsing quant      src/quant/                                                block
+//   (de)quantization formats    include/minigpt/model_source.h, src/formats/              safetensors, GGUF,
+//   llm.c's and
 //                                                                        llama2.c's checkpoints: containers
 //                                                                        that name no family
 //   arch       include/minigpt/{config,block}.h, src/arch/               Config, the families' table, each
@@ -52,14 +53,23 @@ struct Layer {
 // The layer of a file by its path relative to the repository root; nullopt for one the table does not know.
 std::optional<Layer> layer_of(const std::string& rel) {
   static const std::map<std::string, Layer> kPublic = {
-      {"error.h", {"core", 0}},          {"tensor.h", {"core", 0}},
-      {"ggml_type.h", {"core", 0}},      {"model_source.h", {"formats", 3}},
-      {"config.h", {"arch", 4}},         {"block.h", {"arch", 4}},
-      {"tokenizer.h", {"tokenizer", 5}}, {"backend.h", {"backend", 6}},
-      {"registry.h", {"backend", 6}},    {"model.h", {"model", 8}},
-      {"session.h", {"session", 9}},     {"sampler.h", {"run", 10}},
-      {"generate.h", {"run", 10}},       {"generation_config.h", {"run", 10}},
-      {"attention.h", {"run", 10}},      {"perplexity.h", {"run", 10}},
+      {"error.h", {"core", 0}},
+      {"tensor.h", {"core", 0}},
+      {"ggml_type.h", {"core", 0}},
+      {"string_table.h", {"core", 0}},
+      {"model_source.h", {"formats", 3}},
+      {"config.h", {"arch", 4}},
+      {"block.h", {"arch", 4}},
+      {"tokenizer.h", {"tokenizer", 5}},
+      {"backend.h", {"backend", 6}},
+      {"registry.h", {"backend", 6}},
+      {"model.h", {"model", 8}},
+      {"session.h", {"session", 9}},
+      {"sampler.h", {"run", 10}},
+      {"generate.h", {"run", 10}},
+      {"generation_config.h", {"run", 10}},
+      {"attention.h", {"run", 10}},
+      {"perplexity.h", {"run", 10}},
       {"minigpt.h", {"run", 10}},
   };
   static const std::vector<std::pair<std::string, Layer>> kFolders = {
