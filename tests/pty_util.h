@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace minigpt::test {
@@ -42,7 +43,7 @@ class Pty {
   pid_t pid() const { return pid_; }
   void write(const std::string& s) { ASSERT_EQ(::write(master_, s.data(), s.size()), ssize_t(s.size())); }
   // Reads until `needle` appears after `from` in what was read (true), or the deadline passes / EOF (false).
-  bool read_until(const std::string& needle, size_t from, double seconds = 30) {
+  bool read_until(const std::string& needle, size_t from, double seconds = 60) {
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
     while (out_.find(needle, from) == std::string::npos) {
       const auto left =
@@ -60,6 +61,22 @@ class Pty {
     return true;
   }
   const std::string& out() const { return out_; }
+  // Waits until the terminal is in libedit's raw mode (neither canonical input nor echo), i.e. libedit is
+  // reading the line: it draws the prompt first and switches the mode only when it reads, so what is typed
+  // between the two is echoed by the terminal and then again by libedit, and a Ctrl-D typed there can be
+  // lost. The master side reports the slave's termios (tcgetattr on a pty master, Linux). Call it after
+  // the prompt was read: until that prompt, the mode is the previous one's. False on a deadline, which
+  // only turns a hang into a failure.
+  bool wait_raw_mode(double seconds = 60) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    for (;;) {
+      termios t{};
+      if (::tcgetattr(master_, &t) != 0) return false;
+      if ((t.c_lflag & (ICANON | ECHO)) == 0) return true;
+      if (std::chrono::steady_clock::now() > end) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
   // SIGSTOP, and returns once the child has stopped (waitpid WUNTRACED): a SIGCONT sent while the stop is
   // still pending discards it (signal(7)), so the child could read what was typed meanwhile and go on
   // before a signal meant to be pending at its continuation (seen in CI under load). False if it exited.
@@ -71,11 +88,9 @@ class Pty {
     reaped_ = true;
     return false;
   }
-  // Waits for the child to exit, reading what it writes (never blocking: poll), and types Ctrl-D again every
-  // second: one typed while the terminal was between modes (libedit switches it at each prompt) can be lost.
-  int wait_exit(double seconds = 30) {
+  // Waits for the child to exit, reading what it writes (never blocking: poll); -1 past the deadline.
+  int wait_exit(double seconds = 60) {
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    auto last_eof = std::chrono::steady_clock::now();
     while (std::chrono::steady_clock::now() < end) {
       pollfd p{master_, POLLIN, 0};
       if (::poll(&p, 1, 50) > 0) {
@@ -87,10 +102,6 @@ class Pty {
       if (::waitpid(pid_, &st, WNOHANG) == pid_) {
         reaped_ = true;
         return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      }
-      if (std::chrono::steady_clock::now() - last_eof > std::chrono::seconds(1)) {
-        last_eof = std::chrono::steady_clock::now();
-        (void)!::write(master_, "\x04", 1);
       }
     }
     return -1;

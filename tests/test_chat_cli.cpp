@@ -7,12 +7,10 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "chat/chat_template.h"
@@ -78,8 +76,9 @@ TEST(ChatCli, TwoTurnsCtrlCResetAndATurnEqualTransformersRendering) {
 
   // One turn: type `line`, read up to the next prompt; the text between the echoed line and the prompt.
   auto turn = [&](const std::string& line) {
-    // libedit switches the terminal's mode at each prompt: a line typed before it has may be echoed twice
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // libedit switches the terminal to raw mode after it draws the prompt: a line typed before may be echoed
+    // twice
+    EXPECT_TRUE(pty.wait_raw_mode()) << pty.out();
     const size_t from = pty.out().size();
     pty.write(line + "\n");
     EXPECT_TRUE(pty.read_until(line + "\n", from)) << pty.out();
@@ -102,7 +101,7 @@ TEST(ChatCli, TwoTurnsCtrlCResetAndATurnEqualTransformersRendering) {
   // reply ends at its first token and the program goes back to the prompt.
   {
     const std::string line = users[2].get<std::string>();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_TRUE(pty.wait_raw_mode()) << pty.out();
     const size_t from = pty.out().size();
     pty.write(line);
     ASSERT_TRUE(pty.read_until(line, from)) << pty.out();
@@ -116,7 +115,7 @@ TEST(ChatCli, TwoTurnsCtrlCResetAndATurnEqualTransformersRendering) {
     EXPECT_EQ(::kill(pty.pid(), 0), 0) << "Ctrl-C ended the program";
   }
   {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_TRUE(pty.wait_raw_mode()) << pty.out();
     const size_t from = pty.out().size();
     pty.write("/reset\n");
     ASSERT_TRUE(pty.read_until("the conversation is cleared", from)) << pty.out();
@@ -126,7 +125,7 @@ TEST(ChatCli, TwoTurnsCtrlCResetAndATurnEqualTransformersRendering) {
     SCOPED_TRACE("turn after /reset");
     EXPECT_EQ(turn(users[3].get<std::string>()), turns[3]["reply"].get<std::string>());
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // libedit is reading the line by now
+  ASSERT_TRUE(pty.wait_raw_mode()) << pty.out();  // libedit reads the Ctrl-D, not the terminal
   pty.write("\x04");
   EXPECT_EQ(pty.wait_exit(), 0) << pty.out();
 

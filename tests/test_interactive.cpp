@@ -4,11 +4,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "minigpt/generate.h"
 #include "pty_util.h"
@@ -48,6 +46,9 @@ TEST(Interactive, TurnsKeepTheCacheCtrlCStopsAGenerationCtrlDEnds) {
   };
   // One turn: type `line`, read up to the next prompt; the text between the echoed line and the prompt.
   auto turn = [&](const std::string& line) {
+    // libedit switches the terminal to raw mode after it draws the prompt: a line typed before may be echoed
+    // twice
+    EXPECT_TRUE(pty.wait_raw_mode()) << pty.out();
     const size_t from = pty.out().size();
     pty.write(line + "\n");
     EXPECT_TRUE(pty.read_until(line + "\n", from)) << pty.out();
@@ -76,6 +77,7 @@ TEST(Interactive, TurnsKeepTheCacheCtrlCStopsAGenerationCtrlDEnds) {
   {
     const std::string line = "KING:";
     const GenerateResult full = expected(line, n);
+    ASSERT_TRUE(pty.wait_raw_mode()) << pty.out();
     const size_t from = pty.out().size();
     pty.write(line);
     ASSERT_TRUE(pty.read_until(line, from)) << pty.out();  // libedit has echoed the characters
@@ -110,7 +112,7 @@ TEST(Interactive, TurnsKeepTheCacheCtrlCStopsAGenerationCtrlDEnds) {
     EXPECT_EQ(::kill(pty.pid(), 0), 0);
   }
 
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // libedit is reading the line by now
+  ASSERT_TRUE(pty.wait_raw_mode()) << pty.out();  // libedit reads the Ctrl-D, not the terminal
   const size_t before_eof = pty.out().size();
   pty.write("\x04");  // Ctrl-D at an empty prompt: EOF
   EXPECT_EQ(pty.wait_exit(), 0) << pty.out();

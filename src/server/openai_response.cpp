@@ -176,6 +176,15 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
   }
   const size_t n_choices = specs.size();
   auto task = std::make_shared<Task>(std::move(specs));
+  // A stream counts in streams_writing from before its task is submitted (so that stop() cannot find the
+  // scheduler idle and no stream counted while its last events are unwritten) until httplib has written
+  // its response and destroys the provider holding this.
+  struct Counted {
+    std::atomic<int>& n;
+    explicit Counted(std::atomic<int>& c) : n(c) { ++n; }
+    ~Counted() { --n; }
+  };
+  const auto writing = cr.stream ? std::make_shared<Counted>(streams_writing) : nullptr;
   if (draining) throw ApiError(503, "the server is shutting down");
   if (!sched->submit(task)) {
     throw ApiError(503, "the server is busy: every slot is taken and the queue is full; retry later");
@@ -400,7 +409,10 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
         if (st->done) sink.done();
         return true;
       },
-      [task](bool) { task->cancel(); });
+      [task, writing](bool) {
+        (void)writing;  // held until the response is written
+        task->cancel();
+      });
 }
 
 }  // namespace minigpt::server

@@ -372,6 +372,8 @@ void Server::stop(bool cancel) {
   if (d.stopping.exchange(true)) return;
   d.stopper = std::thread([&d] {
     d.sched->wait();
+    // The scheduler is done; the streams' last chunks may still be on their way out.
+    while (d.streams_writing.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     // listen() may not have started yet: wait for it (or for run() never to be called).
     while (d.run_called && !d.run_done && !d.svr.is_running())
       std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -38,6 +38,9 @@ struct Server::Impl {
   int listen_fd = -1;   // the listening socket, as httplib made it (set_socket_options)
   int64_t started = 0;  // unix time
   std::atomic<bool> draining{false}, stopping{false}, run_called{false}, run_done{false};
+  // Streamed responses not yet written to their end: stop() closes the listener only once there are none,
+  // since httplib ends a chunked response at shutdown where it is, without its last chunks and [DONE].
+  std::atomic<int> streams_writing{0};
   std::thread stopper;
   std::mutex id_m;
   std::mt19937_64 rng{std::random_device{}()};

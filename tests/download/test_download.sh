@@ -23,7 +23,8 @@ trap cleanup EXIT
 
 python3 "$here/fake_hub.py" --port-file "$work/port" &
 hub_pid=$!
-for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
+# The hub writes its port once it listens; 60 s only bounds a hang.
+for _ in $(seq 600); do [ -s "$work/port" ] || ! kill -0 "$hub_pid" 2>/dev/null && break; sleep 0.1; done
 [ -s "$work/port" ] || { echo "test_download: the fake hub did not start" >&2; exit 1; }
 HF_ENDPOINT="http://127.0.0.1:$(cat "$work/port")"
 export HF_ENDPOINT
