@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The Python package as a user gets it: `pip wheel .` builds the wheel (scikit-build-core runs CMakeLists.txt in
-# a build directory of its own, so the library is compiled again: through ccache when it is installed), a fresh
-# virtual environment installs it (and numpy from PyPI), and a smoke test runs there, outside the source tree:
-# import, load the shipped model, generate, logits, an error with the CLI's message.
+# a build directory of its own, so the library is compiled again, through ccache where CMakeLists.txt finds
+# it), a fresh virtual environment installs it (and numpy from PyPI), and a smoke test runs there, outside the
+# source tree: import, load the shipped model, generate, logits, an error with the CLI's message.
 # Usage: scripts/python_wheel.sh [WORK_DIR]   (default: a temporary directory, removed at the end)
 #        MINIGPT_CUDA=OFF scripts/python_wheel.sh   (the CUDA module is built into the wheel where nvcc is found,
 #        as in every build (AUTO); OFF leaves it out, and nvcc's minutes)
@@ -17,9 +17,6 @@ else
   trap 'rm -rf "$work"' EXIT
 fi
 args=(-Ccmake.define.MINIGPT_CUDA="${MINIGPT_CUDA:-AUTO}")
-if command -v ccache > /dev/null; then
-  args+=(-Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache -Ccmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache)
-fi
 bash scripts/fetch_minja.sh  # CMakeLists.txt wants it at configure time
 start=$(date +%s)
 CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) python3 -m pip wheel . --no-deps -q --disable-pip-version-check \
