@@ -39,6 +39,7 @@ struct BenchOptions {
   std::string backend = "cpu";
   int device = 0;
   std::string cache_type;                            // empty: the backend's default
+  std::string bf16_math = "auto";                    // --bf16-math
   bool paired_probe = false;                         // --paired-probe
   bool n_prompt_given = false, n_gen_given = false;  // -p / -n on the command line (else the defaults)
 };
@@ -123,9 +124,11 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
   // One GPU backend for every dtype; its error (unknown name, no device, no driver, no CUDA in this build)
   // is the message.
   const std::optional<DType> kv = cache_dtype(o.cache_type);
-  std::shared_ptr<Backend> gpu = on_gpu ? make_backend(o.backend, BackendOptions{0, o.device, kv}) : nullptr;
+  const Bf16Math bf16 = bf16_math(o.bf16_math);
+  std::shared_ptr<Backend> gpu =
+      on_gpu ? make_backend(o.backend, BackendOptions{0, o.device, kv, bf16}) : nullptr;
   // --device 1 without --backend cuda measured the CPU without a word: the CPU backend's own refusal.
-  if (!on_gpu && o.device != 0) make_backend(o.backend, BackendOptions{1, o.device, kv});
+  if (!on_gpu && o.device != 0) make_backend(o.backend, BackendOptions{1, o.device, kv, bf16});
   // As in llama-bench, a length of 0 skips that test (-n 0: prefill only).
   for (int64_t p : o.n_prompt)
     if (p < 0)
@@ -214,7 +217,7 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
   json machine = {{"cpu", cpu_model_name()}, {"cores", cpu_count()}};
   if (!on_gpu) {
     // What CPU numbers depend on besides the CPU: minigpt's kernel level, and OpenBLAS's kernels (prefill).
-    const CpuInfo ci = cpu_info();
+    const CpuInfo ci = cpu_info(bf16);
     machine["kernel_level"] = ci.kernel_level;
     machine["blas"] = ci.blas;
     machine["gemm"] = ci.gemm;
@@ -246,8 +249,9 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
       LoadOptions lo;
       lo.n_threads = t;
       lo.backend = gpu;
-      // A cache type on the CPU: the registry's cpu backend with that cache.
-      if (!on_gpu && kv) lo.backend = make_backend("cpu", BackendOptions{t, 0, kv});
+      // A cache type or BF16 arithmetic chosen on the CPU: the registry's cpu backend with them.
+      if (!on_gpu && (kv || bf16 != Bf16Math::Auto))
+        lo.backend = make_backend("cpu", BackendOptions{t, 0, kv, bf16});
       lo.weight_dtype = parse_dtype(dt);
       // --random NAME: a published shape; --random FILE.json: the shape a config.json describes.
       const bool random_config = o.random.ends_with(".json");
@@ -560,6 +564,7 @@ const bool registered_bench =
                    "many bytes as it read; reports the roofline as the two rates' ratio (\"paired\" in the "
                    "notes, roofline_paired_pct in JSON)");
       add_cache_type_option(app, o->cache_type);
+      add_bf16_math_option(app, o->bf16_math);
       return [o] { return run_bench(*o); };
     });
 

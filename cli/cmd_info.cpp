@@ -413,7 +413,7 @@ void print_system(const CpuInfo& cpu, const std::vector<BackendStatus>& bs) {
   std::printf("blas:         %s\n", cpu.blas.c_str());
   std::printf("gemm:         %s (prefill of F32/F16/BF16 weights; MINIGPT_SGEMM=minigpt|openblas chooses)\n",
               cpu.gemm.c_str());
-  std::printf("bf16 math:    %s (BF16 weights multiplied in %s; MINIGPT_BF16_MATH=f32|bf16 chooses)\n",
+  std::printf("bf16 math:    %s (BF16 weights multiplied in %s; --bf16-math f32|bf16 chooses)\n",
               cpu.bf16_math.c_str(), cpu.bf16_math == "bf16" ? "BF16 arithmetic" : "F32, widened");
   std::printf("backends:\n");
   for (const auto& b : bs) {

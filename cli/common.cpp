@@ -70,6 +70,24 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool model_required) {
   app.add_option("--device", o.device, "Device index of the backend (a CUDA device; default 0)")
       ->check(in_range(0, 1024));
   add_cache_type_option(app, o.cache_type);
+  add_bf16_math_option(app, o.bf16_math);
+}
+
+void add_bf16_math_option(CLI::App& app, std::string& bf16_math) {
+  app.add_option(
+         "--bf16-math", bf16_math,
+         "How BF16 weights are multiplied: f32 (widened: transformers' F32 product of the same weights), "
+         "bf16 (the activations rounded to BF16 too: faster on CPUs with AVX-512 BF16 or AMX; logits "
+         "move by ~1e-2) or auto (default: MINIGPT_BF16_MATH if set, else bf16 where the CPU runs it "
+         "faster; `info --system` says which)")
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}));
+}
+
+Bf16Math bf16_math(const std::string& value) {
+  if (value == "f32") return Bf16Math::F32;
+  if (value == "bf16") return Bf16Math::Bf16;
+  if (value == "auto" || value.empty()) return Bf16Math::Auto;
+  throw Error(ErrorKind::Argument, "--bf16-math: '" + value + "' is not one of auto, f32, bf16");
 }
 
 void add_cache_type_option(CLI::App& app, std::string& cache_type) {
@@ -133,6 +151,7 @@ LoadOptions load_options(const ModelOptions& o) {
   bo.n_threads = o.threads;
   bo.device = o.device;
   bo.kv_dtype = cache_dtype(o.cache_type);
+  bo.bf16_math = bf16_math(o.bf16_math);
   lo.backend = make_backend(o.backend, bo);
   return lo;
 }

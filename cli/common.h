@@ -23,9 +23,10 @@ struct ModelOptions {
   std::string dtype = "stored";
   std::string backend = "cpu";  // a name of the backend registry (minigpt/registry.h)
   int device = 0;
-  std::string cache_type;  // --cache-type f32|f16|bf16; empty: the backend's default
-  std::string tokenizer;   // --tokenizer DIR: where the tokenizer is (an llm.c checkpoint has none); empty:
-                           // the model's
+  std::string cache_type;          // --cache-type f32|f16|bf16; empty: the backend's default
+  std::string bf16_math = "auto";  // --bf16-math auto|f32|bf16
+  std::string tokenizer;  // --tokenizer DIR: where the tokenizer is (an llm.c checkpoint has none); empty:
+                          // the model's
 };
 
 // The registry's backend names, "cpu, cuda".
@@ -43,7 +44,7 @@ std::string backend_help();
 // of the flag's form that it refuses (CLI::Range's error exits 2, as a command line that cannot be read).
 CLI::Validator in_range(int64_t lo, int64_t hi);
 
-// Adds -m, -t, --dtype, --backend, --device, --cache-type to `app`.
+// Adds -m, -t, --dtype, --backend, --device, --cache-type, --bf16-math to `app`.
 void add_model_options(CLI::App& app, ModelOptions& o, bool model_required);
 // "f32", "f16", "bf16" -> that dtype; `none` ("stored", or "" for an option not given) -> nullopt; anything
 // else: Error(Argument) "FLAG: 'x' is not one of f32, f16, bf16[, none]".
@@ -51,6 +52,9 @@ std::optional<DType> float_dtype(const std::string& s, const char* flag, const s
 // --cache-type f32|f16|bf16, and its dtype (nullopt for an empty string: the backend's default).
 void add_cache_type_option(CLI::App& app, std::string& cache_type);
 std::optional<DType> cache_dtype(const std::string& cache_type);
+// --bf16-math auto|f32|bf16: how BF16 weights are multiplied (Bf16Math); bf16_math() reads the value.
+void add_bf16_math_option(CLI::App& app, std::string& bf16_math);
+Bf16Math bf16_math(const std::string& value);
 // The model directory: -m, or models/shakespeare-char (here, beside the executable, or in the source tree).
 std::filesystem::path resolve_model_dir(const ModelOptions& o);
 // The options' backend and load settings; warns (warn_threads) when -t asks the CPU for more threads than

@@ -11,6 +11,7 @@
 #include "cpu/kernels.h"
 #include "minigpt/generate.h"
 #include "minigpt/model.h"
+#include "minigpt/registry.h"
 #include "minigpt/session.h"
 #include "model/random_weights.h"
 #include "test_util.h"
@@ -319,8 +320,8 @@ namespace {
 
 // Weights converted at load to 16 bits (--dtype): logits against transformers' F32 ones. Rounding a weight
 // to BF16 moves it by up to 2^-9 relative (F16: 2^-12), so logits move by ~1e-2 (~1e-3) on these fixtures;
-// the bounds below are about 2.5x the largest difference measured, and the argmax must agree at >= 99% of
-// all golden positions together (the bar).
+// the bounds below are about 2.5x the largest difference measured, and the argmax agrees wherever the
+// reference's margin exceeds twice the difference.
 struct SixteenBit {
   DType dtype;
   double tol;
@@ -350,13 +351,16 @@ TEST_P(LowPrecision, LogitsCloseAndArgmaxAgreesWithTransformers) {
     Session s(model);
     auto got = s.eval_all(ref.tokens);
     double& w = model->config().ffn == FfnKind::Gated ? worst_gated : worst;
-    w = std::max(w, compare(got.data(), ref.logits.data(), T, V).max_abs);
-    // The argmax bar is GPT-2's (the tiny fixtures); the families' random models have closer ties (measured
-    // 417/422 in BF16 over all fixtures together), so for them the logits bound above is the check.
-    if (std::string(name).rfind("tiny", 0) == 0) {
-      for (int64_t t = 0; t < T; ++t)
-        agree += argmax(got.data() + t * V, V) == argmax(ref.logits.data() + t * V, V);
-      positions += T;
+    const double here = compare(got.data(), ref.logits.data(), T, V).max_abs;
+    w = std::max(w, here);
+    // The top token wherever transformers' top two are further apart than twice this model's difference
+    // (a gap the rounding cannot close); closer ties may go either way (the families' random models have
+    // many: 417 of 422 positions agree in BF16 over all fixtures together).
+    for (int64_t t = 0; t < T; ++t) {
+      if (test::top_margin(ref.logits.data() + t * V, V) <= 2 * here) continue;
+      EXPECT_EQ(argmax(got.data() + t * V, V), argmax(ref.logits.data() + t * V, V)) << name << " at " << t;
+      ++positions;
+      agree += argmax(got.data() + t * V, V) == argmax(ref.logits.data() + t * V, V);
     }
     // Decode through the KV cache (GEMV kernels) agrees with prefill (widened GEMM) on the same weights; in
     // BF16 arithmetic (test::bf16_arithmetic) up to the activations' rounding, which prefill has and one row
@@ -370,17 +374,62 @@ TEST_P(LowPrecision, LogitsCloseAndArgmaxAgreesWithTransformers) {
   }
   std::printf(
       "[ measured ] %s weights: max |logit - transformers F32| = %.3g (gated MLP families %.3g), argmax "
-      "agreement %lld/%lld\n",
+      "agreement %lld/%lld where transformers' top two are apart by more than twice the difference\n",
       std::string(dtype_name(p.dtype)).c_str(), worst, worst_gated, (long long)agree, (long long)positions);
   EXPECT_LE(worst, p.tol);
   EXPECT_LE(worst_gated, p.tol_gated);
-  EXPECT_GE(double(agree), 0.99 * double(positions));
+  EXPECT_GT(positions, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Weights, LowPrecision,
                          ::testing::Values(SixteenBit{DType::BF16, 0.15, 0.5},
                                            SixteenBit{DType::F16, 0.02, 0.06}),
                          [](const auto& info) { return std::string(dtype_name(info.param.dtype)); });
+
+// --bf16-math f32 (Bf16Math::F32) on every CPU, whatever the default: BF16 weights widened to F32 and
+// multiplied as transformers multiplies them, so each BF16 fixture's logits are transformers' on the same
+// weights within the F32 bound (kTolF32: summation order alone), with the same argmax everywhere.
+TEST(Bf16MathF32, GivesTransformersLogitsOnBf16Weights) {
+  for (const char* name :
+       {"tiny-bf16", "neox-bf16", "opt-bf16", "llama-bf16", "qwen3-bf16", "gemma3-bf16", "phi3-bf16"}) {
+    const Reference ref = load_reference(name);
+    LoadOptions lo;
+    lo.n_threads = 2;
+    BackendOptions bo;
+    bo.n_threads = 2;
+    bo.bf16_math = Bf16Math::F32;
+    lo.backend = make_backend("cpu", bo);
+    auto model = Model::load(test::fixture_dir(name), lo);
+    ASSERT_FALSE(model->backend().bf16_arithmetic()) << name;
+    const int64_t V = model->config().n_vocab, T = int64_t(ref.tokens.size());
+    Session s(model);
+    auto got = s.eval_all(ref.tokens);
+    const Diff d = compare(got.data(), ref.logits.data(), T, V);
+    std::printf("[ measured ] %s, --bf16-math f32: max |logit - transformers| = %.3g\n", name, d.max_abs);
+    EXPECT_LE(d.max_abs, kTolF32) << name;
+    EXPECT_EQ(d.argmax_mismatch, -1) << name;
+    // Decode (one row at a time) is the same F32 product.
+    Session step(model);
+    for (int64_t t = 0; t < T; ++t) {
+      auto row = step.eval(std::span<const int32_t>(&ref.tokens[size_t(t)], 1));
+      ASSERT_LE(compare(row.data(), ref.logits.data() + t * V, 1, V).max_abs, kTolF32) << name << " at " << t;
+    }
+  }
+}
+
+// --bf16-math bf16 where the kernel level has no BF16 arithmetic: one clear error at load, naming the level.
+TEST(Bf16MathBf16, RefusedWhereTheCpuHasNoBf16Arithmetic) {
+  if (cpu::bf16_available())
+    GTEST_SKIP() << "kernel level " << cpu::kernel_level_name() << " has BF16 arithmetic";
+  BackendOptions bo;
+  bo.bf16_math = Bf16Math::Bf16;
+  try {
+    make_backend("cpu", bo);
+    FAIL() << "bf16 math was accepted on " << cpu::kernel_level_name();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has no BF16 arithmetic"), std::string::npos) << e.what();
+  }
+}
 
 // BF16 weights multiplied in BF16 (cpu::bf16_math, forced here by MINIGPT_BF16_MATH=bf16:
 // cpu::gemv_bf16_rows, cpu::bgemm), where the CPU can: rounding the activations to BF16 moves each product by

@@ -10,14 +10,6 @@
 #include "model/random_weights.h"
 #include "test_util.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define MINIGPT_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MINIGPT_TEST_ASAN 1
-#endif
-#endif
-
 namespace minigpt {
 namespace {
 
@@ -224,6 +216,26 @@ TEST(InfoCli, SystemSaysTheBf16Math) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("bf16 math:    bf16 (BF16 weights multiplied in BF16 arithmetic;"), std::string::npos)
       << r.out;
+}
+
+// --bf16-math, on every command that loads a model (here the shipped model's weights made BF16 at load):
+// f32 runs anywhere; bf16 is one clear line where the kernel level has no BF16 arithmetic; another value is
+// refused by name.
+TEST(Bf16MathCli, ChoosesHowBf16WeightsAreMultiplied) {
+  auto r = test::run_minigpt(
+      {"generate", "--dtype", "bf16", "-p", "Hello", "-n", "2", "--temperature", "0", "--bf16-math", "f32"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  r = test::run_minigpt({"generate", "--dtype", "bf16", "-p", "Hello", "-n", "2", "--bf16-math", "half"});
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--bf16-math"), std::string::npos) << r.err;
+  r = test::run_minigpt(
+      {"generate", "--dtype", "bf16", "-p", "Hello", "-n", "2", "--temperature", "0", "--bf16-math", "bf16"});
+  if (!cpu::bf16_available()) {
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("bf16_math bf16: the kernel level"), std::string::npos) << r.err;
+    GTEST_SKIP() << "the kernel level " << cpu_info().kernel_level << " has no BF16 arithmetic";
+  }
+  EXPECT_EQ(r.status, 0) << r.err;
 }
 
 TEST(InfoCli, SystemAsJson) {

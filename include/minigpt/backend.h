@@ -133,12 +133,19 @@ struct Step {
   std::span<const SeqRun> runs;
 };
 
+// How a backend multiplies BF16 weights: in F32 (the weights widened: the exact F32 product, transformers'
+// arithmetic on the same weights), in BF16 arithmetic (the activations rounded to BF16 as well: faster where
+// the hardware has it, logits ~1e-2 from the F32 product), or Auto: the backend's choice for this machine.
+enum class Bf16Math { Auto, F32, Bf16 };
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual Device device() const = 0;
   virtual int n_threads() const { return 1; }
+  // Whether BF16 weights are multiplied in BF16 arithmetic (Bf16Math::Bf16, chosen or by Auto).
+  virtual bool bf16_arithmetic() const { return false; }
 
   // Zero-filled memory on this backend's device.
   virtual std::unique_ptr<Buffer> alloc(size_t bytes) = 0;

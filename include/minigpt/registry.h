@@ -20,6 +20,8 @@ struct BackendOptions {
   // The KV cache's dtype (--cache-type: F32, F16 or BF16); unset: the backend's default (F32 on the CPU,
   // F16 on CUDA).
   std::optional<DType> kv_dtype;
+  // How BF16 weights are multiplied (--bf16-math); a backend that has one way refuses the other.
+  Bf16Math bf16_math = Bf16Math::Auto;
 };
 
 struct BackendInfo {

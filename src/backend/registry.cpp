@@ -25,7 +25,7 @@ BackendInfo cpu_backend_info() {
                   "device " + std::to_string(o.device) +
                       ": the cpu backend has one device, 0 (a GPU needs the cuda backend)");
     }
-    return make_cpu_backend(o.n_threads, o.kv_dtype.value_or(DType::F32));
+    return make_cpu_backend(o.n_threads, o.kv_dtype.value_or(DType::F32), o.bf16_math);
   };
   b.devices = [] {
     const CpuInfo c = cpu_info();
@@ -50,6 +50,11 @@ BackendInfo cuda_backend_info() {
   b.description = "NVIDIA GPU (cuBLAS + own kernels), in the module libminigpt-cuda.so";
   b.available = [](std::string* why) { return cuda_available(why); };
   b.create = [](const BackendOptions& o) {
+    // Its products of BF16 weights keep F32 activations (split into two BF16 halves): one way only.
+    if (o.bf16_math == Bf16Math::Bf16) {
+      throw Error(ErrorKind::Argument,
+                  "bf16_math bf16: the cuda backend multiplies BF16 weights with F32 activations only (f32)");
+    }
     CudaOptions c;
     c.device = o.device;
     if (o.kv_dtype) c.kv_dtype = *o.kv_dtype;

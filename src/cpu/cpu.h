@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,8 +12,9 @@
 namespace minigpt {
 
 // n_threads 0 = the number of cores; kv_dtype: the KV caches' dtype, F32 (exact), F16 or BF16 (half the
-// memory).
-std::shared_ptr<Backend> make_cpu_backend(int n_threads = 0, DType kv_dtype = DType::F32);
+// memory); bf16_math: how BF16 weights are multiplied (cpu::bf16_math decides Auto).
+std::shared_ptr<Backend> make_cpu_backend(int n_threads = 0, DType kv_dtype = DType::F32,
+                                          Bf16Math bf16_math = Bf16Math::Auto);
 
 // What the CPU backend runs with on this machine, for `info --system` and benchmarks.
 struct CpuInfo {
@@ -26,6 +28,15 @@ struct CpuInfo {
       gemm;  // prefill's product of unquantized weights: "minigpt's (avx512bf16)" or "OpenBLAS's sgemm"
   std::string bf16_math;  // how BF16 weights are multiplied: "bf16" or "f32" (cpu::bf16_math)
 };
-CpuInfo cpu_info();
+namespace cpu {
+// A Bf16Math as cpu::bf16_math (kernels.h) takes it: nullopt for Auto.
+inline std::optional<bool> bf16_choice(Bf16Math m) {
+  if (m == Bf16Math::Auto) return std::nullopt;
+  return m == Bf16Math::Bf16;
+}
+}  // namespace cpu
+
+// `bf16_math`: the choice whose outcome CpuInfo::bf16_math reports.
+CpuInfo cpu_info(Bf16Math bf16_math = Bf16Math::Auto);
 
 }  // namespace minigpt

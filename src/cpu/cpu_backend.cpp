@@ -201,11 +201,13 @@ class CpuBackend final : public Backend {
  public:
   // OpenBLAS runs single-threaded inside our threads: a batch GEMM is split by output columns over the
   // pool, so OpenBLAS's own threads never exist to compete with ours for the cores (nor spin after a call).
-  CpuBackend(int n_threads, DType kv_dtype) : pool_(n_threads), kv_dtype_(kv_dtype) {
+  CpuBackend(int n_threads, DType kv_dtype, bool bf16_math)
+      : pool_(n_threads), kv_dtype_(kv_dtype), bf16_math_(bf16_math) {
     openblas_set_num_threads(1);
   }
 
   std::string name() const override { return "cpu"; }
+  bool bf16_arithmetic() const override { return bf16_math_; }
   Device device() const override { return Device::Host; }
   int n_threads() const override { return pool_.size(); }
 
@@ -1401,15 +1403,15 @@ class CpuBackend final : public Backend {
 
   cpu::ThreadPool pool_;
   DType kv_dtype_;
-  cpu::WeightArena weights_;                 // what prepare_weight and prepare_linear hold
-  const bool bf16_math_ = cpu::bf16_math();  // BF16 weights in BF16 arithmetic (cpu::bf16_math)
+  cpu::WeightArena weights_;  // what prepare_weight and prepare_linear hold
+  const bool bf16_math_;      // BF16 weights in BF16 arithmetic (cpu::bf16_math)
   std::mutex gemm_mutex_;
   std::vector<float> gemm_scratch_;
 };
 
 }  // namespace
 
-std::shared_ptr<Backend> make_cpu_backend(int n_threads, DType kv_dtype) {
+std::shared_ptr<Backend> make_cpu_backend(int n_threads, DType kv_dtype, Bf16Math bf16_math) {
   if (kv_dtype != DType::F32 && kv_dtype != DType::F16 && kv_dtype != DType::BF16) {
     throw Error(ErrorKind::Argument, std::string("cpu backend: the KV cache is F32, F16 or BF16, not ") +
                                          std::string(dtype_name(kv_dtype)));
@@ -1423,9 +1425,9 @@ std::shared_ptr<Backend> make_cpu_backend(int n_threads, DType kv_dtype) {
   // MINIGPT_CPU is then an Error at load. Chosen first by a pool worker in the first product, it ended the
   // process in std::terminate (a server on its first request).
   cpu::kernels();
-  cpu::own_sgemm();  // a bad MINIGPT_SGEMM, likewise
-  cpu::bf16_math();  // and MINIGPT_BF16_MATH
-  return std::make_shared<CpuBackend>(n_threads, kv_dtype);
+  cpu::own_sgemm();                                               // a bad MINIGPT_SGEMM, likewise
+  const bool bf16 = cpu::bf16_math(cpu::bf16_choice(bf16_math));  // and MINIGPT_BF16_MATH, or the flag's
+  return std::make_shared<CpuBackend>(n_threads, kv_dtype, bf16);
 }
 
 }  // namespace minigpt

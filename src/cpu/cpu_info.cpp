@@ -62,25 +62,28 @@ bool bf16_arithmetic_faster() {
 // product; GPT-2 124M's logits move by ~1e-2), so prefill, decode and batched decode no longer give the same
 // logits as transformers' F32 product of the BF16 weights, which the rest of minigpt's unquantized paths do
 // to ~1e-5.
-bool bf16_math() {
-  const char* v = std::getenv("MINIGPT_BF16_MATH");
-  if (v == nullptr || *v == '\0') return bf16_available() && bf16_arithmetic_faster();
-  if (std::string_view(v) == "f32") return false;
-  if (std::string_view(v) != "bf16") {
-    throw Error(ErrorKind::Argument,
-                "MINIGPT_BF16_MATH='" + std::string(v) +
-                    "': f32 or bf16 (or unset: bf16 where the CPU has it and it is faster)");
+bool bf16_math(std::optional<bool> want) {
+  std::string asked = "bf16_math bf16";
+  if (!want) {
+    const char* v = std::getenv("MINIGPT_BF16_MATH");
+    if (v == nullptr || *v == '\0') return bf16_available() && bf16_arithmetic_faster();
+    if (std::string_view(v) != "f32" && std::string_view(v) != "bf16") {
+      throw Error(ErrorKind::Argument,
+                  "MINIGPT_BF16_MATH='" + std::string(v) +
+                      "': f32 or bf16 (or unset: bf16 where the CPU has it and it is faster)");
+    }
+    want = std::string_view(v) == "bf16";
+    asked = "MINIGPT_BF16_MATH=bf16";
   }
-  if (!bf16_available()) {
-    throw Error(ErrorKind::Argument, "MINIGPT_BF16_MATH=bf16: the kernel level " +
-                                         std::string(kernel_level_name()) +
+  if (*want && !bf16_available()) {
+    throw Error(ErrorKind::Argument, asked + ": the kernel level " + std::string(kernel_level_name()) +
                                          " has no BF16 arithmetic (it needs AVX-512 BF16)");
   }
-  return true;
+  return *want;
 }
 }  // namespace cpu
 
-CpuInfo cpu_info() {
+CpuInfo cpu_info(Bf16Math bf16_math) {
   CpuInfo c;
   c.model = cpu_model_name();
   c.cores = cpu_count();
@@ -96,7 +99,7 @@ CpuInfo cpu_info() {
   if (const char* forced = std::getenv("OPENBLAS_CORETYPE"); forced != nullptr)
     c.blas += std::string(" (OPENBLAS_CORETYPE=") + forced + ")";
   c.gemm = cpu::own_sgemm() ? "minigpt's (" + c.kernel_level + ")" : "OpenBLAS's sgemm";
-  c.bf16_math = cpu::bf16_math() ? "bf16" : "f32";
+  c.bf16_math = cpu::bf16_math(cpu::bf16_choice(bf16_math)) ? "bf16" : "f32";
   return c;
 }
 

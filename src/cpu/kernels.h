@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -273,12 +274,13 @@ void fgemm(float* y, int64_t ldy, const float* w, int64_t ldw, int64_t rows, con
 // activations' rounding, at most 2^-8 of sum |w x|, and the F32 summation.
 bool bf16_available();
 // Whether a CPU backend multiplies BF16 weights in BF16 (the kernels below) or widens them to F32 (the exact
-// F32 product of the stored weights, as for F16): MINIGPT_BF16_MATH=f32 or bf16, unset: bf16 where
-// bf16_available() and the CPU runs BF16 arithmetic faster than F32's (AMD's cores, AMX: as llama.cpp
-// computes BF16 weights; prefill ~1.9x the widened GEMM on a Zen 4), f32 on Intel's cores without AMX
-// (vdpbf16ps at half the F32 FMAs' rate), read when a backend is made. Throws Error(Argument) for another
-// value, or for bf16 where !bf16_available().
-bool bf16_math();
+// F32 product of the stored weights, as for F16): `want` (--bf16-math f32 or bf16), or for nullopt (auto)
+// MINIGPT_BF16_MATH=f32 or bf16, and where that is unset, bf16 where bf16_available() and the CPU runs BF16
+// arithmetic faster than F32's (AMD's cores, AMX: as llama.cpp computes BF16 weights; prefill ~1.9x the
+// widened GEMM on a Zen 4), f32 on Intel's cores without AMX (vdpbf16ps at half the F32 FMAs' rate), read
+// when a backend is made. Throws Error(Argument) for another value of the variable, or for bf16 where
+// !bf16_available().
+bool bf16_math(std::optional<bool> want = std::nullopt);
 // Row t of x [nt, k] (row stride ldx) rounded to BF16 at xb + t * ldxb, then zeros up to
 // Packed16::padded_cols(k) (ldxb at least that). The same bytes at every level.
 void to_bf16_rows(uint16_t* xb, int64_t ldxb, const float* x, int64_t ldx, int64_t nt, int64_t k);
