@@ -101,14 +101,6 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define MINIGPT_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MINIGPT_TEST_ASAN 1
-#endif
-#endif
-
 // `minigpt --version` with the CUDA backend linked in peaked at ~218 MB: libcudart, libcublas and
 // libcublasLt mapped and relocated at start-up. Without them it peaks at ~7 MB here (libstdc++, OpenBLAS,
 // PCRE2; ~41 MB under ASan+UBSan, whose binary is 80 MB and has shadow memory). The bounds leave room for

@@ -132,12 +132,17 @@ TEST(RealGemma3, GreedyPathOfLlamaCppIsMinigptsWithinNearTies) {
 // llama-perplexity's recipe (chunks of 512, BOS first, the second half scored) on the first 4 chunks of
 // tinyshakespeare: within 0.5% of llama.cpp's plain attention path with an F32 cache (what minigpt computes
 // here). Its flash-attention path with an F16 cache differs from that by about 0.9% itself (both figures are
-// in reference.json), so the bound is against the like setting.
+// in reference.json), so the bound is against the like setting. Under ASan (about 200 s for 4 chunks) the
+// first 2, against llama.cpp's figure after 2 (measured 0.34% here; after 1 chunk 0.41%).
 TEST(RealGemma3, PerplexityIsLlamaCppsWithinHalfAPercent) {
   SKIP_WITHOUT_MODEL();
   const json ref = reference()["perplexity"];
   const auto& cumulative = ref["fa_off_f32"]["cumulative_ppl"];
+#ifdef MINIGPT_TEST_ASAN
+  const int64_t chunks = 2;
+#else
   const int64_t chunks = 4;
+#endif
   ASSERT_GE(int64_t(cumulative.size()), chunks);
   const double want = cumulative[size_t(chunks - 1)].get<double>();
   std::string text =
