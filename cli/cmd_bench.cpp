@@ -156,7 +156,7 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
   std::vector<int> threads = on_gpu              ? std::vector<int>{1}
                              : o.threads.empty() ? std::vector<int>{cpu_count()}
                                                  : o.threads;
-  // 0 = every core, as -t 0 means in the other commands (it was refused here).
+  // 0 = every core, as -t 0 means in the other commands.
   for (int& t : threads)
     if (t == 0) t = cpu_count();
   for (int t : threads)

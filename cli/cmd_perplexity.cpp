@@ -67,7 +67,7 @@ class ProgressBar {
 
 int run_perplexity(const PerplexityCliOptions& o) {
   if (o.stride && o.chunks) throw UsageError("--stride and --chunks are two recipes: pick one");
-  // Checked before anything is read (they were checked after the model was loaded, and named the text file).
+  // Checked before anything is read, so that the message names the flag, not the text file.
   if (o.stride && *o.stride < 1)
     throw Error(ErrorKind::Argument, "--stride must be at least 1, not " + std::to_string(*o.stride));
   if (o.chunks && *o.chunks < 1)
@@ -305,7 +305,7 @@ bool registered_perplexity = register_command(
           "Store this run's next-token distributions (top --kl-top-k per token) as a reference");
       app.add_option("--kl-divergence", o->kl_base,
                      "Compare with a reference stored by --save-logits (its text and recipe are used)");
-      // Without --save-logits it had no effect (--kl-divergence uses the reference's own): refused.
+      // Without --save-logits it has no effect (--kl-divergence uses the reference's own): refused.
       app.add_option("--kl-top-k", o->top_k, "Tokens per position --save-logits keeps (default 256)")
           ->needs(save);
       return [o]() { return run_perplexity(*o); };

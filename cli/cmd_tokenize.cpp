@@ -51,7 +51,7 @@ bool registered_tokenize = register_command(
           "--decode", o->decode,
           "Read ids (\"15496 11 995\", or as transformers prints them, \"[15496, 11, 995]\"), print the "
           "text they stand for (raw bytes, no newline added)");
-      // Both shape the encoding: with --decode they were accepted and did nothing.
+      // Both shape the encoding: with --decode they would do nothing, so they are refused there.
       app.add_flag("--special", o->special, "Recognise special tokens such as <|endoftext|> in the text")
           ->excludes(decode);
       app.add_flag("--no-add-special", o->no_add_special,

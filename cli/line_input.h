@@ -19,7 +19,8 @@ extern std::atomic<int> g_interrupts;
 void catch_interrupts();
 
 // One line of stdin, without its newline: false at the end of the input before any byte. A line of more than
-// kMaxTextBytes is an Error, as is a failed read (a line grown without bound from /dev/zero took gigabytes).
+// kMaxTextBytes is an Error, as is a failed read (a line grown without bound from /dev/zero would take
+// gigabytes).
 bool read_stdin_line(std::string& line);
 
 // The next line after `prompt`: on a terminal readline() shows the prompt and edits the line (added to the

@@ -56,8 +56,8 @@ CLI::Validator decimal_integer(bool is_signed) {
       "");
 }
 
-// CLI11 2.1 reads an empty value of a FLOAT option as 0 ("--temperature ''", an unset variable, sampled
-// greedily without a word) and converts a double to the option's float silently (1e-300 became 0, 1e300
+// CLI11 2.1 reads an empty value of a FLOAT option as 0 ("--temperature ''", an unset variable, would sample
+// greedily without a word) and converts a double to the option's float silently (1e-300 becomes 0, 1e300
 // infinity, each then refused as "got 0" or "got inf", values the user never gave). Every FLOAT option is a
 // 32-bit float: it takes a decimal number (surrounding spaces allowed; inf and nan pass on to the option's
 // own range check, which names them) that a float holds.

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(cmake g++ make pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libicu-dev
           libgtest-dev googletest curl python3 clang-format libcairo2-dev fonts-dejavu-core
-          libcpp-httplib-dev libedit-dev python3-venv python3-dev ccache)
+          libcpp-httplib-dev libedit-dev python3-venv python3-dev ccache clang libclang-rt-14-dev)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

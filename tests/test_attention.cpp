@@ -306,8 +306,8 @@ TEST(AttentionCli, AFailedRunLeavesAnExistingFileAlone) {
   EXPECT_EQ(files_in(tmp.path()), 1u);
 }
 
-// -o may not be a file the run reads: the model's config.json was read, then replaced by the map, and the
-// model was gone (exit 0). Likewise a file of the --tokenizer directory.
+// -o may not be a file the run reads: the map would replace the model's config.json after reading it, and
+// the model would be gone (exit 0). Likewise a file of the --tokenizer directory.
 TEST(AttentionCli, TheOutputMayNotReplaceAFileItReads) {
   test::TempDir tmp;
   const auto model = tmp / "model";

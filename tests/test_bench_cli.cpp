@@ -115,7 +115,7 @@ TEST(BenchCli, ZeroLengthSkipsATestAndMarkdownHasOneRowPerTest) {
   ASSERT_EQ(j["results"].size(), 1u) << r.out;
   EXPECT_EQ(j["results"][0]["test"], "pp8");
 
-  // -t 0: every core, as in the other commands (it was refused here).
+  // -t 0: every core, as in the other commands.
   r = test::run_cli("bench -m " + shipped() + " -p 8 -n 0 -r 1 -t 0 -o json");
   ASSERT_EQ(r.status, 0) << r.err;
   j = json::parse(r.out);
@@ -191,7 +191,7 @@ TEST(BenchCli, BadFlagsAreOneLineAndNothingOnStdout) {
       {m + "-p 99999", "-p: 99999 exceeds the model's context of 128"},
       {m + "-p 8 -n 100 -d 100", "-n/-d: depth 100 + 100 tokens exceed the model's context of 128"},
       {m + "-p 100 -n 0 -d 32", "-p/-d: depth 32 + 100 prompt tokens exceed the model's context of 128"},
-      // -b shapes decode steps: with -n 0 it was accepted and did nothing.
+      // -b shapes decode steps: with -n 0 it would do nothing.
       {m + "-p 8 -n 0 -b 4", "-b: sequences decoded together apply to decode tests, and -n 0 has none"},
       {m + "-o xml", "--output: xml not in {md,json}"},
       {m + "--random gpt2", "--model excludes --random"},

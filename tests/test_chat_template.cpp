@@ -186,8 +186,8 @@ TEST(ChatTemplate, MalformedTemplatesAreOneLineFormatErrors) {
             "1");
 }
 
-// A macro that calls itself without end (directly or through another) overflowed the stack and killed the
-// server at the first chat request; minja (with our patch, scripts/minja_limits.patch) now stops at 128
+// A macro that calls itself without end (directly or through another) would overflow the stack and kill the
+// server at the first chat request; minja with our patch (scripts/minja_limits.patch) stops at 128
 // nested calls: an Argument error (a 400), naming the macro. Recursion that ends, as gpt-oss's
 // render_typescript_type does over a JSON schema, renders.
 TEST(ChatTemplate, EndlessMacroRecursionIsAnErrorNotACrash) {
@@ -242,8 +242,8 @@ TEST(ChatTemplate, RangeRefusesAZeroStepAndHugeLists) {
 }
 
 // The work and memory of one render are bounded (the patch): loops nested over ranges each within range()'s
-// bound, strings and lists doubled a few dozen times, a string repeated 10^8 times and output of 100 MB were
-// a hang or gigabytes; each is an Argument error (a 400) now, and the budget is per render.
+// bound, strings and lists doubled a few dozen times, a string repeated 10^8 times and output of 100 MB would
+// be a hang or gigabytes; each is an Argument error (a 400), and the budget is per render.
 TEST(ChatTemplate, WorkAndSizeAreBounded) {
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"{% for i in range(450) %}{% for j in range(450) %}{% endfor %}{% endfor %}",
@@ -358,8 +358,8 @@ TEST(ChatTemplate, LoadsFromJinjaFileConfigStringOrNamedList) {
   std::filesystem::remove_all(dir);
 }
 
-// The template's files are read as config files are: a FIFO in their place is refused at once (it was waited
-// on for a writer, forever: `serve` hung at start), a directory or a file past 16 MiB likewise, in one line.
+// The template's files are read as config files are: a FIFO in their place is refused at once (waiting on it
+// for a writer would hang `serve` at start forever), a directory or a file past 16 MiB likewise, in one line.
 TEST(ChatTemplate, ItsFilesMustBeRegularAndOfSaneSize) {
   const Tokenizer tok = Tokenizer::load(test::fixture_dir("chatml-tiny"));
   test::TempDir dir;

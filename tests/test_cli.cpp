@@ -46,7 +46,7 @@ TEST(Cli, LoadErrorsAreOneLineAndNonZero) {
          test::write_file(d / "model.safetensors", w.substr(0, w.size() / 2));
        },
        "past the end"},
-      // Above 2^63 - 1 an id was read as -1 ("no BOS token"), a count as a negative number.
+      // Above 2^63 - 1 an id read as an int64 would be -1 ("no BOS token"), a count a negative number.
       {"an id above 2^63",
        [](auto& d) {
          write_random_model(d, test::tiny_config());
@@ -123,8 +123,8 @@ TEST(Cli, HelpTextsSayWhatMinigptIsAndEachDefault) {
   }
 }
 
-// One unit per kind and labels that say what was counted: info gives sizes in MiB, as quantize does (it
-// gave MB), and bench's bits per weight say they are the matrices' (info's count every tensor, so the two
+// One unit per kind and labels that say what was counted: info gives sizes in MiB, as quantize does, and
+// bench's bits per weight say they are the matrices' (info's count every tensor, so the two
 // differ).
 TEST(Cli, SizesAreMiBAndBitsPerWeightSayWhatTheyCount) {
   const std::string gguf =
@@ -290,8 +290,8 @@ TEST(Cli, AuditedMistakesAreOneClearLine) {
   EXPECT_EQ(r.err,
             "minigpt: error: device 1: the cpu backend has one device, 0 (a GPU needs the cuda backend)\n");
   EXPECT_EQ(r.out, "");
-  // A path that is not UTF-8 in --json output: nlohmann's dump threw, "internal error", exit 3. Its bytes are
-  // written as U+FFFD, as generate --json writes text.
+  // A path that is not UTF-8 in --json output (nlohmann's dump throws on it): its bytes are written as
+  // U+FFFD, as generate --json writes text.
   const auto odd = tmp / std::string("m\xff");
   std::filesystem::copy(shipped, odd);
   r = test::run_cli("info --json -m '" + odd.string() + "'");

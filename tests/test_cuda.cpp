@@ -145,7 +145,7 @@ TEST(CudaOps, LayerNormMatchesCpu) {
       Uploads up;
       Tensor xin = up.put(*be, x, T, C + 5).col_slice(2, C);  // strided rows
       Tensor out = up.zeros(*be, T, C, C);
-      be->layer_norm(out, xin, up.put(*be, w, 1, C), up.put(*be, b, 1, C), 1e-5f);
+      be->norm(out, xin, up.put(*be, w, 1, C), up.put(*be, b, 1, C), NormKind::Layer, 1e-5f);
       (be == gpu.get() ? got : want) = fetch(*be, out);
     }
     for (size_t i = 0; i < got.size(); ++i)
@@ -442,7 +442,7 @@ TEST(CudaOps, RopeAndAddPositionsMatchCpu) {
       Uploads up;
       Tensor t = up.put(*be, x, c.T, W);
       const StepOf st = one_run(0, c.T, c.pos0);
-      be->rope(t.col_slice(0, c.H * c.D), st.step(), c.H, c.D, c.rotary, c.theta);
+      be->rope(t.col_slice(0, c.H * c.D), st.step(), c.H, c.D, c.rotary, c.theta, RopeLayout::NeoxHalves);
       (be == gpu.get() ? got : want) = fetch(*be, t);
       Tensor p = up.put(*be, table, c.pos0 + c.T, c.H * c.D);
       Tensor o = up.put(*be, x, c.T, c.H * c.D);

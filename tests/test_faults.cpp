@@ -201,7 +201,7 @@ std::vector<int32_t> uniform_draws(uint64_t seed, size_t n, int64_t v) {
 }
 
 TEST(Faults, ConsecutiveSeedsGiveIndependentStreams) {
-  // With the generator's state starting at the seed itself, seed N + 1's draws were seed N's shifted by
+  // Were the generator's state to start at the seed itself, seed N + 1's draws would be seed N's shifted by
   // one. Over 256 ids, two independent streams agree at a given offset about 1 time in 256: over 4000
   // draws ~16 times (the bound of 60 is over 10 standard deviations away).
   const size_t n = 4000;
@@ -351,9 +351,9 @@ TEST(Faults, AtomicFileWritesWholeFilesAndOnlyOverRegularOnes) {
 }
 
 // A signal that ends the process while an AtomicFile is being written removes its temporary first, and the
-// process still ends by that signal (before: Ctrl-C in a long quantize or perplexity --save-logits left a
-// hidden '.NAME.tmp.XXXXXX', as large as the output got, beside it). A handler the program set itself (as
-// generate and serve do for Ctrl-C) is kept: the program ends its work and the destructor removes the
+// process still ends by that signal (not leaving a hidden '.NAME.tmp.XXXXXX', as large as the output got,
+// beside it after Ctrl-C in a long quantize or perplexity --save-logits). A handler the program set itself
+// (as generate and serve do for Ctrl-C) is kept: the program ends its work and the destructor removes the
 // temporary. Each case runs in a forked child (gtest's death test).
 volatile std::sig_atomic_t g_seen_signal = 0;
 extern "C" void note_signal(int sig) { g_seen_signal = sig; }

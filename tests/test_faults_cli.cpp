@@ -202,7 +202,7 @@ TEST(FaultsCli, OutputsThatAreNotRegularFilesAreRefusedNotReplaced) {
 // Ended by a signal while it writes its output, a command leaves no temporary behind. Here quantize's stderr
 // is a pipe nobody reads, so its first progress line, written once the output's temporary exists, ends it by
 // SIGPIPE (as `minigpt quantize ... 2>&1 | head -1` would; Ctrl-C and SIGTERM take the same way out, see
-// FaultsDeathTest). Before: a hidden '.out.gguf.tmp.XXXXXX' stayed in the folder.
+// FaultsDeathTest). No hidden '.out.gguf.tmp.XXXXXX' stays in the folder.
 TEST(FaultsCli, ASignalWhileWritingLeavesNoTemporary) {
   namespace fs = std::filesystem;
   TempDir tmp;
@@ -260,7 +260,7 @@ TEST(FaultsCli, ABadKernelLevelIsOneLineBeforeAnyWork) {
       "perplexity -m " + m + " -f " + text + " --chunks 1",
       "attention -m " + m + " -p hi -o " + tmp.path().string() + "/a.json", "serve -m " + m + " --port 0"};
   for (const std::string& args : commands) {
-    for (int i = 0; i < 4; ++i) {  // which thread ran a kernel first was a race
+    for (int i = 0; i < 4; ++i) {  // which thread runs a kernel first is a race
       const std::string cmd = "MINIGPT_CPU=bogus timeout 30 " + std::string(MINIGPT_CLI_PATH) + " " + args +
                               " </dev/null >/dev/null 2>" + (tmp / "err").string();
       const int rc = std::system(cmd.c_str());
@@ -321,7 +321,7 @@ TEST(FaultsCli, ATokenizerLargerThanTheModelIsRefusedByEveryCommand) {
 }
 
 TEST(FaultsCli, StdinBeyondItsCapIsRefused) {
-  // /dev/zero on stdin: read up to the 256 MiB cap, then refused (before: read until memory ran out).
+  // /dev/zero on stdin: read up to the 256 MiB cap, then refused (not read until memory runs out).
   const std::string cmd =
       std::string(MINIGPT_CLI_PATH) + " tokenize -m " + kShipped.string() + " </dev/zero >/dev/null 2>&1";
   const int rc = std::system(cmd.c_str());

@@ -34,9 +34,9 @@ void parse_and_touch(const std::vector<uint8_t>& v) {
   ADD_FAILURE() << "accepted (sum " << sum << ")";
 }
 
-// fuzz_gguf: a tensor of 2^62 + 16 F32 values "took" 64 bytes, its byte count (numel x 4) wrapping past 2^64,
-// so a file could hold a tensor whose size disagrees with its shape. The crash input, then the smallest such
-// file: one 1-D F32 tensor and its 64 bytes.
+// fuzz_gguf: a tensor of 2^62 + 16 F32 values would "take" 64 bytes, its byte count (numel x 4) wrapping past
+// 2^64, a tensor whose size disagrees with its shape. The fuzzer's input, then the smallest such file: one
+// 1-D F32 tensor and its 64 bytes.
 TEST(FuzzRegressions, GgufTensorBytesThatWrapAreRefused) {
   const std::string crash =
       test::read_file(test::source_dir() / "tests/fuzz/regressions/gguf_nbytes_wrap.gguf");
@@ -67,7 +67,7 @@ TEST(FuzzRegressions, GgufTensorBytesThatWrapAreRefused) {
 }
 
 TEST(FuzzRegressions, ConfigNumberOverflow) {
-  // fuzz_config: a number nlohmann cannot hold raised json::out_of_range, which nothing caught.
+  // fuzz_config: a number nlohmann cannot hold (json::out_of_range) is not valid JSON, not an uncaught throw.
   const std::string crash =
       test::read_file(test::source_dir() / "tests/fuzz/regressions/config_number_overflow.json");
   ASSERT_FALSE(crash.empty());
@@ -78,8 +78,8 @@ TEST(FuzzRegressions, ConfigNumberOverflow) {
 }
 
 TEST(FuzzRegressions, TokenizerJsonFieldsOfTheWrongType) {
-  // fuzz_tokenizer_load: a "type" that is not a string made json's value("type", "") throw a type_error,
-  // which nothing caught (the CLI said "internal error", exit 3). The crash input, then the smallest ones.
+  // fuzz_tokenizer_load: a "type" that is not a string makes json's value("type", "") throw a type_error,
+  // which must become a format error (not "internal error", exit 3). The fuzzer's input, then the smallest.
   const std::string crash =
       test::read_file(test::source_dir() / "tests/fuzz/regressions/tokenizer_model_type_null.bin");
   ASSERT_FALSE(crash.empty());
@@ -98,8 +98,8 @@ TEST(FuzzRegressions, TokenizerJsonFieldsOfTheWrongType) {
       ErrorKind::Unsupported, {"tokenizer.json", "no pre_tokenizer"});
 }
 
-// quantize's tokenizer_config.json: a malformed added_tokens_decoder entry was "internal error: stoll" or a
-// json type_error (exit 3); now the file and the entry are named.
+// quantize's tokenizer_config.json: a malformed added_tokens_decoder entry is one line naming the file and
+// the entry (not "internal error: stoll" or a json type_error, exit 3).
 TEST(FuzzRegressions, TokenizerConfigAddedTokensAreChecked) {
   test::TempDir tmp;
   for (const char* f : {"config.json", "model.safetensors", "vocab.json", "merges.txt"})
@@ -139,7 +139,7 @@ TEST(FuzzRegressions, SafetensorsNumberOverflowInHeader) {
       ErrorKind::Format, {"x.safetensors", "not valid JSON"});
 }
 
-// JSON nested 100,000 deep (copying or printing such a value recursed once per level and overflowed the
+// JSON nested 100,000 deep (copying or printing such a value recurses once per level and would overflow the
 // stack): refused while parsing, in every JSON a model directory holds and in a safetensors header.
 TEST(FuzzRegressions, DeeplyNestedJsonIsRefused) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
@@ -230,11 +230,11 @@ TEST(FuzzRegressions, TokenizerInMemoryEqualsLoad) {
                {"tokenizer.json", "not valid JSON"});
 }
 
-// fuzz_tokenizer_load: two added tokens with one id ("café" and "é!", 50262): "café" encoded to 50262, which
-// decoded to "é!". Such a file's ids are not taken: the two get their own ids, as tokenizers gives them
-// (TokenizerFamilies.AddedTokenIdsAreTheReferencesNotTheFiles), and each round-trips; the same token listed
-// twice is one token. Two added tokens at one id remain an error where the ids are the file's (GGUF: by
-// position, so it cannot happen there).
+// fuzz_tokenizer_load: two added tokens with one id ("café" and "é!", 50262): taking the file's ids, "café"
+// would encode to 50262, which decodes to "é!". Such a file's ids are not taken: the two get their own ids,
+// as tokenizers gives them (TokenizerFamilies.AddedTokenIdsAreTheReferencesNotTheFiles), and each
+// round-trips; the same token listed twice is one token. Two added tokens at one id remain an error where the
+// ids are the file's (GGUF: by position, so it cannot happen there).
 TEST(FuzzRegressions, AddedTokensSharingAnIdRoundTrip) {
   auto with_added = [](std::vector<std::pair<std::string, int>> added) {
     nlohmann::json j = nlohmann::json::parse(

@@ -126,7 +126,7 @@ TEST(GenerateCli, TopLogprobsGiveEachTokensTextAndTheTokensOwnLogprob) {
   EXPECT_EQ(tokens, 40);
 }
 
-// -n -1, as llama.cpp's: tokens until the context is full (it was refused).
+// -n -1, as llama.cpp's: tokens until the context is full.
 TEST(GenerateCli, MinusOneTokensGeneratesUntilTheContextIsFull) {
   const auto shipped = test::source_dir() / "models" / "shakespeare-char";
   auto r =

@@ -102,8 +102,8 @@ TEST(GgufModel, FilesMinigptCannotRunAreRefusedByName) {
   EXPECT_NE(r.err.find("'falcon' is not supported"), std::string::npos) << r.err;
 }
 
-// llama.cpp reads the vocabulary from tokenizer.ggml.tokens and refuses embeddings of another size; minigpt
-// took the rows' count, and a list of 300 tokens for 50257 rows decoded most ids to no text, exit 0.
+// llama.cpp reads the vocabulary from tokenizer.ggml.tokens and refuses embeddings of another size, as
+// minigpt does: taking the rows' count, a list of 300 tokens for 50257 rows would decode most ids to no text.
 TEST(GgufModel, ATokenListOfAnotherSizeThanTheEmbeddingsIsRefused) {
   test::TempDir tmp;
   const auto src = GgufFile::open(test::source_dir() / "tests" / "fixtures" / "gguf" / "gpt2-tiny-f32.gguf");

@@ -74,8 +74,8 @@ int thp_eligible(const void* p) {
   return -1;
 }
 
-// In a buffer of its own, a matrix under 2 MB was never advised into 2 MB pages (cpu::WeightArena says what
-// that cost).
+// In a buffer of its own, a matrix under 2 MB would never be advised into 2 MB pages (cpu::WeightArena says
+// what that costs).
 TEST(WeightArena, SmallMatricesOfAModelMayHave2MbPages) {
   std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
   std::string mode;

@@ -116,7 +116,7 @@ TEST(Interactive, TurnsKeepTheCacheCtrlCStopsAGenerationCtrlDEnds) {
   const size_t before_eof = pty.out().size();
   pty.write("\x04");  // Ctrl-D at an empty prompt: EOF
   EXPECT_EQ(pty.wait_exit(), 0) << pty.out();
-  // The prompt's line is ended, so that the shell's prompt does not follow "> " (it did).
+  // The prompt's line is ended, so that the shell's prompt does not follow "> ".
   EXPECT_TRUE(pty.read_until("\n", before_eof, 2)) << pty.out();
 }
 
@@ -133,7 +133,7 @@ TEST(Interactive, RefusesJsonAndReadsLinesFromAPipe) {
   ASSERT_EQ(one.status, 0) << one.err;
   std::string want = one.out;                               // the text and a newline
   EXPECT_EQ(p.out, "> ROMEO:\n" + want + "> \n") << p.out;  // the line read is shown after its prompt
-  // -p is the first turn, shown before its text unless --no-echo (it was shown regardless).
+  // -p is the first turn, shown before its text unless --no-echo.
   for (const bool echo : {true, false}) {
     const auto q = test::run_cli("generate -i -m " + shipped().string() +
                                  " --temperature 0 -n 20 -p 'ROMEO:'" + (echo ? "" : " --no-echo"));
@@ -253,8 +253,8 @@ TEST_F(InteractiveContext, ByDefaultTheConversationSlidesPastTheShippedModelsCon
 }
 
 TEST_F(InteractiveContext, WithErrorALineWithoutRoomIsRefusedAndTheConversationGoesOn) {
-  // Before: the session ended ("the context of 128 tokens is full") at a line longer than the context,
-  // although the conversation was empty. The note names no -c: 128 is all the model has.
+  // A line longer than the context is refused and the session goes on (it does not end with "the context
+  // of 128 tokens is full" while the conversation is empty). The note names no -c: 128 is all the model has.
   const auto r = test::run_cli(
       "generate -i -m " + shipped().string() + " --temperature 0 -n 20 -t 1 --context-overflow error",
       long_line_ + "\nROMEO:\n");
@@ -296,7 +296,7 @@ TEST_F(InteractiveContext, WithErrorALineWithoutRoomIsRefusedAndTheConversationG
 }
 
 TEST_F(InteractiveContext, TruncateKeepsTheLastTokensOfTheConversation) {
-  // Before: --context-overflow was accepted with -i and ignored.
+  // --context-overflow applies to -i.
   const int64_t n = 10;
   const auto r = test::run_cli(
       "generate -i -m " + shipped().string() + " --temperature 0 -n 10 -t 1 --context-overflow truncate",

@@ -172,7 +172,7 @@ TEST(PerplexityCli, BadInputsGetOneLineAndANonZeroExit) {
     EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << ": " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.args << ": " << r.err;
   }
-  // A bad flag value is about the flag, not the text (it was "FILE: --chunks must be ...", after the load).
+  // A bad flag value is about the flag, not the text, and is refused before the load.
   for (const std::string flag : {"--stride", "--chunks"}) {
     const auto r = test::run_cli("perplexity -f " + (tmp / "missing.txt").string() + " " + flag + " 0");
     EXPECT_EQ(r.err, "minigpt: error: " + flag + " must be at least 1, not 0\n") << flag;

@@ -205,7 +205,7 @@ namespace {
 // `perplexity --save-logits` / `--kl-divergence` (llama.cpp's recipe: 128-token chunks, the second half of
 // each scored, 14,742 tokens). Q8_0's activations are 16-bit (cpu::acts_int16) in decode and batched decode
 // (the GEMV, -b 16 here) and in prefill with VNNI (cpu::q8gemm, the default -b 512; F32 tiles elsewhere):
-// both measured 99.08%, mean KLD 3.6e-4 (Zen 5, 2026-11-28), as the avx2 level's F32 prefill had on a Zen 3.
+// both measured 99.08%, mean KLD 3.6e-4 (Zen 5), as the avx2 level's F32 prefill had on a Zen 3.
 // With int8 activations (llama.cpp's; minigpt's GEMV at every level and prefill with VNNI before) the same
 // text measured 98.61% (decode) / 98.66% (prefill), mean KLD 7.0e-4, and llama.cpp's own Q8_0 of these bytes
 // 98.69%, 7.1e-4 (llama-perplexity --kl-divergence, same chunks). Over every token (transformers' --stride

@@ -256,7 +256,7 @@ TEST(InfoCli, SystemAsJson) {
   EXPECT_EQ(s.at("backends")[1].at("available"), cuda_available());
 }
 
-// Without -m or --system: the shipped model, as every command that takes -m (it was an error).
+// Without -m or --system: the shipped model, as every command that takes -m.
 TEST(InfoCli, NeitherModelNorSystemShowsTheShippedModel) {
   auto r = test::run_cli("info");
   EXPECT_EQ(r.status, 0) << r.err;

@@ -75,9 +75,9 @@ TEST(ServerRequest, DefaultsAreOpenAIs) {
   EXPECT_FALSE(parse(R"({"prompt":"a","cache_prompt":false})").cache_prompt);
 }
 
-// Values at the edges that mean something: a top_p below any float's reach keeps the top token alone (it
-// became 0 and was refused as "--top-p: ... got 0", a CLI flag the request never had); seed -1 asks for a
-// random seed, as llama.cpp's server reads it (it was 2^64 - 1).
+// Values at the edges that mean something: a top_p below any float's reach keeps the top token alone (not
+// rounded to 0 and refused as "--top-p: ... got 0", a CLI flag the request never had); seed -1 asks for a
+// random seed, as llama.cpp's server reads it (not 2^64 - 1).
 TEST(ServerRequest, EdgeValuesAreTakenAsMeant) {
   const CompletionRequest tiny = parse(R"({"prompt":"a","top_p":1e-300})");
   EXPECT_GT(tiny.gen.sampling.top_p, 0.0f);
@@ -1234,8 +1234,7 @@ server::ServerOptions chat_options() {
 // needs an "eos_token" key in it), POST /tokenize {"prompt", "add_special_tokens": false} reading "tokens",
 // and POST /detokenize {"tokens"} reading "prompt"; its eos_token_id and bos_token_id are the first id of
 // the token's text, tokenized. vLLM's /tokenize also answers "count" and "max_model_len", and takes
-// "model". llama-server's shape ({"content"}, "add_special") stays. Refused before: no /tokenizer_info,
-// "unknown field: add_special_tokens", and /detokenize answered only "content".
+// "model". llama-server's shape ({"content"}, "add_special") stays.
 TEST(Server, RemoteTokenizerShapesOfLmEvalAndVllm) {
   auto& f = shared_server();
   auto c = f.client();
@@ -1790,8 +1789,8 @@ TEST(Server, ABurstOfConnectionsIsHeldForAccept) {
   EXPECT_EQ(connected, kClients) << "connections completed while the server was not accepting";
 }
 
-// A port another server listens on is refused in one line, as llama-server does (before: httplib's
-// SO_REUSEPORT let a second server bind it silently, and the kernel shared the connections between the two).
+// A port another server listens on is refused in one line, as llama-server does (with httplib's SO_REUSEPORT
+// a second server would bind it silently, and the kernel would share the connections between the two).
 // A server restarted on the port of one that has stopped, its connection just closed, binds it
 // (SO_REUSEADDR).
 TEST(Server, APortInUseIsRefusedAndAStoppedServersPortIsReused) {
@@ -1954,7 +1953,7 @@ TEST(ServeCli, SamplingFlagsAreRequestDefaults) {
   EXPECT_NE(srv.err.find("the command line: temperature 0, repetition_penalty 1.5, penalty_last_n 8"),
             std::string::npos)
       << srv.err;
-  // The start line gives the base URL an OpenAI client takes (it gave the address without /v1).
+  // The start line gives the base URL an OpenAI client takes (with /v1).
   EXPECT_NE(srv.err.find(" at http://127.0.0.1:" + std::to_string(srv.port) + "/v1 ("), std::string::npos)
       << srv.err;
   httplib::Client c("127.0.0.1", srv.port);

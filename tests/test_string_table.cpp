@@ -31,7 +31,7 @@ TEST(StringTable, HoldsWhatWasPushed) {
   t.shrink_to_fit();
   ASSERT_EQ(t.size(), keys.size());
   for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(t[i], keys[i]) << i;
-  EXPECT_EQ(t.to_vector(), keys);
+  EXPECT_EQ(std::vector<std::string>(t.begin(), t.end()), keys);
   EXPECT_EQ(t.back(), keys.back());
   StringTable u;
   for (std::string_view s : t) u.push_back(s);

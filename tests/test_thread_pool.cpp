@@ -198,7 +198,7 @@ TEST(ThreadPool, ConcurrentCallersAreServedOneAfterTheOther) {
 }
 
 // An exception thrown in any slot, the caller's or a worker's, reaches run()'s caller once every other slot
-// has run (before: thrown on a worker, it ended the process in std::terminate, as a bad MINIGPT_CPU did);
+// has run (left on a worker, it would end the process in std::terminate, as a bad MINIGPT_CPU would);
 // the pool then runs the next job as usual. Also through parallel_chunks.
 TEST(ThreadPool, AnExceptionInAnySlotIsRethrownByRun) {
   for (int n : {2, 3, cpu_count() * 2 + 1}) {

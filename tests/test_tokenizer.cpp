@@ -58,8 +58,8 @@ TEST(Tokenizer, HelloWorld) {
 
 // vocab.json + merges.txt with a tokenizer_config.json beside them: its added_tokens_decoder (a non-special
 // "[USER]" as 50257, a special "<|sep|>" with lstrip as 50258) as transformers' AutoTokenizer reads the
-// folder (tools/reference/make_tokenizer_config_reference.py). It was ignored: "[USER]" came out as 3 tokens
-// and 50257 could not be decoded.
+// folder (tools/reference/make_tokenizer_config_reference.py). Ignoring it, "[USER]" would come out as 3
+// tokens and 50257 could not be decoded.
 TEST(Tokenizer, VocabMergesTakeTheAddedTokensOfTokenizerConfig) {
   minigpt::test::TempDir tmp;
   const auto gpt2 = kGpt2Dir;

@@ -80,7 +80,7 @@ TEST(TokenizeCli, DecodesIds) {
   EXPECT_EQ(r.out, "Hello world");
 }
 
-// --json with --decode: the ids and their text (before, --json was ignored and the raw text printed).
+// --json with --decode: the ids and their text, not the raw text.
 // --special and --no-add-special shape the encoding only: with --decode they are refused, not ignored.
 TEST(TokenizeCli, DecodeJsonAndEncodingFlags) {
   CliResult r = run_tokenize(kModel + " --decode --json '15496 995 50256'");

@@ -138,7 +138,7 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// The whole file, read in 64 KiB pieces (istreambuf_iterator's byte at a time was a fifth of some tests'
+// The whole file, read in 64 KiB pieces (istreambuf_iterator's byte at a time is a fifth of some tests'
 // time under the sanitizers; a size from seeking would be 0 for /proc files); "" when it cannot be opened.
 inline std::string read_file(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -554,7 +554,7 @@ def main():
     add("gguf", "a Q8_0 block scale is NaN", gg(gguf_edit("g-nan", lambda b, lay: struct.pack_into("<H", b, lay["data"] + struct.unpack_from("<Q", b, lay["tensors"]["blk.0.attn_qkv.weight"][3])[0], 0x7E00))))
     add("gguf", "a norm weight is +inf", gg(gguf_edit("g-inf", lambda b, lay: struct.pack_into("<f", b, lay["data"] + struct.unpack_from("<Q", b, lay["tensors"]["output_norm.weight"][3])[0], float("inf")))))
     add("gguf", "token_embd.weight renamed (missing)", gg(gguf_edit("g-noembd", lambda b, lay: b.__setitem__(slice(lay["tensors"]["token_embd.weight"][0] - 17, lay["tensors"]["token_embd.weight"][0]), b"token_embX.weight"))))
-    add("gguf", "tokenizer.ggml.model 'llama'", gg(gguf_edit("g-tok", lambda b, lay: b.__setitem__(slice(lay["kv"]["tokenizer.ggml.model"][2] + 8, lay["kv"]["tokenizer.ggml.model"][2] + 12), b"bert"))))
+    add("gguf", "tokenizer.ggml.model 'bert'", gg(gguf_edit("g-tok", lambda b, lay: b.__setitem__(slice(lay["kv"]["tokenizer.ggml.model"][2] + 8, lay["kv"]["tokenizer.ggml.model"][2] + 12), b"bert"))))
 
     # llm.c checkpoints (-m FILE.bin): the F32 fixture (maxT 64, V 300, Vp 384, L 2, NH 3, C 24) broken
     lc = lambda path, *a: ["generate", "-m", path, "--tokenizer", BYTELEVEL, "-p", "x", "-n", "2"] + list(a)

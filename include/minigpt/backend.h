@@ -178,10 +178,6 @@ class Backend {
   // x: [T, n_heads * D] (may be a strided view: the q or k columns of qkv).
   virtual void rope(Tensor x, const Step& step, int64_t n_heads, int64_t head_dim, int64_t rotary_dim,
                     float theta, RopeLayout layout) = 0;
-  // The NeoX-halves layout (rotate_half), the one a caller that names none gets.
-  void rope(Tensor x, const Step& step, int64_t n_heads, int64_t head_dim, int64_t rotary_dim, float theta) {
-    rope(x, step, n_heads, head_dim, rotary_dim, theta, RopeLayout::NeoxHalves);
-  }
   // rope with the inverse frequencies given rather than computed from a base: pair i rotates by position *
   // inv_freq[i]. inv_freq: [1, rotary_dim / 2] F32 made by prepare_weight (Config::rope_inv_freq(), a
   // rescaled rope's). cos and sin are multiplied by mscale (LongRoPE's attention factor; 1: rotation only):
@@ -199,10 +195,6 @@ class Backend {
   // b may be empty (no bias: + 0).
   virtual void norm(Tensor out, const Tensor& in, const Tensor& w, const Tensor& b, NormKind kind,
                     float eps) = 0;
-  // The Layer kind (the op's name before norm had kinds).
-  void layer_norm(Tensor out, const Tensor& in, const Tensor& w, const Tensor& b, float eps) {
-    norm(out, in, w, b, NormKind::Layer, eps);
-  }
   // out = in W + b, or out += in W + b when `accumulate` (the residual add)   in: [T, n_in]; out: [T, n_out]
   virtual void linear(Tensor out, const Tensor& in, const Linear& lin, bool accumulate) = 0;
   // out = in [W_0 | W_1 | ...]: a stacked projection kept in parts (q | k | v, gate | up, each part in its
@@ -256,8 +248,6 @@ class Backend {
   // same cache (several choices of one prompt evaluate it once). copies_kv(): whether the backend can.
   virtual bool copies_kv() const { return false; }
   virtual void copy_kv(KvCache& cache, int64_t from, int64_t to, int64_t n);
-  // Waits for queued work (a no-op on synchronous backends).
-  virtual void synchronize() {}
 
   // One forward step: `ops` queues its ops, which take exactly this step. The same `key` (a session)
   // promises the same op sequence on the same buffers whenever the step has the same shape (token count

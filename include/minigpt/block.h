@@ -62,8 +62,7 @@ struct BlockDesc {
   // rope_table_long, as llama.cpp picks LongRoPE's factors by its context size; 0: none.
   int64_t rope_long_context = 0;
 
-  // Whether any layer has a window, a soft-cap of its scores, post-norms.
-  bool any_window() const;
+  // Whether any layer has a soft-cap of its scores, post-norms, a scaled rotation.
   bool any_softcap() const;
   bool any_post_norms() const;
   bool any_rope_mscale() const;

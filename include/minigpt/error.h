@@ -23,8 +23,8 @@ class Error : public std::runtime_error {
   ErrorKind kind() const { return kind_; }
 
   // `s` with each control character but tab (a NUL, a newline, an escape) written as \xNN. what() is a C
-  // string printed as one line: a NUL quoted from a user's file ended the message before it said what was
-  // wrong, and a newline would split it.
+  // string printed as one line: a NUL quoted from a user's file would end the message before it says what
+  // is wrong, and a newline would split it.
   static std::string one_line(const std::string& s) {
     std::string out;
     out.reserve(s.size());

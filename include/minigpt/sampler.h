@@ -45,6 +45,7 @@ void presence_frequency_penalty(std::span<float> scores, std::span<const int32_t
                                 float frequency, std::vector<int32_t>& counts);
 void temperature(std::span<float> scores, float t);
 void top_k(std::span<float> scores, int64_t k);
+void top_k(std::span<float> scores, int64_t k, std::vector<float>& scratch);
 void top_p(std::span<float> scores, float p);
 void min_p(std::span<float> scores, float p);
 }  // namespace processors

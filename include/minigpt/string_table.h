@@ -45,7 +45,6 @@ class StringTable {
     chars_.shrink_to_fit();
     ends_.shrink_to_fit();
   }
-  std::vector<std::string> to_vector() const { return {begin(), end()}; }
 
   bool operator==(const StringTable& o) const { return ends_ == o.ends_ && chars_ == o.chars_; }
 

@@ -226,12 +226,6 @@ std::string_view role_name(Role r) {
   return "?";
 }
 
-bool is_matrix(Role r) {
-  return r == Role::TokenEmbd || r == Role::AttnQkv || r == Role::AttnOut || r == Role::FfnUp ||
-         r == Role::FfnDown || r == Role::Output || r == Role::AttnQ || r == Role::AttnK ||
-         r == Role::AttnV || r == Role::ProjIn || r == Role::ProjOut || r == Role::FfnGate;
-}
-
 bool is_norm_weight(Role r) {
   return r == Role::AttnNorm || r == Role::FfnNorm || r == Role::OutputNorm || r == Role::AttnQNorm ||
          r == Role::AttnKNorm || r == Role::AttnPostNorm || r == Role::FfnPostNorm;

@@ -73,7 +73,6 @@ enum class Role {
   Ignored,  // buffers old checkpoints saved that are not weights (causal masks)
 };
 std::string_view role_name(Role r);
-bool is_matrix(Role r);
 bool is_norm_weight(Role r);  // initialised around 1 in random models
 // A tensor a family's parse_gguf reads into the Config (RopeFreqs, the LongRoPE factors): no weight.
 bool read_with_metadata(Role r);

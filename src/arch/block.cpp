@@ -6,9 +6,6 @@
 
 namespace minigpt {
 
-bool BlockDesc::any_window() const {
-  return std::any_of(layers.begin(), layers.end(), [](const LayerDesc& l) { return l.window > 0; });
-}
 bool BlockDesc::any_softcap() const {
   return std::any_of(layers.begin(), layers.end(), [](const LayerDesc& l) { return l.softcap > 0.0f; });
 }

@@ -27,7 +27,7 @@ inline int64_t get_int(const nlohmann::json& j, const char* key, const std::stri
   if (!v.is_number_integer()) {
     config_fail(source, std::string("field '") + key + "' must be an integer, got " + v.dump());
   }
-  // Above 2^63 - 1 it was read as a negative number (18446744073709551615 as -1: "no BOS token").
+  // Above 2^63 - 1, read as an int64 it would be negative (18446744073709551615 as -1: "no BOS token").
   if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)) {
     config_fail(source,
                 std::string("field '") + key + "' = " + v.dump() + " is out of range (above 2^63 - 1)");

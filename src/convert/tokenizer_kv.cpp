@@ -112,7 +112,7 @@ void add_tokenizer_kv(const fs::path& dir, const json& config, int64_t n_vocab, 
     const json v = read_json_file(vp, kMaxTokenizerBytes, "vocabulary");
     for (const auto& [k, id] : v.items()) vocab[k] = id.get<int64_t>();
     if (tc.contains("added_tokens_decoder") && tc["added_tokens_decoder"].is_object()) {
-      // Checked as the rest of the input is: a malformed entry was an "internal error: stoll" (exit 3).
+      // Checked as the rest of the input is: a malformed entry is an Error naming it, not a stoll exception.
       for (const auto& [id, a] : tc["added_tokens_decoder"].items()) {
         const std::string at = tc_path.string() + ": added_tokens_decoder[" +
                                json(id).dump(-1, ' ', false, json::error_handler_t::replace) + "]";

@@ -426,7 +426,7 @@ class CpuBackend final : public Backend {
       end = std::max(end, run.pos0 + run.n);
     }
     // cos and sin of each position's angles, kept while the frequencies stay the same: every layer rotates q
-    // and k at the same positions (computed per call, sincos took 1.3% of a SmolLM2-shape prefill). One
+    // and k at the same positions (computed per call, sincos takes 1.3% of a SmolLM2-shape prefill). One
     // table per calling thread: sessions on several threads share the backend.
     // A few tables are kept, one per set of frequencies and scale: Gemma 3's local and global layers
     // alternate two.

@@ -59,7 +59,7 @@ bool bf16_arithmetic_faster() {
 }
 
 // Where BF16 arithmetic is available and faster (above). It rounds the activations (2^-8 of sum |w x| per
-// product; GPT-2 124M's logits move by ~1e-2), so prefill, decode and batched decode no longer give the same
+// product; GPT-2 124M's logits move by ~1e-2), so prefill, decode and batched decode do not give the same
 // logits as transformers' F32 product of the BF16 weights, which the rest of minigpt's unquantized paths do
 // to ~1e-5.
 bool bf16_math(std::optional<bool> want) {

@@ -299,7 +299,7 @@ void gemv_quant(QKind kind, float* y, int64_t ldy, const uint8_t* w, int64_t r0,
 }
 
 // The distance, measured (minigpt bench, random GPT-2 124M, tg128, 2 threads, interleaved rounds):
-// - AMD EPYC Zen 3 (AVX2; 2026-11-25): Q8_0 166-178 tok/s at 2048 bytes against 147-162 without; Q4_K_M
+// - AMD EPYC Zen 3 (AVX2): Q8_0 166-178 tok/s at 2048 bytes against 147-162 without; Q4_K_M
 //   224-276 against 183-233; 1024 about as good as 2048, 4096 worse. bench_gemv, one thread from DRAM:
 //   Q8_0 19.3 GB/s against 15.3.
 // - Intel Xeon with AVX-512 VNNI (the GPU host, bench/results/2026-11-27-xeon-quant-prefetch.md;
@@ -472,8 +472,8 @@ void pack_planes(uint8_t* panel, const uint8_t* w, int64_t r0, int64_t rows, int
 }
 }  // namespace
 
-// Row by row, each file block read once and its 32-column pieces decoded with the kind fixed: packing ran 8
-// times slower when the kind was tested and Q4_K's block gathered again for every piece (bench_gemv's int8
+// Row by row, each file block read once and its 32-column pieces decoded with the kind fixed: packing runs 8
+// times slower when the kind is tested and Q4_K's block gathered again for every piece (bench_gemv's int8
 // GEMM times the packing with the product).
 void qgemm_pack(uint8_t* panel, QKind kind, const uint8_t* w, int64_t r0, int64_t rows, int64_t k) {
   // Every byte a tile reads is written below for 16 rows; fewer leave rows of zeros.

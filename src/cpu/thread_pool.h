@@ -57,7 +57,7 @@ class ThreadPool {
   // Calls fn(begin, end) for pieces of [0, n) handed to the threads as they come free, each a share of what
   // is left (a 2 x threads-th of it, rounded up to a multiple of `quantum`, at least `min_piece`): large
   // pieces first and small ones at the end, so that the threads finish nearly together (a decode GEMV in
-  // fixed chunks of 64 rows left one thread waiting half a chunk at the end of each product) without
+  // fixed chunks of 64 rows leaves one thread waiting half a chunk at the end of each product) without
   // cutting the whole product into small pieces. Every boundary but n is a multiple of `quantum`.
   template <typename Fn>
   void parallel_guided(int64_t n, int64_t quantum, int64_t min_piece, Fn&& fn) {

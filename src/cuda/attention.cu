@@ -333,8 +333,8 @@ __device__ inline int64_t split_chunk(int64_t n_keys, int n_splits) {
 // same scores and running max in each warp), and warp w folds in the values of keys w, w + 4, ... of the tile
 // for every head dim. The warps then merge their (m, l, o) in shared memory and write the split's partial
 // result: [m, l, o[0 .. D)] with o not yet divided by l.
-// (The first version had each warp read its own tiles straight from the cache, lane j walking key j's row: at
-// depth 512 the dependent loads of one warp were most of a layer's decode time.)
+// (Were each warp to read its own tiles straight from the cache, lane j walking key j's row, the dependent
+// loads of one warp would be most of a layer's decode time at depth 512.)
 template <typename KV>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     attention_decode_kernel(float* partial, const float* __restrict__ q, const KV* __restrict__ kc,
@@ -374,7 +374,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     __syncthreads();
     float s = -INFINITY;
     if (lane < n_valid) {
-      // Four running sums: one chain of D dependent FMAs was the longest wait of a tile.
+      // Four running sums: one chain of D dependent FMAs would be the longest wait of a tile.
       const float* kr = k_s + lane * (D + 1);
       float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
       int d = 0;

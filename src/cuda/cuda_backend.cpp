@@ -522,12 +522,6 @@ class CudaBackend final : public Backend {
     }
   }
 
-  void synchronize() override {
-    std::lock_guard<std::recursive_mutex> lock(mutex_);
-    CUDA_CHECK(cudaSetDevice(device_));
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
-  }
-
   // A decode step of one sequence (one run of one token) is recorded as a CUDA graph the first time and
   // replayed after (one graph per key and sequence, as the graph holds that sequence's cache addresses): its
   // kernels read pos0 and the token id from step_dev_, which is refreshed before every replay. Other steps
@@ -709,7 +703,7 @@ class CudaBackend final : public Backend {
   // A quantized layer: the GEMV on the blocks for T <= 4 rows. A batch widens the matrix to F16 hi + lo
   // halves (a scratch of 2 x n_out x n_in halves; hi + lo is the dequantized weight to ~2^-22) for three
   // tensor-core GEMMs with the activations' halves (gemm_add_split16): the F32 product to ~2^-21, as the
-  // CPU's prefill on widened tiles; one F32 GEMM on the matrix widened to F32 was 0.8x as fast (H200, pp512).
+  // CPU's prefill on widened tiles; one F32 GEMM on the matrix widened to F32 is 0.8x as fast (H200, pp512).
   void linear_quant(Tensor out, const Tensor& in, const Linear& lin, bool accumulate, const Activation* act) {
     need(lin.w.device == Device::Cuda && lin.w.rows == lin.n_out && lin.w.cols == lin.n_in,
          "linear: the layer was not prepared by the CUDA backend");

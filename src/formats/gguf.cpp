@@ -215,30 +215,6 @@ size_t GgufValue::size() const {
   return items.size();
 }
 
-GgufValue GgufValue::element(size_t k) const {
-  if (k >= size())
-    throw Error(ErrorKind::Argument,
-                "GGUF array element " + std::to_string(k) + " of " + std::to_string(size()));
-  GgufValue v;
-  switch (gguf_array_kind(elem)) {
-    case GgufArrayKind::ints:
-      v.type = elem;
-      v.i = ints[k];
-      return v;
-    case GgufArrayKind::floats:
-      v.type = elem;
-      v.f = floats[k];
-      return v;
-    case GgufArrayKind::strings:
-      v.type = elem;
-      v.s = std::string(strings[k]);
-      return v;
-    case GgufArrayKind::arrays:
-      break;
-  }
-  return items[k];
-}
-
 std::string_view gguf_type_name(GgufType t) {
   static constexpr const char* kNames[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                            "bool", "string", "array", "u64", "i64", "f64"};
@@ -330,8 +306,8 @@ void GgufFile::parse(uint64_t file_size) {
       c.fail("tensor '" + t.name + "': its rows of " + std::to_string(t.ne[0]) + " are not whole " +
              info->name + " blocks of " + std::to_string(info->block_size));
     }
-    // numel fits an int64, but its bytes need not fit a uint64: 2^62 + 16 F32 values "took" 64 bytes (the
-    // product wrapped), a tensor whose size disagreed with its shape (found by fuzz_gguf).
+    // numel fits an int64, but its bytes need not fit a uint64: 2^62 + 16 F32 values would "take" 64 bytes
+    // (the product wraps), a tensor whose size disagrees with its shape (fuzz_gguf's regression input).
     const uint64_t blocks = uint64_t(numel / info->block_size);
     if (blocks > std::numeric_limits<uint64_t>::max() / uint64_t(info->block_bytes)) {
       c.fail("tensor '" + t.name + "' of " + std::to_string(numel) + " " + info->name +

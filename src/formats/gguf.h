@@ -63,8 +63,6 @@ struct GgufValue {
   std::vector<GgufValue> items;
   // An array's element count (0 for a scalar).
   size_t size() const;
-  // Element k of an array as a scalar (or array) value of its own: for writers and tests, not hot loops.
-  GgufValue element(size_t k) const;
 };
 // Whether arrays of `t` hold their elements in GgufValue::ints, floats, strings or items.
 enum class GgufArrayKind { ints, floats, strings, arrays };

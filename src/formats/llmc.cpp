@@ -1,7 +1,6 @@
 #include "formats/llmc.h"
 
 #include <cstring>
-#include <fstream>
 
 #include "io/io.h"
 #include "minigpt/error.h"
@@ -48,17 +47,6 @@ constexpr Param kParams[] = {
 };
 
 }  // namespace
-
-bool is_llmc_file(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return false;
-  std::ifstream in(path, std::ios::binary);
-  uint8_t magic[4] = {};
-  in.read(reinterpret_cast<char*>(magic), 4);
-  if (!in) return false;
-  const int32_t m = get_i32(magic);
-  return is_llmc_magic(m);
-}
 
 Error llmc_no_tokenizer_error(const std::filesystem::path& path) {
   return Error(ErrorKind::Unsupported,

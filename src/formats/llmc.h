@@ -83,11 +83,6 @@ class LlmcFile {
   std::vector<LlmcTensor> tensors_;
 };
 
-// Whether `path` is a regular file that starts with one of llm.c's magic numbers: a model checkpoint
-// (20240326), or the debug state (20240327) or tokenizer (20240328) file, which LlmcFile::open refuses by
-// name.
-bool is_llmc_file(const std::filesystem::path& path);
-
 // What is said when a tokenizer is asked of an llm.c checkpoint: its tokenizer file (token bytes, no merges)
 // can only decode, so encoding text needs a tokenizer given apart. Error(Unsupported), one line.
 Error llmc_no_tokenizer_error(const std::filesystem::path& path);

@@ -16,8 +16,6 @@ float half(const uint8_t* p) {
   return f16_to_f32(h);
 }
 
-constexpr int64_t QK_K = 256;
-
 // The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block's 12 scale bytes.
 void scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   if (j < 4) {

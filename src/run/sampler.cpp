@@ -99,14 +99,19 @@ void temperature(std::span<float> scores, float t) {
   for (float& s : scores) s = s / t;
 }
 
-void top_k(std::span<float> scores, int64_t k) {
+void top_k(std::span<float> scores, int64_t k, std::vector<float>& scratch) {
   if (k <= 0 || size_t(k) >= scores.size()) return;
-  std::vector<float> tmp(scores.begin(), scores.end());
-  std::nth_element(tmp.begin(), tmp.begin() + (k - 1), tmp.end(), std::greater<float>());
-  const float kth = tmp[size_t(k - 1)];
+  scratch.assign(scores.begin(), scores.end());
+  std::nth_element(scratch.begin(), scratch.begin() + (k - 1), scratch.end(), std::greater<float>());
+  const float kth = scratch[size_t(k - 1)];
   for (float& s : scores) {
     if (s < kth) s = kNegInf;  // ties with the k-th value stay, as in transformers
   }
+}
+
+void top_k(std::span<float> scores, int64_t k) {
+  std::vector<float> scratch;
+  top_k(scores, k, scratch);
 }
 
 void top_p(std::span<float> scores, float p) {
@@ -211,16 +216,7 @@ std::span<const float> Sampler::process(std::span<const float> logits, std::span
   if (params_.temperature != 1.0f) processors::temperature(s, params_.temperature);
   // top-k over the whole vocabulary (an O(V) selection), then top-p and min-p over the survivors only:
   // every other entry is -inf, which neither can see.
-  if (params_.top_k > 0 && size_t(params_.top_k) < scores_.size()) {
-    std::copy(scores_.begin(), scores_.end(), scratch_.begin());
-    std::nth_element(scratch_.begin(), scratch_.begin() + (params_.top_k - 1), scratch_.end(),
-                     std::greater<float>());
-    const float kth = scratch_[size_t(params_.top_k - 1)];
-    for (float& v : scores_) {
-      if (v < kth)
-        v = -std::numeric_limits<float>::infinity();  // ties with the k-th value stay, as in transformers
-    }
-  }
+  processors::top_k(s, params_.top_k, scratch_);
   if (params_.top_p < 1.0f || params_.min_p > 0.0f) {
     cand_score_.clear();
     cand_id_.clear();

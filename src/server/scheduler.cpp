@@ -99,11 +99,6 @@ void Scheduler::wait() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool Scheduler::idle() const {
-  std::lock_guard<std::mutex> l(m_);
-  return queue_.empty() && active_ == 0;
-}
-
 void Scheduler::loop() {
   for (;;) {
     {

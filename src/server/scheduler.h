@@ -125,7 +125,6 @@ class Scheduler {
   // exits once nothing is left; wait() joins it.
   void stop(bool cancel);
   void wait();
-  bool idle() const;
 
   int64_t n_ctx() const { return n_ctx_; }
   SchedulerStats& stats() { return stats_; }

@@ -305,9 +305,9 @@ Server::Server(std::shared_ptr<const Model> model, Tokenizer tokenizer, ServerOp
   d.svr.set_keep_alive_timeout(10);
   // The listening socket, kept to widen its backlog in bind(). SO_REUSEADDR only, so that a restarted server
   // binds while the old one's connections linger in TIME_WAIT. Not httplib's default_socket_options: it sets
-  // SO_REUSEPORT, with which a second `minigpt serve` on a port in use started without a word and the kernel
-  // shared the connections between the two servers (maybe two different models); now it is "Address
-  // already in use", as llama-server says.
+  // SO_REUSEPORT, with which a second `minigpt serve` on a port in use starts without a word and the kernel
+  // shares the connections between the two servers (maybe two different models); without it the second
+  // one is refused with "Address already in use", as llama-server is.
   d.svr.set_socket_options([&d](socket_t sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);

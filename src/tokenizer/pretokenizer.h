@@ -45,8 +45,6 @@ class PreTokenizer {
   PreTokenizer(const PreTokenizer&) = delete;
   PreTokenizer& operator=(const PreTokenizer&) = delete;
 
-  size_t n_steps() const { return steps_.size(); }
-
   // Calls on_piece(std::string_view) for each pre-token of `text`, in order; the pieces cover the text
   // exactly, and none is empty. `text` must already be valid UTF-8 (the check is not repeated here).
   template <typename F>

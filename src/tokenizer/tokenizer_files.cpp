@@ -430,8 +430,8 @@ RawTokenizer read_tokenizer_json(std::string_view text, const std::string& where
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object())
     throw Error(ErrorKind::Format, where + ": no \"model\" object");
   const json& model = j["model"];
-  // type_of: a "type" that is not a string is a format error (json's value() threw a type_error here: a
-  // crash the fuzz target found).
+  // type_of: a "type" that is not a string is a format error (json's value() would throw a type_error:
+  // tests/fuzz/regressions/tokenizer_model_type_null.bin).
   const std::string& model_type = type_of(model, where, "model").get_ref<const std::string&>();
   if (model_type != "BPE")
     throw Error(ErrorKind::Unsupported, where + ": model type \"" + model_type + "\" is not BPE");
