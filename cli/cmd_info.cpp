@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -55,26 +56,72 @@ struct TokenizerSummary {
   int n_vocab = 0;
   bool char_level = false;  // a nanoGPT character model's (convert_nanogpt.py --meta)
   bool sentencepiece = false;
-  std::optional<int32_t> eos;
+  std::optional<int32_t> eos;  // the first id that ends generation (generate's rule), if any
   std::string eos_text;        // the eos token as the vocabulary spells it ("<|im_end|>", "<eos>")
-  bool chat_template = false;  // the model carries one (chat and serve's chat endpoint use it)
-  std::string error;           // why there is none
+  std::shared_ptr<const Tokenizer> tokenizer;  // names the special tokens info prints
+  bool chat_template = false;       // the model carries one (chat and serve's chat endpoint use it)
+  std::string chat_template_from;   // where: ChatTemplate::from()
+  std::string chat_template_error;  // why it does not load (chat refuses it with this)
+  std::string error;                // why there is no tokenizer
+
+  // `id` as the vocabulary spells it ("<|im_end|>"; for a line of text, a control character as \n or \xNN,
+  // so that it stays on its line), or "" without a tokenizer or for an id past it.
+  std::string name(int64_t id, bool escaped = true) const {
+    if (!tokenizer || id < 0 || id >= tokenizer->n_vocab()) return "";
+    if (!escaped) return tokenizer->token_symbol(int32_t(id));
+    std::string out;
+    for (const unsigned char ch : tokenizer->token_symbol(int32_t(id))) {
+      if (ch == '\n') {
+        out += "\\n";
+      } else if (ch < 0x20 || ch == 0x7f) {
+        char b[8];
+        std::snprintf(b, sizeof b, "\\x%02x", ch);
+        out += b;
+      } else {
+        out += char(ch);
+      }
+    }
+    return out;
+  }
 };
 
-TokenizerSummary tokenizer_summary(const std::string& tokenizer, const ModelSource& dir) {
+// The ids that end generation, as generate() takes them: generation_config.json's eos_token_id, else
+// config.json's, else the tokenizer's (its file's eos, or <|endoftext|>); ids past the vocabulary never come.
+std::vector<int64_t> ending_ids(const Config& c, const GenerationDefaults& gd, const Tokenizer& tok) {
+  std::vector<int64_t> ids = !gd.eos_token_ids.empty()  ? gd.eos_token_ids
+                             : !c.eos_token_ids.empty() ? c.eos_token_ids
+                                                        : std::vector<int64_t>{c.eos_token_id};
+  std::erase_if(ids, [&](int64_t id) { return id < 0 || id >= c.n_vocab; });
+  if (ids.empty() && tok.eos_id()) ids.push_back(*tok.eos_id());
+  return ids;
+}
+
+TokenizerSummary tokenizer_summary(const std::string& tokenizer, const ModelSource& dir, const Config& c,
+                                   const GenerationDefaults& gd) {
   TokenizerSummary t;
   try {
-    const Tokenizer tok = load_tokenizer(tokenizer, dir);
+    auto tok = std::make_shared<const Tokenizer>(load_tokenizer(tokenizer, dir));
+    t.tokenizer = tok;
     t.present = true;
-    t.n_vocab = tok.n_vocab();
-    t.char_level = tok.char_level();
-    t.sentencepiece = tok.sentencepiece();
-    t.eos = tok.eos_id();
-    if (t.eos && *t.eos >= 0 && *t.eos < tok.n_vocab()) t.eos_text = tok.token_symbol(*t.eos);
+    t.n_vocab = tok->n_vocab();
+    t.char_level = tok->char_level();
+    t.sentencepiece = tok->sentencepiece();
+    // The model's eos, not the tokenizer's guess: a ChatML model's config names <|im_end|> where its
+    // tokenizer.json alone would give <|endoftext|>.
+    for (const int64_t id : ending_ids(c, gd, *tok)) {
+      if (id < tok->n_vocab()) {
+        t.eos = int32_t(id);
+        t.eos_text = t.name(id, false);
+        break;
+      }
+    }
     try {
-      t.chat_template = load_chat_template(dir, tok).has_value();
-    } catch (const Error&) {  // a malformed template: chat says so; info only reports that there is one
+      const auto tmpl = load_chat_template(dir, *tok);
+      t.chat_template = tmpl.has_value();
+      if (tmpl) t.chat_template_from = tmpl->from();
+    } catch (const Error& e) {  // a malformed template: chat refuses it with this message
       t.chat_template = true;
+      t.chat_template_error = e.what();
     }
   } catch (const Error& e) {
     t.error = e.what();
@@ -206,6 +253,8 @@ json model_json(const std::string& dir, const ModelSummary& s, const TokenizerSu
   j["files"] = s.files;
   j["bos_token_id"] = c.bos_token_id;
   j["eos_token_id"] = c.eos_token_id;
+  if (const std::string b = tok.name(c.bos_token_id, false); !b.empty()) j["bos_token"] = b;
+  if (const std::string e = tok.name(c.eos_token_id, false); !e.empty()) j["eos_token"] = e;
   if (c.eos_token_ids.size() > 1) j["eos_token_ids"] = c.eos_token_ids;
   if (!gd.empty() || !gd.unusable.empty()) {
     json g = {{"source", gd.source}};
@@ -228,7 +277,10 @@ json model_json(const std::string& dir, const ModelSummary& s, const TokenizerSu
                       {"kind", tok.char_level      ? "char-bpe"
                                : tok.sentencepiece ? "sentencepiece-bpe"
                                                    : "byte-level-bpe"},
-                      {"chat_template", tok.chat_template}};
+                      {"chat_template", tok.chat_template},
+                      {"chat_template_source",
+                       tok.chat_template_from.empty() ? json(nullptr) : json(tok.chat_template_from)}};
+    if (!tok.chat_template_error.empty()) j["tokenizer"]["chat_template_error"] = tok.chat_template_error;
   } else {
     j["tokenizer"] = nullptr;
     j["tokenizer_error"] = tok.error;
@@ -322,18 +374,23 @@ void print_model(const std::string& dir, const ModelSummary& s, const TokenizerS
   std::printf("bits/weight:  %.2f (every tensor as stored: matrices, embeddings, norms, biases)\n",
               bits_per_weight(s));
   std::printf("files:        %s\n", join(s.files, ", ").c_str());
-  std::string eos = std::to_string(c.eos_token_id);
+  // Each id with its token as the vocabulary spells it: "2 <|im_end|>".
+  const auto named = [&](int64_t id) {
+    const std::string n = tok.name(id);
+    return std::to_string(id) + (n.empty() ? "" : " " + n);
+  };
+  std::string eos = named(c.eos_token_id);
   if (c.eos_token_ids.size() > 1) {
     eos.clear();
-    for (const int64_t id : c.eos_token_ids) eos += (eos.empty() ? "[" : ", ") + std::to_string(id);
+    for (const int64_t id : c.eos_token_ids) eos += (eos.empty() ? "[" : ", ") + named(id);
     eos += "]";
   }
-  std::printf("bos / eos:    %lld / %s\n", (long long)c.bos_token_id, eos.c_str());
+  std::printf("bos / eos:    %s / %s\n", named(c.bos_token_id).c_str(), eos.c_str());
   if (!gd.empty() || !gd.unusable.empty()) {
     std::string what = gd.describe();
     if (!gd.eos_token_ids.empty()) {
       std::string ids;
-      for (const int64_t id : gd.eos_token_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+      for (const int64_t id : gd.eos_token_ids) ids += (ids.empty() ? "" : ", ") + named(id);
       what += (what.empty() ? "" : ", ") + std::string("eos_token_id ") +
               (gd.eos_token_ids.size() > 1 ? "[" + ids + "]" : ids);
     }
@@ -348,9 +405,14 @@ void print_model(const std::string& dir, const ModelSummary& s, const TokenizerS
                 : tok.sentencepiece ? "SentencePiece BPE"
                                     : "byte-level BPE",
                 tok.n_vocab,
-                tok.eos ? (", eos " + tok.eos_text + " = " + std::to_string(*tok.eos)).c_str() : "");
-    std::printf("chat template: %s\n",
-                tok.chat_template ? "yes (chat uses it)" : "none (chat needs --chat-template FILE)");
+                tok.eos ? (", eos " + tok.name(*tok.eos) + " = " + std::to_string(*tok.eos)).c_str() : "");
+    if (!tok.chat_template_error.empty()) {
+      std::printf("chat template: does not load (chat refuses it): %s\n", tok.chat_template_error.c_str());
+    } else if (tok.chat_template) {
+      std::printf("chat template: %s (chat and serve use it)\n", tok.chat_template_from.c_str());
+    } else {
+      std::printf("chat template: none (chat and serve's chat endpoint need --chat-template FILE)\n");
+    }
   } else {
     std::printf("tokenizer:    none (%s)\n", tok.error.c_str());
   }
@@ -441,8 +503,8 @@ int run_info(InfoOptions o) {
   if (!o.model_dir.empty()) {
     const ModelSource source = ModelSource::open(o.model_dir);  // classified, a GGUF parsed, once
     const ModelSummary s = Model::inspect(source);              // headers only: no weight is read
-    const TokenizerSummary tok = tokenizer_summary(o.tokenizer, source);
     const GenerationDefaults gd = read_generation_defaults(source);
+    const TokenizerSummary tok = tokenizer_summary(o.tokenizer, source, s.config, gd);
     if (o.json) {
       out["model"] = model_json(o.model_dir, s, tok, gd);
     } else {

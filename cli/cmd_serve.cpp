@@ -36,8 +36,8 @@ struct ServeCliOptions {
   ModelOptions model;
   server::ServerOptions server;
   std::optional<int64_t> ctx_size;
-  std::string alias;
-  std::string chat_template;  // --chat-template FILE
+  std::vector<std::string> aliases;  // --alias, each time given: the first is the name /v1/models lists
+  std::string chat_template;         // --chat-template FILE
   ServeSampling sampling;
 };
 
@@ -82,8 +82,9 @@ int run_serve(ServeCliOptions& o) {
   Tokenizer tok = load_tokenizer(o.model.tokenizer, source, model->config().n_vocab);
   server::ServerOptions so = o.server;
   so.n_ctx = context_size(o.ctx_size, model->config().n_ctx);
-  so.model_id = !o.alias.empty() ? o.alias : fs::path(dir).lexically_normal().filename().string();
+  so.model_id = !o.aliases.empty() ? o.aliases.front() : fs::path(dir).lexically_normal().filename().string();
   if (so.model_id.empty()) so.model_id = fs::path(dir).lexically_normal().parent_path().filename().string();
+  so.model_aliases = o.aliases;
   // What a seed's tokens depend on: this build, the back-end and, on the CPU, the kernels chosen.
   so.system_fingerprint = kVersion;
   std::replace(so.system_fingerprint.begin(), so.system_fingerprint.end(), ' ', '-');
@@ -134,8 +135,17 @@ int run_serve(ServeCliOptions& o) {
   // An IPv6 address goes in brackets in a URL (RFC 3986): http://[::1]:8080. The URL is the API's base URL,
   // what an OpenAI client takes (base_url): its paths are /v1/chat/completions and so on.
   const std::string host = so.host.find(':') != std::string::npos ? "[" + so.host + "]" : so.host;
-  std::fprintf(stderr, "minigpt: serving %s at http://%s:%d/v1 (%lld slots, context %lld)\n",
-               so.model_id.c_str(), host.c_str(), port, (long long)so.n_parallel, (long long)so.n_ctx);
+  std::string names = so.model_id;
+  for (size_t i = 1; i < o.aliases.size(); ++i) names += (i == 1 ? " (also " : ", ") + o.aliases[i];
+  if (o.aliases.size() > 1) names += ")";
+  // The context is the server's: a model trained for more says how to have it.
+  const int64_t trained = model->config().n_ctx;
+  const std::string ctx = std::to_string(so.n_ctx) +
+                          (so.n_ctx < trained ? " of the model's " + std::to_string(trained) + ": -c " +
+                                                    std::to_string(trained) + " for all of it"
+                                              : "");
+  std::fprintf(stderr, "minigpt: serving %s at http://%s:%d/v1 (%lld slots, context %s)\n", names.c_str(),
+               host.c_str(), port, (long long)so.n_parallel, ctx.c_str());
   srv.run();
   done = true;
   watcher.join();
@@ -207,8 +217,19 @@ const bool registered_serve =
                      "A Jinja chat template file for /v1/chat/completions, instead of the model's own (for a "
                      "model without one)")
           ->check(nonempty_path());
-      app.add_option("--alias", o->alias,
-                     "The model's name in the API (default: the model's file or folder name)");
+      app.add_option("--alias", o->aliases,
+                     "A name requests may give as \"model\" (another name is a 404); the first is the one "
+                     "/v1/models lists (default: the model's file or folder name). Repeatable")
+          ->expected(1)
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+          ->check(CLI::Validator(
+              [](std::string& a) -> std::string {
+                return a.empty() ? refuse("the alias is empty") : std::string();
+              },
+              ""));
+      app.add_flag("-v,--verbose", o->server.verbose,
+                   "Log each request's model, length and sampling settings with its access line, and "
+                   "/health and /metrics requests too");
       // Request defaults, as llama-server's sampling flags (a request's own field wins)
       const auto opt = [&](const char* names, auto& field, const char* what) {
         using T = typename std::remove_reference_t<decltype(field)>::value_type;

@@ -1,4 +1,5 @@
 // The CLI as a user meets it: output, and one clear line plus a non-zero exit for every mistake.
+#include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -21,6 +22,75 @@ TEST(Cli, InfoDescribesAModel) {
   EXPECT_NE(r.out.find("3 layers, 3 heads, n_embd 48, n_inner 80"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("lm head:      separate"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("context:      32 tokens"), std::string::npos) << r.out;
+}
+
+// info names each special token it prints as the vocabulary spells it, never by a constant: chatml-tiny's
+// eos (config.json's eos_token_id) is <|im_end|> and its bos <|endoftext|> (tokenizer.json's added tokens),
+// where its tokenizer.json alone would give <|endoftext|> (info printed "eos <|endoftext|> = 0" for a
+// model that stops at <|im_end|>). It says where the chat template comes from: the model's
+// chat_template.jinja, tokenizer_config.json, or a GGUF file's tokenizer.chat_template (the model as
+// `minigpt quantize` writes it), or that there is none.
+TEST(Cli, InfoNamesSpecialTokensFromTheVocabularyAndTheChatTemplatesSource) {
+  namespace fs = std::filesystem;
+  const fs::path dir = test::fixture_dir("chatml-tiny");
+  const auto config = nlohmann::json::parse(test::read_file(dir / "config.json"));
+  std::map<int64_t, std::string> vocab;  // the added tokens' ids and texts
+  const auto tokenizer = nlohmann::json::parse(test::read_file(dir / "tokenizer.json"));
+  for (const auto& t : tokenizer["added_tokens"])
+    vocab[t["id"].get<int64_t>()] = t["content"].get<std::string>();
+  const int64_t bos = config["bos_token_id"], eos = config["eos_token_id"];
+  ASSERT_TRUE(vocab.count(bos) && vocab.count(eos));
+  ASSERT_NE(vocab[eos], "<|endoftext|>");  // what a constant label would have said
+  const std::string bos_eos = "bos / eos:    " + std::to_string(bos) + " " + vocab[bos] + " / " +
+                              std::to_string(eos) + " " + vocab[eos] + "\n";
+  const std::string tokenizer_eos = ", eos " + vocab[eos] + " = " + std::to_string(eos) + "\n";
+  auto r = test::run_cli("info -m " + dir.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find(bos_eos), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(tokenizer_eos), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chat template: chat_template.jinja (chat and serve use it)\n"), std::string::npos)
+      << r.out;
+  r = test::run_cli("info --json -m " + dir.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out)["model"];
+  EXPECT_EQ(j["bos_token"], vocab[bos]);
+  EXPECT_EQ(j["eos_token"], vocab[eos]);
+  EXPECT_EQ(j["tokenizer"]["eos_token"], vocab[eos]);
+  EXPECT_EQ(j["tokenizer"]["chat_template_source"], "chat_template.jinja");
+
+  // the template in tokenizer_config.json instead
+  test::TempDir tmp;
+  const fs::path hf = tmp.path() / "hf";
+  fs::create_directories(hf);
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"}) fs::copy_file(dir / f, hf / f);
+  auto tc = nlohmann::json::parse(test::read_file(dir / "tokenizer_config.json"));
+  tc["chat_template"] = test::read_file(dir / "chat_template.jinja");
+  test::write_file(hf / "tokenizer_config.json", tc.dump());
+  r = test::run_cli("info -m " + hf.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("chat template: tokenizer_config.json (chat and serve use it)\n"), std::string::npos)
+      << r.out;
+  // none
+  tc.erase("chat_template");
+  test::write_file(hf / "tokenizer_config.json", tc.dump());
+  r = test::run_cli("info --json -m " + hf.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(nlohmann::json::parse(r.out)["model"]["tokenizer"]["chat_template_source"].is_null()) << r.out;
+  r = test::run_cli("info -m " + hf.string());
+  EXPECT_NE(r.out.find("chat template: none (chat and serve's chat endpoint need --chat-template FILE)\n"),
+            std::string::npos)
+      << r.out;
+
+  // a GGUF file: its tokenizer.ggml ids and tokenizer.chat_template
+  const fs::path gguf = tmp.path() / "chatml.gguf";
+  r = test::run_cli("quantize " + dir.string() + " " + gguf.string() + " --type q8_0");
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = test::run_cli("info -m " + gguf.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find(tokenizer_eos), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chat template: GGUF tokenizer.chat_template (chat and serve use it)\n"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(Cli, LoadErrorsAreOneLineAndNonZero) {

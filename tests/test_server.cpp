@@ -198,6 +198,8 @@ class ServerFixture {
   ServerFixture(std::shared_ptr<const Model> model, const Tokenizer& tok, server::ServerOptions o) {
     o.port = 0;
     if (o.model_id.empty()) o.model_id = "shakespeare-char";
+    // The access lines go to a test's sink, or nowhere (the CLI's tests read them on stderr).
+    if (!o.log) o.log = [](const std::string&) {};
     srv_ = std::make_unique<server::Server>(std::move(model), tok, o);
     port_ = srv_->bind();
     thread_ = std::thread([this] { srv_->run(); });
@@ -524,6 +526,43 @@ TEST(Server, PromptMayFillTheContextAsTheMessageSays) {
   EXPECT_NE(msg.find("prompt resulted in 129 tokens"), std::string::npos) << msg;
   EXPECT_NE(msg.find("A prompt may fill the context (128 tokens)"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("130"), std::string::npos) << msg;
+}
+
+// A prompt past the context names whose limit it is: the server's (-c), and where the model was trained for
+// more, that number and the option that raises the server's (it said "This model's maximum context length
+// is 64 tokens" of a model of 128).
+TEST(Server, ContextErrorNamesTheServersLimitAndHowToRaiseIt) {
+  server::ServerOptions o = default_options();
+  o.n_ctx = 64;
+  ServerFixture f(o);
+  const int64_t trained = shipped_model().model->config().n_ctx;
+  ASSERT_GT(trained, 64);
+  const std::vector<int32_t> over(65, int32_t('a'));
+  {
+    const json e = post_json(f, "/v1/completions", {{"prompt", over}, {"max_tokens", 1}}, 400);
+    const std::string msg = e["error"]["message"].get<std::string>();
+    EXPECT_EQ(e["error"]["code"], "context_length_exceeded");
+    EXPECT_NE(msg.find("This server's maximum context length is 64 tokens (the model's is " +
+                       std::to_string(trained) + "; start the server with -c " + std::to_string(trained) +
+                       " (--ctx-size) to raise it)"),
+              std::string::npos)
+        << msg;
+  }
+  // a length past it, the same
+  const json l = post_json(f, "/v1/completions", {{"prompt", "a"}, {"max_tokens", 100}}, 400);
+  EXPECT_EQ(l["error"]["message"], "max_tokens: must be in [0, 64], the server's context (the model's is " +
+                                       std::to_string(trained) + "; start the server with -c " +
+                                       std::to_string(trained) + " (--ctx-size) to raise it), got 100");
+  // the model's whole context: nothing to raise
+  const json e =
+      post_json(shared_server(), "/v1/completions",
+                {{"prompt", std::vector<int32_t>(trained + 1, int32_t('a'))}, {"max_tokens", 1}}, 400);
+  const std::string msg = e["error"]["message"].get<std::string>();
+  EXPECT_NE(msg.find("This server's maximum context length is " + std::to_string(trained) +
+                     " tokens (the model's whole context)"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(msg.find("-c "), std::string::npos) << msg;
 }
 
 // n > 1 choices of one prompt evaluate it once: the other choices wait and take a copy of its keys and values
@@ -1204,6 +1243,132 @@ TEST(Server, AFullQueueIs503WithRetryAfter) {
   }
 }
 
+// --- the log ----------------------------------------------------------------------------------
+
+// The server's log lines (ServerOptions::log), as they come from its HTTP threads.
+struct LogSink {
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<std::string> lines;
+  std::function<void(const std::string&)> fn() {
+    return [this](const std::string& line) {
+      std::lock_guard<std::mutex> l(m);
+      lines.push_back(line);
+      cv.notify_all();
+    };
+  }
+  // The first line (from `from` on) that holds every needle, once one has come; "" if none comes before the
+  // hang guard. `at` receives its index.
+  std::string wait_for(const std::vector<std::string>& needles, size_t from = 0, size_t* at = nullptr) {
+    std::unique_lock<std::mutex> l(m);
+    std::string found;
+    cv.wait_for(l, std::chrono::seconds(60), [&] {
+      for (size_t i = from; i < lines.size(); ++i) {
+        if (std::all_of(needles.begin(), needles.end(),
+                        [&](const std::string& n) { return lines[i].find(n) != std::string::npos; })) {
+          found = lines[i];
+          if (at) *at = i;
+          return true;
+        }
+      }
+      return false;
+    });
+    return found;
+  }
+  size_t size() {
+    std::lock_guard<std::mutex> l(m);
+    return lines.size();
+  }
+};
+
+// One access line per request once its response is written, as llama-server and common HTTP servers log
+// them: client, method and path, status, the completion's prompt, cached and generated tokens (a stream's
+// too) and the time; a refusal with its message. /health and /metrics only with verbose (a monitor polls
+// them). There was no line at all.
+TEST(Server, EachRequestGetsAnAccessLine) {
+  LogSink sink;
+  server::ServerOptions o = default_options();
+  o.log = sink.fn();
+  ServerFixture f(o);
+  auto c = f.client();
+  c.set_keep_alive(true);  // one connection, one HTTP thread: each line is written before the next request
+  const json r = post_json(f, "/v1/completions", {{"prompt", "ROMEO:"}, {"max_tokens", 4}, {"seed", 1}});
+  const json& u = r["usage"];
+  std::string line =
+      sink.wait_for({"127.0.0.1 \"POST /v1/completions\" 200 prompt_tokens=" + u["prompt_tokens"].dump() +
+                     " cached_tokens=" + u["prompt_tokens_details"]["cached_tokens"].dump() +
+                     " completion_tokens=" + u["completion_tokens"].dump() + " time="});
+  EXPECT_NE(line, "") << testing::PrintToString(sink.lines);
+  EXPECT_TRUE(line.ends_with("s")) << line;
+  EXPECT_EQ(line.find("temperature="), std::string::npos) << line;  // verbose only
+  // a stream's line, with its tokens as streamed and the prompt cache's share
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.set_header("Content-Type", "application/json");
+  req.body = json{{"prompt", "ROMEO:"},
+                  {"max_tokens", 5},
+                  {"seed", 1},
+                  {"stream", true},
+                  {"stream_options", {{"include_usage", true}}}}
+                 .dump();
+  auto res = c.send(req);
+  ASSERT_TRUE(res);
+  const json su = sse_events(res->body).back()["usage"];
+  line = sink.wait_for({"\"POST /v1/completions\" 200 prompt_tokens=" + su["prompt_tokens"].dump() +
+                        " cached_tokens=" + su["prompt_tokens_details"]["cached_tokens"].dump() +
+                        " completion_tokens=5 time="});
+  EXPECT_NE(line, "") << testing::PrintToString(sink.lines);
+  EXPECT_GT(su["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), 0) << su.dump();
+  // refusals, with their message
+  res =
+      c.Post("/v1/completions", json{{"prompt", std::vector<int32_t>(200, 'a')}}.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  line = sink.wait_for(
+      {"\"POST /v1/completions\" 400 time=", "error=\"This server's maximum context length is 128 tokens"});
+  EXPECT_NE(line, "") << testing::PrintToString(sink.lines);
+  res = c.Get("/v1/completions");
+  ASSERT_TRUE(res);
+  EXPECT_NE(sink.wait_for({"\"GET /v1/completions\" 405 time=", "error=\"method GET is not allowed"}), "")
+      << testing::PrintToString(sink.lines);
+  // a path that would write a line of its own is one line still
+  res = c.Get("/no%0Asuch%22path");
+  ASSERT_TRUE(res);
+  EXPECT_NE(sink.wait_for({"\"GET /no\\x0asuch\\x22path\" 404 time="}), "")
+      << testing::PrintToString(sink.lines);
+  // a health check and a scrape: no line (the next request's line comes after where theirs would be)
+  const size_t before = sink.size();
+  ASSERT_TRUE(c.Get("/health"));
+  ASSERT_TRUE(c.Get("/metrics"));
+  ASSERT_TRUE(c.Get("/v1/models"));
+  size_t at = 0;
+  EXPECT_NE(sink.wait_for({"\"GET /v1/models\" 200"}, before, &at), "");
+  EXPECT_EQ(at, before) << testing::PrintToString(sink.lines);
+}
+
+// --verbose: the access line also gives the request's model, length and sampling settings with the seed as
+// used (a sampled answer can be asked for again), and health checks are logged.
+TEST(Server, VerboseAccessLinesGiveTheRequestsSettings) {
+  LogSink sink;
+  server::ServerOptions o = default_options();
+  o.log = sink.fn();
+  o.verbose = true;
+  ServerFixture f(o);
+  json body = {{"model", "shakespeare-char"}, {"prompt", "ROMEO:"}, {"max_tokens", 8},
+               {"temperature", 0.9},          {"top_k", 7},         {"stop", {"xyz"}}};
+  const json sampled = post_json(f, "/v1/completions", body);
+  const std::string line = sink.wait_for(
+      {"\"POST /v1/completions\" 200 prompt_tokens=", " model=\"shakespeare-char\" n=1 max_tokens=8",
+       " stream=false temperature=0.9 top_k=7 top_p=1 ", " stop=1 seed="});
+  ASSERT_NE(line, "") << testing::PrintToString(sink.lines);
+  // the seed as used: the request again with it gives the same text
+  body["seed"] = std::stoull(line.substr(line.find(" seed=") + 6));
+  EXPECT_EQ(post_json(f, "/v1/completions", body)["choices"][0]["text"], sampled["choices"][0]["text"]);
+  ASSERT_TRUE(f.client().Get("/health"));
+  EXPECT_NE(sink.wait_for({"\"GET /health\" 200 time="}), "") << testing::PrintToString(sink.lines);
+}
+
 // --- /v1/chat/completions on chatml-tiny (tools/reference/make_chat_reference.py)
 // --------------------------------
 
@@ -1524,6 +1689,55 @@ TEST(Server, ChatClientsParametersAndRoutes) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 404);
   EXPECT_EQ(json::parse(res->body)["error"]["code"], "model_not_found");
+}
+
+// A request's "model" names what answers it: the name /v1/models lists, an alias, or none; another name is
+// the OpenAI API's 404 model_not_found naming the served names, on both completion endpoints and on
+// GET /v1/models/{model} (it was answered by whatever was loaded).
+TEST(Server, ModelFieldMustNameThisModel) {
+  ChatModel& m = chat_model();
+  server::ServerOptions o = chat_options();
+  o.model_aliases = {"gpt-3.5-turbo", "local"};
+  ServerFixture f(m.model, m.tok, o);
+  const json user = {{"role", "user"}, {"content", "hi"}};
+  for (const char* path : {"/v1/completions", "/v1/chat/completions", "/completions"}) {
+    SCOPED_TRACE(path);
+    json body = {{"max_tokens", 2}, {"temperature", 0}};
+    if (std::string(path).ends_with("chat/completions")) {
+      body["messages"] = {user};
+    } else {
+      body["prompt"] = "hi";
+    }
+    for (const char* name : {"chatml-tiny", "gpt-3.5-turbo", "local"}) {
+      body["model"] = name;
+      const json r = post_json(f, path, body);
+      EXPECT_EQ(r["model"], "chatml-tiny") << r.dump();  // the name /v1/models lists
+    }
+    body.erase("model");
+    post_json(f, path, body);
+    body["model"] = nullptr;  // null: not given, as for every field
+    post_json(f, path, body);
+    body["model"] = "gpt-4o";
+    const json e = post_json(f, path, body, 404);
+    EXPECT_EQ(e["error"]["code"], "model_not_found") << e.dump();
+    EXPECT_EQ(e["error"]["type"], "invalid_request_error") << e.dump();
+    EXPECT_EQ(e["error"]["param"], "model") << e.dump();
+    EXPECT_EQ(e["error"]["message"],
+              "The model 'gpt-4o' does not exist; this server serves: chatml-tiny, gpt-3.5-turbo, local");
+    body["model"] = "Chatml-Tiny";  // names are compared as given, as OpenAI's are
+    post_json(f, path, body, 404);
+  }
+  auto cl = f.client();
+  for (const char* name : {"chatml-tiny", "local"}) {
+    auto res = cl.Get((std::string("/v1/models/") + name).c_str());
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200) << name;
+  }
+  auto res = cl.Get("/v1/models/gpt-4o");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+  EXPECT_EQ(json::parse(res->body)["error"]["message"],
+            "The model 'gpt-4o' does not exist; this server serves: chatml-tiny, gpt-3.5-turbo, local");
 }
 
 // A special token the model samples (<|im_start|>) is counted but gives no text, as in llama-server and
@@ -1912,6 +2126,8 @@ struct ServeProcess {
         port = std::stoi(err.substr(at + 17));
     }
   }
+  // Reads stderr into err until it holds `needle` (true), or the process ends or the hang guard passes.
+  bool wait_for(const std::string& needle) { return err_fd >= 0 && read_until(err_fd, err, needle); }
   // SIGTERM (or `sig`), then the exit status (and the rest of stderr in err)
   int stop(int sig = SIGTERM) {
     if (pid > 0) ::kill(pid, sig);
@@ -1980,6 +2196,64 @@ TEST(ServeCli, SamplingFlagsAreRequestDefaults) {
   const int st = bad.stop();
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << st;
   EXPECT_NE(bad.err.find("minigpt: error: repeat_last_n: must be >= -1"), std::string::npos) << bad.err;
+  EXPECT_EQ(test::line_count(bad.err), 1u) << bad.err;
+}
+
+// serve's log on stderr: an access line per request (refusals with their message), with -v the request's
+// settings; --alias names the model may also be asked by, the first one listed; the start line and a
+// prompt past -c say the model's longer context and the option for it.
+TEST(ServeCli, AccessLinesAliasesAndTheContextOption) {
+  const int64_t trained = shipped_model().model->config().n_ctx;
+  ServeProcess srv(
+      {"-m", shipped().string(), "-t", "1", "-c", "64", "--alias", "bard", "--alias", "gpt-4o-mini", "-v"});
+  ASSERT_GT(srv.port, 0) << srv.err;
+  EXPECT_NE(srv.err.find("serving bard (also gpt-4o-mini) at http://127.0.0.1:" + std::to_string(srv.port) +
+                         "/v1 (4 slots, context 64 of the model's " + std::to_string(trained) + ": -c " +
+                         std::to_string(trained) + " for all of it)"),
+            std::string::npos)
+      << srv.err;
+  httplib::Client c("127.0.0.1", srv.port);
+  c.set_read_timeout(60, 0);
+  auto res = c.Get("/v1/models");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(json::parse(res->body)["data"][0]["id"], "bard");
+  res = c.Post(
+      "/v1/completions",
+      json{{"model", "gpt-4o-mini"}, {"prompt", "ROMEO:"}, {"max_tokens", 3}, {"temperature", 0}}.dump(),
+      "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_TRUE(srv.wait_for("\"POST /v1/completions\" 200 prompt_tokens=" +
+                           std::to_string(shipped_model().tok.encode("ROMEO:").size()) +
+                           " cached_tokens=0 completion_tokens=3 time="))
+      << srv.err;
+  EXPECT_TRUE(srv.wait_for(" model=\"gpt-4o-mini\" n=1 max_tokens=3 stream=false temperature=0 ")) << srv.err;
+  res = c.Post("/v1/completions", json{{"model", "shakespeare-char"}, {"prompt", "x"}}.dump(),
+               "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404) << res->body;
+  EXPECT_TRUE(srv.wait_for("\"POST /v1/completions\" 404 time=")) << srv.err;
+  EXPECT_TRUE(
+      srv.wait_for("error=\"The model 'shakespeare-char' does not exist; this server serves: bard, "
+                   "gpt-4o-mini\""))
+      << srv.err;
+  res = c.Post("/v1/completions", json{{"prompt", std::string(100, 'a')}}.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400) << res->body;
+  const std::string raise = "This server's maximum context length is 64 tokens (the model's is " +
+                            std::to_string(trained) + "; start the server with -c " +
+                            std::to_string(trained) + " (--ctx-size) to raise it)";
+  EXPECT_NE(json::parse(res->body)["error"]["message"].get<std::string>().find(raise), std::string::npos)
+      << res->body;
+  EXPECT_TRUE(srv.wait_for("\"POST /v1/completions\" 400 time=")) << srv.err;
+  EXPECT_TRUE(srv.wait_for("error=\"" + raise)) << srv.err;
+  EXPECT_EQ(srv.stop(), 0) << srv.err;
+  // an empty alias is one line before the server listens
+  ServeProcess bad({"-m", shipped().string(), "--alias", ""});
+  EXPECT_EQ(bad.port, 0);
+  const int st = bad.stop();
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << st;
+  EXPECT_NE(bad.err.find("the alias is empty"), std::string::npos) << bad.err;
   EXPECT_EQ(test::line_count(bad.err), 1u) << bad.err;
 }
 

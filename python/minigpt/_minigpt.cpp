@@ -921,9 +921,14 @@ NB_MODULE(_minigpt, m) {
            "Whether the token is an added token marked special (<|endoftext|>).")
       .def_prop_ro("n_vocab", &PyTokenizer::n_vocab, "The number of ids.")
       .def("__len__", &PyTokenizer::n_vocab)
-      .def_prop_ro("eos_id", &PyTokenizer::eos_id, "<|endoftext|>'s id when the vocabulary has it.")
-      .def_prop_ro("bos_id", &PyTokenizer::bos_id,
-                   "<|endoftext|>'s id when the vocabulary has it: it serves as BOS and EOS.");
+      .def_prop_ro(
+          "eos_id", &PyTokenizer::eos_id,
+          "The file's end of text (a GGUF file's tokenizer.ggml.eos_token_id, SentencePiece's </s>), else "
+          "<|endoftext|>'s id when the vocabulary has it; token_symbol(eos_id) names it.")
+      .def_prop_ro(
+          "bos_id", &PyTokenizer::bos_id,
+          "The file's beginning of text (a GGUF file's tokenizer.ggml.bos_token_id, SentencePiece's <s>), "
+          "else eos_id; token_symbol(bos_id) names it.");
 
   nb::class_<PyToken>(m, "Token", "One generated token.")
       .def_ro("id", &PyToken::id, "The token id.")

@@ -64,10 +64,12 @@ class Tokenizer:
     def __len__(self) -> int: ...
     @property
     def eos_id(self) -> int | None:
-        """<|endoftext|>'s id when the vocabulary has it."""
+        """The file's end of text (a GGUF file's tokenizer.ggml.eos_token_id, SentencePiece's </s>), else
+        <|endoftext|>'s id when the vocabulary has it; token_symbol(eos_id) names it."""
     @property
     def bos_id(self) -> int | None:
-        """<|endoftext|>'s id when the vocabulary has it: it serves as BOS and EOS."""
+        """The file's beginning of text (a GGUF file's tokenizer.ggml.bos_token_id, SentencePiece's <s>), else
+        eos_id; token_symbol(bos_id) names it."""
 
 class Token:
     """One generated token."""

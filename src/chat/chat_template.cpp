@@ -249,20 +249,26 @@ std::optional<ChatTemplate> model_template(const ModelSource& model_source, cons
   if (model_source.format() == ModelFormat::Directory && fs::is_directory(model, ec)) {
     const fs::path jinja = model / "chat_template.jinja";
     if (fs::exists(fs::symlink_status(jinja, ec))) {
-      return ChatTemplate(read_regular_file(jinja, kMaxConfigBytes, "chat template"), tokens, jinja.string());
+      ChatTemplate t(read_regular_file(jinja, kMaxConfigBytes, "chat template"), tokens, jinja.string());
+      t.set_from("chat_template.jinja");
+      return t;
     }
     const ojson config = read_json(model / "tokenizer_config.json", "tokenizer config");
     if (!config.is_object() || !config.contains("chat_template") || config["chat_template"].is_null()) {
       return std::nullopt;
     }
     const std::string origin = (model / "tokenizer_config.json").string();
+    const auto from_file = [](ChatTemplate t) {
+      t.set_from("tokenizer_config.json");
+      return t;
+    };
     const ojson& t = config["chat_template"];
-    if (t.is_string()) return ChatTemplate(t.get<std::string>(), tokens, origin);
+    if (t.is_string()) return from_file(ChatTemplate(t.get<std::string>(), tokens, origin));
     if (t.is_array()) {  // [{"name": "default", "template": ...}, {"name": "tool_use", ...}]
       for (const auto& e : t) {
         if (e.is_object() && e.value("name", ojson()) == "default" && e.contains("template") &&
             e["template"].is_string()) {
-          return ChatTemplate(e["template"].get<std::string>(), tokens, origin);
+          return from_file(ChatTemplate(e["template"].get<std::string>(), tokens, origin));
         }
       }
       throw Error(ErrorKind::Format,
@@ -273,7 +279,9 @@ std::optional<ChatTemplate> model_template(const ModelSource& model_source, cons
   if (model_source.format() != ModelFormat::Gguf) return std::nullopt;
   const auto source = model_source.gguf().get_string("tokenizer.chat_template");
   if (!source) return std::nullopt;
-  return ChatTemplate(*source, tokens, model.string());
+  ChatTemplate t(*source, tokens, model.string());
+  t.set_from("GGUF tokenizer.chat_template");
+  return t;
 }
 
 // The ids of eos_token and of a GGUF file's end-of-turn tokens (ChatTemplate::end_of_turn_ids()).
@@ -310,6 +318,7 @@ ChatTemplate load_chat_template_file(const fs::path& file, const ModelSource& mo
                                      const Tokenizer& tok) {
   ChatTemplate t(read_regular_file(file, kMaxConfigBytes, "chat template"),
                  special_tokens_of(model_source, tok), file.string());
+  t.set_from(file.string());
   set_end_of_turn(t, model_source, tok);
   return t;
 }

@@ -53,10 +53,17 @@ class ChatTemplate {
   const std::vector<int32_t>& end_of_turn_ids() const { return end_of_turn_; }
   void set_end_of_turn_ids(std::vector<int32_t> ids) { end_of_turn_ = std::move(ids); }
 
+  // Where the template came from, as a user looks for it: "chat_template.jinja", "tokenizer_config.json",
+  // "GGUF tokenizer.chat_template", or the file --chat-template named. Set by load_chat_template() and
+  // load_chat_template_file(); empty for a template made from a string.
+  const std::string& from() const { return from_; }
+  void set_from(std::string from) { from_ = std::move(from); }
+
  private:
   struct Impl;
   std::shared_ptr<const Impl> impl_;
   std::vector<int32_t> end_of_turn_;
+  std::string from_;
 };
 
 // The ids that end a chat reply: `eos` (generation_config.json's eos_token_id when it has one) or else the

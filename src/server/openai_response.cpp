@@ -92,6 +92,24 @@ EchoPrompt echo_prompt(const Tokenizer& tok, const std::vector<int32_t>& ids) {
   return e;
 }
 
+// --verbose: what the request asked for, as the access line's key=value pairs (its seed as used, so that a
+// sampled answer can be asked for again).
+std::string request_settings(const CompletionRequest& cr, uint64_t seed) {
+  const SamplingParams& p = cr.gen.sampling;
+  char b[400];
+  std::snprintf(b, sizeof b,
+                " n=%lld max_tokens=%lld stream=%s temperature=%g top_k=%lld top_p=%g min_p=%g "
+                "repetition_penalty=%g repeat_last_n=%lld presence_penalty=%g frequency_penalty=%g "
+                "logit_bias=%zu stop=%zu seed=%llu",
+                (long long)cr.n, (long long)cr.max_tokens, cr.stream ? "true" : "false",
+                double(p.temperature), (long long)p.top_k, double(p.top_p), double(p.min_p),
+                double(p.repetition_penalty), (long long)p.repeat_last_n, double(p.presence_penalty),
+                double(p.frequency_penalty), p.logit_bias.size(), cr.gen.stop.size(),
+                (unsigned long long)seed);
+  const json model = cr.model.empty() ? json(nullptr) : json(cr.model.substr(0, 200));
+  return "model=" + dump(model) + b;
+}
+
 }  // namespace
 
 std::string legacy_token_string(std::string_view text) {
@@ -175,6 +193,11 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     }
   }
   const size_t n_choices = specs.size();
+  // The access line's counts (a request that got this far ran a completion, or was refused at submit).
+  auto rl = request_log(req);
+  if (!rl) rl = std::make_shared<RequestLog>();
+  rl->prompt_tokens = prompt_tokens;
+  if (o.verbose) rl->settings = request_settings(cr, seed);
   auto task = std::make_shared<Task>(std::move(specs));
   // A stream counts in streams_writing from before its task is submitted (so that stop() cannot find the
   // scheduler idle and no stream counted while its last events are unwritten) until httplib has written
@@ -252,6 +275,8 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
         if (client_gone(conn)) {
           task->cancel();
           res.status = 499;  // nginx's "client closed request": no one reads it; the log and metrics do
+          res.set_content(ApiError(499, "the client closed the connection before the answer").body(),
+                          "application/json");
           return;
         }
       }
@@ -264,10 +289,11 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
           pieces[size_t(e.choice)].text += e.token.text;
           reasons[size_t(e.choice)] = finish_reason(e.reason);
           completion_tokens += e.generated;
+          rl->completion_tokens = completion_tokens;
           ++finished;
           continue;
         }
-        if (e.kind == Event::Kind::Prompt && e.choice % n == 0) cached += e.cached;
+        if (e.kind == Event::Kind::Prompt && e.choice % n == 0) rl->cached_tokens = cached += e.cached;
         pieces[size_t(e.choice)].append(piece_of(e, chars));
       }
     }
@@ -370,9 +396,11 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
             }
             ch["finish_reason"] = finish_reason(e.reason);
             st->completion_tokens += e.generated;
+            rl->completion_tokens = st->completion_tokens;
             ++st->finished;
           } else {
-            if (e.kind == Event::Kind::Prompt && e.choice % n == 0) st->cached += e.cached;
+            if (e.kind == Event::Kind::Prompt && e.choice % n == 0)
+              rl->cached_tokens = st->cached += e.cached;
             const Piece p = piece_of(e, st->chars);
             if (p.empty()) continue;  // a token inside a character: it goes out with the next one
             if (chat) {

@@ -1,5 +1,6 @@
 // /v1/completions request bodies: parsed with nlohmann::json, every field checked for its type and range
 // before use, in the OpenAI API's terms (the field's name, the value's type), never a crash.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -168,6 +169,34 @@ void check_known(const json& j, const std::set<std::string>& own) {
 
 bool has(const json& j, const char* k) { return j.contains(k) && !j[k].is_null(); }
 
+// Whose limit a context of n_ctx is: the server's (-c) may be less than what the model was trained for,
+// and then the message says how to raise it.
+std::string whose_context(int64_t n_ctx, const Config& c) {
+  return n_ctx < c.n_ctx ? " (the model's is " + std::to_string(c.n_ctx) + "; start the server with -c " +
+                               std::to_string(c.n_ctx) + " (--ctx-size) to raise it)"
+                         : " (the model's whole context)";
+}
+
+// A length field (max_tokens, n_predict) within [lo, n_ctx], refused naming whose context bounds it.
+int64_t get_length(const json& v, const std::string& param, int64_t lo, int64_t n_ctx, const Config& c) {
+  const bool over =
+      is_int(v) && (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(n_ctx) : v.get<int64_t>() > n_ctx);
+  if (over && n_ctx < c.n_ctx) {
+    bad(param, "must be in [" + std::to_string(lo) + ", " + std::to_string(n_ctx) +
+                   "], the server's context" + whose_context(n_ctx, c) + ", got " + v.dump());
+  }
+  return get_int(v, param, lo, n_ctx);
+}
+
+// The request's "model", checked by check_model_name(), or "" when it gives none.
+std::string check_model(const json& j, const RequestLimits& limits) {
+  if (!has(j, "model")) return "";
+  if (!j["model"].is_string()) bad_type("model", j["model"], "a string");
+  std::string name = j["model"].get<std::string>();
+  check_model_name(name, limits);
+  return name;
+}
+
 // logit_bias: the OpenAI API's object of token ids (as strings) to a bias in [-100, 100]; also llama-server's
 // array of [id, bias] pairs, and its `false` for "never" (-inf).
 std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& b, int64_t n_vocab) {
@@ -224,10 +253,6 @@ void parse_common(const json& j, CompletionRequest& r, const Config& c, const Re
   // What the request leaves out, the model's generation_config.json (general.sampling.*) gives; the length
   // is the request's (finish_request).
   apply_generation_defaults(r.gen, limits.model_defaults, [&j](const char* key) { return has(j, key); });
-  if (has(j, "model")) {
-    if (!j["model"].is_string()) bad_type("model", j["model"], "a string");
-    r.model = j["model"].get<std::string>();
-  }
   if (has(j, "n")) r.n = get_int(j["n"], "n", 1, limits.max_choices);
   if (int64_t(r.prompts.size()) * r.n > limits.max_choices) {
     bad("n", "prompts x n is " + std::to_string(int64_t(r.prompts.size()) * r.n) + ", more than the " +
@@ -236,12 +261,13 @@ void parse_common(const json& j, CompletionRequest& r, const Config& c, const Re
   const int64_t n_ctx = limits.n_ctx > 0 ? limits.n_ctx : c.n_ctx;
   // llama-server's n_predict wins over max_tokens when both are given, as there.
   if (has(j, "n_predict")) {
-    const int64_t n = get_int(j["n_predict"], "n_predict", -1, n_ctx);
+    const int64_t n = get_length(j["n_predict"], "n_predict", -1, n_ctx, c);
     r.max_tokens = n < 0 ? n_ctx : n;
     r.max_tokens_given = n >= 0;
-    if (has(j, max_tokens_name)) get_int(j[max_tokens_name], max_tokens_name, 0, n_ctx);  // still checked
+    if (has(j, max_tokens_name))
+      get_length(j[max_tokens_name], max_tokens_name, 0, n_ctx, c);  // still checked
   } else if (has(j, max_tokens_name)) {
-    r.max_tokens = get_int(j[max_tokens_name], max_tokens_name, 0, n_ctx);
+    r.max_tokens = get_length(j[max_tokens_name], max_tokens_name, 0, n_ctx, c);
     r.max_tokens_given = true;
   }
   if (has(j, "stream")) r.stream = get_bool(j["stream"], "stream");
@@ -359,10 +385,11 @@ void finish_request(CompletionRequest& r, const Config& c, const RequestLimits& 
       const std::string where = r.chat ? "messages" : "prompt";
       throw ApiError(
           400,
-          "This model's maximum context length is " + std::to_string(n_ctx) + " tokens. However, your " +
-              where + " resulted in " + std::to_string(len) + " tokens. A prompt may fill the context (" +
-              std::to_string(n_ctx) + " tokens); the completion stops when the context is full, at " +
-              std::to_string(n_ctx + 1) + " - prompt tokens. Please reduce the length of the " + where + ".",
+          "This server's maximum context length is " + std::to_string(n_ctx) + " tokens" +
+              whose_context(n_ctx, c) + ". However, your " + where + " resulted in " + std::to_string(len) +
+              " tokens. A prompt may fill the context (" + std::to_string(n_ctx) +
+              " tokens); the completion stops when the context is full, at " + std::to_string(n_ctx + 1) +
+              " - prompt tokens. Please reduce the length of the " + where + ".",
           where, "", "context_length_exceeded");
     }
   }
@@ -373,13 +400,23 @@ void finish_request(CompletionRequest& r, const Config& c, const RequestLimits& 
 
 }  // namespace
 
+void check_model_name(const std::string& name, const RequestLimits& limits) {
+  const auto& names = limits.model_names;
+  if (names.empty() || std::find(names.begin(), names.end(), name) != names.end()) return;
+  std::string served;
+  for (const std::string& n : names) served += (served.empty() ? "" : ", ") + n;
+  throw ApiError(404, "The model '" + name + "' does not exist; this server serves: " + served, "model",
+                 "invalid_request_error", "model_not_found");
+}
+
 CompletionRequest parse_completion_request(std::string_view body, const Tokenizer& tok, const Config& c,
                                            const RequestLimits& limits) {
   const json j = parse_body(body);
+  CompletionRequest r;
+  r.model = check_model(j, limits);
   static const std::set<std::string> known = {"prompt", "echo", "best_of", "suffix"};
   check_known(j, known);
 
-  CompletionRequest r;
   // prompt: a string, an array of strings, an array of token ids, or an array of arrays of token ids.
   if (!has(j, "prompt")) throw ApiError(400, "prompt: required (a string, strings, or token ids)", "prompt");
   const json& p = j["prompt"];
@@ -427,6 +464,7 @@ CompletionRequest parse_completion_request(std::string_view body, const Tokenize
 CompletionRequest parse_chat_request(std::string_view body, const Tokenizer& tok, const Config& c,
                                      const RequestLimits& limits, const ChatTemplate* tmpl) {
   const json j = parse_body(body);
+  const std::string model = check_model(j, limits);
   static const std::set<std::string> known = {
       "messages", "max_completion_tokens", "top_logprobs", "response_format", "tools", "tool_choice",
       "parallel_tool_calls", "store", "metadata", "chat_template_kwargs", "add_generation_prompt",
@@ -462,6 +500,7 @@ CompletionRequest parse_chat_request(std::string_view body, const Tokenizer& tok
   }
 
   CompletionRequest r;
+  r.model = model;
   r.chat = true;
   // The conversation as sent, keys in their order (a template may iterate over a message's fields).
   const ojson oj = parse_json_bounded<ojson>(true, body.begin(), body.end());

@@ -131,6 +131,7 @@ void Server::Impl::setup_routes() {
     };
   };
   svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    begin_request(req);  // its access line's time counts from here, before the body is read
     // CORS (--allowed-origins): a page of an allowed origin may read every response, errors included, and
     // its preflight (OPTIONS, before a POST with a JSON body or an Authorization header) is answered here,
     // ahead of the key check: a browser sends no credentials with it.
@@ -212,6 +213,9 @@ void Server::Impl::setup_routes() {
   // so a client could read /metrics before its own request was counted).
   svr.set_post_routing_handler(
       [this](const httplib::Request& req, httplib::Response& res) { count_request(req.path, res.status); });
+  // The access line, once the response is written: a stream's tokens and time are known only then.
+  svr.set_logger(
+      [this](const httplib::Request& req, const httplib::Response& res) { log_request(req, res); });
 
   // Each endpoint also without the /v1 prefix, as llama-server serves them (a client whose base URL
   // lacks /v1).
@@ -231,12 +235,8 @@ void Server::Impl::setup_routes() {
             }));
     // The OpenAI API's GET /v1/models/{model} (client.models.retrieve).
     svr.Get(prefix + "/models/(.+)", guarded([this](const httplib::Request& req, httplib::Response& res) {
-              const std::string id = req.matches[1].str();
-              if (id != o.model_id) {
-                throw ApiError(404,
-                               "The model '" + id + "' does not exist (this server has '" + o.model_id + "')",
-                               "model", "invalid_request_error", "model_not_found");
-              }
+              // The names a request's "model" may give, checked as a request's is.
+              (void)check_model_name(req.matches[1].str(), limits);
               res.set_content(dump(model_object()), "application/json");
             }));
   }
@@ -293,6 +293,12 @@ Server::Server(std::shared_ptr<const Model> model, Tokenizer tokenizer, ServerOp
   d.limits.n_ctx = d.sched->n_ctx();
   d.limits.model_defaults = d.o.generation_defaults;
   d.limits.max_choices = std::min<int64_t>(64, d.o.max_queue);
+  d.limits.model_names = {d.o.model_id};
+  for (const std::string& a : d.o.model_aliases) {
+    if (a.empty()) throw Error(ErrorKind::Argument, "model_aliases: an alias is empty");
+    if (std::find(d.limits.model_names.begin(), d.limits.model_names.end(), a) == d.limits.model_names.end())
+      d.limits.model_names.push_back(a);
+  }
   d.started = int64_t(std::time(nullptr));
   const int threads = d.o.http_threads > 0 ? d.o.http_threads
                                            : int(std::min<int64_t>(d.o.n_parallel + d.o.max_queue + 8, 512));

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -50,6 +51,9 @@ struct RequestLimits {
   // The model's generation defaults (read_generation_defaults): the sampling settings a request leaves out,
   // as llama-server takes a GGUF file's general.sampling.*, and the ids that end generation.
   GenerationDefaults model_defaults;
+  // The names a request's "model" may give: the served model's id and its aliases. A request without one is
+  // served; another name is a 404 model_not_found. Empty: any name.
+  std::vector<std::string> model_names;
 };
 
 // One /v1/completions request, checked.
@@ -76,7 +80,7 @@ struct CompletionRequest {
 
 // Parses and checks `body`; the prompts are tokenized with `tokenizer` (special tokens recognised, as
 // llama-server and the OpenAI API do) and checked against the model's vocabulary and the context.
-// Throws ApiError (400) naming the field.
+// Throws ApiError (400) naming the field, or (404, model_not_found) for a model not in limits.model_names.
 CompletionRequest parse_completion_request(std::string_view body, const Tokenizer& tokenizer,
                                            const Config& config, const RequestLimits& limits);
 
@@ -87,6 +91,10 @@ CompletionRequest parse_completion_request(std::string_view body, const Tokenize
 // when the template refuses the conversation.
 CompletionRequest parse_chat_request(std::string_view body, const Tokenizer& tokenizer, const Config& config,
                                      const RequestLimits& limits, const ChatTemplate* chat_template);
+
+// Throws ApiError (404, model_not_found, the OpenAI API's answer) unless `name` is one of limits.model_names
+// (or that list is empty): a client that asks for "gpt-4o" learns that it would not get it.
+void check_model_name(const std::string& name, const RequestLimits& limits);
 
 // Why `origin` is not a value --allowed-origins takes (empty when it is): "*", "null", or an origin as a
 // browser sends it, scheme://host[:port], no path.
@@ -107,6 +115,8 @@ struct ServerOptions {
   size_t max_body = 1 << 20;  // request bytes; more: 413
   std::string api_key;        // non-empty: every endpoint but /health needs "Authorization: Bearer KEY"
   std::string model_id;       // what /v1/models and responses call the model
+  // More names a request's "model" may give (--alias); any other name but model_id is a 404.
+  std::vector<std::string> model_aliases;
   // The responses' system_fingerprint (OpenAI: the configuration a seed's results depend on); empty: null.
   std::string system_fingerprint;
   // CORS: the origins ("https://app.example:8443", "null" for a file:// page, or "*" for any) whose web pages
@@ -115,6 +125,10 @@ struct ServerOptions {
   std::optional<ChatTemplate> chat_template;  // the model's (load_chat_template()), if any
   GenerationDefaults generation_defaults;     // the model's (read_generation_defaults()), if any
   int http_threads = 0;                       // 0: n_parallel + max_queue + 8
+  // Where the log goes, a line at a time (without its newline): one access line per answered request,
+  // refusals included (method, path, status, tokens, time). Null: stderr, prefixed "minigpt: ".
+  std::function<void(const std::string&)> log;
+  bool verbose = false;  // the access line also gives the request's model, sampling settings and length
 };
 
 class Server {

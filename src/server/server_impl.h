@@ -1,5 +1,6 @@
 // Server's private state, shared by the files that each serve one part of it: server.cpp (the routes),
-// openai_response.cpp (the completions' responses), metrics.cpp (/metrics), tokenize_routes.cpp.
+// openai_response.cpp (the completions' responses), metrics.cpp (/metrics), access_log.cpp (the log),
+// tokenize_routes.cpp.
 #pragma once
 
 #include <httplib.h>
@@ -14,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -26,6 +28,15 @@ using json = nlohmann::json;
 
 // A JSON body as the server sends it: invalid UTF-8 in a string becomes U+FFFD rather than an exception.
 inline std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// What one request's access line reports beyond its method, path and status: filled by the route that
+// serves it (a stream's tokens as they are generated), read once the response is written.
+struct RequestLog {
+  Clock::time_point start = Clock::now();
+  int64_t prompt_tokens = -1;  // -1: no completion ran (another route, or a refusal)
+  int64_t cached_tokens = 0, completion_tokens = 0;
+  std::string settings;  // --verbose: the request's model, length and sampling settings
+};
 
 struct Server::Impl {
   std::shared_ptr<const Model> model;
@@ -46,6 +57,10 @@ struct Server::Impl {
   std::mt19937_64 rng{std::random_device{}()};
   std::mutex metrics_m;
   std::map<std::pair<std::string, int>, int64_t> requests;  // (path, status) -> count
+  // The requests being answered, by their httplib::Request (one object from routing to the log line, on one
+  // HTTP thread); log_m also keeps the sink's lines whole.
+  std::mutex log_m;
+  std::unordered_map<const httplib::Request*, std::shared_ptr<RequestLog>> in_flight;
 
   Impl(std::shared_ptr<const Model> m, Tokenizer t, ServerOptions opt)
       : model(std::move(m)), tok(std::move(t)), o(std::move(opt)) {}
@@ -79,6 +94,12 @@ struct Server::Impl {
   // metrics.cpp: each answered request counted by its route, and the Prometheus text of /metrics.
   void count_request(const std::string& path, int status);
   std::string metrics_text();
+
+  // access_log.cpp: a request's record from routing on, and its access line once the response is written.
+  void begin_request(const httplib::Request& req);
+  std::shared_ptr<RequestLog> request_log(const httplib::Request& req);
+  void log_request(const httplib::Request& req, const httplib::Response& res);
+  void log(const std::string& line);
 
   // tokenize_routes.cpp: POST /tokenize, POST /detokenize, GET /tokenizer_info.
   void tokenize(const httplib::Request& req, httplib::Response& res);

@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import unittest
 import urllib.request
 
@@ -41,10 +42,15 @@ class Server:
             self.proc.kill()
             raise RuntimeError("minigpt serve did not start: " + line + self.proc.stderr.read())
         self.base_url = "http://127.0.0.1:%s/v1" % m.group(1)
+        # The server logs a line per request on stderr: read it all along, or a full pipe would block it.
+        self.log = []
+        self.reader = threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True)
+        self.reader.start()
 
     def stop(self):
         self.proc.terminate()
         rc = self.proc.wait(timeout=30)
+        self.reader.join(timeout=30)
         self.proc.stderr.close()
         return rc
 
@@ -206,6 +212,11 @@ class OpenAIClient(unittest.TestCase):
         with self.assertRaises(openai.BadRequestError) as e:
             self.client.chat.completions.create(model=self.model, messages=[{"role": "user", "content": "hi"}])
         self.assertIn("no chat template", str(e.exception))
+        # a model this server does not serve: the OpenAI API's 404, not another model's answer
+        with self.assertRaises(openai.NotFoundError) as e:
+            self.client.completions.create(model="gpt-4o", prompt="x", max_tokens=1)
+        self.assertIn("this server serves: shakespeare-char", str(e.exception))
+        self.assertEqual(e.exception.body["code"], "model_not_found")
 
 
 class Chat(unittest.TestCase):
@@ -290,6 +301,9 @@ class Chat(unittest.TestCase):
                 model="chatml-tiny", messages=[{"role": "user", "content": [{"type": "image_url",
                                                                               "image_url": {"url": "x"}}]}])
         self.assertIn("only text content", str(e.exception))
+        with self.assertRaises(openai.NotFoundError) as e:
+            self.client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+        self.assertIn("The model 'gpt-4o' does not exist; this server serves: chatml-tiny", str(e.exception))
 
 
 class ApiKey(unittest.TestCase):
@@ -298,9 +312,10 @@ class ApiKey(unittest.TestCase):
         try:
             bad = openai.OpenAI(base_url=server.base_url, api_key="nope", max_retries=0)
             with self.assertRaises(openai.AuthenticationError):
-                bad.completions.create(model="m", prompt="x", max_tokens=1)
+                bad.completions.create(model="shakespeare-char", prompt="x", max_tokens=1)
             good = openai.OpenAI(base_url=server.base_url, api_key="k3y", max_retries=0)
-            self.assertEqual(good.completions.create(model="m", prompt="x", max_tokens=2).usage.completion_tokens, 2)
+            self.assertEqual(good.completions.create(model="shakespeare-char", prompt="x",
+                                                     max_tokens=2).usage.completion_tokens, 2)
         finally:
             self.assertEqual(server.stop(), 0)
 
