@@ -1,9 +1,11 @@
-// The outputs of `minigpt attention`: JSON (nlohmann::json), PNG and SVG heatmaps (cairo), HTML.
+// The outputs of `minigpt attention`: JSON (nlohmann::json), PNG and SVG heatmaps (cairo, text by Pango),
+// HTML.
 #include "attention_render.h"
 
 #include <cairo-svg.h>
 #include <cairo.h>
 #include <fontconfig/fontconfig.h>
+#include <pango/pangocairo.h>
 
 #include <algorithm>
 #include <array>
@@ -11,6 +13,7 @@
 #include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "minigpt/error.h"
 
@@ -54,10 +57,12 @@ std::string attention_json(const AttentionDoc& doc) {
 }
 
 std::string display_token(const std::string& text) {
+  if (text.empty()) return "\u2205";  // ∅
   std::string out;
-  bool blank = true;
   for (unsigned char ch : text) {
-    if (ch == '\n') {
+    if (ch == ' ') {
+      out += "\u2423";  // ␣: " 日" and "日" are different tokens
+    } else if (ch == '\n') {
       out += "\u21b5";  // ↵
     } else if (ch == '\r') {
       out += "\u240d";  // ␍
@@ -71,12 +76,6 @@ std::string display_token(const std::string& text) {
     } else {
       out += char(ch);
     }
-    if (ch != ' ') blank = false;
-  }
-  if (blank) {
-    std::string vis;
-    for (size_t i = 0; i < text.size(); ++i) vis += "\u2423";  // ␣
-    return vis.empty() ? "\u2205" : vis;                       // ∅ for an empty token
   }
   return out;
 }
@@ -128,6 +127,8 @@ cairo_status_t append_to_string(void* closure, const unsigned char* data, unsign
   return CAIRO_STATUS_SUCCESS;
 }
 
+// The first font asked for; a character it lacks (CJK, emoji, most scripts) comes from another installed
+// font that has it, as fontconfig orders them (Pango's fallback).
 constexpr const char* kFont = "DejaVu Sans";
 constexpr size_t kMaxLabelChars = 16;
 
@@ -143,27 +144,87 @@ std::string clip_label(const std::string& s) {
   return s;
 }
 
-void set_font(cairo_t* cr, double size, bool bold = false) {
-  cairo_select_font_face(cr, kFont, CAIRO_FONT_SLANT_NORMAL,
-                         bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
-  cairo_set_font_size(cr, size);
-}
-
-double text_width(cairo_t* cr, const std::string& s) {
-  cairo_text_extents_t e;
-  cairo_text_extents(cr, s.c_str(), &e);
-  return e.x_advance;
-}
-
 void set_rgb(cairo_t* cr, const Rgb& c) { cairo_set_source_rgb(cr, c.r, c.g, c.b); }
 
-// Text with its left end (align 0), centre (0.5) or right end (1) at x, vertically centred on y.
-void draw_text(cairo_t* cr, const std::string& s, double x, double y, double align) {
-  cairo_font_extents_t fe;
-  cairo_font_extents(cr, &fe);
-  cairo_move_to(cr, x - align * text_width(cr, s), y + (fe.ascent - fe.descent) / 2);
-  cairo_show_text(cr, s.c_str());
-}
+struct GObjectDeleter {
+  void operator()(void* p) const { g_object_unref(p); }
+};
+struct FontDeleter {
+  void operator()(PangoFontDescription* f) const { pango_font_description_free(f); }
+};
+
+// Text on one cairo context, shaped by Pango: one layout, re-aimed at the context's current transformation
+// before each use. It also counts the characters it drew that no installed font has a glyph for.
+class Text {
+ public:
+  explicit Text(cairo_t* cr, ImageNotes* notes)
+      : cr_(cr),
+        layout_(pango_cairo_create_layout(cr)),
+        font_(pango_font_description_from_string(kFont)),
+        notes_(notes) {
+    set_font(12);
+  }
+
+  void set_font(double size, bool bold = false) {
+    pango_font_description_set_absolute_size(font_.get(), size * PANGO_SCALE);
+    pango_font_description_set_weight(font_.get(), bold ? PANGO_WEIGHT_BOLD : PANGO_WEIGHT_NORMAL);
+    pango_layout_set_font_description(layout_.get(), font_.get());
+    // The first font's ascent and descent: every line of text is centred by them, so that the baselines of
+    // labels in different scripts (whose fonts' heights differ) line up.
+    PangoFontMetrics* m =
+        pango_context_get_metrics(pango_layout_get_context(layout_.get()), font_.get(), nullptr);
+    ascent_ = double(pango_font_metrics_get_ascent(m)) / PANGO_SCALE;
+    descent_ = double(pango_font_metrics_get_descent(m)) / PANGO_SCALE;
+    pango_font_metrics_unref(m);
+  }
+
+  double width(const std::string& s) {
+    shape(s);
+    PangoRectangle logical;
+    pango_layout_get_extents(layout_.get(), nullptr, &logical);
+    return double(logical.width) / PANGO_SCALE;
+  }
+
+  // Text with its left end (align 0), centre (0.5) or right end (1) at x, vertically centred on y.
+  void draw(const std::string& s, double x, double y, double align) {
+    const double w = width(s);  // shapes s under the current transformation
+    const double baseline = double(pango_layout_get_baseline(layout_.get())) / PANGO_SCALE;
+    cairo_move_to(cr_, x - align * w, y + (ascent_ - descent_) / 2 - baseline);
+    pango_cairo_show_layout(cr_, layout_.get());
+    count_missing();
+  }
+
+ private:
+  void shape(const std::string& s) {
+    pango_cairo_update_layout(cr_, layout_.get());
+    pango_layout_set_text(layout_.get(), s.data(), int(s.size()));
+  }
+
+  // The characters of the drawn text that came out as the missing-glyph box (Pango marks each one's glyph
+  // with PANGO_GLYPH_UNKNOWN_FLAG and the character).
+  void count_missing() {
+    if (!notes_ || pango_layout_get_unknown_glyphs_count(layout_.get()) == 0) return;
+    PangoLayoutIter* it = pango_layout_get_iter(layout_.get());
+    do {
+      const PangoLayoutRun* run = pango_layout_iter_get_run_readonly(it);
+      if (!run) continue;
+      for (int i = 0; i < run->glyphs->num_glyphs; ++i) {
+        const PangoGlyph g = run->glyphs->glyphs[i].glyph;
+        if (g & PANGO_GLYPH_UNKNOWN_FLAG) {
+          ++notes_->missing_glyphs;
+          notes_->missing_chars.insert(char32_t(g & ~PANGO_GLYPH_UNKNOWN_FLAG));
+        }
+      }
+    } while (pango_layout_iter_next_run(it));
+    pango_layout_iter_free(it);
+  }
+
+  cairo_t* cr_;
+  std::unique_ptr<PangoLayout, GObjectDeleter> layout_;
+  std::unique_ptr<PangoFontDescription, FontDeleter> font_;
+  ImageNotes* notes_;
+  double ascent_ = 0, descent_ = 0;
+};
 
 // The sizes of one heatmap panel: a title, the query labels at the left, the key labels below (turned a
 // quarter), the axis names.
@@ -180,27 +241,28 @@ struct PanelLayout {
   double height() const { return matrix_y() + double(T) * cell + pad + label_w + axis; }
 };
 
-PanelLayout layout_panel(cairo_t* cr, const std::vector<std::string>& labels, double cell, double font,
+PanelLayout layout_panel(Text& text, const std::vector<std::string>& labels, double cell, double font,
                          double title_font) {
   PanelLayout p;
   p.T = int64_t(labels.size());
   p.cell = cell;
   p.font = font;
   p.title_font = title_font;
-  set_font(cr, font);
-  for (const auto& s : labels) p.label_w = std::max(p.label_w, text_width(cr, s));
+  text.set_font(font);
+  for (const auto& s : labels) p.label_w = std::max(p.label_w, text.width(s));
   p.axis = std::max(font, 9.0) * 1.6;
   return p;
 }
 
 // m: T x T, row = query, column = key.
-void draw_panel(cairo_t* cr, const PanelLayout& p, double x0, double y0, const std::vector<double>& m,
-                const std::vector<std::string>& labels, const std::string& title) {
+void draw_panel(cairo_t* cr, Text& text, const PanelLayout& p, double x0, double y0,
+                const std::vector<double>& m, const std::vector<std::string>& labels,
+                const std::string& title) {
   const int64_t T = p.T;
   const double mx = x0 + p.matrix_x(), my = y0 + p.matrix_y(), side = double(T) * p.cell;
   set_rgb(cr, kText);
-  set_font(cr, p.title_font, true);
-  draw_text(cr, title, mx + side / 2, y0 + p.title_h() / 2, 0.5);
+  text.set_font(p.title_font, true);
+  text.draw(title, mx + side / 2, y0 + p.title_h() / 2, 0.5);
   for (int64_t q = 0; q < T; ++q) {
     for (int64_t k = 0; k < T; ++k) {
       set_rgb(cr, k <= q ? viridis(m[size_t(q * T + k)]) : kMasked);
@@ -215,30 +277,30 @@ void draw_panel(cairo_t* cr, const PanelLayout& p, double x0, double y0, const s
   cairo_stroke(cr);
 
   set_rgb(cr, kText);
-  set_font(cr, p.font);
+  text.set_font(p.font);
   for (int64_t i = 0; i < T; ++i) {
     const double c = double(i) * p.cell + p.cell / 2;
-    draw_text(cr, labels[size_t(i)], mx - p.pad, my + c, 1.0);  // query i: the row
-    cairo_save(cr);                                             // key i: the column, read downwards
+    text.draw(labels[size_t(i)], mx - p.pad, my + c, 1.0);  // query i: the row
+    cairo_save(cr);                                         // key i: the column, read downwards
     cairo_translate(cr, mx + c, my + side + p.pad);
     cairo_rotate(cr, M_PI / 2);
-    draw_text(cr, labels[size_t(i)], 0, 0, 0.0);
+    text.draw(labels[size_t(i)], 0, 0, 0.0);
     cairo_restore(cr);
   }
   cairo_set_source_rgb(cr, 0.4, 0.4, 0.4);
-  set_font(cr, std::max(p.font, 9.0));
-  draw_text(cr, "key \u2192", mx + side / 2, my + side + p.pad + p.label_w + p.axis / 2, 0.5);
+  text.set_font(std::max(p.font, 9.0));
+  text.draw("key \u2192", mx + side / 2, my + side + p.pad + p.label_w + p.axis / 2, 0.5);
   cairo_save(cr);
   cairo_translate(cr, x0 + p.axis / 2, my + side / 2);
   cairo_rotate(cr, -M_PI / 2);
-  draw_text(cr, "\u2190 query", 0, 0, 0.5);
+  text.draw("\u2190 query", 0, 0, 0.5);
   cairo_restore(cr);
 }
 
 constexpr double kBarW = 16, kBarGap = 24, kBarTicks = 44;
 
 // A vertical colour bar from 1 (top) to 0, with ticks every 0.25.
-void draw_colour_bar(cairo_t* cr, double x, double y, double h) {
+void draw_colour_bar(cairo_t* cr, Text& text, double x, double y, double h) {
   const int steps = 128;
   for (int i = 0; i < steps; ++i) {
     set_rgb(cr, viridis(1.0 - (i + 0.5) / steps));
@@ -250,14 +312,14 @@ void draw_colour_bar(cairo_t* cr, double x, double y, double h) {
   cairo_rectangle(cr, x - 0.5, y - 0.5, kBarW + 1, h + 1);
   cairo_stroke(cr);
   set_rgb(cr, kText);
-  set_font(cr, 11);
+  text.set_font(11);
   for (int t = 0; t <= 4; ++t) {
     const double yy = y + h * (1.0 - t / 4.0);
     cairo_move_to(cr, x + kBarW, yy);
     cairo_line_to(cr, x + kBarW + 4, yy);
     cairo_stroke(cr);
     static const char* names[] = {"0", "0.25", "0.5", "0.75", "1"};
-    draw_text(cr, names[t], x + kBarW + 6, yy, 0.0);
+    text.draw(names[t], x + kBarW + 6, yy, 0.0);
   }
 }
 
@@ -283,7 +345,8 @@ std::string heatmap_caption() {
          "Layers and heads count from 0.";
 }
 
-std::string attention_image(const AttentionDoc& doc, int64_t layer, HeadChoice heads, ImageFormat format) {
+std::string attention_image(const AttentionDoc& doc, int64_t layer, HeadChoice heads, ImageFormat format,
+                            ImageNotes* notes) {
   const AttentionMaps& m = *doc.maps;
   const int64_t T = m.n_tokens, H = m.n_head;
   std::vector<std::string> labels;
@@ -317,13 +380,14 @@ std::string attention_image(const AttentionDoc& doc, int64_t layer, HeadChoice h
   // Measure with a scratch context, then draw on a surface of the size found.
   Surface scratch(cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 1, 1));
   Context measure(cairo_create(scratch.get()));
+  Text measure_text(measure.get(), nullptr);
   const bool grid = heads.kind == HeadChoice::Grid;
   // Cells big enough for a label's text beside each row and column: 64 tokens make a matrix of 768 pixels
   // (a grid's panels: 512 each).
   const double cell = grid ? std::clamp(std::floor(480.0 / double(T)), 8.0, 28.0)
                            : std::clamp(std::floor(720.0 / double(T)), 12.0, 48.0);
   const double font = grid ? std::min(11.0, cell * 0.9) : std::min(14.0, cell * 0.8);
-  const PanelLayout p = layout_panel(measure.get(), labels, cell, font, grid ? 12 : 15);
+  const PanelLayout p = layout_panel(measure_text, labels, cell, font, grid ? 12 : 15);
   const int64_t cols = grid ? int64_t(std::ceil(std::sqrt(double(mats.size())))) : 1;
   const int64_t rows = (int64_t(mats.size()) + cols - 1) / cols;
   const double margin = 16, gap = 20;
@@ -332,10 +396,10 @@ std::string attention_image(const AttentionDoc& doc, int64_t layer, HeadChoice h
   const double header = 30, footer = 24;
   const double grid_w = double(cols) * p.width() + double(cols - 1) * gap;
   const double grid_h = double(rows) * p.height() + double(rows - 1) * gap;
-  set_font(measure.get(), 16, true);
-  const double title_w = text_width(measure.get(), title);
-  set_font(measure.get(), 12);
-  const double caption_w = text_width(measure.get(), caption);
+  measure_text.set_font(16, true);
+  const double title_w = measure_text.width(title);
+  measure_text.set_font(12);
+  const double caption_w = measure_text.width(caption);
   const double W =
       std::ceil(margin * 2 + std::max({grid_w + kBarGap + kBarW + kBarTicks, title_w, caption_w}));
   const double Hpx = std::ceil(margin * 2 + header + grid_h + footer);
@@ -350,18 +414,19 @@ std::string attention_image(const AttentionDoc& doc, int64_t layer, HeadChoice h
     cairo_set_source_rgb(cr.get(), 1, 1, 1);
     cairo_paint(cr.get());
     set_rgb(cr.get(), kText);
-    set_font(cr.get(), 16, true);
-    draw_text(cr.get(), title, margin, margin + 10, 0.0);
-    set_font(cr.get(), 12);
-    draw_text(cr.get(), caption, margin, Hpx - margin - footer / 2 + 4, 0.0);
+    Text text(cr.get(), notes);
+    text.set_font(16, true);
+    text.draw(title, margin, margin + 10, 0.0);
+    text.set_font(12);
+    text.draw(caption, margin, Hpx - margin - footer / 2 + 4, 0.0);
     const double y0 = margin + header;
     for (size_t i = 0; i < mats.size(); ++i) {
       const double x = margin + double(int64_t(i) % cols) * (p.width() + gap);
       const double y = y0 + double(int64_t(i) / cols) * (p.height() + gap);
-      draw_panel(cr.get(), p, x, y, mats[i], labels, titles[i]);
+      draw_panel(cr.get(), text, p, x, y, mats[i], labels, titles[i]);
     }
     // The colour bar beside the first row's matrices.
-    draw_colour_bar(cr.get(), margin + grid_w + kBarGap, y0 + p.matrix_y(), double(T) * p.cell);
+    draw_colour_bar(cr.get(), text, margin + grid_w + kBarGap, y0 + p.matrix_y(), double(T) * p.cell);
     check(cairo_status(cr.get()), "drawing");
   }
   if (format == ImageFormat::Png) {
@@ -375,6 +440,7 @@ std::string attention_image(const AttentionDoc& doc, int64_t layer, HeadChoice h
 }
 
 void release_drawing_caches() {
+  pango_cairo_font_map_set_default(nullptr);  // this thread's font map, and the fonts it holds
   cairo_debug_reset_static_data();
   FcFini();
 }
@@ -442,10 +508,11 @@ const T = D.tokens.length, L = D.n_layer, H = D.n_head;
 const SVGNS = "http://www.w3.org/2000/svg";
 // att[l][h][q] holds keys 0..q
 const w = (l, h, q, k) => (k <= q ? D.att[l][h][q][k] : 0);
-const label = (s) => {
-  let t = s.replace(/\n/g, "\u21b5").replace(/\r/g, "\u240d").replace(/\t/g, "\u21e5");
-  if (t.trim() === "") t = t.length ? "\u2423".repeat(t.length) : "\u2205";
-  return t.length > 24 ? t.slice(0, 23) + "\u2026" : t;
+// Token i's label as the PNG and SVG draw it (display_token: spaces as \u2423, control characters as
+// symbols), cut at 24 characters.
+const label = (i) => {
+  const t = Array.from(D.labels[i]);
+  return t.length > 24 ? t.slice(0, 23).join("") + "\u2026" : t.join("");
 };
 const K = [[68,1,84],[71,44,122],[59,81,139],[44,113,142],[33,144,141],[39,173,129],[92,200,99],[170,220,50],[253,231,37]];
 function viridis(v) {
@@ -465,7 +532,7 @@ function drawMatrix(canvas, l, h, cell) {
       ctx.fillRect(k * cell, q * cell, cell, cell);
     }
 }
-document.getElementById("prompt").textContent = "Prompt (" + T + " tokens): " + D.tokens.join("\u2009|\u2009");
+document.getElementById("prompt").textContent = "Prompt (" + T + " tokens): " + D.labels.join("\u2009|\u2009");
 
 // thumbnails: a row per layer, a column per head
 const thumbs = document.getElementById("thumbs");
@@ -515,7 +582,7 @@ let ox = 0;
 {
   const ctx = big.getContext("2d");
   ctx.font = bigFont;
-  for (const t of D.tokens) ox = Math.max(ox, Math.ceil(ctx.measureText(label(t)).width));
+  for (let i = 0; i < T; i++) ox = Math.max(ox, Math.ceil(ctx.measureText(label(i)).width));
   ox += 8;
 }
 function drawBig(l, h) {
@@ -535,12 +602,12 @@ function drawBig(l, h) {
   ctx.textBaseline = "middle";
   for (let i = 0; i < T; i++) {
     ctx.textAlign = "right";
-    ctx.fillText(label(D.tokens[i]), ox - 4, (i + 0.5) * cell);
+    ctx.fillText(label(i), ox - 4, (i + 0.5) * cell);
     ctx.save();
     ctx.translate(ox + (i + 0.5) * cell, T * cell + 4);
     ctx.rotate(Math.PI / 2);
     ctx.textAlign = "left";
-    ctx.fillText(label(D.tokens[i]), 0, 0);
+    ctx.fillText(label(i), 0, 0);
     ctx.restore();
   }
 }
@@ -579,11 +646,11 @@ for (let i = 0; i < T; i++) {
   leftRects.push(el("rect", { x: 0, y: y, width: colW - 6, height: rowH - 2, fill: "#fff", opacity: 0.8 }, hv));
   rightRects.push(el("rect", { x: colW + gapW + 6, y: y, width: colW - 6, height: rowH - 2, fill: "#fff", opacity: 0.8 }, hv));
   const a = el("text", { x: colW - 10, y: y + rowH / 2 + 4, "text-anchor": "end" }, hv);
-  a.textContent = label(D.tokens[i]);
+  a.textContent = label(i);
   a.addEventListener("mouseenter", () => showLines(i, -1));
   a.addEventListener("mouseleave", () => showLines(-1, -1));
   const b = el("text", { x: colW + gapW + 10, y: y + rowH / 2 + 4 }, hv);
-  b.textContent = label(D.tokens[i]);
+  b.textContent = label(i);
   b.addEventListener("mouseenter", () => showLines(-1, i));
   b.addEventListener("mouseleave", () => showLines(-1, -1));
 }
@@ -707,8 +774,11 @@ std::string attention_html(const AttentionDoc& doc) {
     }
     att.push_back(std::move(layer));
   }
-  const json data = {{"tokens", doc.tokens}, {"ids", doc.ids},     {"n_layer", m.n_layer},
-                     {"n_head", m.n_head},   {"model", doc.model}, {"att", std::move(att)}};
+  std::vector<std::string> labels;
+  for (const auto& t : doc.tokens) labels.push_back(display_token(t));
+  const json data = {{"tokens", doc.tokens}, {"labels", labels},   {"ids", doc.ids},
+                     {"n_layer", m.n_layer}, {"n_head", m.n_head}, {"model", doc.model},
+                     {"att", std::move(att)}};
   // '<' only occurs inside JSON strings, where \u003c means the same: no "</script>" or "<!--" can end or
   // change the script element.
   std::string text = data.dump(-1, ' ', false, json::error_handler_t::replace);

@@ -1,8 +1,10 @@
-// What `minigpt attention` writes: the maps as JSON, a heatmap as PNG or SVG (cairo), or a self-contained
-// HTML page. Each function returns the whole file's bytes; the command writes them (atomically).
+// What `minigpt attention` writes: the maps as JSON, a heatmap as PNG or SVG (cairo, its text shaped by Pango
+// with the installed fonts' fallback), or a self-contained HTML page. Each function returns the whole file's
+// bytes; the command writes them (atomically).
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,19 +34,31 @@ enum class ImageFormat { Png, Svg };
 std::string heatmap_title(const AttentionDoc& doc, int64_t layer, HeadChoice heads);
 // The line below the heatmap: what rows and columns are, that each row sums to 1, and the count from 0.
 std::string heatmap_caption();
+// What drawing a heatmap found: the characters of its text (labels, title) that no installed font has a
+// glyph for, each drawn as the missing-glyph box.
+struct ImageNotes {
+  int64_t missing_glyphs = 0;        // boxes drawn
+  std::set<char32_t> missing_chars;  // the characters they stand for
+};
 // The heatmap of layer `layer` (queries down, keys across, token labels on both axes, a colour bar), with
-// heatmap_title() above and heatmap_caption() below.
-std::string attention_image(const AttentionDoc& doc, int64_t layer, HeadChoice heads, ImageFormat format);
+// heatmap_title() above and heatmap_caption() below. Labels are display_token() of each token, cut at 16
+// characters; a character the first font (DejaVu Sans) lacks is drawn from another installed font that
+// has it (Noto's CJK, emoji, Arabic, Hebrew, Indic ...), and one no font has is counted in `notes`.
+std::string attention_image(const AttentionDoc& doc, int64_t layer, HeadChoice heads, ImageFormat format,
+                            ImageNotes* notes = nullptr);
 
-// Frees cairo's and fontconfig's process-wide caches (fonts, glyphs), which live until exit otherwise and
-// which LeakSanitizer would report. Call it when no cairo object is left, e.g. after attention_image().
+// Frees Pango's, cairo's and fontconfig's process-wide caches (fonts, glyphs), which live until exit
+// otherwise and which LeakSanitizer would report. Call it when no cairo or Pango object is left, e.g. after
+// attention_image().
 void release_drawing_caches();
 
 // Every layer and head as thumbnails, one enlarged on click, hover for the query, key and weight, and a
 // head view (lines from a token to what it attends to). No network: data and script inline.
 std::string attention_html(const AttentionDoc& doc);
 
-// A token as a label: control characters as visible symbols (newline: ↵), a blank token as ␣.
+// A token as a label, in the PNG, the SVG and the HTML page alike: every space as ␣ (so that " 日" and "日",
+// two tokens, look different), control characters as visible symbols (newline: ↵, tab: ⇥, others from the
+// Control Pictures block), an empty token as ∅.
 std::string display_token(const std::string& text);
 
 }  // namespace minigpt::cli

@@ -53,6 +53,27 @@ HeadChoice parse_head(const std::string& s, int64_t n_head) {
   return {HeadChoice::One, h};
 }
 
+// Characters no installed font has, drawn as boxes: which, and the fonts that would have them.
+void warn_missing_glyphs(const ImageNotes& notes) {
+  std::string chars;
+  int shown = 0;
+  for (char32_t c : notes.missing_chars) {
+    if (shown++ == 8) {
+      chars += " ...";
+      break;
+    }
+    char b[16];
+    std::snprintf(b, sizeof b, "%sU+%04X", chars.empty() ? "" : " ", unsigned(c));
+    chars += b;
+  }
+  const size_t n = notes.missing_chars.size();
+  std::fprintf(stderr,
+               "minigpt: warning: %zu character%s of the heatmap's text (%s) %s no glyph in the installed "
+               "fonts and show%s as boxes; scripts/setup.sh installs fonts for most scripts, CJK and emoji "
+               "(Debian fonts-noto-core, fonts-noto-cjk, fonts-noto-color-emoji)\n",
+               n, n == 1 ? "" : "s", chars.c_str(), n == 1 ? "has" : "have", n == 1 ? "s" : "");
+}
+
 int run_attention(const AttentionCliOptions& o) {
   // What can be refused without the model is refused first; nothing is written before everything passed.
   const OutKind kind = out_kind(o.out);
@@ -113,8 +134,11 @@ int run_attention(const AttentionCliOptions& o) {
     struct ReleaseCaches {
       ~ReleaseCaches() { release_drawing_caches(); }
     } release;  // once the surfaces are gone, also when drawing throws
-    bytes = attention_image(doc, *o.layer, heads, kind == OutKind::Png ? ImageFormat::Png : ImageFormat::Svg);
+    ImageNotes notes;
+    bytes = attention_image(doc, *o.layer, heads, kind == OutKind::Png ? ImageFormat::Png : ImageFormat::Svg,
+                            &notes);
     what = " (" + heatmap_title(doc, *o.layer, heads) + ")";
+    if (notes.missing_glyphs > 0) warn_missing_glyphs(notes);
   }
   AtomicFile out(o.out, "-o " + o.out);  // whole or not at all; never over a device or a FIFO
   out.write(bytes.data(), bytes.size());

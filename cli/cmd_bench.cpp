@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -64,11 +65,6 @@ double percentile(std::vector<double> v, double p) {
   const size_t i = std::min(v.size() - 1, size_t(std::ceil(p / 100.0 * double(v.size()))) - (p > 0 ? 1 : 0));
   return v[i];
 }
-std::string fmt1(double x) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f", x);
-  return b;
-}
 
 double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
@@ -77,8 +73,9 @@ double seconds_since(clock_type::time_point t0) {
 std::optional<DType> parse_dtype(const std::string& s) { return float_dtype(s, "--dtype", "stored"); }
 
 // The formats the weight matrices are held in, most bytes first ("F32"; "Q4_K+Q6_K+Q5_K" for a Q4_K_M file),
-// with the bits per weight of the matrices when any is quantized ("Q8_0 8.50 bpw").
-std::string dtype_label(const Model& m) {
+// with the bits per weight of the matrices when any is quantized ("Q8_0 8.50 bpw of the matrices") unless
+// `with_bpw` is false.
+std::string dtype_label(const Model& m, bool with_bpw = true) {
   std::map<std::string, double> bytes;
   double total_bytes = 0, weights = 0;
   auto add = [&](const Linear& l) {
@@ -106,13 +103,45 @@ std::string dtype_label(const Model& m) {
   std::sort(order.begin(), order.end());
   std::string label;
   for (const auto& [b, name] : order) label += (label.empty() ? "" : "+") + name;
-  if (quantized) {
+  if (quantized && with_bpw) {
     char bpw[32];
     // Of the matrices only (info's bits/weight counts every tensor: embeddings, norms, biases too).
     std::snprintf(bpw, sizeof bpw, " %.2f bpw of the matrices", 8 * total_bytes / weights);
     label += bpw;
   }
   return label;
+}
+
+// As llama-bench prints them: MiB below a GiB, else GiB; millions of parameters below a billion, else
+// billions.
+std::string size_cell(size_t bytes) {
+  char b[32];
+  const double mib = double(bytes) / double(1 << 20);
+  if (mib < 1024) {
+    std::snprintf(b, sizeof b, "%.2f MiB", mib);
+  } else {
+    std::snprintf(b, sizeof b, "%.2f GiB", mib / 1024);
+  }
+  return b;
+}
+std::string params_cell(int64_t n) {
+  char b[32];
+  std::snprintf(b, sizeof b, n < 1000000000 ? "%.2f M" : "%.2f B", double(n) / (n < 1000000000 ? 1e6 : 1e9));
+  return b;
+}
+
+// The table's short name of the model: the file's or directory's name without its extension ("smollm2-135m-
+// q4_k_m" for ~/models/smollm2-135m-q4_k_m.gguf), or the random shape's ("gpt2 (random)").
+std::string short_model_name(const BenchOptions& o) {
+  if (!o.random.empty()) {
+    const std::string shape =
+        o.random.ends_with(".json") ? std::filesystem::path(o.random).stem().string() : o.random;
+    return shape + " (random)";
+  }
+  const std::filesystem::path p = std::filesystem::path(o.model_dir).lexically_normal();
+  std::filesystem::path name = p.filename();
+  if (name.empty()) name = p.parent_path().filename();  // "models/gpt2/"
+  return std::filesystem::is_directory(p) ? name.string() : name.stem().string();
 }
 
 int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
@@ -171,14 +200,18 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
   // The model's path, classified (a GGUF parsed) once for the check below and every dtype's load.
   std::optional<ModelSource> source;
   if (o.random.empty()) source = ModelSource::open(o.model_dir);
+  // A GGUF file's type as llama.cpp names it ("Q4_K - Medium"), for the rows that keep its dtypes.
+  const std::optional<ModelSummary> summary =
+      source ? std::optional<ModelSummary>(Model::inspect(*source)) : std::nullopt;
+  const std::string file_type = summary ? summary->file_type : "";
   // Every length against the model's context before any work (the bandwidth probe takes seconds): the
   // first model's config (every dtype's is the same). -p and -n not given are the defaults (512, 128) cut
   // to what the context holds after the deepest -d, and said so.
   {
     const bool random_config = o.random.ends_with(".json");
-    const int64_t n_ctx = o.random.empty() ? Model::inspect(*source).config.n_ctx
-                          : random_config  ? load_config(o.random).n_ctx
-                                           : gpt2_preset(o.random).n_ctx;
+    const int64_t n_ctx = summary         ? summary->config.n_ctx
+                          : random_config ? load_config(o.random).n_ctx
+                                          : gpt2_preset(o.random).n_ctx;
     const int64_t deepest = *std::max_element(o.depth.begin(), o.depth.end());
     const int64_t room = n_ctx - deepest;
     auto fit = [&](std::vector<int64_t>& lengths, bool given, const char* flag) {
@@ -213,7 +246,11 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
   }
 
   const std::string model_name = o.random.empty() ? o.model_dir : o.random + " (random weights)";
+  const std::string short_name = short_model_name(o);
   std::string kv_line;  // the first model's, for the footer
+  // Below the table, once per model row label: what it stands for (the path, every format of the matrices
+  // and their bits per weight).
+  std::vector<std::pair<std::string, std::string>> model_notes;
   json machine = {{"cpu", cpu_model_name()}, {"cores", cpu_count()}};
   if (!on_gpu) {
     // What CPU numbers depend on besides the CPU: minigpt's kernel level, and OpenBLAS's kernels (prefill).
@@ -288,8 +325,18 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
                       std::string(dtype_name(s.kv_cache().dtype())).c_str());
         kv_line = b;
       }
-      auto emit = [&](json r, const std::string& notes) {
+      // What the table's model column says: its short name and the weights' type, the file's own name of it
+      // when the dtypes are the file's ("Q4_K - Medium"), else the formats held ("BF16", "Q4_1+Q8_0").
+      const std::string model_type =
+          !file_type.empty() && dt == "stored" ? file_type : dtype_label(*model, false);
+      const std::string model_cell = short_name + " " + model_type;
+      if (std::none_of(model_notes.begin(), model_notes.end(),
+                       [&](const auto& n) { return n.first == model_cell; }))
+        model_notes.emplace_back(model_cell, model_name + ", " + dtype_label(*model));
+      auto emit = [&](json r) {
         r["model"] = model_name;
+        r["model_type"] = model_type;
+        r["model_size"] = model->weight_bytes();
         r["kv_bytes_per_token"] = kv_bytes_per_token;
         r["backend"] = model->backend().name();
         r["dtype"] = dtype_label(*model);
@@ -297,21 +344,23 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
         r["reps"] = o.reps;
         r["n_params"] = model->n_params();
         if (o.output == "md") {
+          // llama-bench's columns, and the decode rows' share of the memory bandwidth; every other figure
+          // (GB/s, TTFT, inter-token latency, the bandwidth measured) is in -o json.
           if (!header_printed) {
-            std::printf(
-                "| model | backend | dtype | threads | test | tok/s | ± | GB/s | roofline | notes |\n");
-            std::printf("|---|---|---|---:|---|---:|---:|---:|---:|---|\n");
+            std::printf("| model | size | params | backend | threads | test | t/s | roofline |%s\n",
+                        o.paired_probe ? " paired |" : "");
+            std::printf("|---|---:|---:|---|---:|---|---:|---:|%s\n", o.paired_probe ? "---:|" : "");
             header_printed = true;
           }
-          std::string gbs = "", roof = "";
-          if (r.contains("gb_s")) {
-            gbs = fmt1(r["gb_s"].get<double>());
-            roof = std::to_string(std::lround(r["roofline_pct"].get<double>())) + "%";
-          }
-          std::printf("| %s | %s | %s | %d | %s | %.1f | %.1f | %s | %s | %s |\n", model_name.c_str(),
-                      r["backend"].get<std::string>().c_str(), r["dtype"].get<std::string>().c_str(), t,
-                      r["test"].get<std::string>().c_str(), r["tok_s"].get<double>(),
-                      r["tok_s_std"].get<double>(), gbs.c_str(), roof.c_str(), notes.c_str());
+          const auto pct = [&](const char* key) {
+            return r.contains(key) ? std::to_string(std::lround(r[key].get<double>())) + "%" : std::string();
+          };
+          std::printf("| %s | %s | %s | %s | %d | %s | %.2f ± %.2f | %s |", model_cell.c_str(),
+                      size_cell(model->weight_bytes()).c_str(), params_cell(model->n_params()).c_str(),
+                      r["backend"].get<std::string>().c_str(), t, r["test"].get<std::string>().c_str(),
+                      r["tok_s"].get<double>(), r["tok_s_std"].get<double>(), pct("roofline_pct").c_str());
+          if (o.paired_probe) std::printf(" %s |", pct("roofline_paired_pct").c_str());
+          std::printf("\n");
           std::fflush(stdout);
         }
         results.push_back(std::move(r));
@@ -334,14 +383,11 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
           }
           const Stats st = stats(rates);
           const double ttft_ms = stats(times).median * 1e3;
-          char notes[64];
-          std::snprintf(notes, sizeof notes, "TTFT %.1f ms", ttft_ms);
           emit({{"test", "pp" + std::to_string(p) + (d > 0 ? "@d" + std::to_string(d) : "")},
                 {"depth", d},
                 {"tok_s", st.median},
                 {"tok_s_std", st.stddev},
-                {"ttft_ms", ttft_ms}},
-               notes);
+                {"ttft_ms", ttft_ms}});
         }
       }
       for (int64_t n : o.n_gen) {
@@ -462,7 +508,6 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
                       {"itl_first_ms", percentile(firsts, 50)},
                       // ... and against its repetition's median step (median over repetitions).
                       {"itl_first_ratio", percentile(first_ratios, 50)}};
-            std::string paired_note;
             if (!paired_pcts.empty()) {
               // Median over repetitions of each one's ratio, and the range.
               r["roofline_paired_pct"] = percentile(paired_pcts, 50);
@@ -470,15 +515,8 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
               r["roofline_paired_max_pct"] = *std::max_element(paired_pcts.begin(), paired_pcts.end());
               r["paired_decode_gb_s"] = percentile(paired_decode, 50);
               r["paired_read_gb_s"] = percentile(paired_read, 50);
-              paired_note = ", paired " + std::to_string(std::lround(percentile(paired_pcts, 50))) + "% (" +
-                            fmt1(percentile(paired_decode, 50)) + " / " + fmt1(percentile(paired_read, 50)) +
-                            " GB/s)";
             }
-            char notes[192];
-            std::snprintf(notes, sizeof notes, "ITL p50 %.2f ms, p99 %.2f ms%s%s",
-                          r["itl_p50_ms"].get<double>(), r["itl_p99_ms"].get<double>(),
-                          probe ? (", read " + fmt1(bw) + " GB/s").c_str() : "", paired_note.c_str());
-            emit(r, notes);
+            emit(r);
           }
         }
       }
@@ -489,7 +527,17 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
                             .dump(2, ' ', false, json::error_handler_t::replace)
                             .c_str());
   } else {
-    std::printf("\n%s\nmachine: %s, %d cores", kv_line.c_str(), machine["cpu"].get<std::string>().c_str(),
+    // What the table leaves out: the model rows' paths and formats (when the label does not say them all),
+    // the statistics, and where every other figure is.
+    std::printf("\n");
+    for (const auto& [cell, note] : model_notes)
+      if (o.random.empty() || note.find(" bpw") != std::string::npos)
+        std::printf("%s: %s\n", cell.c_str(), note.c_str());
+    std::printf(
+        "t/s: median ± standard deviation of %d repetition%s; size: the weights as held in memory; -o json "
+        "adds each row's TTFT or inter-token latency, GB/s and bandwidth read\n",
+        o.reps, o.reps == 1 ? "" : "s");
+    std::printf("%s\nmachine: %s, %d cores", kv_line.c_str(), machine["cpu"].get<std::string>().c_str(),
                 cpu_count());
     if (machine.contains("kernel_level")) {
       std::printf("; kernels %s, %s", machine["kernel_level"].get<std::string>().c_str(),
@@ -502,8 +550,7 @@ int run_bench(BenchOptions o) {  // a copy: the 0 lengths are dropped below
       std::printf("; read bandwidth at the start:");
       for (const auto& [t, bw] : bandwidth) std::printf(" %.1f GB/s (%d thread%s)", bw, t, t == 1 ? "" : "s");
       std::printf(
-          "\nroofline = achieved GB/s / the read bandwidth measured between that test's repetitions "
-          "(notes)\n");
+          "\nroofline = achieved GB/s / the read bandwidth measured between that test's repetitions\n");
     } else {
       std::printf("\n");
     }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fills .gpu/ for a run on the lent GPU machine (which has nvcc, CMake, ninja and Python but no package
 # registry): ../shared/gpu/prepare.sh's Debian packages and scripts, plus what minigpt has needed since that list
-# was written (ICU, cairo + fontconfig + DejaVu, cpp-httplib, libedit: the libraries and headers with the
+# was written (ICU, cairo + Pango + fontconfig + DejaVu, cpp-httplib, libedit: the libraries and headers with the
 # libraries their pkg-config files name, not the C runtime the machine has), and minja in third_party/.
 # Then, with the device tool: carry [".gpu", "third_party"] and run `bash scripts/gpu_check.sh` (build, the CUDA
 # tests, greedy CPU == CUDA, bench, compute-sanitizer).
@@ -13,7 +13,7 @@ grep -qx '/.gpu-debs/' .git/info/exclude 2>/dev/null || echo '/.gpu-debs/' >> .g
 if [ -d .gpu-debs ] && [ ! -d .gpu/debs ]; then mkdir -p .gpu && mv .gpu-debs .gpu/debs; fi # kept from last time
 bash ../shared/gpu/prepare.sh
 bash scripts/fetch_minja.sh
-EXTRA=(libicu-dev libcairo2-dev fonts-dejavu-core libcpp-httplib-dev libedit-dev)
+EXTRA=(libicu-dev libcairo2-dev libpango1.0-dev fonts-dejavu-core libcpp-httplib-dev libedit-dev)
 mapfile -t closure < <(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
   --no-replaces --no-enhances --no-pre-depends "${EXTRA[@]}" | grep -E '^[a-z0-9]' | sort -u |
   grep -E '^(lib|x11proto|xtrans-dev|xorg-sgml-doctools|uuid-dev|zlib1g|fonts-dejavu-core|fontconfig-config)' |

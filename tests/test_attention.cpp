@@ -110,7 +110,8 @@ TEST(Attention, BadInputsAreArgumentErrors) {
 
 // ---- the command ----
 
-const std::string kShipped = "-m " + (test::source_dir() / "models" / "shakespeare-char").string() + " ";
+const std::string kShippedDir = (test::source_dir() / "models" / "shakespeare-char").string();
+const std::string kShipped = "-m " + kShippedDir + " ";
 
 size_t files_in(const std::filesystem::path& dir) {
   return size_t(std::distance(std::filesystem::directory_iterator(dir), {}));
@@ -176,6 +177,34 @@ TEST(AttentionCli, PngAndSvgHeatmaps) {
     EXPECT_NE(s.find("</svg>"), std::string::npos) << head;
   }
   EXPECT_EQ(files_in(tmp.path()), 2u);
+}
+
+// A character no installed font has is drawn as a box, and the command says which and what to install. Here
+// fontconfig is given a configuration with no fonts at all, so that every character is one; with the
+// machine's fonts (scripts/setup.sh's), none is and nothing is said.
+TEST(AttentionCli, CharactersWithoutAFontAreNamedOnStderr) {
+  test::TempDir tmp;
+  test::write_file(tmp / "fonts.conf", "<?xml version=\"1.0\"?>\n<fontconfig><cachedir>" +
+                                           (tmp / "cache").string() + "</cachedir></fontconfig>\n");
+  const auto out = (tmp / "a.png").string();
+  const std::vector<std::string> args = {"attention", "-m",     kShippedDir, "-p", "ROMEO:", "--layer",
+                                         "0",         "--head", "1",         "-o", out};
+  auto r = test::run_minigpt(args, {"FONTCONFIG_FILE=" + (tmp / "fonts.conf").string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.rfind("minigpt: warning: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(" of the heatmap's text (U+0020 U+0028 "), std::string::npos) << r.err;  // " ", "("
+  EXPECT_NE(r.err.find(" have no glyph in the installed fonts and show as boxes; scripts/setup.sh installs "),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("(Debian fonts-noto-core, fonts-noto-cjk, fonts-noto-color-emoji)\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(test::line_count(r.err), 2u) << r.err;  // the warning, and the line of what was written
+  EXPECT_TRUE(std::filesystem::exists(out));
+
+  r = test::run_minigpt(args);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
 }
 
 // Layers and heads count from 0 (--layer 3 is the last of 4): --help says so, and so do the line the command

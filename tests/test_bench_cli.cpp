@@ -3,9 +3,12 @@
 // that a refused length comes before the seconds-long bandwidth probe).
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
 
 #include "cpu/cpu.h"
 #include "minigpt/config.h"
+#include "minigpt/model.h"
 #include "test_util.h"
 
 namespace minigpt {
@@ -14,6 +17,67 @@ namespace {
 using json = nlohmann::json;
 
 std::string shipped() { return (test::source_dir() / "models" / "shakespeare-char").string(); }
+
+// The cells of line `n` (from 0) of a Markdown table, without the outer bars.
+std::vector<std::string> md_cells(const std::string& out, size_t n) {
+  std::istringstream in(out);
+  std::string line;
+  for (size_t i = 0; i <= n; ++i) std::getline(in, line);
+  std::vector<std::string> cells;
+  if (line.size() < 2 || line.front() != '|' || line.back() != '|') return cells;
+  for (size_t at = 1; at < line.size();) {
+    const size_t end = line.find('|', at);
+    std::string c = line.substr(at, end - at);
+    c.erase(0, c.find_first_not_of(' '));
+    c.erase(c.find_last_not_of(' ') + 1);
+    cells.push_back(c);
+    at = end + 1;
+  }
+  return cells;
+}
+
+// The table reads as llama-bench's: model (the file's short name and its type), size, params, backend,
+// threads, test, t/s (median ± sd); the decode rows' roofline last. Not the model's path, nor a dtype
+// cell of every format and its bits per weight: those are below the table, once, and in -o json.
+TEST(BenchCli, MarkdownHasLlamaBenchsColumns) {
+  const auto gguf = test::gguf_fixtures() / "gpt2-quant-mix.gguf";
+  auto r = test::run_cli("bench -m " + gguf.string() + " -p 4 -n 2 -r 1 -t 1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(test::run_cli("bench -m " + gguf.string() + " -p 4 -n 0 -r 1 -t 1 -o json").out);
+  const json& x = j.at("results").at(0);
+  // llama.cpp's name for the file's type, as `info` reads it (general.file_type); the dtype in full
+  // (every format, by bytes, and the bits per weight of the matrices) stays in the JSON.
+  const std::string file_type = Model::inspect(gguf).file_type;
+  ASSERT_FALSE(file_type.empty());
+  EXPECT_EQ(x.at("model_type"), file_type);
+  EXPECT_EQ(x.at("model"), gguf.string());
+  const std::string dtype = x.at("dtype");
+  EXPECT_TRUE(dtype.ends_with(" bpw of the matrices")) << dtype;
+
+  const auto row = md_cells(r.out, 2);
+  ASSERT_EQ(row.size(), 8u) << r.out;
+  EXPECT_EQ(row[0], "gpt2-quant-mix " + file_type);
+  char size[32], params[32];
+  std::snprintf(size, sizeof size, "%.2f MiB", x.at("model_size").get<double>() / (1 << 20));
+  std::snprintf(params, sizeof params, "%.2f M", x.at("n_params").get<double>() / 1e6);
+  EXPECT_EQ(row[1], size);
+  EXPECT_EQ(row[2], params);
+  EXPECT_EQ(row[3], "cpu");
+  EXPECT_EQ(row[4], "1");
+  EXPECT_EQ(row[5], "pp4");
+  EXPECT_TRUE(std::regex_match(row[6], std::regex("[0-9]+\\.[0-9]{2} ± [0-9]+\\.[0-9]{2}"))) << row[6];
+  EXPECT_EQ(md_cells(r.out, 3).at(5), "tg2");
+  // The path and the formats, once, below the table.
+  EXPECT_NE(r.out.find("\ngpt2-quant-mix " + file_type + ": " + gguf.string() + ", " + dtype + "\n"),
+            std::string::npos)
+      << r.out;
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(md_cells(r.out, i).front().find('/'), std::string::npos) << r.out;
+
+  // The weights as held: the shipped model's are F32 on the CPU, 4 bytes a parameter and nothing more.
+  const json f32 = json::parse(test::run_cli("bench -m " + shipped() + " -p 4 -n 0 -r 1 -t 1 -o json").out);
+  EXPECT_EQ(f32["results"][0]["model_size"].get<int64_t>(), 4 * f32["results"][0]["n_params"].get<int64_t>());
+  EXPECT_EQ(f32["results"][0]["model_type"], "F32");
+}
 
 TEST(BenchCli, JsonHasEveryTestAndConsistentRoofline) {
   auto r = test::run_cli("bench -m " + shipped() + " -p 16 -n 4 -d 0,8 -r 3 -t 1,2 --dtype f32,bf16 -o json");
@@ -105,7 +169,12 @@ TEST(BenchCli, PairedProbeGivesEachDecodeRowItsPairedRoofline) {
   }
   auto md = test::run_cli("bench -m " + shipped() + " -p 0 -n 4 -r 1 -t 2 --paired-probe");
   ASSERT_EQ(md.status, 0) << md.err;
-  EXPECT_NE(md.out.find(", paired "), std::string::npos) << md.out;
+  EXPECT_EQ(
+      md.out.rfind("| model | size | params | backend | threads | test | t/s | roofline | paired |\n", 0), 0u)
+      << md.out;
+  const auto row = md_cells(md.out, 2);
+  ASSERT_EQ(row.size(), 9u) << md.out;
+  EXPECT_TRUE(std::regex_match(row[8], std::regex("[0-9]+%"))) << row[8];
 }
 
 TEST(BenchCli, ZeroLengthSkipsATestAndMarkdownHasOneRowPerTest) {
@@ -128,16 +197,22 @@ TEST(BenchCli, ZeroLengthSkipsATestAndMarkdownHasOneRowPerTest) {
   EXPECT_EQ(j["results"][0]["test"], "tg2");
   EXPECT_EQ(j["results"][1]["test"], "tg2@d4");
 
-  // Markdown: header, rule, one row per test, a blank line, the KV-cache line, the machine line.
+  // Markdown: header, rule, one row per test, a blank line, the model's path and formats, what t/s and size
+  // are, the KV-cache line, the machine line, what the roofline is.
   r = test::run_cli("bench -m " + shipped() + " -p 8 -n 2 -r 1 -t 1");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(r.out.rfind("| model | backend | dtype | threads | test | tok/s |", 0), 0u) << r.out;
-  EXPECT_NE(r.out.find("| pp8 |"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("| tg2 |"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.rfind("| model | size | params | backend | threads | test | t/s | roofline |\n", 0), 0u)
+      << r.out;
+  EXPECT_NE(r.out.find(" | pp8 | "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" | tg2 | "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nshakespeare-char F32: " + shipped() + ", F32\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nt/s: median ± standard deviation of 1 repetition; "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\nmachine: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("GB/s (1 thread)"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(", read "), std::string::npos) << "the decode row names its bandwidth: " << r.out;
-  EXPECT_EQ(test::line_count(r.out), 8u) << r.out;
+  EXPECT_EQ(test::line_count(r.out), 10u) << r.out;
+  // The decode row has its roofline, the prefill row none.
+  EXPECT_EQ(md_cells(r.out, 2).at(7), "") << r.out;
+  EXPECT_TRUE(std::regex_match(md_cells(r.out, 3).at(7), std::regex("[0-9]+%"))) << r.out;
   // K and V of every layer's KV heads, F32 on the CPU.
   const Config c = load_config(std::filesystem::path(shipped()) / "config.json");
   EXPECT_NE(r.out.find("\nKV cache: " + std::to_string(2 * c.n_layer * c.kv_dim() * 4) + " bytes per token"),

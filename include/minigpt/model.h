@@ -114,6 +114,9 @@ class Model {
   const std::vector<std::pair<std::string, size_t>>& stored_bytes() const { return stored_bytes_; }
   // Bytes of weights one decode step reads as the backend holds them (every matrix and vector once).
   size_t bytes_per_token() const { return bytes_per_token_; }
+  // Bytes of every weight as the backend holds it (in the dtype computed in, with its padding and the
+  // tables made at load): the model's size in the backend's memory (`bench`'s size column).
+  size_t weight_bytes() const;
 
  private:
   Model() = default;

@@ -969,6 +969,12 @@ std::shared_ptr<const Model> Model::load(const ModelSource& source, const LoadOp
   return m;
 }
 
+size_t Model::weight_bytes() const {
+  size_t n = 0;
+  for (const auto& b : owned_) n += b->bytes();
+  return n;
+}
+
 ModelSummary Model::inspect(const fs::path& dir) { return inspect(ModelSource::open(dir)); }
 
 ModelSummary Model::inspect(const ModelSource& source) {
