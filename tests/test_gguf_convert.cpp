@@ -282,7 +282,7 @@ TEST(GgufConvert, TensorTypesEqualLlamaQuantizes) {
           ++with_options;
         }
       }
-      const auto got = choose_types(presets.at(preset), specs, m["n_layer"].get<int64_t>(), ov);
+      const auto got = choose_types(presets.at(preset), specs, QuantModel{m["n_layer"].get<int64_t>()}, ov);
       ASSERT_EQ(got.size(), types.size());
       int fallbacks = 0;
       for (size_t i = 0; i < got.size(); ++i) {
@@ -656,7 +656,7 @@ TEST(GgufConvert, QuantizeWritesWhatLlamaQuantizeWould) {
     ASSERT_EQ(specs.size(), f32->tensors().size());
     for (size_t i = 1; i < specs.size(); ++i)
       EXPECT_TRUE(llama_tensor_less(specs[i - 1].name, specs[i].name));
-    const auto choices = choose_types(p, specs, 4);
+    const auto choices = choose_types(p, specs, QuantModel{4});
     std::set<GgmlType> seen;
     for (size_t i = 0; i < specs.size(); ++i) {
       const GgufTensor& t = f->tensors()[i];
