@@ -25,8 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-// The folder holding llama-quantize, llama-completion and llama-tokenize; empty (and *why set) where none
-// does.
+// The folder holding llama-quantize and llama-completion; empty (and *why set) where it does not.
 fs::path llama_cpp_bin(std::string* why) {
   const char* env = std::getenv("MINIGPT_LLAMA_CPP_BIN");
   const char* home = std::getenv("HOME");
@@ -37,8 +36,7 @@ fs::path llama_cpp_bin(std::string* why) {
     if (!fs::exists(bin / tool)) {
       *why = "no " + (bin / tool).string() +
              " (scripts/llama_cpp_tools.sh builds llama.cpp's tools and prints their folder; "
-             "MINIGPT_LLAMA_CPP_BIN "
-             "names it)";
+             "MINIGPT_LLAMA_CPP_BIN names it)";
       return {};
     }
   }
