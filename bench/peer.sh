@@ -33,9 +33,10 @@ mkdir -p "$PEER_DIR"
 # --- llama.cpp ------------------------------------------------------------------------------------------
 if [ ! -x "$PEER_DIR/llama.cpp/build/bin/llama-bench" ]; then
   if [ ! -d "$PEER_DIR/llama.cpp" ]; then
-    (cd "$PEER_DIR" && pip download --no-deps --no-binary :all: llama_cpp_python -d sdist >/dev/null)
-    tar xzf "$PEER_DIR"/sdist/llama_cpp_python-*.tar.gz -C "$PEER_DIR"
-    mv "$PEER_DIR"/llama_cpp_python-*/vendor/llama.cpp "$PEER_DIR/llama.cpp"
+    # the version scripts/llama_cpp_tools.sh pins (it builds the test tools from the same copy)
+    (cd "$PEER_DIR" && pip download --no-deps --no-binary :all: llama_cpp_python==0.3.36 -d sdist >/dev/null)
+    tar xzf "$PEER_DIR"/sdist/llama_cpp_python-0.3.36.tar.gz -C "$PEER_DIR"
+    mv "$PEER_DIR"/llama_cpp_python-0.3.36/vendor/llama.cpp "$PEER_DIR/llama.cpp"
   fi
   echo "peer: building llama.cpp in $PEER_DIR/llama.cpp/build" >&2
   cmake -S "$PEER_DIR/llama.cpp" -B "$PEER_DIR/llama.cpp/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \

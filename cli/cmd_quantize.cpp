@@ -28,7 +28,8 @@ struct QuantizeOptions {
 
 // A --output-tensor-type / --token-embedding-type value: a ggml type minigpt writes.
 GgmlType writable_type(const std::string& flag, const std::string& name) {
-  static const char kWritable[] = "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k";
+  static const char kWritable[] =
+      "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k";
   const auto t = parse_ggml_type(name);
   if (!t) throw UsageError(flag + " '" + name + "' is not a ggml type (" + kWritable + ")");
   if (!can_quantize(*t)) {

@@ -284,7 +284,7 @@ TEST(GgufConvert, TensorTypesEqualLlamaQuantizes) {
           ++with_options;
         }
       }
-      const auto got = choose_types(presets.at(preset), specs, m["n_layer"].get<int64_t>(), ov);
+      const auto got = choose_types(presets.at(preset), specs, QuantModel{m["n_layer"].get<int64_t>()}, ov);
       ASSERT_EQ(got.size(), types.size());
       int fallbacks = 0;
       for (size_t i = 0; i < got.size(); ++i) {
@@ -491,7 +491,7 @@ TEST(GgufConvert, LlamaFamiliesRoundTripThroughGguf) {
 // general.architecture), and its tensors in its order: rope_factors_long/short first (the config's
 // factors), attn_qkv and ffn_up fused; the file gives the directory's logits, bit for bit (the same F32
 // weights and frequencies), in a short session (short factors) and a long one. Where llama.cpp's
-// llama-completion is built (see LlamaCppRunsMinigptsLlamaFamilyFiles), it runs the file.
+// llama-completion is built (tests/test_llama_cpp_interop.cpp), it runs the file.
 TEST(GgufConvert, Phi3WritesWhatLlamaCppsConverterWrites) {
   for (const char* fixture : {"phi3-longrope-long", "phi3-partial-tied"}) {
     test::TempDir tmp;
@@ -658,7 +658,7 @@ TEST(GgufConvert, QuantizeWritesWhatLlamaQuantizeWould) {
     ASSERT_EQ(specs.size(), f32->tensors().size());
     for (size_t i = 1; i < specs.size(); ++i)
       EXPECT_TRUE(llama_tensor_less(specs[i - 1].name, specs[i].name));
-    const auto choices = choose_types(p, specs, 4);
+    const auto choices = choose_types(p, specs, QuantModel{4});
     std::set<GgmlType> seen;
     for (size_t i = 0; i < specs.size(); ++i) {
       const GgufTensor& t = f->tensors()[i];
@@ -916,71 +916,6 @@ TEST(QuantizeCli, BadInputsAreOneLineAndLeaveNothing) {
     EXPECT_FALSE(fs::exists(out)) << c.needle;
   }
   EXPECT_EQ(files_in(tmp.path()), std::vector<std::string>{"q8.gguf"});
-}
-
-}  // namespace
-}  // namespace minigpt
-
-namespace minigpt {
-namespace {
-
-// llama.cpp runs what `minigpt convert` and `minigpt quantize` write for each Llama-shaped family (random
-// weights of a small shape, GPT-2's tokenizer): llama-completion loads the file and prints text. Needs
-// llama.cpp's llama-completion (bench/peer.sh builds it into ~/.cache/minigpt-peer/llama.cpp/build/bin;
-// $MINIGPT_LLAMA_CPP_BIN names another folder).
-TEST(GgufConvert, LlamaCppRunsMinigptsLlamaFamilyFiles) {
-  const char* env = std::getenv("MINIGPT_LLAMA_CPP_BIN");
-  const char* home = std::getenv("HOME");
-  const fs::path bin =
-      env ? fs::path(env)
-          : fs::path(home ? home : "/root") / ".cache" / "minigpt-peer" / "llama.cpp" / "build" / "bin";
-  const fs::path completion = bin / "llama-completion";
-  if (!fs::exists(completion))
-    GTEST_SKIP() << "no " << completion.string() << " (bench/peer.sh builds llama.cpp there)";
-  const json base = {{"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
-                     {"hidden_size", 64},      {"intermediate_size", 128}, {"max_position_embeddings", 64},
-                     {"vocab_size", 50257},    {"rms_norm_eps", 1e-5},     {"tie_word_embeddings", true},
-                     {"bos_token_id", 50256},  {"eos_token_id", 50256}};
-  for (const char* family : {"llama", "mistral", "qwen2", "qwen3", "gemma3_text", "gemma2", "smollm3"}) {
-    test::TempDir tmp;
-    const fs::path hf = tmp / family;
-    fs::create_directories(hf);
-    json config = base;
-    config["model_type"] = family;
-    if (std::string(family).starts_with(
-            "gemma")) {  // Gemma's defaults are its published sizes' (head_dim 256)
-      config["head_dim"] = 16;
-      config["query_pre_attn_scalar"] = 16;
-      config["sliding_window"] = 4;
-      config["num_hidden_layers"] = 6;
-    }
-    { std::ofstream(hf / "config.json") << config.dump(); }
-    write_random_model(hf, load_config(hf / "config.json"));
-    copy_gpt2_tokenizer(hf);
-    for (const std::string type : {"f32", "q8_0", "q4_0"}) {
-      const fs::path out = tmp / (std::string(family) + "-" + type + ".gguf");
-      const auto r =
-          test::run_cli(type == "f32" ? "convert " + hf.string() + " " + out.string() + " --outtype f32"
-                                      : "quantize " + hf.string() + " " + out.string() + " --type " + type);
-      ASSERT_EQ(r.status, 0) << family << " " << type << ": " << r.err;
-      const fs::path log = tmp / "llama.out";
-      const std::string cmd = completion.string() + " -m " + out.string() +
-                              " -p Hello -n 8 --temp 0 -no-cnv -t 2 >" + log.string() + " 2>&1";
-      const int rc = std::system(cmd.c_str());
-      const std::string text = test::read_file(log);
-      EXPECT_EQ(rc, 0) << family << " " << type << ":\n" << text;
-      // llama.cpp's greedy text is minigpt's on the same file (F32: both compute in F32, so only rounding
-      // differs; the quantized files' activations are rounded differently by each engine, so those runs
-      // are only required to work).
-      const auto mine = test::run_cli("generate -m " + out.string() + " -p Hello -n 8 --temperature 0 -t 2");
-      ASSERT_EQ(mine.status, 0) << mine.err;
-      if (type == "f32") {
-        EXPECT_NE(text.find(mine.out.substr(0, mine.out.size() - 1)), std::string::npos)
-            << family << ": minigpt gave " << mine.out << "llama.cpp:\n"
-            << text;
-      }
-    }
-  }
 }
 
 }  // namespace

@@ -42,11 +42,11 @@ TEST(Quant, DequantizationEqualsTheGgufPackageBitForBit) {
 
 TEST(Quant, TypesWithoutADequantizerAreRefused) {
   EXPECT_FALSE(can_dequantize(GgmlType::IQ2_XXS));
-  EXPECT_FALSE(can_dequantize(GgmlType::Q2_K));
+  EXPECT_FALSE(can_dequantize(GgmlType::TQ1_0));
   std::vector<uint8_t> raw(84);
   std::vector<float> out(256);
-  test::expect_error([&] { dequantize(GgmlType::Q2_K, raw.data(), out.data(), 256); }, ErrorKind::Unsupported,
-                     {"Q2_K"});
+  test::expect_error([&] { dequantize(GgmlType::TQ1_0, raw.data(), out.data(), 256); },
+                     ErrorKind::Unsupported, {"TQ1_0"});
   test::expect_error([&] { dequantize(GgmlType::Q8_0, raw.data(), out.data(), 33); }, ErrorKind::Unsupported,
                      {"Q8_0", "33"});
 }

@@ -110,8 +110,8 @@ TEST(Quantize, BadCallsAreRefused) {
                      {"Q4_K", "32"});
   test::expect_error([&] { quantize(GgmlType::Q8_0, x.data(), q.data(), 33); }, ErrorKind::Unsupported,
                      {"Q8_0", "33"});
-  test::expect_error([&] { quantize(GgmlType::Q2_K, x.data(), q.data(), 256); }, ErrorKind::Unsupported,
-                     {"Q2_K"});
+  test::expect_error([&] { quantize(GgmlType::IQ2_XXS, x.data(), q.data(), 256); }, ErrorKind::Unsupported,
+                     {"IQ2_XXS"});
   EXPECT_FALSE(can_quantize(GgmlType::IQ4_NL));
   EXPECT_EQ(quantized_size(GgmlType::Q6_K, 512), 420u);
 }

@@ -33,7 +33,26 @@ namespace minigpt {
 
 // What the output's tensors become: llama-quantize's presets (and the converter's --outtype for F32, F16,
 // BF16; Auto is the converter's default: the 16-bit type of the checkpoint's first matrix, else F16).
-enum class GgufPreset { F32, F16, BF16, Q8_0, Q4_0, Q4_K_S, Q4_K_M, Q5_K_M, Q6_K, Auto };
+enum class GgufPreset {
+  F32,
+  F16,
+  BF16,
+  Q8_0,
+  Q4_0,
+  Q4_1,
+  Q5_0,
+  Q5_1,
+  Q2_K,
+  Q3_K_S,
+  Q3_K_M,
+  Q3_K_L,
+  Q4_K_S,
+  Q4_K_M,
+  Q5_K_S,
+  Q5_K_M,
+  Q6_K,
+  Auto
+};
 struct GgufPresetInfo {
   const char* name;         // as minigpt's --type spells it: "q4_k_m"
   uint32_t file_type;       // general.file_type: LLAMA_FTYPE_* (llama.h)
@@ -73,15 +92,21 @@ struct TypeOverrides {
     return output_tensor_type || token_embedding_type || pure || leave_output_tensor || !tensor_types.empty();
   }
 };
+// What llama-quantize's choice reads of the model besides its tensors (llama_model's hparams and type).
+struct QuantModel {
+  int64_t n_layer = 0;  // {arch}.block_count
+  int64_t n_gqa = 1;    // query heads per KV head: head_count / head_count_kv (of the first layer)
+  bool is_70b = false;  // llama.cpp's LLM_TYPE_70B: a llama of 80 layers with GQA, a qwen2 of 80 layers
+};
 // A ggml type by its name in any case ("q8_0", "Q6_K", "bf16"); nullopt for a name ggml does not define.
 std::optional<GgmlType> parse_ggml_type(std::string_view name);
-// The type llama-quantize (no imatrix) gives each tensor of a model with n_layer blocks under preset `p` and
-// the options `ov`, as its --dry-run lists them; `tensors` must be in llama's order (the counters of "use
+// The type llama-quantize (no imatrix) gives each tensor of `model` under preset `p` and the options `ov`,
+// as its --dry-run lists them; `tensors` must be in llama's order (the counters of "use
 // more bits" layers run in it). Tensors llama-quantize does not quantize keep their type. A type named by
 // --token-embedding-type or --output-tensor-type (for output.weight) is taken as given, as llama-quantize
 // takes it: it may not fit the rows (write_gguf refuses that; llama-quantize crashes on it).
-std::vector<TypeChoice> choose_types(GgufPreset p, const std::vector<TensorSpec>& tensors, int64_t n_layer,
-                                     const TypeOverrides& ov = {});
+std::vector<TypeChoice> choose_types(GgufPreset p, const std::vector<TensorSpec>& tensors,
+                                     const QuantModel& model, const TypeOverrides& ov = {});
 
 struct GgufWriteOptions {
   GgufPreset preset = GgufPreset::Auto;

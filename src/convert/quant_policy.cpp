@@ -29,8 +29,19 @@ constexpr GgufPresetInfo kPresets[] = {
     {"bf16", 32, GgmlType::BF16, "matrices BF16; 1-D tensors and position_embd F32"},
     {"q8_0", 7, GgmlType::Q8_0, "matrices Q8_0 (8.5 bits per weight)"},
     {"q4_0", 2, GgmlType::Q4_0, "matrices Q4_0 (4.5 bits per weight), token_embd Q6_K"},
+    {"q4_1", 3, GgmlType::Q4_1, "matrices Q4_1 (5 bits per weight), the head Q6_K"},
+    {"q5_0", 8, GgmlType::Q5_0, "matrices Q5_0 (5.5 bits per weight), the head Q6_K"},
+    {"q5_1", 9, GgmlType::Q5_1, "matrices Q5_1 (6 bits per weight), the head Q6_K"},
+    {"q2_k", 10, GgmlType::Q2_K,
+     "Q2_K; attn_v Q3_K (Q4_K with 4+ query heads per KV head), ffn_down and attn_output Q3_K"},
+    {"q3_k_s", 11, GgmlType::Q3_K, "every matrix Q3_K, the head Q6_K"},
+    {"q3_k_m", 12, GgmlType::Q3_K,
+     "Q3_K; attn_v Q5_K in the first 2 layers else Q4_K, attn_output Q4_K, ffn_down Q5_K in the first 1/16 "
+     "else Q4_K"},
+    {"q3_k_l", 13, GgmlType::Q3_K, "Q3_K; attn_v, attn_output and ffn_down Q5_K"},
     {"q4_k_s", 14, GgmlType::Q4_K, "Q4_K; attn_qkv of the first 4 layers and ffn_down of the first 1/8 Q5_K"},
     {"q4_k_m", 15, GgmlType::Q4_K, "Q4_K; attn_qkv and ffn_down Q6_K in the 'more bits' layers"},
+    {"q5_k_s", 16, GgmlType::Q5_K, "every matrix Q5_K, the head Q6_K"},
     {"q5_k_m", 17, GgmlType::Q5_K, "Q5_K; attn_qkv and ffn_down Q6_K in the 'more bits' layers"},
     {"q6_k", 18, GgmlType::Q6_K, "every matrix Q6_K"},
     {"auto", 1024, GgmlType::F16, "the checkpoint's 16-bit type (F16 for an F32 checkpoint)"},
@@ -112,9 +123,11 @@ std::optional<GgufPreset> parse_preset(std::string_view name) {
 
 std::string preset_names() {
   // In the order the README and --help list them.
-  static const GgufPreset order[] = {GgufPreset::Q8_0,   GgufPreset::Q4_0,   GgufPreset::Q4_K_S,
-                                     GgufPreset::Q4_K_M, GgufPreset::Q5_K_M, GgufPreset::Q6_K,
-                                     GgufPreset::F16,    GgufPreset::BF16,   GgufPreset::F32};
+  static const GgufPreset order[] = {
+      GgufPreset::Q8_0,   GgufPreset::Q4_0,   GgufPreset::Q4_1,   GgufPreset::Q5_0,   GgufPreset::Q5_1,
+      GgufPreset::Q2_K,   GgufPreset::Q3_K_S, GgufPreset::Q3_K_M, GgufPreset::Q3_K_L, GgufPreset::Q4_K_S,
+      GgufPreset::Q4_K_M, GgufPreset::Q5_K_S, GgufPreset::Q5_K_M, GgufPreset::Q6_K,   GgufPreset::F16,
+      GgufPreset::BF16,   GgufPreset::F32};
   std::string s;
   for (GgufPreset p : order) s += (s.empty() ? "" : ", ") + std::string(preset_info(p).name);
   return s;
@@ -140,8 +153,9 @@ std::optional<GgmlType> parse_ggml_type(std::string_view name) {
   return std::nullopt;
 }
 
-std::vector<TypeChoice> choose_types(GgufPreset p, const std::vector<TensorSpec>& tensors, int64_t n_layer,
-                                     const TypeOverrides& ov) {
+std::vector<TypeChoice> choose_types(GgufPreset p, const std::vector<TensorSpec>& tensors,
+                                     const QuantModel& model, const TypeOverrides& ov) {
+  const int64_t n_layer = model.n_layer;
   const GgufPresetInfo& info = preset_info(p);
   const GgmlType default_type = info.default_type;
   // init_quantize_state_counters
@@ -238,16 +252,30 @@ std::vector<TypeChoice> choose_types(GgufPreset p, const std::vector<TensorSpec>
       // (only the IQ and ternary presets change untied embeddings)
     } else if (is_attn_v(c)) {
       // attn_qkv takes this branch before its own (which would give Q5_K to Q4_K_M): as llama-quantize.
-      if ((p == GgufPreset::Q4_K_M || p == GgufPreset::Q5_K_M) &&
-          use_more_bits(i_attention_wv, n_attention_wv)) {
+      if (p == GgufPreset::Q2_K) {
+        type = model.n_gqa >= 4 ? GgmlType::Q4_K : GgmlType::Q3_K;
+      } else if (p == GgufPreset::Q3_K_M) {
+        type = i_attention_wv < 2 ? GgmlType::Q5_K : GgmlType::Q4_K;
+      } else if (p == GgufPreset::Q3_K_L) {
+        type = GgmlType::Q5_K;
+      } else if ((p == GgufPreset::Q4_K_M || p == GgufPreset::Q5_K_M) &&
+                 use_more_bits(i_attention_wv, n_attention_wv)) {
         type = GgmlType::Q6_K;
       } else if (p == GgufPreset::Q4_K_S && i_attention_wv < 4) {
         type = GgmlType::Q5_K;
       }
+      // A 70B Llama shares each attn_v among 8 query heads: a few more bits cost little there.
+      if (model.is_70b && (type == GgmlType::Q3_K || type == GgmlType::Q4_K)) type = GgmlType::Q5_K;
       ++i_attention_wv;
     } else if (c == Category::FfnDown) {
       const int i_layer = i_ffn_down, n = n_ffn_down;
-      if (p == GgufPreset::Q4_K_M) {
+      if (p == GgufPreset::Q2_K) {
+        type = GgmlType::Q3_K;
+      } else if (p == GgufPreset::Q3_K_M) {
+        type = i_layer < n / 16 ? GgmlType::Q5_K : GgmlType::Q4_K;
+      } else if (p == GgufPreset::Q3_K_L) {
+        type = GgmlType::Q5_K;
+      } else if (p == GgufPreset::Q4_K_M) {
         if (use_more_bits(i_layer, n)) type = GgmlType::Q6_K;
       } else if (p == GgufPreset::Q5_K_M && use_more_bits(i_layer, n)) {
         type = GgmlType::Q6_K;
@@ -255,6 +283,14 @@ std::vector<TypeChoice> choose_types(GgufPreset p, const std::vector<TensorSpec>
         type = GgmlType::Q5_K;
       }
       ++i_ffn_down;
+    } else if (c == Category::AttnOutput) {
+      if (p == GgufPreset::Q2_K) {
+        type = GgmlType::Q3_K;
+      } else if (p == GgufPreset::Q3_K_M) {
+        type = GgmlType::Q4_K;
+      } else if (p == GgufPreset::Q3_K_L) {
+        type = GgmlType::Q5_K;
+      }
     }
     // tensor_type_fallback: rows that are not whole blocks of the chosen type.
     std::string why;
@@ -262,6 +298,10 @@ std::vector<TypeChoice> choose_types(GgufPreset p, const std::vector<TensorSpec>
     if (ncols % block_size(type) != 0) {
       GgmlType fallback = type;
       switch (type) {
+        case GgmlType::Q2_K:
+        case GgmlType::Q3_K:
+          fallback = GgmlType::Q4_0;
+          break;
         case GgmlType::Q4_K:
           fallback = GgmlType::Q5_0;
           break;

@@ -92,6 +92,32 @@ void quantize_rows(GgmlType type, const float* src, uint8_t* dst, int64_t rows, 
     if (e) std::rethrow_exception(e);
 }
 
+// What llama-quantize reads of the model's hyperparameters for its choice of types, from the metadata it
+// would load: head_count_kv defaults to head_count (llama_model_loader), a per-layer array gives its first.
+QuantModel quant_model(const Source& s) {
+  auto find = [&](const std::string& key) -> const GgufValue* {
+    for (const auto& [k, v] : s.metadata)
+      if (k == key) return &v;
+    return nullptr;
+  };
+  auto first_int = [](const GgufValue* v) -> int64_t {
+    if (v == nullptr) return 0;
+    if (v->type != GgufType::ARRAY) return v->i;
+    return v->ints.empty() ? 0 : v->ints[0];
+  };
+  QuantModel m;
+  m.n_layer = s.n_layer;
+  const GgufValue* arch = find("general.architecture");
+  const std::string a = arch != nullptr && arch->type == GgufType::STRING ? arch->s : "";
+  const int64_t n_head = first_int(find(a + ".attention.head_count"));
+  const GgufValue* kv = find(a + ".attention.head_count_kv");
+  const int64_t n_head_kv = kv != nullptr ? first_int(kv) : n_head;
+  m.n_gqa = n_head_kv > 0 ? n_head / n_head_kv : 0;
+  // LLM_TYPE_70B as the architectures' load_hparams set it (the only model type the choice reads)
+  m.is_70b = s.n_layer == 80 && ((a == "llama" && n_head != n_head_kv) || a == "qwen2");
+  return m;
+}
+
 }  // namespace
 
 GgufWriteSummary write_gguf(const fs::path& in, const fs::path& out, const GgufWriteOptions& o) {
@@ -144,7 +170,7 @@ GgufWriteSummary write_gguf(const fs::path& in, const fs::path& out, const GgufW
   } else {
     std::vector<TensorSpec> specs;
     for (size_t i : order) specs.push_back({s.tensors[i].name, s.tensors[i].ne, s.tensors[i].type});
-    choices = choose_types(preset, specs, s.n_layer, o.overrides);
+    choices = choose_types(preset, specs, quant_model(s), o.overrides);
   }
   GgufWriteSummary sum;
   sum.preset = preset;

@@ -380,8 +380,8 @@ GgufModel open_gguf(const ModelSource& source) {
       throw Error(
           ErrorKind::Unsupported,
           f.path() + ": tensor '" + t.name + "' is " + ggml_type_info(uint32_t(t.type))->name +
-              ", which minigpt does not read (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, "
-              "Q6_K)");
+              ", which minigpt does not read (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, "
+              "Q4_K, Q5_K, Q6_K)");
     }
     // A matrix is kept in its blocks where the backend holds the type (read_raw); read() dequantizes to F32
     // (vectors, --dtype, a backend without the type).

@@ -91,6 +91,36 @@ void q4_k(const uint8_t* b, float* y) {
   }
 }
 
+// Q2_K: 16 bytes of (4-bit scale | 4-bit min << 4), one per 16 values, 64 bytes of 2-bit levels (value
+// 128 h + 32 k + l in bits 2k..2k+1 of byte 32 h + l), d, dmin: value = d * scale * q - dmin * min.
+void q2_k(const uint8_t* b, float* y) {
+  const uint8_t* sc = b;
+  const uint8_t* q = b + 16;
+  const float d = half(b + 80), dmin = half(b + 82);
+  for (int i = 0; i < 256; ++i) {
+    const int h = i / 128, k = (i % 128) / 32, l = i % 32;
+    const float dl = d * float(sc[i / 16] & 0xF), ml = dmin * float(sc[i / 16] >> 4);
+    y[i] = dl * float((q[32 * h + l] >> (2 * k)) & 3) - ml;
+  }
+}
+
+// Q3_K: hmask (bit k of byte l: the third bit of value 32 k + l), the low 2 bits as Q2_K's, 12 bytes of
+// 6-bit scales biased by 32 (low nibbles in bytes 0-7, top 2 bits in bytes 8-11), d: value = d * (scale -
+// 32) * (q - 4), where q's third bit is set.
+void q3_k(const uint8_t* b, float* y) {
+  const uint8_t* hmask = b;
+  const uint8_t* q = b + 32;
+  const uint8_t* s = b + 96;
+  const float d = half(b + 108);
+  for (int i = 0; i < 256; ++i) {
+    const int h = i / 128, k = (i % 128) / 32, l = i % 32, j = i / 16;
+    const int low = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
+    const int sc = (low | (((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+    const int v = ((q[32 * h + l] >> (2 * k)) & 3) - ((hmask[l] >> (i / 32)) & 1 ? 0 : 4);
+    y[i] = d * float(sc) * float(v);
+  }
+}
+
 // Q5_K: as Q4_K with a fifth bit per value from qh (32 bytes; bit k of qh[l] belongs to sub-block k).
 void q5_k(const uint8_t* b, float* y) {
   const float d = half(b), dmin = half(b + 2);
@@ -147,6 +177,8 @@ bool can_dequantize(GgmlType t) {
     case GgmlType::Q4_1:
     case GgmlType::Q5_0:
     case GgmlType::Q5_1:
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
@@ -188,6 +220,12 @@ void dequantize(GgmlType type, const uint8_t* src, float* dst, int64_t n) {
       break;
     case GgmlType::Q5_1:
       fn = q5_1;
+      break;
+    case GgmlType::Q2_K:
+      fn = q2_k;
+      break;
+    case GgmlType::Q3_K:
+      fn = q3_k;
       break;
     case GgmlType::Q4_K:
       fn = q4_k;

@@ -140,11 +140,12 @@ int nearest_int(float v) {
 
 constexpr float kGroupMaxEps = 1e-15f;  // below this largest |x| a group is all zero
 
-// Fits x[0, n) as scale * L + min (L in [0, nmax], min <= 0) minimising the weighted squared error: the
-// plain min/max fit first, then nstep + 1 candidate scales around it, each with its least-squares scale
-// and offset for the levels it rounds to. Returns the scale; *neg_min = -min. (ggml: make_qkx2_quants.)
+// Fits x[0, n) as scale * L + min (L in [0, nmax], min <= 0) minimising the weighted squared error (the
+// weighted absolute error with abs_error): the plain min/max fit first, then nstep + 1 candidate scales
+// around it, each with its least-squares scale and offset for the levels it rounds to. Returns the scale;
+// *neg_min = -min. (ggml: make_qkx2_quants; abs_error is its use_mad.)
 float fit_scale_offset(int n, int nmax, const float* x, const float* w, uint8_t* L, float* neg_min,
-                       uint8_t* Laux, float rmin, float rdelta, int nstep) {
+                       uint8_t* Laux, float rmin, float rdelta, int nstep, bool abs_error) {
   float lo = x[0], hi = x[0];
   float sum_w = w[0];
   float sum_x = sum_w * x[0];
@@ -168,7 +169,7 @@ float fit_scale_offset(int n, int nmax, const float* x, const float* w, uint8_t*
     const int l = nearest_int(iscale * (x[i] - lo));
     L[i] = uint8_t(std::max(0, std::min(nmax, l)));
     float diff = scale * float(L[i]) + lo - x[i];
-    diff = diff * diff;
+    diff = abs_error ? std::fabs(diff) : diff * diff;
     best_error += w[i] * diff;
   }
   for (int is = 0; is <= nstep; ++is) {
@@ -193,7 +194,7 @@ float fit_scale_offset(int n, int nmax, const float* x, const float* w, uint8_t*
       float cur_error = 0;
       for (int i = 0; i < n; ++i) {
         float diff = this_scale * float(Laux[i]) + this_min - x[i];
-        diff = diff * diff;
+        diff = abs_error ? std::fabs(diff) : diff * diff;
         cur_error += w[i] * diff;
       }
       if (cur_error < best_error) {
@@ -258,6 +259,57 @@ float fit_scale_symmetric(int n, int nmax, const float* x, int8_t* L) {
   return scale;
 }
 
+// Fits x[0, n) as scale * (L - nmax), L in [0, 2 nmax - 1], weighting each value by x^2: the levels of the
+// largest |x|'s scale first, then up to 5 passes that move single values to the level their least-squares
+// fit without them prefers, where that improves the fit. Returns the least-squares scale of the levels
+// kept. (ggml: make_q3_quants with do_rmse.)
+float fit_scale_iterative(int n, int nmax, const float* x, int8_t* L) {
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    std::fill(L, L + n, int8_t(0));
+    return 0.0f;
+  }
+  auto clamp = [nmax](int l) { return std::max(-nmax, std::min(nmax - 1, l)); };
+  const float iscale = -float(nmax) / max;
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = clamp(nearest_int(iscale * x[i]));
+    L[i] = int8_t(l);
+    const float w = x[i] * x[i];
+    sumlx += w * x[i] * float(l);
+    suml2 += w * float(l) * float(l);
+  }
+  for (int pass = 0; pass < 5; ++pass) {
+    int changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = x[i] * x[i];
+      float slx = sumlx - w * x[i] * float(L[i]);
+      if (!(slx > 0)) continue;  // (a NaN skips, as ggml's `if (slx > 0)`)
+      float sl2 = suml2 - w * float(L[i]) * float(L[i]);
+      const int l = clamp(nearest_int(x[i] * sl2 / slx));
+      if (l == L[i]) continue;
+      slx += w * x[i] * float(l);
+      sl2 += w * float(l) * float(l);
+      if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+        L[i] = int8_t(l);
+        sumlx = slx;
+        suml2 = sl2;
+        ++changed;
+      }
+    }
+    if (changed == 0) break;
+  }
+  for (int i = 0; i < n; ++i) L[i] = int8_t(L[i] + nmax);
+  return suml2 > 0 ? sumlx / suml2 : 0.0f;
+}
+
 // The 6-bit scale and min of sub-block j in a Q4_K / Q5_K block's 12 scale bytes, and their packing:
 // sub-blocks 0-3 in the low 6 bits of bytes j (scale) and j + 4 (min); 4-7 split into a low nibble in byte
 // j + 4 and two high bits in the top of bytes j - 4 (scale) and j (min).
@@ -298,7 +350,8 @@ void k_scales_and_levels(const float* x, int nmax, float rmin, float rdelta, int
     for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
     const float av_x = std::sqrt(sum_x2 / 32.0f);
     for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xs[l]);
-    scales[j] = fit_scale_offset(32, nmax, xs, weights, L + 32 * j, &mins[j], Laux, rmin, rdelta, nstep);
+    scales[j] =
+        fit_scale_offset(32, nmax, xs, weights, L + 32 * j, &mins[j], Laux, rmin, rdelta, nstep, false);
     if (scales[j] > max_scale) max_scale = scales[j];
     if (mins[j] > max_min) max_min = mins[j];
   }
@@ -325,6 +378,109 @@ void k_scales_and_levels(const float* x, int nmax, float rmin, float rdelta, int
       L[32 * j + i] = uint8_t(std::max(0, std::min(nmax, l)));
     }
   }
+}
+
+// The 2-bit levels of Q2_K and the low 2 bits of Q3_K's: per 128 values, 32 bytes holding values l, l + 32,
+// l + 64, l + 96 in bits 0-1, 2-3, 4-5, 6-7 of byte l.
+void pack_2bit(const uint8_t* L, uint8_t* q) {
+  for (int j = 0; j < QKK; j += 128, q += 32) {
+    for (int l = 0; l < 32; ++l) {
+      q[l] = uint8_t(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+    }
+  }
+}
+
+// Q2_K: 16 bytes of (4-bit scale | 4-bit min << 4), one per 16 values, 64 bytes of 2-bit levels, then d and
+// dmin (F16). Each group of 16 is fitted with fit_scale_offset (weights |x|, absolute error), the scales and
+// mins quantized to 4 bits against the block's largest, then every value re-rounded against them.
+void block_q2_k(const float* x, uint8_t* b) {
+  uint8_t L[QKK], Laux[16];
+  float weights[16], scales[16], mins[16];
+  float max_scale = 0, max_min = 0;
+  for (int j = 0; j < 16; ++j) {
+    for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
+    scales[j] =
+        fit_scale_offset(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
+    if (scales[j] > max_scale) max_scale = scales[j];
+    if (mins[j] > max_min) max_min = mins[j];
+  }
+  std::memset(b, 0, 84);  // an all-zero block keeps d = dmin = +0 and every level 0
+  uint8_t* sc = b;
+  if (max_scale > 0) {
+    const float iscale = 15.0f / max_scale;
+    for (int j = 0; j < 16; ++j) sc[j] = uint8_t(nearest_int(iscale * scales[j]));  // as ggml: modulo 256
+    put_half(b + 80, max_scale / 15.0f);
+  }
+  if (max_min > 0) {
+    const float iscale = 15.0f / max_min;
+    for (int j = 0; j < 16; ++j) sc[j] = uint8_t(sc[j] | (uint32_t(nearest_int(iscale * mins[j])) << 4));
+    put_half(b + 82, max_min / 15.0f);
+  }
+  const float d_all = get_half(b + 80), dmin_all = get_half(b + 82);
+  for (int j = 0; j < 16; ++j) {
+    const float d = d_all * float(sc[j] & 0xF);
+    if (d == 0) continue;  // the group keeps the levels of its own fit
+    const float dm = dmin_all * float(sc[j] >> 4);
+    for (int i = 0; i < 16; ++i) {
+      L[16 * j + i] = uint8_t(std::max(0, std::min(3, nearest_int((x[16 * j + i] + dm) / d))));
+    }
+  }
+  pack_2bit(L, b + 16);
+}
+
+// Q3_K: hmask (32 bytes: bit k of byte l is the third bit of value 32 k + l), 64 bytes of the low 2 bits
+// (as Q2_K's), 12 bytes of 6-bit signed scales (one per 16 values: the low nibbles of scales 0-7 and 8-15
+// in bytes 0-7, their top 2 bits in bytes 8-11, scale j at bits 2 (j / 4) of byte 8 + j % 4), then d (F16).
+// Each group of 16 is fitted with fit_scale_iterative, the scales quantized against the largest |scale|,
+// then every value re-rounded against them.
+void block_q3_k(const float* x, uint8_t* b) {
+  int8_t L[QKK];
+  float scales[16];
+  float max_scale = 0, amax = 0;
+  for (int j = 0; j < 16; ++j) {
+    scales[j] = fit_scale_iterative(16, 4, x + 16 * j, L + 16 * j);
+    if (std::fabs(scales[j]) > amax) {
+      amax = std::fabs(scales[j]);
+      max_scale = scales[j];
+    }
+  }
+  std::memset(b, 0, 110);
+  uint8_t* hmask = b;
+  uint8_t* s = b + 96;
+  if (max_scale != 0) {
+    const float iscale = -32.0f / max_scale;
+    for (int j = 0; j < 16; ++j) {
+      // As ggml: the int narrowed to int8 first (modulo 256), then clamped.
+      const int l = std::max(-32, std::min(31, int(int8_t(nearest_int(iscale * scales[j]))))) + 32;
+      if (j < 8) {
+        s[j] = uint8_t(l & 0xF);
+      } else {
+        s[j - 8] = uint8_t(s[j - 8] | ((l & 0xF) << 4));
+      }
+      s[8 + j % 4] = uint8_t(s[8 + j % 4] | ((l >> 4) << (2 * (j / 4))));
+    }
+    put_half(b + 108, 1 / iscale);
+  }
+  const float d_all = get_half(b + 108);
+  for (int j = 0; j < 16; ++j) {
+    const int low = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
+    const int sc = (low | (((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+    const float d = d_all * float(sc);
+    if (d == 0) continue;  // the group keeps the levels of its own fit
+    for (int i = 0; i < 16; ++i) {
+      L[16 * j + i] = int8_t(std::max(-4, std::min(3, nearest_int(x[16 * j + i] / d))) + 4);
+    }
+  }
+  uint8_t low[QKK];
+  for (int j = 0; j < QKK; ++j) {
+    int l = L[j];
+    if (l > 3) {
+      hmask[j % 32] = uint8_t(hmask[j % 32] | (1 << (j / 32)));
+      l -= 4;
+    }
+    low[j] = uint8_t(l);
+  }
+  pack_2bit(low, b + 32);
 }
 
 // Q4_K: d, dmin, 12 scale bytes, then 128 bytes: per 64 values, 32 bytes of (L[i] | L[i + 32] << 4).
@@ -453,6 +609,12 @@ void quantize(GgmlType type, const float* src, uint8_t* dst, int64_t n) {
       break;
     case GgmlType::Q5_1:
       fn = block_q5_1;
+      break;
+    case GgmlType::Q2_K:
+      fn = block_q2_k;
+      break;
+    case GgmlType::Q3_K:
+      fn = block_q3_k;
       break;
     case GgmlType::Q4_K:
       fn = block_q4_k;

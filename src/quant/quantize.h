@@ -2,11 +2,12 @@
 // references compute them:
 //   Q8_0, Q4_0, Q4_1, Q5_0, Q5_1  as the `gguf` Python package's gguf.quants.quantize (numpy, float32
 //                                 arithmetic; the same bytes as ggml's quantize_row_*_ref),
-//   Q4_K, Q5_K, Q6_K              as ggml's quantize_row_q{4,5,6}_K_ref (ggml-quants.c), which llama-quantize
-//                                 runs when no importance matrix is given,
+//   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K  as ggml's quantize_row_q{2,3,4,5,6}_K_ref (ggml-quants.c), which
+//                                 llama-quantize runs when no importance matrix is given,
 //   F16, BF16                     round to nearest even (numpy's astype(float16); ggml's fp32 -> bf16, NaN
 //                                 quieted), F32 a copy.
-// (tools/reference/make_quantize_reference.py writes the expected bytes; tests/test_quantize.cpp compares.)
+// (tools/reference/make_quantize_reference.py writes the expected bytes; tests/test_quantize.cpp compares;
+// tests/test_llama_cpp_interop.cpp compares whole files with llama-quantize's, every preset.)
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,7 @@
 
 namespace minigpt {
 
-// Whether quantize() writes `type`: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
+// Whether quantize() writes `type`: the types dequantize() reads (quant/quant.h).
 bool can_quantize(GgmlType type);
 // The bytes n values of `type` take (n a multiple of its block size).
 uint64_t quantized_size(GgmlType type, int64_t n);
