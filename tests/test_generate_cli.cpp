@@ -243,7 +243,8 @@ TEST(GenerateCli, BadInputIsOneLineAndNothingElse) {
   test::write_file(tmp / "long.txt", std::string(100, 'x'));
   std::filesystem::create_directories(tmp / "empty");
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"-m " + (tmp / "nope").string() + " -p hi", "does not exist"},
+      {"-m " + (tmp / "nope.gguf").string() + " -p hi",
+       (tmp / "nope.gguf").string() + ": no such file or directory"},
       {"-m " + (tmp / "empty").string() + " -p hi", "no config.json"},
       {cm.m() + "-p hi --top-p 1.5", "top_p: "},
       {cm.m() + "-p hi --temperature -1", "temperature: "},
