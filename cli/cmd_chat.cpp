@@ -123,6 +123,7 @@ int run_chat(ChatCliOptions& o, const std::function<bool(const char*)>& given) {
     std::string line;
     if (!read_turn_line("> ", line, show)) break;
     at_line_start = true;
+    if (is_blank(line)) continue;  // a stray Enter costs no reply and leaves the conversation as it is
     if (line == "/reset") {
       messages = system;
       cached.clear();

@@ -226,12 +226,13 @@ int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& 
   const auto dir = resolve_model_dir(o.model);
   const ModelSource source = ModelSource::open(dir);  // classified, a GGUF parsed, once for every reader
   check_tokenizer_source(o.model.tokenizer, source);
-  auto model = Model::load(source, load_options(o.model));
-  const Tokenizer tok = load_tokenizer(o.model.tokenizer, source, model->config().n_vocab);
+  // The prompt before the model, as perplexity reads its text: a missing file is said before a load.
   const std::string prompt_text = o.interactive ? (o.prompt_given    ? o.prompt
                                                    : !o.file.empty() ? read_prompt(o)
                                                                      : "")
                                                 : read_prompt(o);
+  auto model = Model::load(source, load_options(o.model));
+  const Tokenizer tok = load_tokenizer(o.model.tokenizer, source, model->config().n_vocab);
   std::vector<int32_t> prompt;
   try {
     // With the special tokens of tokenizer.json's template (e.g. a BOS), as a transformers tokenizer gives
@@ -305,6 +306,8 @@ int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& 
   const double decode_tps = timed ? double(n_gen - 1) / r.decode_seconds : 0.0;
   char decode_text[48] = "n/a";
   if (timed) std::snprintf(decode_text, sizeof decode_text, "%.1f tok/s", decode_tps);
+  // Temperature 0 takes the argmax: no draw, so no seed to repeat the run with.
+  const bool greedy = g.sampling.temperature == 0.0f;
   if (o.json_out) {
     json summary = {{"prompt_tokens", r.prompt.size()},
                     {"prompt_tokens_dropped", r.prompt_dropped},
@@ -314,7 +317,7 @@ int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& 
                     {"ttft_ms", r.first_token_seconds * 1e3},
                     {"stop_reason", stop_reason_name(r.reason)},
                     {"slides", r.slides},
-                    {"seed", g.sampling.seed},
+                    {"seed", greedy ? json(nullptr) : json(g.sampling.seed)},
                     {"sampling",
                      {{"temperature", g.sampling.temperature},
                       {"top_k", g.sampling.top_k},
@@ -331,10 +334,10 @@ int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& 
     write_stdout("\n");  // the text before the summary, also when both go to one terminal or file
     std::fprintf(stderr,
                  "minigpt: prompt %zu token%s, prefill %.1f tok/s | generated %lld token%s, decode %s | "
-                 "time to first token %.1f ms | stop: %s | seed %llu\n",
+                 "time to first token %.1f ms | stop: %s | %s\n",
                  r.prompt.size(), r.prompt.size() == 1 ? "" : "s", prefill_tps, (long long)n_gen,
                  n_gen == 1 ? "" : "s", decode_text, r.first_token_seconds * 1e3, stop_reason_name(r.reason),
-                 (unsigned long long)g.sampling.seed);
+                 greedy ? "greedy" : ("seed " + std::to_string(g.sampling.seed)).c_str());
   }
   return 0;
 }
@@ -346,8 +349,8 @@ const bool registered_generate =
       add_tokenizer_option(app, o->model.tokenizer);
       auto* prompt_opt = app.add_option_function<std::string>(
           "-p,--prompt", [o](const std::string& p) { o->prompt = p, o->prompt_given = true; },
-          "Prompt text (else --file, else stdin; empty: start from BOS)");
-      auto* file_opt = app.add_option("--file", o->file, "Read the prompt from this file");
+          "Prompt text (else -f, else stdin; empty: start from BOS)");
+      auto* file_opt = app.add_option("-f,--file", o->file, "Read the prompt from this file");
       prompt_opt->excludes(file_opt);
       app.add_flag("--no-echo", o->no_echo, "Do not print the prompt before the generated text");
       add_sampling_flags(app, *o);

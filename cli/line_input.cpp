@@ -40,6 +40,8 @@ bool read_stdin_line(std::string& line) {
   return !line.empty();
 }
 
+bool is_blank(std::string_view line) { return line.find_first_not_of(" \t") == std::string_view::npos; }
+
 bool read_turn_line(const std::string& prompt, std::string& line,
                     const std::function<void(std::string_view)>& show) {
   g_interrupts = 0;
@@ -52,7 +54,7 @@ bool read_turn_line(const std::string& prompt, std::string& line,
     line = raw;
     std::free(raw);
     if (g_interrupts.load() > 0 && line.empty()) return false;  // Ctrl-C at the prompt ends the session
-    if (!line.empty()) add_history(line.c_str());
+    if (!is_blank(line)) add_history(line.c_str());
     return true;
   }
   show(prompt);

@@ -23,8 +23,11 @@ void catch_interrupts();
 // gigabytes).
 bool read_stdin_line(std::string& line);
 
+// A line of nothing but spaces and tabs (or nothing): a stray Enter, not a turn.
+bool is_blank(std::string_view line);
+
 // The next line after `prompt`: on a terminal readline() shows the prompt and edits the line (added to the
-// history when not empty); otherwise `show` writes the prompt and then the line read, as a terminal would
+// history when not blank); otherwise `show` writes the prompt and then the line read, as a terminal would
 // show what was typed, so that a transcript reads as a dialogue. False at the end of the input (Ctrl-D, which
 // ends the terminal's line through `show`) or at Ctrl-C on an empty line; resets g_interrupts before reading.
 bool read_turn_line(const std::string& prompt, std::string& line,

@@ -156,6 +156,39 @@ TEST(ChatCli, TwoTurnsCtrlCResetAndATurnEqualTransformersRendering) {
   EXPECT_EQ(whole.substr(0, cut.size()), cut);
 }
 
+// A stray Enter, or a line of spaces, is no turn: the prompt is shown again, nothing is rendered, generated
+// or added to the conversation, and the next line's turn is the reference's first.
+TEST(ChatCli, BlankLinesAreNoTurns) {
+  const ojson ref = read_chat_session();
+  test::TempDir tmp;
+  const auto log = tmp / "prompts.jsonl";
+  test::Pty pty(chat_args(ref, log.string()));
+  ASSERT_TRUE(pty.ok());
+  ASSERT_TRUE(pty.read_until("> ", 0, 60)) << pty.out();
+  for (const std::string blank : {"", "   "}) {  // (a tab would be libedit's completion)
+    ASSERT_TRUE(pty.wait_raw_mode()) << pty.out();
+    const size_t from = pty.out().size();
+    pty.write(blank + "\n");
+    ASSERT_TRUE(pty.read_until("\n> ", from)) << pty.out();
+  }
+  ASSERT_TRUE(pty.wait_raw_mode()) << pty.out();
+  const std::string line = ref["users"][0].get<std::string>();
+  size_t from = pty.out().size();
+  pty.write(line + "\n");
+  ASSERT_TRUE(pty.read_until(line + "\n", from)) << pty.out();
+  from = pty.out().find(line + "\n", from) + line.size() + 1;
+  ASSERT_TRUE(pty.read_until("\n> ", from)) << pty.out();
+  EXPECT_EQ(pty.out().substr(from, pty.out().find("\n> ", from) - from),
+            ref["turns"][0]["reply"].get<std::string>());
+  ASSERT_TRUE(pty.wait_raw_mode()) << pty.out();
+  pty.write("\x04");
+  EXPECT_EQ(pty.wait_exit(), 0) << pty.out();
+  const std::vector<ojson> prompts = read_json_lines(log);
+  ASSERT_EQ(prompts.size(), 1u) << test::read_file(log);
+  EXPECT_EQ(prompts[0]["prompt"].get<std::string>(), ref["turns"][0]["prompt"].get<std::string>());
+  EXPECT_EQ(prompts[0]["kept"], 0);
+}
+
 // The conversation from a pipe (no terminal: plain lines, the transcript shows each line after its prompt); a
 // model without a chat template is refused in one line unless --chat-template gives one.
 TEST(ChatCli, PipedLinesAndTheTemplateFlag) {

@@ -101,7 +101,7 @@ TEST(Cli, LoadErrorsAreOneLineAndNonZero) {
     std::string needle;
   };
   const std::vector<Case> cases = {
-      {"missing dir", [](auto&) {}, "does not exist"},
+      {"missing dir", [](auto&) {}, ": no such file or directory"},
       {"no config", [](auto& d) { std::filesystem::create_directories(d); }, "no config.json"},
       {"bad json",
        [](auto& d) {
@@ -233,7 +233,7 @@ TEST(Cli, ModelAndTextFileMistakesSayWhatToDo) {
   r = test::run_cli("info -m " + (tmp / "folder").string());
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.err, "minigpt: error: " + (tmp / "folder").string() +
-                       ": no config.json, but 2 GGUF files: give " + "one with -m (e.g. -m " +
+                       ": no config.json, but 2 GGUF files: load one of them (e.g. " +
                        (tmp / "folder" / "a-f16.gguf").string() + ")\n");
   test::write_file(tmp / "garbage.bin", "ab\xc3(");
   r = test::run_cli("tokenize --file " + (tmp / "garbage.bin").string());

@@ -439,7 +439,7 @@ TEST(FaultsCli, CtxSizeBoundsTheKvCache) {
   EXPECT_NE(r.err.find("longer than the context of 4 (n_ctx)"), std::string::npos) << r.err;
   r = run_cli("generate -m " + dir + " -p hi -c 2000000");
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("n_ctx: 2000000 is outside [0, 1048576]"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ctx_size: 2000000 is outside [0, 1048576]"), std::string::npos) << r.err;
   r = run_cli("generate -m " + dir + " -p hi -c 8 --max-new-tokens 20 --seed 1");
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.err.find("stop: context"), std::string::npos) << r.err;

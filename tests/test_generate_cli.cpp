@@ -48,6 +48,45 @@ TEST(GenerateCli, GreedyOutputIsThePromptThenTheLibrarysText) {
   EXPECT_EQ(quiet.out, want.text + "\n");
 }
 
+// -f FILE, as perplexity (and llama.cpp's -f) spell it: the prompt is the file's text, as -p would give it; a
+// missing file is one line, said before the model is loaded.
+TEST(GenerateCli, DashFReadsThePromptFromAFile) {
+  CliModel cm;
+  test::write_file(cm.tmp / "prompt.txt", "To be");
+  const std::string args = " --temperature 0 --max-new-tokens 8";
+  auto from_file = test::run_cli("generate " + cm.m() + "-f " + (cm.tmp / "prompt.txt").string() + args);
+  auto from_flag = test::run_cli("generate " + cm.m() + "-p 'To be'" + args);
+  ASSERT_EQ(from_file.status, 0) << from_file.err;
+  EXPECT_EQ(from_file.out, from_flag.out);
+  EXPECT_EQ(from_file.out.rfind("To be", 0), 0u) << from_file.out;
+  const std::string missing = (cm.tmp / "missing.txt").string();
+  auto r = test::run_cli("generate " + cm.m() + "-f " + missing);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err,
+            "minigpt: error: " + missing + ": cannot open the prompt file: No such file or directory\n");
+  auto both = test::run_cli("generate " + cm.m() + "-p hi -f " + (cm.tmp / "prompt.txt").string());
+  EXPECT_EQ(both.status, 2);
+  EXPECT_EQ(test::line_count(both.err), 1u) << both.err;
+}
+
+// The summary names the seed a sampled run can be repeated with; greedy decoding draws nothing, and says so.
+TEST(GenerateCli, AGreedySummaryHasNoSeed) {
+  CliModel cm;
+  auto greedy = test::run_cli("generate " + cm.m() + "-p hi --temperature 0 --max-new-tokens 3");
+  ASSERT_EQ(greedy.status, 0) << greedy.err;
+  EXPECT_EQ(greedy.err.find("seed"), std::string::npos) << greedy.err;
+  EXPECT_NE(greedy.err.find("| stop: length | greedy\n"), std::string::npos) << greedy.err;
+  auto sampled = test::run_cli("generate " + cm.m() + "-p hi --temperature 0.7 --max-new-tokens 3");
+  ASSERT_EQ(sampled.status, 0) << sampled.err;
+  EXPECT_NE(sampled.err.find("| stop: length | seed "), std::string::npos) << sampled.err;
+  auto json_greedy =
+      test::run_cli("generate " + cm.m() + "-p hi --temperature 0 --max-new-tokens 3 --json --seed 4");
+  ASSERT_EQ(json_greedy.status, 0) << json_greedy.err;
+  const json summary = json::parse(json_greedy.out.substr(json_greedy.out.rfind("{\"summary\"")))["summary"];
+  EXPECT_TRUE(summary["seed"].is_null()) << summary.dump();
+}
+
 TEST(GenerateCli, SeedReproducesAcrossRunsAndThreadCounts) {
   CliModel cm;
   const std::string args = "generate " + cm.m() + "-p abc --max-new-tokens 30 --seed 99 --no-echo ";
@@ -243,7 +282,8 @@ TEST(GenerateCli, BadInputIsOneLineAndNothingElse) {
   test::write_file(tmp / "long.txt", std::string(100, 'x'));
   std::filesystem::create_directories(tmp / "empty");
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"-m " + (tmp / "nope").string() + " -p hi", "does not exist"},
+      {"-m " + (tmp / "nope.gguf").string() + " -p hi",
+       (tmp / "nope.gguf").string() + ": no such file or directory"},
       {"-m " + (tmp / "empty").string() + " -p hi", "no config.json"},
       {cm.m() + "-p hi --top-p 1.5", "top_p: "},
       {cm.m() + "-p hi --temperature -1", "temperature: "},

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "minigpt/model.h"
+#include "minigpt/model_source.h"
 #include "model/random_weights.h"
 #include "test_util.h"
 
@@ -10,6 +11,7 @@ namespace {
 
 using test::expect_error;
 using test::TempDir;
+namespace fs = std::filesystem;
 
 // A safetensors image with a hand-made header (so that the header can be wrong) and `data_bytes` of data.
 std::string make_image(const std::string& header, size_t data_bytes) {
@@ -289,7 +291,8 @@ TEST(Loader, LoadsARandomModel) {
 
 TEST(Loader, DirectoryProblems) {
   TempDir tmp;
-  expect_error([&] { Model::load(tmp / "nope"); }, ErrorKind::Io, {"nope", "does not exist"});
+  expect_error([&] { Model::load(tmp / "nope"); }, ErrorKind::Io,
+               {(tmp / "nope").string() + ": no such file or directory"});
   expect_error([&] { Model::load(tmp.path()); }, ErrorKind::Io, {"no config.json"});
   test::write_file(tmp / "config.json", config_to_json(test::tiny_config()));
   expect_error([&] { Model::load(tmp.path()); }, ErrorKind::Io, {"no model.safetensors"});
@@ -297,7 +300,62 @@ TEST(Loader, DirectoryProblems) {
   expect_error([&] { Model::load(tmp.path()); }, ErrorKind::Io, {"pytorch_model.bin"});
   test::write_file(tmp / "config.json", "{oops");
   expect_error([&] { Model::load(tmp.path()); }, ErrorKind::Config, {"config.json", "not valid JSON"});
-  expect_error([&] { Model::load(tmp / "config.json"); }, ErrorKind::Io, {"not a directory"});
+  expect_error(
+      [&] { Model::load(tmp / "config.json"); }, ErrorKind::Io,
+      {"config.json: one file of a Hugging Face model, whose directory (with config.json) is the model"});
+}
+
+// A wrong path is named for what it is, first: a name that is nowhere, a file of no format read (with what
+// it most likely is), a directory without config.json. The same words reach the CLI, the server and Python,
+// which all open a model through ModelSource.
+TEST(Loader, AWrongPathSaysWhatIsWrongWithIt) {
+  TempDir tmp;
+  auto message = [](const fs::path& p) {
+    try {
+      ModelSource::open(p);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Io) << e.what();
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << p << " opened";
+    return std::string();
+  };
+  EXPECT_EQ(message(tmp / "nope.gguf"), (tmp / "nope.gguf").string() + ": no such file or directory");
+  EXPECT_EQ(message(tmp / "no" / "dir"), (tmp / "no" / "dir").string() + ": no such file or directory");
+  const std::string formats =
+      "; minigpt reads a directory with config.json, a GGUF file, an llm.c or a llama2.c checkpoint: this "
+      "file "
+      "starts with neither \"GGUF\", llm.c's magic 20240326 nor llama2.c's \"ak42\", and is no llama2.c "
+      "legacy "
+      "checkpoint";
+  test::write_file(tmp / "notes.txt", "these are not the weights you are looking for\n");
+  EXPECT_EQ(message(tmp / "notes.txt"), (tmp / "notes.txt").string() + ": not a model" + formats);
+  test::write_file(tmp / "model.gguf", "<!DOCTYPE html><html>a download's error page</html>");
+  EXPECT_EQ(message(tmp / "model.gguf"),
+            (tmp / "model.gguf").string() + ": not a GGUF file (an incomplete download?)" + formats);
+  fs::create_directories(tmp / "hf");
+  write_random_model(tmp / "hf", test::tiny_config());
+  EXPECT_EQ(message(tmp / "hf" / "model.safetensors"),
+            (tmp / "hf" / "model.safetensors").string() +
+                ": one file of a Hugging Face model, whose directory (with config.json) is the model" +
+                formats);
+  test::write_file(tmp / "pytorch_model.bin", std::string("PK\x03\x04"
+                                                          "archive/data.pkl"));
+  EXPECT_EQ(
+      message(tmp / "pytorch_model.bin"),
+      (tmp / "pytorch_model.bin").string() +
+          ": a zip archive (a PyTorch checkpoint?), which minigpt does not read (nanoGPT's ckpt.pt converts "
+          "with tools/convert_nanogpt.py)" +
+          formats);
+  EXPECT_EQ(message("/dev/null"),
+            "/dev/null: neither a regular file nor a directory (a model is a directory "
+            "with config.json, or a GGUF, llm.c or llama2.c file)");
+  // A directory opens; loading it says what it lacks.
+  fs::create_directories(tmp / "empty");
+  EXPECT_EQ(ModelSource::open(tmp / "empty").format(), ModelFormat::Directory);
+  expect_error([&] { Model::load(tmp / "empty"); }, ErrorKind::Io,
+               {(tmp / "empty").string() +
+                ": no config.json (a model directory holds config.json and model.safetensors)"});
 }
 
 TEST(Loader, MissingTensor) {

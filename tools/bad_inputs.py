@@ -257,6 +257,12 @@ def main():
     # What only reading the weights finds (values, not headers): `info` reads headers only, so these load.
     load = lambda d: ["bench", "-m", d, "-p", "4", "-n", "0", "-r", "1", "-t", "1"]
     add("loader", "directory does not exist", info(os.path.join(T, "nope")))
+    add("loader", "-m a .gguf name that does not exist", info(os.path.join(T, "nope.gguf")))
+    open(os.path.join(T, "notes.txt"), "w").write("these are not the weights you are looking for\n")
+    add("loader", "-m a text file", info(os.path.join(T, "notes.txt")))
+    open(os.path.join(T, "page.gguf"), "w").write("<!DOCTYPE html><html>a download's error page</html>")
+    add("loader", "-m a .gguf name on other bytes", info(os.path.join(T, "page.gguf")))
+    add("loader", "-m a model directory's safetensors file", info(os.path.join(TINY, "model.safetensors")))
     add("loader", "directory without config.json", info(tok_dir("empty", {})))
     add("loader", "config.json not JSON", info(model_dir("cfg-json", config='{"model_type": ')))
     add("loader", "config.json number 1e999", info(model_dir("cfg-1e999", config=cfg(n_layer="X").replace('"X"', "1e999"))))
@@ -374,6 +380,7 @@ def main():
     add("generate", "--backend cuda (no GPU)", g("--backend", "cuda"))
     add("generate", "--backend tpu", g("--backend", "tpu"), usage=True)
     add("generate", "--file does not exist", ["generate", "-m", SHIPPED, "--file", os.path.join(T, "nope.txt")])
+    add("generate", "-f does not exist", ["generate", "-m", SHIPPED, "-f", os.path.join(T, "nope.txt")])
     add("generate", "-p and --file both", ["generate", "-m", SHIPPED, "-p", "x", "--file", os.path.join(T, "nope.txt")], usage=True)
     add("generate", "prompt not valid UTF-8", ["generate", "-m", SHIPPED, "--file", os.path.join(T, "badutf", "t.txt")])
     add("generate", "prompt longer than the context", ["generate", "-m", SHIPPED, "-p", "x" * 5000])

@@ -10,14 +10,6 @@ of its kind) carrying the line the command prints. Compute runs with the GIL rel
 generation within one token. See docs/python.md.
 """
 
-from __future__ import annotations
-
-from typing import Any, Literal, Mapping, Sequence, Union, overload
-
-import numpy as np
-import numpy.typing as npt
-
-from . import _minigpt
 from ._minigpt import (
     ArgumentError,
     ConfigError,
@@ -36,6 +28,7 @@ from ._minigpt import (
     UnsupportedError,
     backends,
 )
+from ._model import Ids, Model
 
 __version__ = "0.1.0"
 
@@ -59,134 +52,3 @@ __all__ = [
     "UnsupportedError",
     "backends",
 ]
-
-#: Token ids: a list or tuple of int, or a 1-D numpy array of an integer type.
-Ids = Union[Sequence[int], npt.NDArray[np.integer[Any]]]
-
-
-class Model(_minigpt.Model):
-    """A loaded model: a Hugging Face directory, a GGUF file or an llm.c checkpoint.
-
-    ``Model(path, dtype="stored", threads=0, backend="cpu", device=0, cache_type=None, tokenizer=None)``
-    loads ``path`` as ``minigpt -m PATH`` does; the keywords are the flags ``--dtype`` (f32, f16, bf16 or
-    stored: as in the file), ``-t`` (CPU threads, 0 = all cores), ``--backend``, ``--device``,
-    ``--cache-type`` and ``--tokenizer``. The model is immutable after load and may be shared between
-    threads; its compute runs with the GIL released.
-    """
-
-    @overload
-    def generate(
-        self,
-        prompt: str | Ids = "",
-        max_new_tokens: int | None = None,
-        *,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        min_p: float | None = None,
-        repetition_penalty: float | None = None,
-        repeat_last_n: int | None = None,
-        presence_penalty: float = 0.0,
-        frequency_penalty: float = 0.0,
-        logit_bias: Mapping[int, float] | None = None,
-        seed: int | None = None,
-        stop: str | Sequence[str] | None = None,
-        ignore_eos: bool = False,
-        context_overflow: Literal["error", "truncate", "slide"] = "error",
-        ctx_size: int | None = None,
-        special: bool = False,
-        show_special: bool = False,
-        logprobs: int | None = None,
-        stream: Literal[False] = False,
-    ) -> GenerateResult: ...
-
-    @overload
-    def generate(
-        self,
-        prompt: str | Ids = "",
-        max_new_tokens: int | None = None,
-        *,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        min_p: float | None = None,
-        repetition_penalty: float | None = None,
-        repeat_last_n: int | None = None,
-        presence_penalty: float = 0.0,
-        frequency_penalty: float = 0.0,
-        logit_bias: Mapping[int, float] | None = None,
-        seed: int | None = None,
-        stop: str | Sequence[str] | None = None,
-        ignore_eos: bool = False,
-        context_overflow: Literal["error", "truncate", "slide"] = "error",
-        ctx_size: int | None = None,
-        special: bool = False,
-        show_special: bool = False,
-        logprobs: int | None = None,
-        stream: Literal[True],
-    ) -> GenerateStream: ...
-
-    def generate(
-        self,
-        prompt: str | Ids = "",
-        max_new_tokens: int | None = None,
-        *,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        min_p: float | None = None,
-        repetition_penalty: float | None = None,
-        repeat_last_n: int | None = None,
-        presence_penalty: float = 0.0,
-        frequency_penalty: float = 0.0,
-        logit_bias: Mapping[int, float] | None = None,
-        seed: int | None = None,
-        stop: str | Sequence[str] | None = None,
-        ignore_eos: bool = False,
-        context_overflow: Literal["error", "truncate", "slide"] = "error",
-        ctx_size: int | None = None,
-        special: bool = False,
-        show_special: bool = False,
-        logprobs: int | None = None,
-        stream: bool = False,
-    ) -> GenerateResult | GenerateStream:
-        """Generates text from ``prompt`` as ``minigpt generate`` does.
-
-        ``prompt`` is a text (encoded with the template's special tokens, as ``-p``) or token ids; an empty
-        one starts from the model's BOS token. Every keyword is the flag of the same name
-        (``max_new_tokens`` is ``-n``, -1 = until the context is full; ``ctx_size`` is ``-c``), with its
-        default: a keyword left at None takes the model's own default (generation_config.json, or a GGUF
-        file's general.sampling.*), else the CLI's (temperature 1.0, top_k 50, 128 new tokens). So
-        ``temperature=0`` is greedy, and the same ``seed`` and keywords give the CLI's tokens.
-        ``logit_bias`` maps ids to biases (``--logit-bias``); ``stop`` is one string or several;
-        ``special`` recognises special tokens in the prompt; ``show_special`` gives generated special tokens
-        their text. ``logprobs=N`` gives each token's logprob and its N most likely alternatives
-        (``--json --top-logprobs N``). A ``seed`` of None draws one (``result.seed`` says which).
-
-        Returns a GenerateResult (text without the prompt, ids, tokens, stop_reason, timings); with
-        ``stream=True``, a GenerateStream: an iterator of text pieces as they come, whose ``result`` is the
-        GenerateResult once it has ended. Ctrl-C raises KeyboardInterrupt within one token. Errors are
-        minigpt.Error with the CLI's messages (which name the setting as the keyword does: ``top_p``).
-        """
-        return self._generate(
-            prompt,
-            max_new_tokens,
-            temperature,
-            top_k,
-            top_p,
-            min_p,
-            repetition_penalty,
-            repeat_last_n,
-            presence_penalty,
-            frequency_penalty,
-            None if logit_bias is None else dict(logit_bias),
-            seed,
-            stop,
-            ignore_eos,
-            context_overflow,
-            ctx_size,
-            special,
-            show_special,
-            logprobs,
-            stream,
-        )

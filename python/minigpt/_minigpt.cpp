@@ -200,15 +200,15 @@ struct OwnedFloats {
 
 // --- the model ----------------------------------------------------------------------------------------
 
-// --dtype / --cache-type: "f32", "f16", "bf16" (and "stored" = as in the file, nullopt), with CLI11's message
-// for another value, as the CLI gives it.
-std::optional<DType> dtype_of(const std::string& s, const char* flag, bool stored) {
+// dtype / cache_type (--dtype / --cache-type): "f32", "f16", "bf16" (and "stored" = as in the file, nullopt),
+// with CLI11's message for another value, naming the keyword where the CLI names its flag.
+std::optional<DType> dtype_of(const std::string& s, const char* keyword, bool stored) {
   if (s == "f32") return DType::F32;
   if (s == "f16") return DType::F16;
   if (s == "bf16") return DType::BF16;
   if (stored && s == "stored") return std::nullopt;
   throw Error(ErrorKind::Argument,
-              std::string(flag) + ": " + s + " not in {f32,f16,bf16" + (stored ? ",stored}" : "}"));
+              std::string(keyword) + ": " + s + " not in {f32,f16,bf16" + (stored ? ",stored}" : "}"));
 }
 
 class PyTokenizer {
@@ -437,7 +437,7 @@ std::unique_ptr<GenerateRun> start_generation(const std::shared_ptr<ModelState>&
     overflow = ContextOverflow::Slide;
   } else if (a.context_overflow != "error") {
     throw Error(ErrorKind::Argument,
-                "--context-overflow: " + a.context_overflow + " not in {error,truncate,slide}");
+                "context_overflow: " + a.context_overflow + " not in {error,truncate,slide}");
   }
   const bool text_prompt = nb::isinstance<nb::str>(a.prompt);
   const Tokenizer* tok = nullptr;
@@ -449,7 +449,7 @@ std::unique_ptr<GenerateRun> start_generation(const std::shared_ptr<ModelState>&
       // An empty prompt stays empty, so that generation starts from the model's BOS.
       prompt = text.empty() ? std::vector<int32_t>() : tok->encode_with_specials(text, a.special);
     } catch (const Error& e) {
-      throw Error(e.kind(), std::string("prompt (-p): ") + e.what());
+      throw Error(e.kind(), std::string("prompt: ") + e.what());
     }
   } else {
     prompt = to_ids(a.prompt);
@@ -487,8 +487,9 @@ std::unique_ptr<GenerateRun> start_generation(const std::shared_ptr<ModelState>&
   g.overflow = overflow;
   g.logprobs = a.logprobs.has_value();
   g.top_logprobs = a.logprobs.value_or(0);
-  if (a.logprobs && *a.logprobs < 0) {
-    throw Error(ErrorKind::Argument, "top_logprobs: must be in [0, " + std::to_string(c.n_vocab) + "], got " +
+  // The library's check (validate_options) names its field, top_logprobs; here the keyword.
+  if (a.logprobs && (*a.logprobs < 0 || *a.logprobs > c.n_vocab)) {
+    throw Error(ErrorKind::Argument, "logprobs: must be in [0, " + std::to_string(c.n_vocab) + "], got " +
                                          std::to_string(*a.logprobs));
   }
   const int64_t n_ctx = context_size(a.ctx_size, c.n_ctx);
@@ -664,25 +665,25 @@ class PyModel {
           const std::optional<std::string>& tokenizer) {
     // As `minigpt generate -m PATH --dtype D -t N --backend B --device I --cache-type C --tokenizer T`
     // (cli/common.cpp's load_options), in the CLI's order (the flags first, then the path), with its
-    // messages (CLI11's for a value outside a set).
+    // messages (CLI11's for a value outside a set), naming the keyword where the CLI names its flag.
     if (threads < 0 || threads > 1024)
-      throw Error(ErrorKind::Argument, "--threads: " + std::to_string(threads) + " is outside [0, 1024]");
+      throw Error(ErrorKind::Argument, "threads: " + std::to_string(threads) + " is outside [0, 1024]");
     if (device < 0 || device > 1024)
-      throw Error(ErrorKind::Argument, "--device: " + std::to_string(device) + " is outside [0, 1024]");
+      throw Error(ErrorKind::Argument, "device: " + std::to_string(device) + " is outside [0, 1024]");
     LoadOptions lo;
     lo.n_threads = threads;
-    lo.weight_dtype = dtype_of(dtype, "--dtype", true);
+    lo.weight_dtype = dtype_of(dtype, "dtype", true);
     BackendOptions bo;
     bo.n_threads = threads;
     bo.device = device;
-    if (cache_type) bo.kv_dtype = dtype_of(*cache_type, "--cache-type", false);
+    if (cache_type) bo.kv_dtype = dtype_of(*cache_type, "cache_type", false);
     if (find_backend(backend) == nullptr) {
       std::string names;
       for (const BackendInfo& b : backends()) names += (names.empty() ? "" : ", ") + b.name;
       throw Error(ErrorKind::Argument,
-                  "--backend: unknown backend '" + backend + "' (this build has: " + names + ")");
+                  "backend: unknown backend '" + backend + "' (this build has: " + names + ")");
     }
-    if (tokenizer && tokenizer->empty()) throw Error(ErrorKind::Argument, "--tokenizer: the path is empty");
+    if (tokenizer && tokenizer->empty()) throw Error(ErrorKind::Argument, "tokenizer: the path is empty");
     auto m = std::make_shared<ModelState>();
     m->path = path;
     {
@@ -734,15 +735,15 @@ class PyModel {
     std::vector<int32_t> ids;
     if (nb::isinstance<nb::str>(input)) {
       const std::string text = nb::cast<std::string>(input);
-      if (text.empty()) throw Error(ErrorKind::Argument, "-p/--prompt: the prompt is empty");
+      if (text.empty()) throw Error(ErrorKind::Argument, "prompt: the prompt is empty");
       try {
         ids = m_->tok().encode_with_specials(text, special);
       } catch (const Error& e) {
-        throw Error(e.kind(), std::string("prompt (-p): ") + e.what());
+        throw Error(e.kind(), std::string("prompt: ") + e.what());
       }
       const int64_t n_ctx = m_->model->config().n_ctx;
       if (int64_t(ids.size()) > n_ctx) {
-        throw Error(ErrorKind::Argument, "prompt (-p): " + std::to_string(ids.size()) +
+        throw Error(ErrorKind::Argument, "prompt: " + std::to_string(ids.size()) +
                                              " tokens, more than the model's context of " +
                                              std::to_string(n_ctx));
       }
@@ -765,14 +766,14 @@ class PyModel {
   PyPerplexity perplexity(nb::handle input, std::optional<int64_t> ctx_size, std::optional<int64_t> stride,
                           std::optional<int64_t> chunks, int64_t batch_size) {
     // The checks `minigpt perplexity` makes before reading anything (cli/cmd_perplexity.cpp).
-    if (stride && chunks) throw Error(ErrorKind::Argument, "--stride and --chunks are two recipes: pick one");
+    if (stride && chunks) throw Error(ErrorKind::Argument, "stride and chunks are two recipes: pick one");
     if (stride && *stride < 1)
-      throw Error(ErrorKind::Argument, "--stride must be at least 1, not " + std::to_string(*stride));
+      throw Error(ErrorKind::Argument, "stride must be at least 1, not " + std::to_string(*stride));
     if (chunks && *chunks < 1)
-      throw Error(ErrorKind::Argument, "--chunks must be at least 1, not " + std::to_string(*chunks));
+      throw Error(ErrorKind::Argument, "chunks must be at least 1, not " + std::to_string(*chunks));
     if (batch_size < 1 || batch_size > 65536) {
       throw Error(ErrorKind::Argument,
-                  "-b/--batch-size: " + std::to_string(batch_size) + " is outside [1, 65536]");
+                  "batch_size: " + std::to_string(batch_size) + " is outside [1, 65536]");
     }
     const int64_t n_ctx = context_size(ctx_size, m_->model->config().n_ctx);
     PerplexityOptions po;
@@ -863,24 +864,24 @@ std::vector<std::pair<int32_t, float>> logit_bias_from(nb::handle obj) {
   for (auto [k, v] : nb::borrow<nb::dict>(obj)) {
     const int64_t id = nb::cast<int64_t>(k);
     if (id < 0 || id > std::numeric_limits<int32_t>::max())
-      throw Error(ErrorKind::Argument, "--logit-bias: token id " + std::to_string(id) + " is out of range");
+      throw Error(ErrorKind::Argument, "logit_bias: token id " + std::to_string(id) + " is out of range");
     out.emplace_back(int32_t(id), nb::cast<float>(v));
   }
   return out;
 }
 
-// --seed: an int in [0, 2^64), as the CLI reads it.
+// seed (--seed): an int in [0, 2^64), as the CLI reads it.
 std::optional<uint64_t> seed_from(nb::handle obj) {
   if (obj.is_none()) return std::nullopt;
   if (!PyIndex_Check(obj.ptr()) || PyBool_Check(obj.ptr())) throw nb::type_error("seed: an int is needed");
   nb::object i = nb::steal(PyNumber_Index(obj.ptr()));
   if (!i.is_valid()) throw nb::python_error();
   const std::string text = nb::cast<std::string>(nb::str(i));
-  if (text.front() == '-') throw Error(ErrorKind::Argument, "--seed: must be >= 0, got " + text);
+  if (text.front() == '-') throw Error(ErrorKind::Argument, "seed: must be >= 0, got " + text);
   const unsigned long long v = PyLong_AsUnsignedLongLong(i.ptr());
   if (PyErr_Occurred()) {
     PyErr_Clear();
-    throw Error(ErrorKind::Argument, "--seed: " + text + " is outside [0, 18446744073709551615]");
+    throw Error(ErrorKind::Argument, "seed: " + text + " is outside [0, 18446744073709551615]");
   }
   return uint64_t(v);
 }

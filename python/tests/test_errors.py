@@ -1,9 +1,10 @@
 """Every bad input the CLI refuses raises a minigpt.Error (of the kind's subclass) with the CLI's message: the
-message is compared with what `minigpt` prints after 'minigpt: error: ' for the same input. A model stays usable
-after each."""
+message is compared with what `minigpt` prints after 'minigpt: error: ' for the same input, where the CLI names
+its flag (--top-p) and Python the keyword (top_p). A model stays usable after each."""
 
 from __future__ import annotations
 
+import re
 import struct
 from pathlib import Path
 from typing import Any, Callable
@@ -16,11 +17,31 @@ from conftest import FIXTURES, SHIPPED, cli_error
 S = str(SHIPPED)
 
 
+# The CLI's flags in its messages, and the keywords a Python caller gave for them.
+KEYWORDS = {
+    "-p/--prompt": "prompt", "prompt (-p)": "prompt", "--dtype": "dtype", "--cache-type": "cache_type",
+    "--threads": "threads", "--backend": "backend", "--context-overflow": "context_overflow",
+    "--seed": "seed", "--logit-bias": "logit_bias", "--stride": "stride", "--chunks": "chunks",
+    "-b/--batch-size": "batch_size", "top_logprobs": "logprobs",
+}  # fmt: skip
+
+
+def cli_error_as_python(*args: str) -> str:
+    """The CLI's message for `args`, its flags named as Python's keywords."""
+    message = cli_error(*args)
+    for flag, keyword in KEYWORDS.items():
+        message = message.replace(flag, keyword)
+    return message
+
+
 def raises(cls: type[minigpt.Error], fn: Callable[[], Any]) -> str:
     with pytest.raises(cls) as info:
         fn()
     assert isinstance(info.value, minigpt.Error)
-    return str(info.value)
+    message = str(info.value)
+    # A Python caller passed no flag: none is named (a path, a number or a word with '-' inside is no flag).
+    assert not re.search(r"(^|[\s(/])--?(?!inf\b)[a-z]", message), message
+    return message
 
 
 def bad_gguf(tmp_path: Path) -> str:
@@ -86,7 +107,7 @@ LOAD_CASES: list[tuple[str, Callable[[Path], Any], type[minigpt.Error], Callable
 def test_load_errors_carry_the_cli_message(
     tmp_path: Path, what: str, call: Callable[[Path], Any], cls: type[minigpt.Error], cli: Callable[[Path], list[str]]
 ) -> None:
-    assert raises(cls, lambda: call(tmp_path)) == cli_error(*cli(tmp_path))
+    assert raises(cls, lambda: call(tmp_path)) == cli_error_as_python(*cli(tmp_path))
 
 
 # generate()'s keywords refused as the CLI refuses its flags, on a model that goes on working.
@@ -116,7 +137,7 @@ def test_generate_errors_carry_the_cli_message(shipped: minigpt.Model, kwargs: d
         shipped.generate(prompt, max_new_tokens=2, **kwargs)  # accepted by both
         return
     message = raises(minigpt.ArgumentError, lambda: shipped.generate(prompt, **kwargs))
-    assert message == cli_error("generate", "-m", S, "-p", prompt, *flags)
+    assert message == cli_error_as_python("generate", "-m", S, "-p", prompt, *flags)
     assert len(shipped.generate("ROMEO:", max_new_tokens=3, temperature=0).ids) == 3
 
 
@@ -152,13 +173,13 @@ def test_perplexity_errors_carry_the_cli_message(shipped: minigpt.Model, tmp_pat
     ]
     for kwargs, flags in cases:
         message = raises(minigpt.ArgumentError, lambda: shipped.perplexity("ROMEO: ", **kwargs))
-        assert message == cli_error("perplexity", "-m", S, "-f", str(text_file), *flags), kwargs
+        assert message == cli_error_as_python("perplexity", "-m", S, "-f", str(text_file), *flags), kwargs
 
 
 def test_attention_errors_carry_the_cli_message(shipped: minigpt.Model) -> None:
-    assert raises(minigpt.ArgumentError, lambda: shipped.attention("")) == cli_error(
+    assert raises(minigpt.ArgumentError, lambda: shipped.attention("")) == cli_error_as_python(
         "attention", "-m", S, "-p", "", "-o", "/tmp/x.json")
-    assert raises(minigpt.ArgumentError, lambda: shipped.attention("x" * 130)) == cli_error(
+    assert raises(minigpt.ArgumentError, lambda: shipped.attention("x" * 130)) == cli_error_as_python(
         "attention", "-m", S, "-p", "x" * 130, "-o", "/tmp/x.json")
 
 
@@ -172,3 +193,4 @@ def test_error_classes() -> None:
     with pytest.raises(minigpt.Error) as info:
         minigpt.Model("/nonexistent")
     assert info.value.kind == "io"
+    assert str(info.value) == "/nonexistent: no such file or directory"

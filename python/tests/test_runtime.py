@@ -167,6 +167,13 @@ def test_stubs_describe_the_module() -> None:
     assert (Path(minigpt.__file__).parent / "py.typed").exists()
 
 
+def test_the_namespace_is_the_api() -> None:
+    """dir(minigpt) shows the API (__all__) and nothing of how the package is written: no typing or numpy
+    names (private names and the module's own dunders aside)."""
+    assert {n for n in dir(minigpt) if not n.startswith("_")} == set(minigpt.__all__)
+    assert minigpt.Model.__module__ == "minigpt"
+
+
 def test_ids_in_any_integer_form(shipped: minigpt.Model) -> None:
     ids = [82, 79, 77, 69, 79, 58]
     want = shipped.logits(ids)

@@ -13,11 +13,50 @@ namespace minigpt {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// Why a regular file that starts with no model's magic number is no model, led by what it most likely is:
+// a file of a Hugging Face model's directory (the directory is the model), a GGUF file by name whose bytes
+// are not GGUF's, a PyTorch (zip) checkpoint. Then the formats read, and what the first bytes are not.
+std::string not_a_model(const fs::path& path, const uint8_t* head) {
+  const std::string ext = path.extension().string();
+  const std::string name = path.filename().string();
+  std::string what;
+  if (ext == ".safetensors" || ext == ".json" || name == "tokenizer.model") {
+    what = "one file of a Hugging Face model, whose directory (with config.json) is the model";
+  } else if (ext == ".gguf") {
+    what = "not a GGUF file (an incomplete download?)";
+  } else if (std::memcmp(head, "PK\x03\x04", 4) == 0) {
+    what =
+        "a zip archive (a PyTorch checkpoint?), which minigpt does not read (nanoGPT's ckpt.pt converts with "
+        "tools/convert_nanogpt.py)";
+  } else {
+    what = "not a model";
+  }
+  return what +
+         "; minigpt reads a directory with config.json, a GGUF file, an llm.c or a llama2.c checkpoint: this "
+         "file starts with neither \"GGUF\", llm.c's magic 20240326 nor llama2.c's \"ak42\", and is no "
+         "llama2.c legacy checkpoint";
+}
+
+}  // namespace
+
 ModelSource ModelSource::open(const fs::path& path) {
   ModelSource s;
   s.path_ = path;
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return s;  // a directory, or nothing: its reader says which
+  const fs::file_status st = fs::status(path, ec);
+  // What the path is comes first: a name mistyped is said as such, not as a directory or a format missing.
+  if (st.type() == fs::file_type::not_found) {
+    throw Error(ErrorKind::Io, path.string() + ": no such file or directory");
+  }
+  if (st.type() == fs::file_type::none) throw Error(ErrorKind::Io, path.string() + ": " + ec.message());
+  if (st.type() == fs::file_type::directory) return s;  // its reader says what it lacks
+  if (st.type() != fs::file_type::regular) {
+    throw Error(ErrorKind::Io, path.string() +
+                                   ": neither a regular file nor a directory (a model is a "
+                                   "directory with config.json, or a GGUF, llm.c or llama2.c file)");
+  }
   // The first 28 bytes: a magic number, or a llama2.c legacy header (seven int32, no magic).
   uint8_t head[28] = {};
   std::ifstream in(path, std::ios::binary);
@@ -60,12 +99,7 @@ ModelSource ModelSource::open(const fs::path& path) {
                                       : "; read as a llama2.c legacy header it implies " +
                                             std::to_string(implied) + " bytes, but the file has " +
                                             std::to_string(size) + (size < implied ? " (truncated?)" : "");
-    throw Error(ErrorKind::Io,
-                "'" + path.string() +
-                    "' is not a directory (a model is a directory with config.json, a GGUF file, an llm.c or "
-                    "a llama2.c checkpoint; this file starts with neither \"GGUF\", llm.c's magic 20240326 "
-                    "nor llama2.c's \"ak42\", and is no llama2.c legacy checkpoint" +
-                    as_legacy + ")");
+    throw Error(ErrorKind::Io, path.string() + ": " + not_a_model(path, head) + as_legacy);
   }
   s.format_ = ModelFormat::Gguf;
   s.gguf_ = GgufFile::open(path);

@@ -462,10 +462,10 @@ Llama2cModel open_llama2c(const fs::path& path) {
 }
 
 void check_model_dir(const fs::path& dir) {
-  if (!fs::exists(dir)) throw Error(ErrorKind::Io, "model directory '" + dir.string() + "' does not exist");
-  if (!fs::is_directory(dir)) throw Error(ErrorKind::Io, "'" + dir.string() + "' is not a directory");
+  // ModelSource::open says what a path is; this is the directory it found, unless it went away since.
+  if (!fs::is_directory(dir)) throw Error(ErrorKind::Io, dir.string() + ": no such directory");
   if (!fs::exists(dir / "config.json")) {
-    // A folder of GGUF files (a download of several quantizations): -m takes one of them.
+    // A folder of GGUF files (a download of several quantizations): the model is one of them.
     std::vector<std::string> ggufs;
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec))
@@ -474,7 +474,8 @@ void check_model_dir(const fs::path& dir) {
     if (!ggufs.empty()) {
       throw Error(ErrorKind::Io, dir.string() + ": no config.json, but " + std::to_string(ggufs.size()) +
                                      " GGUF file" + (ggufs.size() == 1 ? "" : "s") +
-                                     ": give one with -m (e.g. -m " + ggufs[0] + ")");
+                                     (ggufs.size() == 1 ? ": load it (" : ": load one of them (e.g. ") +
+                                     ggufs[0] + ")");
     }
     throw Error(
         ErrorKind::Io,

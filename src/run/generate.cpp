@@ -339,7 +339,7 @@ int64_t context_size(std::optional<int64_t> ctx_size, int64_t model_ctx) {
   constexpr int64_t kDefaultMaxCtx = 4096;
   if (!ctx_size) return std::min(model_ctx, kDefaultMaxCtx);
   if (*ctx_size < 0 || *ctx_size > model_ctx) {
-    throw Error(ErrorKind::Argument, "n_ctx: " + std::to_string(*ctx_size) + " is outside [0, " +
+    throw Error(ErrorKind::Argument, "ctx_size: " + std::to_string(*ctx_size) + " is outside [0, " +
                                          std::to_string(model_ctx) +
                                          "] (the model's context; 0 = all of it)");
   }
