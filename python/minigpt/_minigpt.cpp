@@ -662,7 +662,7 @@ class PyModel {
  public:
   PyModel(const std::string& path, const std::string& dtype, int threads, const std::string& backend,
           int device, const std::optional<std::string>& cache_type,
-          const std::optional<std::string>& tokenizer) {
+          const std::optional<std::string>& tokenizer, const std::string& bf16_math) {
     // As `minigpt generate -m PATH --dtype D -t N --backend B --device I --cache-type C --tokenizer T`
     // (cli/common.cpp's load_options), in the CLI's order (the flags first, then the path), with its
     // messages (CLI11's for a value outside a set), naming the keyword where the CLI names its flag.
@@ -677,6 +677,13 @@ class PyModel {
     bo.n_threads = threads;
     bo.device = device;
     if (cache_type) bo.kv_dtype = dtype_of(*cache_type, "cache_type", false);
+    if (bf16_math == "f32") {
+      bo.bf16_math = Bf16Math::F32;
+    } else if (bf16_math == "bf16") {
+      bo.bf16_math = Bf16Math::Bf16;
+    } else if (bf16_math != "auto") {
+      throw Error(ErrorKind::Argument, "bf16_math: " + bf16_math + " not in {auto,f32,bf16}");  // CLI11's
+    }
     if (find_backend(backend) == nullptr) {
       std::string names;
       for (const BackendInfo& b : backends()) names += (names.empty() ? "" : ", ") + b.name;
@@ -1020,15 +1027,18 @@ NB_MODULE(_minigpt, m) {
       m, "Model",
       "A loaded model: a Hugging Face directory, a GGUF file or an llm.c checkpoint (any path "
       "`minigpt -m` takes). Immutable after load; safe to share between threads.")
-      .def(nb::init<const std::string&, const std::string&, int, const std::string&, int,
-                    const std::optional<std::string>&, const std::optional<std::string>&>(),
-           "path"_a, nb::kw_only(), "dtype"_a = "stored", "threads"_a = 0, "backend"_a = "cpu",
-           "device"_a = 0, "cache_type"_a = nb::none(), "tokenizer"_a = nb::none(),
-           "Loads `path` as `minigpt -m PATH` does. dtype: 'f32', 'f16', 'bf16' or 'stored' (--dtype); "
-           "threads: "
-           "CPU threads, 0 = all cores (-t); backend: 'cpu' or 'cuda' (--backend) and its device (--device); "
-           "cache_type: the KV cache's dtype (--cache-type); tokenizer: a directory whose tokenizer to use "
-           "(--tokenizer; an llm.c checkpoint has none).")
+      .def(
+          nb::init<const std::string&, const std::string&, int, const std::string&, int,
+                   const std::optional<std::string>&, const std::optional<std::string>&,
+                   const std::string&>(),
+          "path"_a, nb::kw_only(), "dtype"_a = "stored", "threads"_a = 0, "backend"_a = "cpu", "device"_a = 0,
+          "cache_type"_a = nb::none(), "tokenizer"_a = nb::none(), "bf16_math"_a = "auto",
+          "Loads `path` as `minigpt -m PATH` does. dtype: 'f32', 'f16', 'bf16' or 'stored' (--dtype); "
+          "threads: "
+          "CPU threads, 0 = all cores (-t); backend: 'cpu' or 'cuda' (--backend) and its device (--device); "
+          "cache_type: the KV cache's dtype (--cache-type); tokenizer: a directory whose tokenizer to use "
+          "(--tokenizer; an llm.c checkpoint has none); bf16_math: 'f32', 'bf16' or 'auto', how BF16 weights "
+          "are multiplied (--bf16-math).")
       .def_prop_ro("tokenizer", &PyModel::tokenizer,
                    "The model's tokenizer; raises the error that loading it gave when it has none.")
       .def_prop_ro("has_tokenizer", &PyModel::has_tokenizer, "Whether a tokenizer was loaded.")

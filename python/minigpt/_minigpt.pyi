@@ -190,6 +190,7 @@ class Model:
         device: int = 0,
         cache_type: Literal["f32", "f16", "bf16"] | str | None = None,
         tokenizer: str | None = None,
+        bf16_math: Literal["auto", "f32", "bf16"] | str = "auto",
     ) -> None: ...
     @property
     def tokenizer(self) -> Tokenizer:

@@ -19,10 +19,11 @@ Ids = Union[Sequence[int], npt.NDArray[np.integer[Any]]]
 class Model(_minigpt.Model):
     """A loaded model: a Hugging Face directory, a GGUF file or an llm.c checkpoint.
 
-    ``Model(path, dtype="stored", threads=0, backend="cpu", device=0, cache_type=None, tokenizer=None)``
-    loads ``path`` as ``minigpt -m PATH`` does; the keywords are the flags ``--dtype`` (f32, f16, bf16 or
-    stored: as in the file), ``-t`` (CPU threads, 0 = all cores), ``--backend``, ``--device``,
-    ``--cache-type`` and ``--tokenizer``. The model is immutable after load and may be shared between
+    ``Model(path, dtype="stored", threads=0, backend="cpu", device=0, cache_type=None, tokenizer=None,
+    bf16_math="auto")`` loads ``path`` as ``minigpt -m PATH`` does; the keywords are the flags ``--dtype``
+    (f32, f16, bf16 or stored: as in the file), ``-t`` (CPU threads, 0 = all cores), ``--backend``,
+    ``--device``, ``--cache-type``, ``--tokenizer`` and ``--bf16-math`` (how BF16 weights are multiplied:
+    f32 gives transformers' logits, bf16 rounds the activations too where the CPU has it). The model is immutable after load and may be shared between
     threads; its compute runs with the GIL released.
     """
 

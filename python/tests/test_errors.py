@@ -22,7 +22,7 @@ KEYWORDS = {
     "-p/--prompt": "prompt", "prompt (-p)": "prompt", "--dtype": "dtype", "--cache-type": "cache_type",
     "--threads": "threads", "--backend": "backend", "--context-overflow": "context_overflow",
     "--seed": "seed", "--logit-bias": "logit_bias", "--stride": "stride", "--chunks": "chunks",
-    "-b/--batch-size": "batch_size", "top_logprobs": "logprobs",
+    "-b/--batch-size": "batch_size", "top_logprobs": "logprobs", "--bf16-math": "bf16_math",
 }  # fmt: skip
 
 
@@ -82,6 +82,8 @@ LOAD_CASES: list[tuple[str, Callable[[Path], Any], type[minigpt.Error], Callable
      lambda t: ["generate", "-m", S, "--dtype", "f64", "-p", "x"]),
     ("bad cache type", lambda t: minigpt.Model(S, cache_type="q8"), minigpt.ArgumentError,
      lambda t: ["generate", "-m", S, "--cache-type", "q8", "-p", "x"]),
+    ("bad bf16 math", lambda t: minigpt.Model(S, bf16_math="half"), minigpt.ArgumentError,
+     lambda t: ["generate", "-m", S, "--bf16-math", "half", "-p", "x"]),
     ("too many threads", lambda t: minigpt.Model(S, threads=2000), minigpt.ArgumentError,
      lambda t: ["generate", "-m", S, "-t", "2000", "-p", "x"]),
     ("unknown backend", lambda t: minigpt.Model(S, backend="tpu"), minigpt.ArgumentError,

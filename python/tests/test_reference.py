@@ -15,13 +15,11 @@ from conftest import FIXTURES, LOGIT_FIXTURES, ROOT, SHIPPED, read_safetensors
 # Tolerance 1e-4 absolute, the project's bar for F32 logits against transformers (docs/correctness.md): sums of
 # a few hundred products in F32 differ from PyTorch's order of summation by ~1e-6 here.
 # BF16 weights are multiplied in BF16 by default where the CPU can (activations rounded to 8 bits: logits
-# within ~0.1, tests/test_model.cpp); MINIGPT_BF16_MATH=f32 asks for the exact F32 product, which this bound
-# is for.
+# within ~0.1, tests/test_model.cpp); bf16_math="f32" asks for the exact F32 product, which this bound is for.
 @pytest.mark.parametrize("name", LOGIT_FIXTURES)
-def test_logits_equal_transformers(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MINIGPT_BF16_MATH", "f32")
+def test_logits_equal_transformers(name: str) -> None:
     ref = read_safetensors(FIXTURES / "models" / name / "reference.safetensors")
-    m = minigpt.Model(str(FIXTURES / "models" / name), threads=2)
+    m = minigpt.Model(str(FIXTURES / "models" / name), threads=2, bf16_math="f32")
     got = m.logits(ref["tokens"])  # a numpy int32 array as ids
     assert got.dtype == np.float32
     assert got.shape == ref["logits"].shape
