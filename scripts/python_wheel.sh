@@ -21,6 +21,7 @@ if command -v ccache > /dev/null; then
   args+=(-Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache -Ccmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
 bash scripts/fetch_minja.sh  # CMakeLists.txt wants it at configure time
+bash scripts/fetch_xgrammar.sh  # likewise
 start=$(date +%s)
 CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) python3 -m pip wheel . --no-deps -q --disable-pip-version-check \
   -w "$work/dist" -Cbuild-dir="$work/build" "${args[@]}"
