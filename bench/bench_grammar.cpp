@@ -1,10 +1,11 @@
-// xgrammar's cost on a real vocabulary, as minigpt uses it (bench/grammar.sh runs it; docs/structured-output.md
-// gives the figures): building its tokenizer table from minigpt's Tokenizer, compiling a JSON Schema (its cache
-// off, so each compile is a request's), and the per-token mask along a fixed valid JSON text tokenized by
-// minigpt (each step: fill the next token's bitmask, then accept the text's next token).
-// With --dump DIR it also writes the vocabulary (each id's bytes in hex, "-" for a special token or none) and
-// the text's ids, which bench/grammar_llguidance.py reads to time llguidance on the same tokens.
-// Usage: bench_grammar TOKENIZER(.gguf or dir) SCHEMA.json TEXT.json [--repeat N] [--dump DIR]
+// xgrammar's cost on a real vocabulary, as minigpt uses it (bench/grammar.sh runs it;
+// docs/structured-output.md gives the figures): building its tokenizer table from minigpt's Tokenizer,
+// compiling a JSON Schema (its cache off, so each compile is a request's), and the per-token mask along a
+// fixed valid JSON text tokenized by minigpt (each step: fill the next token's bitmask, then accept the
+// text's next token). With --dump DIR it also writes the vocabulary (each id's bytes in hex, "-" for a
+// special token or none) and the text's ids, which bench/grammar_llguidance.py reads to time llguidance on
+// the same tokens. Usage: bench_grammar TOKENIZER(.gguf or dir) SCHEMA.json TEXT.json [--repeat N] [--dump
+// DIR]
 //        bench_grammar --parse-gbnf FILE...   (whether xgrammar's EBNF reader takes each GBNF grammar)
 #include <algorithm>
 #include <chrono>
@@ -88,8 +89,8 @@ int main(int argc, char** argv) {
     const double info_us = us_since(t);
     const int threads = int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
 
-    std::printf("vocabulary: %s, %d ids; text: %zu bytes, %zu tokens; %d compiler threads\n", argv[1], n_vocab,
-                text.size(), ids.size(), threads);
+    std::printf("vocabulary: %s, %d ids; text: %zu bytes, %zu tokens; %d compiler threads\n", argv[1],
+                n_vocab, text.size(), ids.size(), threads);
     std::printf("xgrammar tokenizer table: %.1f ms\n", info_us / 1000);
 
     std::vector<double> compile_us;
@@ -132,16 +133,17 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("xgrammar schema compile: median %.1f ms, min %.1f, max %.1f (%d runs, cache off)\n",
-                quantile(compile_us, 0.5) / 1000, quantile(compile_us, 0) / 1000, quantile(compile_us, 1) / 1000,
-                repeat);
+                quantile(compile_us, 0.5) / 1000, quantile(compile_us, 0) / 1000,
+                quantile(compile_us, 1) / 1000, repeat);
     std::printf("xgrammar first mask: median %.1f us\n", quantile(first_us, 0.5));
     double total = 0;
     for (const double us : mask_us) total += us;
-    std::printf("xgrammar mask per token: median %.1f us, mean %.1f, p90 %.1f, p99 %.1f, max %.1f (%zu masks: "
-                "%.1f ms per text); allowed per step: mean %.0f ids\n",
-                quantile(mask_us, 0.5), total / double(mask_us.size()), quantile(mask_us, 0.9),
-                quantile(mask_us, 0.99), quantile(mask_us, 1), mask_us.size(), total / 1000 / repeat,
-                double(allowed_sum) / double(ids.size() + 1));
+    std::printf(
+        "xgrammar mask per token: median %.1f us, mean %.1f, p90 %.1f, p99 %.1f, max %.1f (%zu masks: "
+        "%.1f ms per text); allowed per step: mean %.0f ids\n",
+        quantile(mask_us, 0.5), total / double(mask_us.size()), quantile(mask_us, 0.9),
+        quantile(mask_us, 0.99), quantile(mask_us, 1), mask_us.size(), total / 1000 / repeat,
+        double(allowed_sum) / double(ids.size() + 1));
 
     if (!dump.empty()) {
       std::filesystem::create_directories(dump);
