@@ -25,7 +25,8 @@ void add_constraint_flags(CLI::App& app, ConstraintFlags& f) {
   grammar->excludes(object);
 }
 
-std::shared_ptr<const Grammar> compile_constraint(const ConstraintFlags& f, const Tokenizer& tok, int64_t n_vocab) {
+std::shared_ptr<const Grammar> compile_constraint(const ConstraintFlags& f, const Tokenizer& tok,
+                                                  int64_t n_vocab) {
   if (f.json_schema.empty() && f.grammar_file.empty() && !f.json_object) return nullptr;
   const GrammarCompiler compiler(tok, n_vocab);
   if (f.json_object) return compiler.json_object();
@@ -42,17 +43,19 @@ std::shared_ptr<const Grammar> compile_constraint(const ConstraintFlags& f, cons
     try {
       return compiler.gbnf(text);
     } catch (const Error& e) {
-      throw Error(ErrorKind::Argument, "--grammar-file " + f.grammar_file + ": " + engine_message(e, "grammar: "));
+      throw Error(ErrorKind::Argument,
+                  "--grammar-file " + f.grammar_file + ": " + engine_message(e, "grammar: "));
     }
   }
   const size_t first = f.json_schema.find_first_not_of(" \t\r\n");
   const bool inline_schema = first != std::string::npos && f.json_schema[first] == '{';
-  const std::string text = inline_schema ? f.json_schema : read("--json-schema", f.json_schema, "JSON schema file");
+  const std::string text =
+      inline_schema ? f.json_schema : read("--json-schema", f.json_schema, "JSON schema file");
   try {
     return compiler.json_schema(text);
   } catch (const Error& e) {
-    throw Error(ErrorKind::Argument, (inline_schema ? "--json-schema" : "--json-schema " + f.json_schema) + ": " +
-                                         engine_message(e, "json_schema: "));
+    throw Error(ErrorKind::Argument, (inline_schema ? "--json-schema" : "--json-schema " + f.json_schema) +
+                                         ": " + engine_message(e, "json_schema: "));
   }
 }
 

@@ -23,6 +23,7 @@ void add_constraint_flags(CLI::App& app, ConstraintFlags& f);
 
 // The grammar the flags ask for, compiled for the model's vocabulary; null when none is given. A file that
 // cannot be read, a schema or grammar the engine refuses: Error(Argument) naming the flag and the file.
-std::shared_ptr<const Grammar> compile_constraint(const ConstraintFlags& f, const Tokenizer& tok, int64_t n_vocab);
+std::shared_ptr<const Grammar> compile_constraint(const ConstraintFlags& f, const Tokenizer& tok,
+                                                  int64_t n_vocab);
 
 }  // namespace minigpt::cli

@@ -44,7 +44,11 @@ std::string xgrammar_message(const std::exception& e) {
 class XgrammarConstraint final : public Constraint {
  public:
   XgrammarConstraint(const xgrammar::CompiledGrammar& g, std::vector<int> stop, int64_t n_vocab)
-      : matcher_(g, stop, /*terminate_without_stop_token=*/stop.empty()), n_vocab_(n_vocab) {}
+      // No stop tokens (xgrammar refuses an empty override; the vocabulary's list is empty): the matcher
+      // ends as soon as the grammar's text is complete.
+      : matcher_(g, stop.empty() ? std::nullopt : std::optional<std::vector<int>>(stop),
+                 /*terminate_without_stop_token=*/stop.empty()),
+        n_vocab_(n_vocab) {}
 
   void fill_allowed(std::span<uint32_t> bitmask) override {
     if (bitmask.size() < bitmask_words(n_vocab_))
