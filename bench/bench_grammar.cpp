@@ -7,6 +7,8 @@
 // the same tokens. Usage: bench_grammar TOKENIZER(.gguf or dir) SCHEMA.json TEXT.json [--repeat N] [--dump
 // DIR]
 //        bench_grammar --parse-gbnf FILE...   (whether xgrammar's EBNF reader takes each GBNF grammar)
+#include <xgrammar/xgrammar.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,7 +20,6 @@
 #include <vector>
 
 #include "minigpt/tokenizer.h"
-#include "xgrammar/xgrammar.h"
 
 namespace {
 

@@ -1,5 +1,7 @@
 // constraint.h with xgrammar: its TokenizerInfo built from minigpt's Tokenizer, its GrammarCompiler for
 // JSON Schema and GBNF, a GrammarMatcher per sequence.
+#include <xgrammar/xgrammar.h>
+
 #include <algorithm>
 #include <exception>
 #include <optional>
@@ -10,7 +12,6 @@
 #include "minigpt/constraint.h"
 #include "minigpt/error.h"
 #include "minigpt/tokenizer.h"
-#include "xgrammar/xgrammar.h"
 
 namespace minigpt {
 
