@@ -21,6 +21,7 @@
 #include "chat/chat_template.h"
 #include "command.h"
 #include "common.h"
+#include "constraint_flags.h"
 #include "id_list.h"
 #include "line_input.h"
 #include "minigpt/error.h"
@@ -39,7 +40,8 @@ struct ChatCliOptions : SamplingFlags {
   bool system_given = false;
   std::string chat_template;  // --chat-template FILE
   std::optional<int64_t> ctx_size;
-  std::string prompt_log;  // --prompt-log FILE
+  std::string prompt_log;      // --prompt-log FILE
+  ConstraintFlags constraint;  // --json-schema, --grammar-file, --json-object
 };
 
 // The tokens `a` and `b` begin with alike.
@@ -81,6 +83,7 @@ int run_chat(ChatCliOptions& o, const std::function<bool(const char*)>& given) {
   g.skip_special = true;  // a sampled <|im_start|> is no part of the reply's text
   g.sampling.seed = o.seed ? *o.seed : std::random_device{}() * 0x100000001ull ^ std::random_device{}();
   if (g.max_new_tokens == -1) g.max_new_tokens = n_ctx;
+  g.grammar = compile_constraint(o.constraint, tok, c.n_vocab);  // structured output, if asked
   validate_options(g, c, &tok);
 
   std::ofstream log;
@@ -218,6 +221,7 @@ const bool registered_chat = register_command(
           ->check(nonempty_path());
       add_sampling_flags(app, *o,
                          "Tokens per reply at most (default: until the end of the turn or a full context)");
+      add_constraint_flags(app, o->constraint);
       app.add_option_function<int64_t>(
           "-c,--ctx-size", [o](const int64_t& c) { o->ctx_size = c; },
           "Context size in tokens, the KV cache's length (default: the model's context, at most 4096; 0 = "

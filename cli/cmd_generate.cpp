@@ -10,6 +10,7 @@
 
 #include "command.h"
 #include "common.h"
+#include "constraint_flags.h"
 #include "id_list.h"
 #include "io/io.h"
 #include "line_input.h"
@@ -36,6 +37,7 @@ struct GenerateCliOptions : SamplingFlags {
   std::string overflow;  // --context-overflow; empty: error, or slide with -i
   std::optional<int64_t> ctx_size;
   bool interactive = false;
+  ConstraintFlags constraint;  // --json-schema, --grammar-file, --json-object
 };
 
 // --json's logit_bias: {"id": bias} as the OpenAI API writes it, a token's last bias, -inf as null.
@@ -266,6 +268,7 @@ int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& 
   // the BOS alone); in -i, a turn's at most a context's worth. Any other negative count is refused below.
   if (g.max_new_tokens == -1 && o.interactive) g.max_new_tokens = n_ctx;
   g.max_new_tokens = resolve_max_new_tokens(g.max_new_tokens, int64_t(prompt.size()), n_ctx);
+  g.grammar = compile_constraint(o.constraint, tok, model->config().n_vocab);  // structured output, if asked
   // Everything that can be refused is refused before a byte is written.
   validate_options(g, model->config(), &tok);
   if (o.interactive) return run_interactive(o, model, tok, g, n_ctx, prompt_text, prompt);
@@ -354,6 +357,7 @@ const bool registered_generate =
       prompt_opt->excludes(file_opt);
       app.add_flag("--no-echo", o->no_echo, "Do not print the prompt before the generated text");
       add_sampling_flags(app, *o);
+      add_constraint_flags(app, o->constraint);
       app.add_option("--context-overflow", o->overflow,
                      "When the context is full: error, truncate (the prompt's oldest tokens) or slide (the "
                      "oldest tokens, generation goes on) (default error; with -i, slide)")

@@ -13,6 +13,7 @@ grep -qx '/.gpu-debs/' .git/info/exclude 2>/dev/null || echo '/.gpu-debs/' >> .g
 if [ -d .gpu-debs ] && [ ! -d .gpu/debs ]; then mkdir -p .gpu && mv .gpu-debs .gpu/debs; fi # kept from last time
 bash ../shared/gpu/prepare.sh
 bash scripts/fetch_minja.sh
+bash scripts/fetch_xgrammar.sh
 EXTRA=(libicu-dev libcairo2-dev libpango1.0-dev fonts-dejavu-core libcpp-httplib-dev libedit-dev)
 mapfile -t closure < <(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
   --no-replaces --no-enhances --no-pre-depends "${EXTRA[@]}" | grep -E '^[a-z0-9]' | sort -u |

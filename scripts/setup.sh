@@ -29,6 +29,7 @@ bash scripts/venv.sh
 
 # minja, the chat templates' Jinja engine (no Debian package): from PyPI into third_party/minja.
 bash scripts/fetch_minja.sh
+bash scripts/fetch_xgrammar.sh  # structured output's constraint engine (xgrammar): from PyPI into third_party/xgrammar
 
 BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-Release} "$@"

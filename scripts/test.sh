@@ -20,6 +20,7 @@ if [ -n "${MINIGPT_SANITIZE:-}" ]; then
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 fi
 bash scripts/fetch_minja.sh  # the chat templates' engine (setup.sh fetches it too; nothing to do when there)
+bash scripts/fetch_xgrammar.sh  # the structured-output engine (as fetch_minja.sh: nothing to do when there)
 # .venv: the openai client tests' and the Python package's (nanobind, which the build looks for, numpy, pytest,
 # mypy); setup.sh made it, and this is cheap when it is there.
 bash scripts/venv.sh

@@ -17,7 +17,8 @@
 //   cpu, cuda  src/cpu/, src/cuda/                                       the backends
 //   model      include/minigpt/model.h, src/model/                       weights from one model source
 //   session    include/minigpt/session.h, src/session/                   the forward pass over Backend
-//   run        include/minigpt/{sampler,generate,generation_config,attention,perplexity,minigpt}.h, src/run/
+//   run include/minigpt/{sampler,constraint,generate,generation_config,attention,perplexity,minigpt}.h,
+//              src/run/
 //   chat       src/chat/                                                 chat templates: a conversation as a
 //                                                                        prompt, for chat and serve
 //   app        src/convert/, src/server/                                 what the commands are made of
@@ -53,23 +54,15 @@ struct Layer {
 // The layer of a file by its path relative to the repository root; nullopt for one the table does not know.
 std::optional<Layer> layer_of(const std::string& rel) {
   static const std::map<std::string, Layer> kPublic = {
-      {"error.h", {"core", 0}},
-      {"tensor.h", {"core", 0}},
-      {"ggml_type.h", {"core", 0}},
-      {"string_table.h", {"core", 0}},
-      {"model_source.h", {"formats", 3}},
-      {"config.h", {"arch", 4}},
-      {"block.h", {"arch", 4}},
-      {"tokenizer.h", {"tokenizer", 5}},
-      {"backend.h", {"backend", 6}},
-      {"registry.h", {"backend", 6}},
-      {"model.h", {"model", 8}},
-      {"session.h", {"session", 9}},
-      {"sampler.h", {"run", 10}},
-      {"generate.h", {"run", 10}},
-      {"generation_config.h", {"run", 10}},
-      {"attention.h", {"run", 10}},
-      {"perplexity.h", {"run", 10}},
+      {"error.h", {"core", 0}},           {"tensor.h", {"core", 0}},
+      {"ggml_type.h", {"core", 0}},       {"string_table.h", {"core", 0}},
+      {"model_source.h", {"formats", 3}}, {"config.h", {"arch", 4}},
+      {"block.h", {"arch", 4}},           {"tokenizer.h", {"tokenizer", 5}},
+      {"backend.h", {"backend", 6}},      {"registry.h", {"backend", 6}},
+      {"model.h", {"model", 8}},          {"session.h", {"session", 9}},
+      {"sampler.h", {"run", 10}},         {"constraint.h", {"run", 10}},
+      {"generate.h", {"run", 10}},        {"generation_config.h", {"run", 10}},
+      {"attention.h", {"run", 10}},       {"perplexity.h", {"run", 10}},
       {"minigpt.h", {"run", 10}},
   };
   static const std::vector<std::pair<std::string, Layer>> kFolders = {

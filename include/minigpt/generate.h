@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "minigpt/constraint.h"
 #include "minigpt/generation_config.h"
 #include "minigpt/sampler.h"
 #include "minigpt/session.h"
@@ -49,7 +50,11 @@ struct GenerateOptions {
   // transformers' decode(skip_special_tokens=True); they still count as tokens. The server and `generate`
   // (without --show-special) set it.
   bool skip_special = false;
-  bool logprobs = false;     // fill GeneratedToken::logprob
+  bool logprobs = false;  // fill GeneratedToken::logprob
+  // Structured output (constraint.h): the generated text is in this grammar's language. Each sequence
+  // starts its own Constraint from it; tokens it does not allow get -inf logits before sampling, and
+  // generation ends when it has (an end-of-text id where it may end; with none, its text complete).
+  std::shared_ptr<const Grammar> grammar;
   int64_t top_logprobs = 0;  // fill GeneratedToken::top with this many alternatives
 };
 
@@ -133,6 +138,9 @@ class Generator {
   GenerateOptions o_;
   GenerateCallbacks cb_;
   Sampler sampler_;
+  std::unique_ptr<Constraint> constraint_;  // o_.grammar's, for this sequence
+  std::vector<uint32_t> allowed_;           // its bitmask for the next token
+  std::vector<float> masked_;               // the logits with the tokens it does not allow at -inf
   std::vector<int32_t> history_;
   std::optional<StreamDecoder> decoder_;
   GenerateResult r_;

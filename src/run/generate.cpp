@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "minigpt/error.h"
 #include "tokenizer/utf8.h"
@@ -143,6 +144,10 @@ Generator::Generator(const Config& c, const Tokenizer* tokenizer, const Generate
     if (eos_.empty() && tokenizer != nullptr && tokenizer->eos_id()) add(*tokenizer->eos_id());
   }
   if (tokenizer != nullptr) decoder_.emplace(*tokenizer);
+  if (o.grammar) {
+    constraint_ = o.grammar->start(eos_);
+    allowed_.resize(bitmask_words(c.n_vocab));
+  }
 }
 
 Generator::~Generator() = default;
@@ -192,7 +197,17 @@ bool Generator::add_text(const std::string& piece, bool final) {
 
 bool Generator::push(std::span<const float> logits) {
   if (done_) throw Error(ErrorKind::Argument, "Generator::push: generation has ended");
-  const int32_t id = sampler_.sample(logits, history_, r_.tokens);
+  std::span<const float> scores = logits;
+  if (constraint_) {
+    constraint_->fill_allowed(allowed_);
+    constexpr float kNever = -std::numeric_limits<float>::infinity();
+    masked_.resize(logits.size());  // the model's n_vocab: allocated once
+    for (size_t i = 0; i < masked_.size(); ++i)
+      masked_[i] = (allowed_[i >> 5] >> (i & 31)) & 1 ? logits[i] : kNever;
+    scores = masked_;
+  }
+  const int32_t id = sampler_.sample(scores, history_, r_.tokens);
+  if (constraint_) constraint_->accept(id);
   if (!sampled_) {
     sampled_ = true;
     t_first_ = clock_type::now();
@@ -234,6 +249,10 @@ bool Generator::push(std::span<const float> logits) {
     return false;
   }
   release(Release::Shown);
+  if (constraint_ && constraint_->finished()) {  // its text is complete and there is no EOS to wait for
+    finish(StopReason::Eos);
+    return false;
+  }
   if (int64_t(r_.tokens.size()) >= o_.max_new_tokens) {
     finish(StopReason::Length);
     return false;

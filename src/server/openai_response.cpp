@@ -173,12 +173,13 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
   std::vector<EchoPrompt> echoes;
   int64_t prompt_tokens = 0;
   for (auto& p : cr.prompts) {
-    std::vector<int32_t> prepared;
-    try {
-      prepared = prepare_prompt(p, cr.gen, c, &tok, sched->n_ctx());
-    } catch (const Error& e) {
-      throw ApiError(400, e.what(), chat ? "messages" : "prompt");
-    }
+    const std::vector<int32_t> prepared = [&] {
+      try {
+        return prepare_prompt(p, cr.gen, c, &tok, sched->n_ctx());
+      } catch (const Error& e) {
+        throw ApiError(400, e.what(), chat ? "messages" : "prompt");
+      }
+    }();
     prompt_tokens += int64_t(prepared.size());
     if (cr.echo) echoes.push_back(echo_prompt(tok, prepared));
     for (int64_t j = 0; j < cr.n; ++j) {
