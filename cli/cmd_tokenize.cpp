@@ -63,7 +63,9 @@ bool registered_tokenize = register_command(
         const std::string model = o->model_dir.empty() && o->tokenizer.empty()
                                       ? resolve_model_dir(ModelOptions{}).string()
                                       : o->model_dir;
-        Tokenizer tok = load_tokenizer(o->tokenizer, ModelSource::open(model));
+        // --tokenizer alone: no model to open.
+        Tokenizer tok = model.empty() ? Tokenizer::load(std::filesystem::path(o->tokenizer))
+                                      : load_tokenizer(o->tokenizer, ModelSource::open(model));
         std::string input = read_input(*o, text_opt->count() > 0);
         if (o->decode) {
           const std::vector<int32_t> ids = parse_ids(input);

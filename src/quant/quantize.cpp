@@ -209,10 +209,9 @@ float fit_scale_offset(int n, int nmax, const float* x, const float* w, uint8_t*
   return scale;
 }
 
-// Fits x[0, n) as scale * (L - nmax), L in [0, 2 nmax - 1], weighting each value by x^2: the scale of the
-// largest |x| first, then 18 nearby ones, keeping the best least-squares fit. (ggml: make_qx_quants with
-// rmse_type 1 and no importance weights.)
-float fit_scale_symmetric(int n, int nmax, const float* x, int8_t* L) {
+// The value of largest magnitude in x[0, n) (the first of equals), or 0 where every |x| is below
+// kGroupMaxEps (a group ggml's quantizers write as zeros).
+float largest_magnitude(int n, const float* x) {
   float max = 0, amax = 0;
   for (int i = 0; i < n; ++i) {
     const float ax = std::fabs(x[i]);
@@ -221,7 +220,15 @@ float fit_scale_symmetric(int n, int nmax, const float* x, int8_t* L) {
       max = x[i];
     }
   }
-  if (amax < kGroupMaxEps) {
+  return amax < kGroupMaxEps ? 0.0f : max;
+}
+
+// Fits x[0, n) as scale * (L - nmax), L in [0, 2 nmax - 1], weighting each value by x^2: the scale of the
+// largest |x| first, then 18 nearby ones, keeping the best least-squares fit. (ggml: make_qx_quants with
+// rmse_type 1 and no importance weights.)
+float fit_scale_symmetric(int n, int nmax, const float* x, int8_t* L) {
+  const float max = largest_magnitude(n, x);
+  if (max == 0.0f) {
     std::fill(L, L + n, int8_t(0));
     return 0.0f;
   }
@@ -264,15 +271,8 @@ float fit_scale_symmetric(int n, int nmax, const float* x, int8_t* L) {
 // fit without them prefers, where that improves the fit. Returns the least-squares scale of the levels
 // kept. (ggml: make_q3_quants with do_rmse.)
 float fit_scale_iterative(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
+  const float max = largest_magnitude(n, x);
+  if (max == 0.0f) {
     std::fill(L, L + n, int8_t(0));
     return 0.0f;
   }

@@ -35,6 +35,8 @@ from gguf.quants import dequantize
 from safetensors.numpy import load_file, save_file
 from transformers import AutoConfig, AutoModelForCausalLM
 
+from make_dequant_reference import quantized_acts, unpermute  # the same inverse permutation and rounding
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODELS = os.path.join(ROOT, "tests", "fixtures", "models")
 GGUF_DIR = os.path.join(ROOT, "tests", "fixtures", "gguf")
@@ -47,22 +49,6 @@ FILES = [
     ("qwen3-headdim", ["q8_0"], MODEL_ARCH.QWEN3, False),
     ("gemma3-linear", ["q8_0", "q4_k_m"], MODEL_ARCH.GEMMA3, False),
 ]
-
-
-def unpermute(w, n_head):
-    """The inverse of convert_hf_to_gguf.py's LlamaModel.permute: rows of each head from pairs to halves."""
-    rows = w.shape[0]
-    return w.reshape(n_head, rows // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-
-
-def quantized_acts(x, levels):
-    """x with each 32 consecutive values quantized as minigpt's quantize_acts (float32 steps)."""
-    shape = x.shape
-    x = x.reshape(-1, 32).float()
-    amax = x.abs().amax(1, keepdim=True)
-    inv = torch.where(amax > 0, levels / amax, torch.zeros_like(amax))
-    d = amax / levels
-    return (torch.round(x * inv) * d).reshape(shape)
 
 
 def logits_on_file(fixture, path, arch, permuted):
