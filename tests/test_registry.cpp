@@ -292,7 +292,9 @@ TEST(InfoCli, ModelReportsTheParametersLoadCounts) {
 // (498 MB of weights) is described in a few MB (Model::load would peak near 1 GB).
 TEST(InfoCli, ModelReadsHeadersOnly) {
 #ifdef MINIGPT_TEST_ASAN
-  constexpr long kBoundKb = 128 * 1024;  // the sanitizers' runtime and shadow memory (see VersionRunsSmall)
+  // The sanitizers' runtime and shadow memory (see VersionRunsSmall), and the libraries the binary maps
+  // (Pango and fontconfig, xgrammar): measured 143 MB; loading the weights would add 498 MB.
+  constexpr long kBoundKb = 200 * 1024;
 #else
   constexpr long kBoundKb = 50 * 1024;
 #endif
