@@ -103,11 +103,12 @@ std::string join(const std::vector<std::string>& v) {
 
 // `minigpt --version` with the CUDA backend linked in peaked at ~218 MB: libcudart, libcublas and
 // libcublasLt mapped and relocated at start-up. Without them it peaks at ~7 MB here (libstdc++, OpenBLAS,
-// PCRE2; ~41 MB under ASan+UBSan, whose binary is 80 MB and has shadow memory). The bounds leave room for
-// other machines' libraries and are far below the ~210 MB the CUDA libraries add.
+// PCRE2, Pango and fontconfig: 18 MB; 141 MB under ASan+UBSan, whose binary and shadow memory have grown
+// with the libraries it now links, not yet taken apart). The bounds leave room for other machines'
+// libraries and are below what the ~210 MB of the CUDA libraries would add.
 TEST(CudaModule, VersionRunsSmall) {
 #ifdef MINIGPT_TEST_ASAN
-  constexpr long kBoundKb = 128 * 1024;
+  constexpr long kBoundKb = 200 * 1024;
 #else
   constexpr long kBoundKb = 64 * 1024;
 #endif
