@@ -133,7 +133,6 @@ class Generator {
   void release(Release mode);
   bool add_text(const std::string& piece, bool final);
 
-  const Config* config_;
   const Tokenizer* tokenizer_;
   GenerateOptions o_;
   GenerateCallbacks cb_;

@@ -121,8 +121,7 @@ struct Generator::Pending {
 
 Generator::Generator(const Config& c, const Tokenizer* tokenizer, const GenerateOptions& o,
                      std::vector<int32_t> prompt, GenerateCallbacks cb)
-    : config_(&c),
-      tokenizer_(tokenizer),
+    : tokenizer_(tokenizer),
       o_(o),
       cb_(std::move(cb)),
       sampler_(o.sampling, c.n_vocab),

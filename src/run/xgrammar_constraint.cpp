@@ -120,7 +120,10 @@ GrammarCompiler::GrammarCompiler(const Tokenizer& tokenizer, int64_t n_vocab)
   // The end-of-text ids are each Constraint's (Grammar::start()), not the vocabulary's.
   xgrammar::TokenizerInfo info(vocab, xgrammar::VocabType::RAW, int(n_vocab), std::vector<int32_t>{});
   const int threads = int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
-  impl_->compiler.emplace(info, threads);
+  // The cache of compiled grammars is bounded (least recently used out first): a server compiles whatever
+  // schemas its clients send.
+  constexpr int64_t kCacheBytes = int64_t(256) << 20;
+  impl_->compiler.emplace(info, threads, /*cache_enabled=*/true, kCacheBytes);
 }
 
 GrammarCompiler::~GrammarCompiler() = default;

@@ -165,8 +165,35 @@ uint64_t Server::Impl::random_seed() {
 // /v1/completions and /v1/chat/completions: the choices go to the scheduler; their events come back as the
 // legacy completion shape (text, logprobs with tokens / token_logprobs / top_logprobs / text_offset) or the
 // chat shape (message / delta, logprobs.content).
+std::shared_ptr<const Grammar> Server::Impl::compile_constraint(const CompletionRequest::Constraint& k) {
+  std::call_once(grammars_once,
+                 [&] { grammars = std::make_unique<GrammarCompiler>(tok, model->config().n_vocab); });
+  using Kind = CompletionRequest::Constraint::Kind;
+  try {
+    switch (k.kind) {
+      case Kind::JsonObject:
+        return grammars->json_object();
+      case Kind::JsonSchema:
+        return grammars->json_schema(k.text);
+      case Kind::Gbnf:
+        return grammars->gbnf(k.text);
+    }
+  } catch (const Error& e) {
+    // The engine's message begins "json_schema: " or "grammar: "; the field named is the request's.
+    std::string m = e.what();
+    for (const std::string_view prefix : {"json_schema: ", "grammar: ", "json_object: "}) {
+      if (m.rfind(prefix, 0) == 0) m = m.substr(prefix.size());
+    }
+    const char* what = k.kind == Kind::Gbnf ? "the grammar" : "the JSON schema";
+    throw ApiError(400, k.param + ": " + what + " is not one minigpt can follow: " + m, k.param);
+  }
+  throw ApiError(500, "unknown constraint kind");
+}
+
 void Server::Impl::completions(const httplib::Request& req, httplib::Response& res, CompletionRequest cr) {
   const Config& c = model->config();
+  // Compiled before any choice starts: a schema or grammar the engine refuses is the request's 400.
+  if (cr.constraint) cr.gen.grammar = compile_constraint(*cr.constraint);
   const bool chat = cr.chat;
   const uint64_t seed = cr.seed ? *cr.seed : random_seed();
   std::vector<ChoiceSpec> specs;

@@ -154,7 +154,10 @@ const std::set<std::string> kCommonFields = {"model", "max_tokens", "temperature
                                              "repetition_penalty", "ignore_eos", "cache_prompt",
                                              // llama-server's names: n_predict (-1: until the context is
                                              // full), repeat_penalty (= repetition_penalty)
-                                             "n_predict", "repeat_penalty", "repeat_last_n"};
+                                             "n_predict", "repeat_penalty", "repeat_last_n",
+                                             // structured output: OpenAI's response_format, llama-server's
+                                             // json_schema and grammar (parse_constraint)
+                                             "response_format", "json_schema", "grammar"};
 
 void check_known(const json& j, const std::set<std::string>& own) {
   for (const auto& [key, value] : j.items()) {
@@ -245,7 +248,8 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& b, int64_t n
 }
 
 // The fields /v1/completions and /v1/chat/completions share: model, n, max_tokens (`max_tokens_name`),
-// stream, stream_options, seed, stop, sampling, penalties, logit_bias, user, ignore_eos, cache_prompt.
+// stream, stream_options, seed, stop, sampling, penalties, logit_bias, user, ignore_eos, cache_prompt
+// (and response_format, json_schema, grammar: parse_constraint).
 void parse_common(const json& j, CompletionRequest& r, const Config& c, const RequestLimits& limits,
                   const char* max_tokens_name) {
   r.gen.sampling.top_k = 0;   // OpenAI's API has no top-k: off unless asked for
@@ -365,6 +369,77 @@ void parse_common(const json& j, CompletionRequest& r, const Config& c, const Re
 }
 
 // The checks after every field is read: sampling, and each prompt within the context.
+// A schema as the request gives it: an object (OpenAI's response_format.json_schema.schema, llama-server's
+// json_schema), or true / {} for any JSON value. Its text goes to the engine, which refuses what it cannot
+// honour.
+std::string schema_text(const json& schema, const std::string& param) {
+  if (schema.is_boolean() && schema.get<bool>()) return "{}";
+  if (!schema.is_object()) bad_type(param, schema, "a JSON Schema (an object)");
+  return schema.dump();
+}
+
+// response_format ({"type": "text" | "json_object" | "json_schema"}), json_schema, grammar: at most one.
+void parse_constraint(const json& j, CompletionRequest& r) {
+  using Kind = CompletionRequest::Constraint::Kind;
+  const char* given = nullptr;
+  for (const char* key : {"response_format", "json_schema", "grammar"}) {
+    if (!has(j, key)) continue;
+    if (given)
+      bad(key, std::string("only one of response_format, json_schema and grammar may be given (") + given +
+                   " is too)");
+    given = key;
+  }
+  if (has(j, "grammar")) {
+    if (!j["grammar"].is_string()) bad_type("grammar", j["grammar"], "a string (a GBNF grammar)");
+    // llama-server reads an empty grammar as none
+    if (!j["grammar"].get<std::string>().empty())
+      r.constraint = {Kind::Gbnf, j["grammar"].get<std::string>(), "grammar"};
+  }
+  if (has(j, "json_schema"))
+    r.constraint = {Kind::JsonSchema, schema_text(j["json_schema"], "json_schema"), "json_schema"};
+  if (!has(j, "response_format")) return;
+  const json& f = j["response_format"];
+  if (!f.is_object() || !f.contains("type") || !f["type"].is_string()) {
+    bad("response_format",
+        "expected an object with a \"type\": \"text\", \"json_object\" or \"json_schema\"");
+  }
+  const std::string type = f["type"].get<std::string>();
+  if (type == "text") return;
+  if (type == "json_object") {
+    // llama-server's extension: a schema beside the type
+    if (f.contains("schema") && !f["schema"].is_null()) {
+      r.constraint = {Kind::JsonSchema, schema_text(f["schema"], "response_format.schema"),
+                      "response_format"};
+    } else {
+      r.constraint = {Kind::JsonObject, "", "response_format"};
+    }
+    return;
+  }
+  if (type != "json_schema") {
+    bad("response_format.type",
+        "must be \"text\", \"json_object\" or \"json_schema\", got " + short_dump(f["type"]));
+  }
+  if (!f.contains("json_schema") || !f["json_schema"].is_object()) {
+    bad("response_format.json_schema", "required, an object with a \"name\" and a \"schema\"");
+  }
+  const json& js = f["json_schema"];
+  if (!js.contains("name") || !js["name"].is_string())
+    bad("response_format.json_schema.name", "required, a string");
+  if (js.contains("strict") && !js["strict"].is_null())
+    get_bool(js["strict"], "response_format.json_schema.strict");
+  if (js.contains("description") && !js["description"].is_null() && !js["description"].is_string()) {
+    bad_type("response_format.json_schema.description", js["description"], "a string");
+  }
+  // OpenAI's default schema is none: any JSON (the name alone). Strict or not, the output follows the schema:
+  // a constraint that holds only sometimes is of no use to a program.
+  if (!js.contains("schema") || js["schema"].is_null()) {
+    r.constraint = {Kind::JsonSchema, "{}", "response_format"};
+  } else {
+    r.constraint = {Kind::JsonSchema, schema_text(js["schema"], "response_format.json_schema.schema"),
+                    "response_format"};
+  }
+}
+
 void finish_request(CompletionRequest& r, const Config& c, const RequestLimits& limits) {
   try {
     r.gen.sampling.validate();
@@ -448,6 +523,7 @@ CompletionRequest parse_completion_request(std::string_view body, const Tokenize
   }
 
   parse_common(j, r, c, limits, "max_tokens");
+  parse_constraint(j, r);
   if (has(j, "best_of") && get_int(j["best_of"], "best_of", 1, limits.max_choices) != r.n) {
     throw ApiError(400, "best_of: not supported (it must equal n)", "best_of");
   }
@@ -466,8 +542,8 @@ CompletionRequest parse_chat_request(std::string_view body, const Tokenizer& tok
   const json j = parse_body(body);
   const std::string model = check_model(j, limits);
   static const std::set<std::string> known = {
-      "messages", "max_completion_tokens", "top_logprobs", "response_format", "tools", "tool_choice",
-      "parallel_tool_calls", "store", "metadata", "chat_template_kwargs", "add_generation_prompt",
+      "messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
+      "store", "metadata", "chat_template_kwargs", "add_generation_prompt",
       // the rest of the OpenAI chat API's parameters: those that change nothing here are accepted, those
       // that would change the answer are refused below unless they ask for what minigpt does anyway
       "functions", "function_call", "audio", "modalities", "web_search_options", "prediction",
@@ -589,17 +665,9 @@ CompletionRequest parse_chat_request(std::string_view body, const Tokenizer& tok
     throw ApiError(400, "store: not supported (minigpt keeps no completions)", "store");
   }
   if (has(j, "metadata") && !j["metadata"].is_object()) bad_type("metadata", j["metadata"], "an object");
-  if (has(j, "response_format")) {
-    const json& f = j["response_format"];
-    if (!f.is_object() || !f.contains("type") || !f["type"].is_string()) {
-      bad("response_format", "expected an object with a \"type\"");
-    }
-    if (f["type"] != "text") {
-      throw ApiError(400, "response_format: only {\"type\": \"text\"} is supported", "response_format");
-    }
-  }
 
   parse_common(j, r, c, limits, has(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens");
+  parse_constraint(j, r);
   // A reply ends at the template's end-of-turn token (<|im_end|>, <|eot_id|>) too, where the model's eos ids
   // do not name it.
   r.gen.eos_token_ids = chat_stop_ids(c, r.gen.eos_token_ids, *tmpl);

@@ -76,6 +76,15 @@ struct CompletionRequest {
   // llama-server's cache_prompt: a prompt may start from what a free slot's cache holds of it (the keys and
   // values an earlier request left). Off: every prompt token is evaluated.
   bool cache_prompt = true;
+  // Structured output the request asks for: OpenAI's response_format (json_object, json_schema), or
+  // llama-server's json_schema or grammar (GBNF). The server compiles it (GrammarCompiler) once the request
+  // has parsed; a schema or grammar it refuses is a 400 naming `param`.
+  struct Constraint {
+    enum class Kind { JsonObject, JsonSchema, Gbnf } kind;
+    std::string text;   // the schema (JSON text) or the grammar; empty for JsonObject
+    std::string param;  // the field it came from: response_format, json_schema or grammar
+  };
+  std::optional<Constraint> constraint;
 };
 
 // Parses and checks `body`; the prompts are tokenized with `tokenizer` (special tokens recognised, as

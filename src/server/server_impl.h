@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "minigpt/constraint.h"
 #include "server/scheduler.h"
 #include "server/server.h"
 
@@ -61,6 +62,12 @@ struct Server::Impl {
   // HTTP thread); log_m also keeps the sink's lines whole.
   std::mutex log_m;
   std::unordered_map<const httplib::Request*, std::shared_ptr<RequestLog>> in_flight;
+  // Structured output: the compiler for this model's vocabulary, made at the first request that asks for a
+  // constraint (its tables take a moment on a large vocabulary); it caches the grammars it compiles.
+  std::once_flag grammars_once;
+  std::unique_ptr<GrammarCompiler> grammars;
+  // A request's constraint compiled (ApiError 400 naming its field for one the engine refuses).
+  std::shared_ptr<const Grammar> compile_constraint(const CompletionRequest::Constraint& c);
 
   Impl(std::shared_ptr<const Model> m, Tokenizer t, ServerOptions opt)
       : model(std::move(m)), tok(std::move(t)), o(std::move(opt)) {}
