@@ -4,7 +4,7 @@ maps and perplexity as arrays.
     import minigpt
     m = minigpt.Model("models/shakespeare-char")                 # any path `minigpt -m` takes
     print(m.generate("ROMEO:", max_new_tokens=40, temperature=0).text)
-    c = minigpt.Model("SmolLM2-135M-Instruct-Q4_1.gguf")         # a model with a chat template
+    c = minigpt.Model("SmolLM2-135M-Instruct.Q4_1.gguf")         # a model with a chat template
     print(c.chat([{"role": "user", "content": "A cat?"}], json_schema={"type": "object"}).text)
 
 The same engine as the `minigpt` command (one C++ library), with its defaults and its error messages:
