@@ -19,8 +19,8 @@
 //   session    include/minigpt/session.h, src/session/                   the forward pass over Backend
 //   run include/minigpt/{sampler,constraint,generate,generation_config,attention,perplexity,minigpt}.h,
 //              src/run/
-//   chat       src/chat/                                                 chat templates: a conversation as a
-//                                                                        prompt, for chat and serve
+//   chat       include/minigpt/chat.h, src/chat/                         chat templates: a conversation as a
+//                                                                        prompt, for chat, serve and Python
 //   app        src/convert/, src/server/                                 what the commands are made of
 //   cli        cli/                                                      the minigpt program
 //   python     python/                                                   the Python package's extension
@@ -63,7 +63,7 @@ std::optional<Layer> layer_of(const std::string& rel) {
       {"sampler.h", {"run", 10}},         {"constraint.h", {"run", 10}},
       {"generate.h", {"run", 10}},        {"generation_config.h", {"run", 10}},
       {"attention.h", {"run", 10}},       {"perplexity.h", {"run", 10}},
-      {"minigpt.h", {"run", 10}},
+      {"minigpt.h", {"run", 10}},         {"chat.h", {"chat", 11}},
   };
   static const std::vector<std::pair<std::string, Layer>> kFolders = {
       {"src/core/", {"core", 0}},

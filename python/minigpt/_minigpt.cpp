@@ -6,7 +6,9 @@
 // - generation runs one token per step (minigpt::Generation) and checks for signals between steps with the
 //   GIL held, so Ctrl-C stops it within one token (KeyboardInterrupt);
 // - minigpt::Error becomes minigpt.Error or the subclass of its kind, with the same message;
-// - logits and attention maps are numpy arrays over memory the library wrote into directly.
+// - logits and attention maps are numpy arrays over memory the library wrote into directly;
+// - chat() renders the model's chat template (minigpt/chat.h) as `minigpt chat` does, and a JSON Schema or
+//   GBNF grammar constrains generation through one GrammarCompiler per model (minigpt/constraint.h).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -27,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "minigpt/chat.h"
 #include "minigpt/minigpt.h"
 
 namespace nb = nanobind;
@@ -282,9 +285,45 @@ struct ModelState {
   std::vector<std::unique_ptr<Session>> pool;
   static constexpr size_t kPoolMax = 4;
 
+  // Structured output's compiler for this model's vocabulary, made on first use (its tokenizer table takes
+  // a fraction of a second on a large vocabulary); it caches each grammar it compiles by its text.
+  std::mutex grammars_mu;
+  std::unique_ptr<GrammarCompiler> grammars;
+
+  // The chat template, read on first use of chat().
+  std::mutex chat_mu;
+  std::optional<ChatFormat> chat;
+  std::optional<Error> chat_error;
+
   const Tokenizer& tok() const {
     if (tokenizer_error) throw *tokenizer_error;
     return *tokenizer;
+  }
+  // Called with the GIL released.
+  const GrammarCompiler& grammar_compiler() {
+    const Tokenizer& t = tok();
+    std::lock_guard<std::mutex> lock(grammars_mu);
+    if (!grammars) grammars = std::make_unique<GrammarCompiler>(t, model->config().n_vocab);
+    return *grammars;
+  }
+  const ChatFormat& chat_format() {
+    const Tokenizer& t = tok();
+    std::lock_guard<std::mutex> lock(chat_mu);
+    if (!chat && !chat_error) {
+      try {
+        chat = ChatFormat::load(*source, t);
+        if (!chat) {
+          chat_error = Error(ErrorKind::Argument,
+                             path +
+                                 ": the model has no chat template (no chat_template.jinja, no chat_template "
+                                 "in its tokenizer_config.json or GGUF metadata): use generate()");
+        }
+      } catch (const Error& e) {
+        chat_error = e;
+      }
+    }
+    if (chat_error) throw *chat_error;
+    return *chat;
   }
   const GenerationDefaults& generation_defaults() {
     std::lock_guard<std::mutex> lock(defaults_mu);
@@ -423,7 +462,51 @@ struct GenerateArgs {
   bool special = false;
   bool show_special = false;
   std::optional<int64_t> logprobs;
+  // At most one (the Python side checks): a JSON Schema's text, a GBNF grammar, any JSON object.
+  std::optional<std::string> json_schema;
+  std::optional<std::string> grammar;
+  bool json_object = false;
+  // chat(): `prompt` is the conversation, a JSON array of messages (the Python side's json.dumps).
+  bool chat = false;
 };
+
+// The grammar generate() or chat() is asked to follow, compiled by the model's GrammarCompiler (with the
+// GIL released: a schema's compile takes a fraction of a second on a large vocabulary); null when none is.
+// The engine's refusal is Error(Argument) "json_schema: ..." or "grammar: ...", which names the keyword.
+std::shared_ptr<const Grammar> compile_grammar(ModelState& m, const GenerateArgs& a) {
+  if (!a.json_schema && !a.grammar && !a.json_object) return nullptr;
+  nb::gil_scoped_release release;
+  const GrammarCompiler& compiler = m.grammar_compiler();
+  if (a.json_schema) return compiler.json_schema(*a.json_schema);
+  if (a.grammar) return compiler.gbnf(*a.grammar);
+  return compiler.json_object();
+}
+
+// chat()'s prompt, as `minigpt chat` makes one turn's (cli/cmd_chat.cpp): the conversation rendered by the
+// model's template with the assistant's turn opened, tokenized as apply_chat_template(tokenize=True) does
+// (the template writes the special tokens; none is added, those in the text are recognised).
+std::vector<int32_t> chat_prompt(ModelState& m, const std::string& messages, int64_t n_ctx) {
+  const ChatFormat& format = m.chat_format();
+  const std::string text = format.render(messages, /*add_generation_prompt=*/true);
+  std::vector<int32_t> ids;
+  try {
+    ids = m.tok().encode(text, /*allow_special=*/true);
+  } catch (const Error& e) {
+    throw Error(e.kind(), std::string("messages: ") + e.what());
+  }
+  if (ids.empty()) {
+    throw Error(ErrorKind::Argument,
+                "messages: the chat template rendered an empty prompt: there is nothing to reply to");
+  }
+  if (int64_t(ids.size()) >= n_ctx) {
+    throw Error(ErrorKind::Argument,
+                "messages: the conversation is " + std::to_string(ids.size()) +
+                    " tokens, and the context of " + std::to_string(n_ctx) + " has room for " +
+                    std::to_string(n_ctx - 1) + " and a reply" +
+                    (n_ctx < m.model->config().n_ctx ? " (ctx_size enlarges the context)" : ""));
+  }
+  return ids;
+}
 
 // As `minigpt generate` prepares a run from its flags (cli/cmd_generate.cpp): the prompt encoded with the
 // template's special tokens, the model's generation defaults for what is not given, the context, -n -1.
@@ -442,7 +525,11 @@ std::unique_ptr<GenerateRun> start_generation(const std::shared_ptr<ModelState>&
   const bool text_prompt = nb::isinstance<nb::str>(a.prompt);
   const Tokenizer* tok = nullptr;
   std::vector<int32_t> prompt;
-  if (text_prompt) {
+  const int64_t n_ctx = context_size(a.ctx_size, c.n_ctx);
+  if (a.chat) {
+    tok = &m->tok();
+    prompt = chat_prompt(*m, nb::cast<std::string>(a.prompt), n_ctx);
+  } else if (text_prompt) {
     tok = &m->tok();
     const std::string text = nb::cast<std::string>(a.prompt);
     try {
@@ -455,7 +542,13 @@ std::unique_ptr<GenerateRun> start_generation(const std::shared_ptr<ModelState>&
     prompt = to_ids(a.prompt);
     if (!m->tokenizer_error) tok = m->tokenizer.get();  // text of the ids when there is a tokenizer
   }
-  if (a.max_new_tokens) g.max_new_tokens = *a.max_new_tokens;
+  if (a.max_new_tokens) {
+    g.max_new_tokens = *a.max_new_tokens;
+  } else if (a.chat) {
+    // A reply runs until its end-of-turn token or the context is full unless max_new_tokens (or the model's)
+    // bounds it, as `minigpt chat`'s and the chat API's replies do.
+    g.max_new_tokens = n_ctx;
+  }
   if (a.temperature) g.sampling.temperature = *a.temperature;
   if (a.top_k) g.sampling.top_k = *a.top_k;
   if (a.top_p) g.sampling.top_p = *a.top_p;
@@ -467,7 +560,7 @@ std::unique_ptr<GenerateRun> start_generation(const std::shared_ptr<ModelState>&
   g.sampling.logit_bias = a.logit_bias;
   g.stop = a.stop;
   g.ignore_eos = a.ignore_eos;
-  g.skip_special = !a.show_special;
+  g.skip_special = !a.show_special;  // chat(): a sampled <|im_start|> is no part of the reply's text
   const GenerationDefaults& defaults = m->generation_defaults();
   const auto given = [&a](const char* name) {
     const std::string n = name;
@@ -480,7 +573,13 @@ std::unique_ptr<GenerateRun> start_generation(const std::shared_ptr<ModelState>&
     if (n == "max_new_tokens") return a.max_new_tokens.has_value();
     return false;
   };
-  apply_generation_defaults(g, defaults, given, int64_t(prompt.size()));
+  if (a.chat) {
+    // A conversation's prompt grows each turn: the model's max_length gives no length (as in `minigpt chat`).
+    apply_generation_defaults(g, defaults, given);
+    g.eos_token_ids = m->chat_format().stop_ids(c, g.eos_token_ids);
+  } else {
+    apply_generation_defaults(g, defaults, given, int64_t(prompt.size()));
+  }
   const uint64_t seed =
       a.seed ? *a.seed : uint64_t(std::random_device{}()) * 0x100000001ull ^ std::random_device{}();
   g.sampling.seed = seed;
@@ -492,9 +591,11 @@ std::unique_ptr<GenerateRun> start_generation(const std::shared_ptr<ModelState>&
     throw Error(ErrorKind::Argument, "logprobs: must be in [0, " + std::to_string(c.n_vocab) + "], got " +
                                          std::to_string(*a.logprobs));
   }
-  const int64_t n_ctx = context_size(a.ctx_size, c.n_ctx);
-  g.max_new_tokens = resolve_max_new_tokens(g.max_new_tokens, int64_t(prompt.size()), n_ctx);
+  g.max_new_tokens = a.chat && g.max_new_tokens == -1
+                         ? n_ctx
+                         : resolve_max_new_tokens(g.max_new_tokens, int64_t(prompt.size()), n_ctx);
   validate_options(g, c, tok);
+  g.grammar = compile_grammar(*m, a);
 
   auto run = std::make_unique<GenerateRun>(m, n_ctx);
   run->tok = tok;
@@ -658,6 +759,8 @@ struct PyPerplexity {
 
 // --- the Python Model ---------------------------------------------------------------------------------
 
+GenerateArgs args_from(const nb::dict& options, bool chat);
+
 class PyModel {
  public:
   PyModel(const std::string& path, const std::string& dtype, int threads, const std::string& backend,
@@ -715,7 +818,12 @@ class PyModel {
   }
   bool has_tokenizer() const { return !m_->tokenizer_error; }
 
-  nb::object generate(const GenerateArgs& a, bool stream) {
+  nb::object generate(nb::object prompt, std::optional<int64_t> max_new_tokens, const nb::dict& options,
+                      bool stream, bool chat) {
+    GenerateArgs a = args_from(options, chat);
+    a.prompt = std::move(prompt);
+    a.max_new_tokens = max_new_tokens;
+    a.chat = chat;
     auto run = start_generation(m_, a);
     if (stream) return nb::cast(GenerateStream(std::move(run)));
     return nb::cast(generate_all(std::move(run)));
@@ -899,6 +1007,76 @@ std::vector<std::string> stop_from(nb::handle obj) {
   return nb::cast<std::vector<std::string>>(obj);
 }
 
+// A keyword's value as T; a value of another type is the TypeError naming the keyword.
+template <class T>
+T keyword(nb::handle v, const char* name, const char* needed) {
+  T out{};
+  if (!nb::try_cast(v, out)) throw nb::type_error((std::string(name) + ": " + needed + " is needed").c_str());
+  return out;
+}
+template <class T>
+std::optional<T> optional_keyword(nb::handle v, const char* name, const char* needed) {
+  if (v.is_none()) return std::nullopt;
+  return keyword<T>(v, name, needed);
+}
+
+// generate()'s and chat()'s keywords (_model.py's GenerateOptions and ChatOptions), from the dict of those
+// given; one the call does not take is the TypeError Python gives for an unexpected keyword.
+GenerateArgs args_from(const nb::dict& options, bool chat) {
+  GenerateArgs a;
+  a.context_overflow = "error";
+  for (auto [k, v] : options) {
+    const std::string name = nb::cast<std::string>(k);
+    const char* n = name.c_str();
+    if (name == "temperature") {
+      a.temperature = optional_keyword<float>(v, n, "a float");
+    } else if (name == "top_k") {
+      a.top_k = optional_keyword<int64_t>(v, n, "an int");
+    } else if (name == "top_p") {
+      a.top_p = optional_keyword<float>(v, n, "a float");
+    } else if (name == "min_p") {
+      a.min_p = optional_keyword<float>(v, n, "a float");
+    } else if (name == "repetition_penalty") {
+      a.repetition_penalty = optional_keyword<float>(v, n, "a float");
+    } else if (name == "repeat_last_n") {
+      a.repeat_last_n = optional_keyword<int64_t>(v, n, "an int");
+    } else if (name == "presence_penalty") {
+      a.presence_penalty = keyword<float>(v, n, "a float");
+    } else if (name == "frequency_penalty") {
+      a.frequency_penalty = keyword<float>(v, n, "a float");
+    } else if (name == "logit_bias") {
+      a.logit_bias = logit_bias_from(v);
+    } else if (name == "seed") {
+      a.seed = seed_from(v);
+    } else if (name == "stop") {
+      a.stop = stop_from(v);
+    } else if (name == "ignore_eos") {
+      a.ignore_eos = keyword<bool>(v, n, "a bool");
+    } else if (name == "ctx_size") {
+      a.ctx_size = optional_keyword<int64_t>(v, n, "an int");
+    } else if (name == "logprobs") {
+      a.logprobs = optional_keyword<int64_t>(v, n, "an int");
+    } else if (name == "json_schema") {
+      a.json_schema = optional_keyword<std::string>(v, n, "a schema's JSON text");
+    } else if (name == "grammar") {
+      a.grammar = optional_keyword<std::string>(v, n, "a str (a GBNF grammar)");
+    } else if (name == "json_object") {
+      a.json_object = keyword<bool>(v, n, "a bool");
+    } else if (!chat && name == "context_overflow") {
+      a.context_overflow = keyword<std::string>(v, n, "a str");
+    } else if (!chat && name == "special") {
+      a.special = keyword<bool>(v, n, "a bool");
+    } else if (!chat && name == "show_special") {
+      a.show_special = keyword<bool>(v, n, "a bool");
+    } else {
+      throw nb::type_error(
+          (std::string(chat ? "chat" : "generate") + "() got an unexpected keyword argument '" + name + "'")
+              .c_str());
+    }
+  }
+  return a;
+}
+
 }  // namespace
 }  // namespace minigpt::python
 
@@ -1042,42 +1220,10 @@ NB_MODULE(_minigpt, m) {
       .def_prop_ro("tokenizer", &PyModel::tokenizer,
                    "The model's tokenizer; raises the error that loading it gave when it has none.")
       .def_prop_ro("has_tokenizer", &PyModel::has_tokenizer, "Whether a tokenizer was loaded.")
-      .def(
-          "_generate",
-          [](PyModel& self, nb::object prompt, std::optional<int64_t> max_new_tokens,
-             std::optional<float> temperature, std::optional<int64_t> top_k, std::optional<float> top_p,
-             std::optional<float> min_p, std::optional<float> repetition_penalty,
-             std::optional<int64_t> repeat_last_n, float presence_penalty, float frequency_penalty,
-             nb::object logit_bias, nb::object seed, nb::object stop, bool ignore_eos,
-             const std::string& context_overflow, std::optional<int64_t> ctx_size, bool special,
-             bool show_special, std::optional<int64_t> logprobs, bool stream) {
-            GenerateArgs a;
-            a.prompt = std::move(prompt);
-            a.max_new_tokens = max_new_tokens;
-            a.temperature = temperature;
-            a.top_k = top_k;
-            a.top_p = top_p;
-            a.min_p = min_p;
-            a.repetition_penalty = repetition_penalty;
-            a.repeat_last_n = repeat_last_n;
-            a.presence_penalty = presence_penalty;
-            a.frequency_penalty = frequency_penalty;
-            a.logit_bias = logit_bias_from(logit_bias);
-            a.seed = seed_from(seed);
-            a.stop = stop_from(stop);
-            a.ignore_eos = ignore_eos;
-            a.context_overflow = context_overflow;
-            a.ctx_size = ctx_size;
-            a.special = special;
-            a.show_special = show_special;
-            a.logprobs = logprobs;
-            return self.generate(a, stream);
-          },
-          "prompt"_a, "max_new_tokens"_a.none(), "temperature"_a.none(), "top_k"_a.none(), "top_p"_a.none(),
-          "min_p"_a.none(), "repetition_penalty"_a.none(), "repeat_last_n"_a.none(), "presence_penalty"_a,
-          "frequency_penalty"_a, "logit_bias"_a.none(), "seed"_a.none(), "stop"_a.none(), "ignore_eos"_a,
-          "context_overflow"_a, "ctx_size"_a.none(), "special"_a, "show_special"_a, "logprobs"_a.none(),
-          "stream"_a)
+      .def("_generate", &PyModel::generate, "prompt"_a, "max_new_tokens"_a.none(), "options"_a, "stream"_a,
+           "chat"_a,
+           "generate() and chat() (python/minigpt/_model.py): `options` holds their keywords, a schema as "
+           "its JSON text; with chat=True `prompt` is the conversation as a JSON array of messages.")
       .def("logits", &PyModel::logits, "ids"_a,
            "The logits of every token of `ids` (float32 [len(ids), n_vocab]), from an empty context.")
       .def("attention", &PyModel::attention, "text_or_ids"_a, nb::kw_only(), "special"_a = false,

@@ -84,7 +84,7 @@ class Token:
     def top_logprobs(self) -> list[tuple[int, float]]: ...
 
 class GenerateResult:
-    """What Model.generate() returns (stream=False)."""
+    """What Model.generate() and Model.chat() return (stream=False)."""
 
     @property
     def text(self) -> str: ...
@@ -114,7 +114,8 @@ class GenerateResult:
     def decode_seconds(self) -> float: ...
 
 class GenerateStream(Iterator[str]):
-    """What Model.generate(stream=True) returns: text pieces as they come; `result` once it has ended."""
+    """What Model.generate(stream=True) and chat(stream=True) return: text pieces as they come; `result` once
+    it has ended."""
 
     def __iter__(self) -> GenerateStream: ...
     def __next__(self) -> str: ...
@@ -201,24 +202,9 @@ class Model:
         self,
         prompt: str | _Ids,
         max_new_tokens: int | None,
-        temperature: float | None,
-        top_k: int | None,
-        top_p: float | None,
-        min_p: float | None,
-        repetition_penalty: float | None,
-        repeat_last_n: int | None,
-        presence_penalty: float,
-        frequency_penalty: float,
-        logit_bias: Mapping[int, float] | None,
-        seed: int | None,
-        stop: str | Sequence[str] | None,
-        ignore_eos: bool,
-        context_overflow: str,
-        ctx_size: int | None,
-        special: bool,
-        show_special: bool,
-        logprobs: int | None,
+        options: Mapping[str, Any],
         stream: bool,
+        chat: bool,
     ) -> GenerateResult | GenerateStream: ...
     def logits(self, ids: _Ids) -> npt.NDArray[np.float32]:
         """The logits of every token of `ids` ([len(ids), n_vocab]), from an empty context."""
