@@ -80,7 +80,8 @@ inline ServerFixture& shared_server() {
   return f;
 }
 
-inline json post_json(const ServerFixture& f, const std::string& path, const json& body, int want_status = 200) {
+inline json post_json(const ServerFixture& f, const std::string& path, const json& body,
+                      int want_status = 200) {
   auto c = f.client();
   auto res = c.Post(path.c_str(), body.dump(), "application/json");
   EXPECT_TRUE(res) << "no response to " << path;

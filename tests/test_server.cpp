@@ -1483,7 +1483,7 @@ TEST(Server, BadChatRequestsAre400WithTheField) {
       {{{"messages", {user}}, {"logprobs", true}, {"top_logprobs", 21}},
        "top_logprobs",
        "must be in [0, 20]"},
-      {{{"messages", {user}}, {"tools", {json{{"type", "function"}}}}}, "tools", "not supported"},
+      {{{"messages", {user}}, {"tools", {json{{"type", "function"}}}}}, "tools[0].function", "required"},
       {{{"messages", {user}}, {"chat_template_kwargs", 3}}, "chat_template_kwargs", "expected an object"},
       {{{"messages", {user}}, {"chat_template_kwargs", {{"messages", 1}}}},
        "chat_template_kwargs",

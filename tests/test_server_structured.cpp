@@ -64,7 +64,8 @@ json structured_chat_body(json extra) {
 
 // Each choice: finished by the constraint's end (stop), its text validating; one cut by the context
 // (length) is counted but not taken as valid.
-int check_stopped_choices(const json& r, const std::function<std::string(const std::string&)>& why, bool chat) {
+int check_stopped_choices(const json& r, const std::function<std::string(const std::string&)>& why,
+                          bool chat) {
   int stopped = 0;
   for (const json& c : r["choices"]) {
     const std::string text = chat ? c["message"]["content"].get<std::string>() : c["text"].get<std::string>();
@@ -81,7 +82,8 @@ TEST(ServerStructured, ResponseFormatJsonSchemaHoldsForEveryChoice) {
                    {"json_schema", {{"name", "membership"}, {"schema", kMembership}, {"strict", true}}}};
   int stopped = 0;
   for (const int seed : {1, 2, 3}) {
-    const json r = post_json(f, "/v1/chat/completions", structured_chat_body({{"response_format", rf}, {"seed", seed}}));
+    const json r =
+        post_json(f, "/v1/chat/completions", structured_chat_body({{"response_format", rf}, {"seed", seed}}));
     ASSERT_EQ(r["choices"].size(), 4u) << r.dump();
     stopped += check_stopped_choices(r, membership_violations, true);
   }
@@ -99,11 +101,12 @@ TEST(ServerStructured, JsonObjectAndLlamaServerFieldsOnBothEndpoints) {
     return j.is_object() ? std::string() : "not a JSON object";
   };
   int stopped = 0;
-  stopped += check_stopped_choices(
-      post_json(f, "/v1/chat/completions", structured_chat_body({{"response_format", {{"type", "json_object"}}}})), object,
-      true);
-  const json completion = {{"prompt", "JSON: "}, {"temperature", 1},       {"n", 4},
-                           {"seed", 5},         {"max_tokens", 100},      {"logit_bias", no_whitespace()}};
+  stopped +=
+      check_stopped_choices(post_json(f, "/v1/chat/completions",
+                                      structured_chat_body({{"response_format", {{"type", "json_object"}}}})),
+                            object, true);
+  const json completion = {{"prompt", "JSON: "}, {"temperature", 1},  {"n", 4},
+                           {"seed", 5},          {"max_tokens", 100}, {"logit_bias", no_whitespace()}};
   json c1 = completion;
   c1["response_format"] = {{"type", "json_object"}};
   stopped += check_stopped_choices(post_json(f, "/v1/completions", c1), object, false);
@@ -134,10 +137,11 @@ TEST(ServerStructured, JsonObjectAndLlamaServerFieldsOnBothEndpoints) {
 
 TEST(ServerStructured, AStreamedReplyFollowsTheSchema) {
   ServerFixture f(chat_model().model, chat_model().tok, chat_options());
-  json body = structured_chat_body({{"response_format",
-                          {{"type", "json_schema"}, {"json_schema", {{"name", "m"}, {"schema", kMembership}}}}},
-                         {"stream", true},
-                         {"n", 1}});
+  json body = structured_chat_body(
+      {{"response_format",
+        {{"type", "json_schema"}, {"json_schema", {{"name", "m"}, {"schema", kMembership}}}}},
+       {"stream", true},
+       {"n", 1}});
   int stopped = 0;
   for (const int seed : {11, 12, 13}) {
     body["seed"] = seed;
@@ -170,13 +174,16 @@ TEST(ServerStructured, SchemasAndGrammarsTheEngineRefusesAre400NamingTheField) {
     return json{{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", std::move(schema)}}}};
   }(json{{"type", "strnig"}});
   const std::vector<Case> cases = {
-      {{{"messages", {user}}, {"response_format", rf_schema}}, "response_format", "not one minigpt can follow"},
+      {{{"messages", {user}}, {"response_format", rf_schema}},
+       "response_format",
+       "not one minigpt can follow"},
       {{{"messages", {user}}, {"response_format", {{"type", "xml"}}}}, "response_format.type", "must be"},
       {{{"messages", {user}}, {"response_format", "json"}}, "response_format", "expected an object"},
       {{{"messages", {user}}, {"response_format", {{"type", "json_schema"}}}},
        "response_format.json_schema",
        "required"},
-      {{{"messages", {user}}, {"response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", {}}}}}}},
+      {{{"messages", {user}},
+        {"response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", {}}}}}}},
        "response_format.json_schema.name",
        "required"},
       {{{"messages", {user}},
@@ -206,14 +213,17 @@ TEST(ServerStructured, SchemasAndGrammarsTheEngineRefusesAre400NamingTheField) {
   const json r = post_json(f, "/v1/chat/completions",
                            {{"messages", {user}}, {"json_schema", tree}, {"temperature", 1}, {"seed", 3}});
   if (r["choices"][0]["finish_reason"] == "stop") {
-    EXPECT_TRUE(json::parse(r["choices"][0]["message"]["content"].get<std::string>(), nullptr, false).is_object());
+    EXPECT_TRUE(
+        json::parse(r["choices"][0]["message"]["content"].get<std::string>(), nullptr, false).is_object());
   }
   // A body over the server's limit (1 MiB) is 413 before any parsing; the server goes on serving.
-  json big = {{"messages", {user}}, {"json_schema", {{"type", "string"}, {"description", std::string(1 << 20, 'a')}}}};
+  json big = {{"messages", {user}},
+              {"json_schema", {{"type", "string"}, {"description", std::string(1 << 20, 'a')}}}};
   auto res = f.client().Post("/v1/chat/completions", big.dump(), "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 413);
-  EXPECT_EQ(post_json(f, "/v1/chat/completions", {{"messages", {user}}, {"max_tokens", 2}})["choices"].size(), 1u);
+  EXPECT_EQ(post_json(f, "/v1/chat/completions", {{"messages", {user}}, {"max_tokens", 2}})["choices"].size(),
+            1u);
 }
 
 }  // namespace

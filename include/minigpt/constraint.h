@@ -66,6 +66,9 @@ class GrammarCompiler {
   // The language of a GBNF grammar (llama.cpp's format; the rule `root` is the start). Error(Argument)
   // "grammar: ..." for one that does not parse.
   std::shared_ptr<const Grammar> gbnf(std::string_view grammar) const;
+  // xgrammar's structural tag (its JSON: free text with constrained parts, e.g. a tool call's JSON once the
+  // model opens it). Error(Argument) "structural_tag: ..." for one that does not parse.
+  std::shared_ptr<const Grammar> structural_tag(std::string_view tag) const;
 
   struct Impl;
 

@@ -163,4 +163,12 @@ std::shared_ptr<const Grammar> GrammarCompiler::gbnf(std::string_view grammar) c
   }
 }
 
+std::shared_ptr<const Grammar> GrammarCompiler::structural_tag(std::string_view tag) const {
+  try {
+    return wrap(impl_->compiler->CompileStructuralTag(std::string(tag)), impl_->n_vocab);
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::Argument, "structural_tag: " + xgrammar_message(e));
+  }
+}
+
 }  // namespace minigpt

@@ -110,6 +110,27 @@ std::string request_settings(const CompletionRequest& cr, uint64_t seed) {
   return "model=" + dump(model) + b;
 }
 
+// A chat reply's message: its text, or with tools the content and calls read from it (finish_reason
+// "tool_calls" when there are calls). `call_id` makes each call's id.
+template <typename MakeId>
+json reply_message(const std::optional<ToolCalling>& tools, const std::string& text, std::string& reason,
+                   MakeId call_id) {
+  json m = {{"role", "assistant"}, {"content", text}};
+  if (!tools) return m;
+  const ToolReply r = parse_tool_reply(*tools, text);
+  m["content"] = r.content ? json(*r.content) : json(nullptr);
+  if (r.calls.empty()) return m;
+  json calls = json::array();
+  for (const ToolCall& c : r.calls) {
+    calls.push_back({{"id", call_id()},
+                     {"type", "function"},
+                     {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  }
+  m["tool_calls"] = std::move(calls);
+  if (reason == "stop") reason = "tool_calls";
+  return m;
+}
+
 }  // namespace
 
 std::string legacy_token_string(std::string_view text) {
@@ -177,14 +198,19 @@ std::shared_ptr<const Grammar> Server::Impl::compile_constraint(const Completion
         return grammars->json_schema(k.text);
       case Kind::Gbnf:
         return grammars->gbnf(k.text);
+      case Kind::StructuralTag:
+        return grammars->structural_tag(k.text);
     }
   } catch (const Error& e) {
     // The engine's message begins "json_schema: " or "grammar: "; the field named is the request's.
     std::string m = e.what();
-    for (const std::string_view prefix : {"json_schema: ", "grammar: ", "json_object: "}) {
+    for (const std::string_view prefix :
+         {"json_schema: ", "grammar: ", "json_object: ", "structural_tag: "}) {
       if (m.rfind(prefix, 0) == 0) m = m.substr(prefix.size());
     }
-    const char* what = k.kind == Kind::Gbnf ? "the grammar" : "the JSON schema";
+    const char* what = k.kind == Kind::Gbnf            ? "the grammar"
+                       : k.kind == Kind::StructuralTag ? "a tool's parameters schema"
+                                                       : "the JSON schema";
     throw ApiError(400, k.param + ": " + what + " is not one minigpt can follow: " + m, k.param);
   }
   throw ApiError(500, "unknown constraint kind");
@@ -328,8 +354,10 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     json choices = json::array();
     for (size_t i = 0; i < n_choices; ++i) {
       if (chat) {
+        json message =
+            reply_message(cr.tools, pieces[i].text, reasons[i], [this] { return new_id("call_"); });
         choices.push_back({{"index", i},
-                           {"message", {{"role", "assistant"}, {"content", pieces[i].text}}},
+                           {"message", std::move(message)},
                            {"logprobs", logprobs ? json{{"content", pieces[i].content}} : json(nullptr)},
                            {"finish_reason", reasons[i]}});
         continue;
@@ -356,16 +384,21 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     int64_t completion_tokens = 0;
     int64_t cached = 0;  // prompt tokens a slot's cache held (the first choice of each prompt)
     bool done = false;
-    bool started = false;  // chat: the role chunks went out
+    bool started = false;           // chat: the role chunks went out
+    std::vector<std::string> held;  // with tools: each choice's text so far
     Clock::time_point last_write = Clock::now();
   };
   auto st = std::make_shared<StreamState>();
   st->chars.assign(n_choices, 0);
+  // With tools, a choice's text is held until it ends and then read: its content and calls go out then, each
+  // call as OpenAI streams one (its id, type and name with empty arguments, then the arguments).
+  const std::optional<ToolCalling> tools = cr.tools;
+  st->held.assign(tools ? n_choices : 0, "");
   const bool include_usage = cr.include_usage;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [=](size_t, httplib::DataSink& sink) mutable {
+      [=, this](size_t, httplib::DataSink& sink) mutable {
         auto chunk = [&](const json& choices, const json& usage) {
           json j = {{"id", id},
                     {"object", chunk_object},
@@ -417,12 +450,41 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
           json ch = {{"index", e.choice}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
           if (e.kind == Event::Kind::Finished) {
             // The text no token carried goes with the last chunk.
-            if (chat) {
+            std::string reason = finish_reason(e.reason);
+            if (tools) {
+              std::string& text = st->held[size_t(e.choice)];
+              text += e.token.text;
+              const json m = reply_message(tools, text, reason, [this] { return new_id("call_"); });
+              const auto delta = [&](json d) {
+                out += chunk(json::array({{{"index", e.choice},
+                                           {"delta", std::move(d)},
+                                           {"logprobs", nullptr},
+                                           {"finish_reason", nullptr}}}),
+                             nullptr);
+              };
+              if (m["content"].is_string() && !m["content"].get<std::string>().empty())
+                delta({{"content", m["content"]}});
+              if (m.contains("tool_calls")) {
+                for (size_t k = 0; k < m["tool_calls"].size(); ++k) {
+                  const json& c = m["tool_calls"][k];
+                  delta({{"tool_calls",
+                          json::array(
+                              {{{"index", k},
+                                {"id", c["id"]},
+                                {"type", "function"},
+                                {"function", {{"name", c["function"]["name"]}, {"arguments", ""}}}}})}});
+                  delta({{"tool_calls",
+                          json::array(
+                              {{{"index", k}, {"function", {{"arguments", c["function"]["arguments"]}}}}})}});
+                }
+              }
+              ch["delta"] = json::object();
+            } else if (chat) {
               ch["delta"] = e.token.text.empty() ? json::object() : json{{"content", e.token.text}};
             } else {
               ch["text"] = e.token.text;
             }
-            ch["finish_reason"] = finish_reason(e.reason);
+            ch["finish_reason"] = reason;
             st->completion_tokens += e.generated;
             rl->completion_tokens = st->completion_tokens;
             ++st->finished;
@@ -431,6 +493,10 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
               rl->cached_tokens = st->cached += e.cached;
             const Piece p = piece_of(e, st->chars);
             if (p.empty()) continue;  // a token inside a character: it goes out with the next one
+            if (tools) {
+              st->held[size_t(e.choice)] += p.text;
+              continue;
+            }
             if (chat) {
               ch["delta"] = {{"content", p.text}};
               if (logprobs) ch["logprobs"] = {{"content", p.content}};

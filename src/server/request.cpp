@@ -644,23 +644,22 @@ CompletionRequest parse_chat_request(std::string_view body, const Tokenizer& tok
   bool add_generation_prompt = true;
   if (has(j, "add_generation_prompt"))
     add_generation_prompt = get_bool(j["add_generation_prompt"], "add_generation_prompt");
-  // tools / tool_choice, and their former names functions / function_call: none, or "none"
-  static const struct {
-    const char *list, *choice, *what;
-  } kCalls[] = {{"tools", "tool_choice", "tool calls"}, {"functions", "function_call", "function calls"}};
-  for (const auto& c : kCalls) {
-    if (has(j, c.list)) {
-      if (!j[c.list].is_array()) bad_type(c.list, j[c.list], "an array");
-      if (!j[c.list].empty()) {
-        throw ApiError(400, std::string(c.list) + ": not supported (minigpt does not parse " + c.what + ")",
-                       c.list);
-      }
-    }
-    if (has(j, c.choice) && !(j[c.choice].is_string() && j[c.choice] == "none")) {
-      throw ApiError(400, std::string(c.choice) + ": not supported (only \"none\")", c.choice);
-    }
+  // functions / function_call, the former names of tools / tool_choice: none, or "none"
+  if (has(j, "functions")) {
+    if (!j["functions"].is_array()) bad_type("functions", j["functions"], "an array");
+    if (!j["functions"].empty())
+      throw ApiError(400, "functions: not supported (send tools, their current name)", "functions");
   }
-  if (has(j, "parallel_tool_calls")) get_bool(j["parallel_tool_calls"], "parallel_tool_calls");
+  if (has(j, "function_call") && !(j["function_call"].is_string() && j["function_call"] == "none")) {
+    throw ApiError(400, "function_call: not supported (send tool_choice, its current name)", "function_call");
+  }
+  // tools, tool_choice, parallel_tool_calls (tool_calls.h)
+  r.tools = parse_tool_calling(oj);
+  if (r.tools || has_tool_turns(messages)) {
+    const ToolCalling::Format format = tool_format(*tmpl);
+    if (r.tools) r.tools->format = format;
+    messages = tool_messages(r.tools ? &*r.tools : nullptr, format, messages, kwargs);
+  }
   if (has(j, "store") && get_bool(j["store"], "store")) {
     throw ApiError(400, "store: not supported (minigpt keeps no completions)", "store");
   }
@@ -668,6 +667,17 @@ CompletionRequest parse_chat_request(std::string_view body, const Tokenizer& tok
 
   parse_common(j, r, c, limits, has(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens");
   parse_constraint(j, r);
+  if (r.tools) {
+    if (r.constraint) {
+      bad(r.constraint->param, "not with tools (a reply is a tool call or an answer in the tools' format)");
+    }
+    auto [tag, text] = tool_constraint(*r.tools);
+    using Kind = CompletionRequest::Constraint::Kind;
+    r.constraint = {tag ? Kind::StructuralTag : Kind::JsonSchema, std::move(text), "tools"};
+    if (r.stream && has(j, "logprobs") && get_bool(j["logprobs"], "logprobs")) {
+      bad("logprobs", "not with tools in a stream (a streamed reply with tools comes whole at its end)");
+    }
+  }
   // A reply ends at the template's end-of-turn token (<|im_end|>, <|eot_id|>) too, where the model's eos ids
   // do not name it.
   r.gen.eos_token_ids = chat_stop_ids(c, r.gen.eos_token_ids, *tmpl);

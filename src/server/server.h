@@ -22,6 +22,7 @@
 #include "minigpt/generation_config.h"
 #include "minigpt/model.h"
 #include "minigpt/tokenizer.h"
+#include "server/tool_calls.h"
 
 namespace minigpt::server {
 
@@ -80,11 +81,13 @@ struct CompletionRequest {
   // llama-server's json_schema or grammar (GBNF). The server compiles it (GrammarCompiler) once the request
   // has parsed; a schema or grammar it refuses is a 400 naming `param`.
   struct Constraint {
-    enum class Kind { JsonObject, JsonSchema, Gbnf } kind;
-    std::string text;   // the schema (JSON text) or the grammar; empty for JsonObject
-    std::string param;  // the field it came from: response_format, json_schema or grammar
+    enum class Kind { JsonObject, JsonSchema, Gbnf, StructuralTag } kind;
+    std::string text;   // the schema (JSON text), the grammar or the structural tag; empty for JsonObject
+    std::string param;  // the field it came from: response_format, json_schema, grammar or tools
   };
   std::optional<Constraint> constraint;
+  // Tool calls (chat): the reply is read back into message.tool_calls (tool_calls.h).
+  std::optional<ToolCalling> tools;
 };
 
 // Parses and checks `body`; the prompts are tokenized with `tokenizer` (special tokens recognised, as

@@ -10,11 +10,14 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import unittest
 import urllib.request
+from typing import Literal
 
 import openai
+import pydantic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLI = os.environ.get("MINIGPT_CLI", os.path.join(ROOT, "build", "minigpt"))
@@ -304,6 +307,148 @@ class Chat(unittest.TestCase):
         with self.assertRaises(openai.NotFoundError) as e:
             self.client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
         self.assertIn("The model 'gpt-4o' does not exist; this server serves: chatml-tiny", str(e.exception))
+
+
+def whitespace_bias(base_url):
+    """A logit bias of -100 on the tokens that are only whitespace: a random-weight model writes whitespace as
+    often as anything, and JSON with up to 20 spaces between its tokens would not end inside chatml-tiny's 128
+    positions (the bias applies under a constraint, as OpenAI's does)."""
+    root = base_url[: -len("/v1")]
+    with open(os.path.join(CHAT_MODEL, "tokenizer.json"), encoding="utf-8") as f:
+        tok = json.load(f)
+    n_vocab = 1 + max([*tok["model"]["vocab"].values(), *(t["id"] for t in tok["added_tokens"])])
+    bias = {}
+    for i in range(n_vocab):
+        req = urllib.request.Request(root + "/detokenize", data=json.dumps({"tokens": [i]}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        text = json.load(urllib.request.urlopen(req))["prompt"]
+        if text and not text.strip(" \t\r\n"):
+            bias[str(i)] = -100
+    return bias
+
+
+class Weather(pydantic.BaseModel):
+    city: str = pydantic.Field(max_length=3)
+    unit: Literal["C", "F"]
+
+
+class OpenAIClientStructured(unittest.TestCase):
+    """What programs do with the openai client: parse() into a pydantic model, tools with tool_choice, the
+    stream helper's tool calls (its accumulated arguments parsed into the tool's model), on chatml-tiny (its
+    own Qwen 2.5 template: the <tool_call> format)."""
+
+    # Qwen 2.5's tool format in a few lines: its own template's tool instructions alone are longer than
+    # chatml-tiny's 128 positions.
+    HERMES = (
+        "{%- if tools %}<|im_start|>system\ntools:{% for t in tools %} {{ t.function.name }}{% endfor %}<|im_end|>\n"
+        "{% endif %}{%- for m in messages %}{%- if m.role == 'assistant' and m.tool_calls %}<|im_start|>assistant\n"
+        "{% for c in m.tool_calls %}<tool_call>\n{\"name\": \"{{ c.function.name }}\", \"arguments\": "
+        "{{ c.function.arguments | tojson }}}\n</tool_call>{% endfor %}<|im_end|>\n{% elif m.role == 'tool' %}"
+        "<|im_start|>user\n<tool_response>\n{{ m.content }}\n</tool_response><|im_end|>\n{% else %}"
+        "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endif %}{%- endfor %}"
+        "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        template = os.path.join(cls.tmp.name, "hermes.jinja")
+        with open(template, "w", encoding="utf-8") as f:
+            f.write(cls.HERMES)
+        cls.server = Server("--chat-template", template, model=CHAT_MODEL)
+        cls.client = openai.OpenAI(base_url=cls.server.base_url, api_key="none", max_retries=0, timeout=120)
+        cls.bias = whitespace_bias(cls.server.base_url)
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0
+        cls.tmp.cleanup()
+
+    def test_parse_returns_the_pydantic_model(self):
+        parsed = 0
+        for seed in range(4):
+            r = self.client.chat.completions.parse(
+                model="chatml-tiny", messages=[{"role": "user", "content": "Weather, as JSON"}],
+                response_format=Weather, seed=seed, temperature=1.0, logit_bias=self.bias)
+            c = r.choices[0]
+            if c.finish_reason == "length":
+                continue
+            self.assertIsInstance(c.message.parsed, Weather)
+            parsed += 1
+        self.assertGreaterEqual(parsed, 3)
+
+    def test_tool_calls_and_the_stream_helper(self):
+        tools = [openai.pydantic_function_tool(Weather, name="get_weather", description="The weather in a city")]
+        called = 0
+        for seed in range(3):
+            kw = dict(model="chatml-tiny", messages=[{"role": "user", "content": "Weather in Paris?"}], tools=tools,
+                      tool_choice="required", seed=seed, temperature=1.0, logit_bias=self.bias)
+            whole = self.client.chat.completions.create(**kw).choices[0]
+            if whole.finish_reason != "tool_calls":  # cut by the context (the helper raises on those)
+                self.assertEqual(whole.finish_reason, "length")
+                continue
+            with self.client.chat.completions.stream(**kw) as stream:
+                final = stream.get_final_completion().choices[0]
+            self.assertEqual(final.finish_reason, "tool_calls")
+            called += 1
+            self.assertEqual(len(final.message.tool_calls), len(whole.message.tool_calls))
+            for got, want in zip(final.message.tool_calls, whole.message.tool_calls):
+                self.assertEqual(got.function.name, "get_weather")
+                self.assertEqual(json.loads(got.function.arguments), json.loads(want.function.arguments))
+                # the helper parses a strict tool's arguments into its model
+                self.assertIsInstance(got.function.parsed_arguments, Weather)
+        self.assertGreaterEqual(called, 2)
+
+    def test_unknown_tool_choice_is_400(self):
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.client.chat.completions.create(
+                model="chatml-tiny", messages=[{"role": "user", "content": "hi"}],
+                tools=[openai.pydantic_function_tool(Weather, name="get_weather")],
+                tool_choice={"type": "function", "function": {"name": "nope"}})
+        self.assertIn("not in tools", str(e.exception))
+
+
+def smollm2_gguf():
+    path = os.environ.get("MINIGPT_SMOLLM2_GGUF") or os.path.join(
+        os.environ.get("MINIGPT_MODEL_CACHE", os.path.expanduser("~/.cache/minigpt-models")),
+        "SmolLM2-135M-Instruct.Q4_1.gguf")
+    return path if os.path.exists(path) else None
+
+
+@unittest.skipIf(smollm2_gguf() is None, "the real SmolLM2-135M-Instruct GGUF is absent (set MINIGPT_SMOLLM2_GGUF)")
+class RealSmolLM2ToolLoop(unittest.TestCase):
+    """The tool-calling loop of the openai client's docs against the real SmolLM2-135M-Instruct, whose template
+    knows no tools (llama.cpp's generic JSON format): a call, its result sent back as a tool message, then an
+    answer in words."""
+
+    def test_loop_completes(self):
+        server = Server(model=smollm2_gguf())
+        try:
+            client = openai.OpenAI(base_url=server.base_url, api_key="none", max_retries=0, timeout=300)
+            tools = [{"type": "function", "function": {
+                "name": "get_weather", "description": "The current temperature in a city, in Celsius",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40}},
+                               "required": ["city"]}}}]
+            messages = [{"role": "user", "content": "What is the temperature in Paris?"}]
+            model = client.models.list().data[0].id
+            # One call (the 135M model repeats a call in a list without end), then its answer in words: it asks
+            # for the same tool again where it may choose, so the last turn is tool_choice "none".
+            first = client.chat.completions.create(model=model, messages=messages, tools=tools, tool_choice="required",
+                                                   parallel_tool_calls=False, temperature=0, max_tokens=200)
+            c = first.choices[0]
+            self.assertEqual(c.finish_reason, "tool_calls", c)
+            call = c.message.tool_calls[0]
+            self.assertEqual(call.function.name, "get_weather")
+            self.assertEqual(json.loads(call.function.arguments), {"city": "Paris"})
+            messages.append(c.message.model_dump(exclude_none=True))
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": "21"})
+            final = client.chat.completions.create(model=model, messages=messages, tools=tools, tool_choice="none",
+                                                   temperature=0, max_tokens=200)
+            f = final.choices[0]
+            self.assertEqual(f.finish_reason, "stop", f)
+            self.assertIsNone(f.message.tool_calls)
+            self.assertTrue(f.message.content)
+        finally:
+            self.assertEqual(server.stop(), 0)
 
 
 class ApiKey(unittest.TestCase):
