@@ -61,7 +61,8 @@ class GrammarCompiler {
   // Any JSON object (the OpenAI API's response_format json_object, `--json`).
   std::shared_ptr<const Grammar> json_object() const;
   // JSON that validates against `schema` (a JSON Schema's text). Error(Argument) "json_schema: ..." for one
-  // that is not JSON or not a schema the engine supports.
+  // that is not JSON or not a schema the engine supports, and for one with a keyword the engine would not
+  // enforce, named with where it is (docs/structured-output.md lists them): such a keyword is never ignored.
   std::shared_ptr<const Grammar> json_schema(std::string_view schema) const;
   // The language of a GBNF grammar (llama.cpp's format; the rule `root` is the start). Error(Argument)
   // "grammar: ..." for one that does not parse.

@@ -9,9 +9,11 @@
 #include <thread>
 #include <vector>
 
+#include "json_schema_check.h"
 #include "minigpt/constraint.h"
 #include "minigpt/error.h"
 #include "minigpt/tokenizer.h"
+#include "xgrammar_log.h"
 
 namespace minigpt {
 
@@ -144,12 +146,26 @@ std::shared_ptr<const Grammar> GrammarCompiler::json_object() const {
 }
 
 std::shared_ptr<const Grammar> GrammarCompiler::json_schema(std::string_view schema) const {
+  // A keyword xgrammar would leave unenforced is refused, never ignored: the output must validate.
+  if (const std::string why = unenforced_keyword(schema); !why.empty())
+    throw Error(ErrorKind::Argument, "json_schema: " + why);
+  // Strict, as llama.cpp's converter and OpenAI's strict schemas: an object has the properties its schema
+  // names and no others unless additionalProperties says so.
+  const std::string text(schema);
   try {
-    // Strict, as llama.cpp's converter and OpenAI's strict schemas: an object has the properties its schema
-    // names and no others unless additionalProperties says so.
-    return wrap(impl_->compiler->CompileJSONSchema(std::string(schema), true, std::nullopt, std::nullopt,
+    // What the converter drops it says in a warning (each names the keyword). Converted here, uncached,
+    // since the compiler's cache would answer a second request for the schema without converting it again.
+    XgrammarWarningCapture capture;
+    (void)xgrammar::Grammar::FromJSONSchema(text, true, std::nullopt, std::nullopt, /*strict_mode=*/true,
+                                            kMaxWhitespace);
+    if (!capture.warnings().empty()) {
+      throw Error(ErrorKind::Argument, "json_schema: not supported: " + capture.warnings().front());
+    }
+    return wrap(impl_->compiler->CompileJSONSchema(text, true, std::nullopt, std::nullopt,
                                                    /*strict_mode=*/true, kMaxWhitespace),
                 impl_->n_vocab);
+  } catch (const Error&) {
+    throw;
   } catch (const std::exception& e) {
     throw Error(ErrorKind::Argument, "json_schema: " + xgrammar_message(e));
   }
