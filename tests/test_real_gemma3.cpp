@@ -120,14 +120,15 @@ TEST(RealGemma3, GreedyPathOfLlamaCppIsMinigptsWithinNearTies) {
 // llama-perplexity's recipe (chunks of 512, BOS first, the second half scored) on the first 4 chunks of
 // tinyshakespeare: within 0.5% of llama.cpp's plain attention path with an F32 cache (what minigpt computes
 // here). Its flash-attention path with an F16 cache differs from that by about 0.9% itself (both figures are
-// in reference.json), so the bound is against the like setting. Under ASan (about 200 s for 4 chunks) the
-// first 2, against llama.cpp's figure after 2 (measured 0.34% here; after 1 chunk 0.41%).
+// in reference.json), so the bound is against the like setting. Under ASan (about 68 s a chunk on 2 cores,
+// the suite's longest test) the first chunk alone, against llama.cpp's figure after it (measured 0.41% there;
+// 0.34% after 2): it still fills the 512-position cache to its end, which is what ASan looks at here.
 TEST(RealGemma3, PerplexityIsLlamaCppsWithinHalfAPercent) {
   SKIP_WITHOUT_MODEL();
   const json ref = reference()["perplexity"];
   const auto& cumulative = ref["fa_off_f32"]["cumulative_ppl"];
 #ifdef MINIGPT_TEST_ASAN
-  const int64_t chunks = 2;
+  const int64_t chunks = 1;
 #else
   const int64_t chunks = 4;
 #endif
