@@ -2,8 +2,8 @@
 // template (the Hermes format: <tool_call> JSON, constrained once opened) and with Phi-3.5's, which renders
 // no tools (llama.cpp's generic JSON format). Each reply the constraint ended reads back as OpenAI's
 // message.tool_calls (a known function, arguments a JSON object of its parameters); a stream's tool_calls
-// deltas add up to what the same request gives whole (a copy of the model with a longer context, as the tools'
-// system prompts need); bad tools and tool choices are a 400 naming the field.
+// deltas add up to what the same request gives whole (a copy of the model with a longer context, as the
+// tools' system prompts need); bad tools and tool choices are a 400 naming the field.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -145,12 +145,14 @@ TEST(ServerTools, HermesTemplateCallsFollowTheToolsSchemas) {
   ServerFixture f(long_chat().model, chat_model().tok, long_options());
   int ended = 0;
   for (const int seed : {1, 2}) {
-    ended += check_calls(f, tools_body({{"tool_choice", "required"}, {"seed", seed}}), {"get_weather", "add"}, false);
-    ended += check_calls(
-        f, tools_body({{"tool_choice", {{"type", "function"}, {"function", {{"name", "add"}}}}}, {"seed", seed}}),
-        {"add"}, false);
-    ended += check_calls(f, tools_body({{"seed", seed}, {"parallel_tool_calls", false}}), {"get_weather", "add"},
-                         true);
+    ended += check_calls(f, tools_body({{"tool_choice", "required"}, {"seed", seed}}), {"get_weather", "add"},
+                         false);
+    ended += check_calls(f,
+                         tools_body({{"tool_choice", {{"type", "function"}, {"function", {{"name", "add"}}}}},
+                                     {"seed", seed}}),
+                         {"add"}, false);
+    ended += check_calls(f, tools_body({{"seed", seed}, {"parallel_tool_calls", false}}),
+                         {"get_weather", "add"}, true);
   }
   EXPECT_GE(ended, 12) << "of 24 replies, too few ended inside the context";
 }
@@ -159,7 +161,8 @@ TEST(ServerTools, GenericFormatForATemplateWithoutTools) {
   ServerFixture f(long_chat().model, chat_model().tok, generic_options());
   int ended = 0;
   for (const int seed : {1, 2}) {
-    ended += check_calls(f, tools_body({{"tool_choice", "required"}, {"seed", seed}}), {"get_weather", "add"}, false);
+    ended += check_calls(f, tools_body({{"tool_choice", "required"}, {"seed", seed}}), {"get_weather", "add"},
+                         false);
     ended += check_calls(
         f,
         tools_body({{"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}},
@@ -237,8 +240,10 @@ TEST(ServerTools, EarlierCallsAndResultsRenderForTheTemplate) {
   const server::CompletionRequest hermes = server::parse_chat_request(
       body.dump(), chat_model().tok, chat_model().model->config(), lim, &chat_model().tmpl);
   const std::string& h = hermes.rendered_prompt;
-  EXPECT_NE(h.find("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"C\"}}"),
-            std::string::npos)
+  EXPECT_NE(
+      h.find(
+          "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"C\"}}"),
+      std::string::npos)
       << h;
   EXPECT_NE(h.find("<tool_response>\n21 degrees\n</tool_response>"), std::string::npos) << h;
   EXPECT_NE(h.find("\"name\": \"add\""), std::string::npos) << h;  // the tools, in the system prompt
@@ -262,7 +267,9 @@ TEST(ServerTools, BadToolsAndChoicesAre400NamingTheField) {
   json dup = kTools;
   dup[1]["function"]["name"] = "get_weather";
   const std::vector<Case> cases = {
-      {{{"messages", {user}}, {"tools", kTools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}}}},
+      {{{"messages", {user}},
+        {"tools", kTools},
+        {"tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}}}},
        "tool_choice",
        "not in tools"},
       {{{"messages", {user}}, {"tools", kTools}, {"tool_choice", "sometimes"}}, "tool_choice", "must be"},
@@ -276,9 +283,12 @@ TEST(ServerTools, BadToolsAndChoicesAre400NamingTheField) {
       {{{"messages", {user}}, {"tools", kTools}, {"response_format", {{"type", "json_object"}}}},
        "response_format",
        "not with tools"},
-      {{{"messages", {user}}, {"tools", kTools}, {"parallel_tool_calls", "yes"}}, "parallel_tool_calls", "boolean"},
+      {{{"messages", {user}}, {"tools", kTools}, {"parallel_tool_calls", "yes"}},
+       "parallel_tool_calls",
+       "boolean"},
       {{{"messages", {user}},
-        {"tools", {json{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "strnig"}}}}}}}}},
+        {"tools",
+         {json{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "strnig"}}}}}}}}},
        "tools",
        "not one minigpt can follow"},
   };
@@ -289,8 +299,9 @@ TEST(ServerTools, BadToolsAndChoicesAre400NamingTheField) {
     EXPECT_NE(r["error"]["message"].get<std::string>().find(c.says), std::string::npos) << r.dump();
   }
   // tool_choice "none" (or no tools) is a plain chat reply; the server goes on serving.
-  const json r = post_json(f, "/v1/chat/completions",
-                           {{"messages", {user}}, {"tools", kTools}, {"tool_choice", "none"}, {"max_tokens", 3}});
+  const json r =
+      post_json(f, "/v1/chat/completions",
+                {{"messages", {user}}, {"tools", kTools}, {"tool_choice", "none"}, {"max_tokens", 3}});
   EXPECT_FALSE(r["choices"][0]["message"].contains("tool_calls"));
 }
 

@@ -39,12 +39,15 @@ bool valid_name(const std::string& s) {
 // in an earlier turn must come out as `<tool_call>\n{"name": "<probe>"`.
 bool template_writes_hermes_calls(const ChatTemplate& t) {
   static const char kProbe[] = "minigpt_probe_function";
-  const ojson tools = ojson::array({{{"type", "function"},
-                                     {"function",
-                                      {{"name", kProbe},
-                                       {"description", "probe"},
-                                       {"parameters", {{"type", "object"}, {"properties", ojson::object()}}}}}}});
-  const ojson call = {{"id", "call_0"}, {"type", "function"}, {"function", {{"name", kProbe}, {"arguments", ojson::object()}}}};
+  const ojson tools =
+      ojson::array({{{"type", "function"},
+                     {"function",
+                      {{"name", kProbe},
+                       {"description", "probe"},
+                       {"parameters", {{"type", "object"}, {"properties", ojson::object()}}}}}}});
+  const ojson call = {{"id", "call_0"},
+                      {"type", "function"},
+                      {"function", {{"name", kProbe}, {"arguments", ojson::object()}}}};
   const ojson messages = ojson::array({{{"role", "user"}, {"content", "hi"}},
                                        {{"role", "assistant"}, {"content", ""}, {"tool_calls", {call}}},
                                        {{"role", "tool"}, {"tool_call_id", "call_0"}, {"content", "ok"}}});
@@ -118,9 +121,11 @@ std::optional<ToolCalling> parse_tool_calling(const ojson& j) {
       const ojson& t = tools[i];
       if (!t.is_object() || !t.contains("type") || t["type"] != "function")
         refuse(where, "expected {\"type\": \"function\", \"function\": {...}}, got " + short_text(t));
-      if (!t.contains("function") || !t["function"].is_object()) refuse(where + ".function", "required, an object");
+      if (!t.contains("function") || !t["function"].is_object())
+        refuse(where + ".function", "required, an object");
       const ojson& f = t["function"];
-      if (!f.contains("name") || !f["name"].is_string()) refuse(where + ".function.name", "required, a string");
+      if (!f.contains("name") || !f["name"].is_string())
+        refuse(where + ".function.name", "required, a string");
       const std::string name = f["name"].get<std::string>();
       if (!valid_name(name)) {
         refuse(where + ".function.name",
@@ -149,18 +154,23 @@ std::optional<ToolCalling> parse_tool_calling(const ojson& j) {
         refuse("tool_choice", "must be \"none\", \"auto\", \"required\" or a function, got " + short_text(c));
       }
     } else if (c.is_object() && c.contains("type") && c["type"] == "function" && c.contains("function") &&
-               c["function"].is_object() && c["function"].contains("name") && c["function"]["name"].is_string()) {
+               c["function"].is_object() && c["function"].contains("name") &&
+               c["function"]["name"].is_string()) {
       tc.choice = ToolCalling::Choice::Named;
       tc.named = c["function"]["name"].get<std::string>();
-      if (!names.count(tc.named)) refuse("tool_choice", "names the function \"" + tc.named + "\", which is not in tools");
+      if (!names.count(tc.named))
+        refuse("tool_choice", "names the function \"" + tc.named + "\", which is not in tools");
     } else {
       refuse("tool_choice",
-             "expected \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}, "
-             "got " + short_text(c));
+             "expected \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": "
+             "...}}, "
+             "got " +
+                 short_text(c));
     }
   }
   if (tc.tools.empty()) {
-    if (tc.choice != ToolCalling::Choice::Auto) refuse("tool_choice", "asks for a tool call, but tools is empty");
+    if (tc.choice != ToolCalling::Choice::Auto)
+      refuse("tool_choice", "asks for a tool call, but tools is empty");
     return std::nullopt;
   }
   if (none) return std::nullopt;
@@ -223,17 +233,20 @@ ojson tool_messages(const ToolCalling* tc, ToolCalling::Format format, const ojs
       out.push_back({{"role", "system"}, {"content", system}});
       placed = true;
     }
-    if (role == "assistant" && m.contains("tool_calls") && m["tool_calls"].is_array() && !m["tool_calls"].empty()) {
+    if (role == "assistant" && m.contains("tool_calls") && m["tool_calls"].is_array() &&
+        !m["tool_calls"].empty()) {
       ojson calls = ojson::array();
       for (const ojson& call : m["tool_calls"]) {
         if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
         const ojson& f = call["function"];
-        ojson c = {{"name", f.value("name", "")},
-                   {"arguments", f.contains("arguments") ? arguments_object(f["arguments"]) : ojson::object()}};
+        ojson c = {
+            {"name", f.value("name", "")},
+            {"arguments", f.contains("arguments") ? arguments_object(f["arguments"]) : ojson::object()}};
         if (call.contains("id") && call["id"].is_string()) c["id"] = call["id"];
         calls.push_back(std::move(c));
       }
-      const ojson said = parallel || calls.size() != 1 ? ojson{{"tool_calls", calls}} : ojson{{"tool_call", calls[0]}};
+      const ojson said =
+          parallel || calls.size() != 1 ? ojson{{"tool_calls", calls}} : ojson{{"tool_call", calls[0]}};
       out.push_back({{"role", "assistant"}, {"content", said.dump(2)}});
       continue;
     }
@@ -262,37 +275,36 @@ std::pair<bool, std::string> tool_constraint(const ToolCalling& tc) {
     }
     // "auto": free text, a call constrained once the model opens it; "required" or a named function: calls
     // from the first token, one per line, nothing else (as llama.cpp's grammar for a forced call).
-    const ojson format =
-        tc.choice == ToolCalling::Choice::Auto
-            ? ojson{{"type", "triggered_tags"},
-                    {"triggers", {"<tool_call>"}},
-                    {"tags", tags},
-                    {"at_least_one", false},
-                    {"stop_after_first", !tc.parallel}}
-            : ojson{{"type", "tags_with_separator"},
-                    {"tags", tags},
-                    {"separator", "\n"},
-                    {"at_least_one", true},
-                    {"stop_after_first", !tc.parallel}};
+    const ojson format = tc.choice == ToolCalling::Choice::Auto ? ojson{{"type", "triggered_tags"},
+                                                                        {"triggers", {"<tool_call>"}},
+                                                                        {"tags", tags},
+                                                                        {"at_least_one", false},
+                                                                        {"stop_after_first", !tc.parallel}}
+                                                                : ojson{{"type", "tags_with_separator"},
+                                                                        {"tags", tags},
+                                                                        {"separator", "\n"},
+                                                                        {"at_least_one", true},
+                                                                        {"stop_after_first", !tc.parallel}};
     return {true, ojson{{"type", "structural_tag"}, {"format", format}}.dump()};
   }
   ojson calls = ojson::array();
   for (const ojson* t : tools) {
     const std::string name = (*t)["function"]["name"].get<std::string>();
-    calls.push_back({{"type", "object"},
-                     {"properties", {{"name", {{"type", "string"}, {"const", name}}}, {"arguments", parameters_of(*t)}}},
-                     {"required", {"name", "arguments"}}});
+    calls.push_back(
+        {{"type", "object"},
+         {"properties", {{"name", {{"type", "string"}, {"const", name}}}, {"arguments", parameters_of(*t)}}},
+         {"required", {"name", "arguments"}}});
   }
   const ojson call = calls.size() == 1 ? calls[0] : ojson{{"anyOf", calls}};
   const ojson asked =
-      tc.parallel ? ojson{{"type", "object"},
-                          {"properties", {{"tool_calls", {{"type", "array"}, {"items", call}, {"minItems", 1}}}}},
-                          {"required", {"tool_calls"}}}
-                  : ojson{{"type", "object"}, {"properties", {{"tool_call", call}}}, {"required", {"tool_call"}}};
+      tc.parallel
+          ? ojson{{"type", "object"},
+                  {"properties", {{"tool_calls", {{"type", "array"}, {"items", call}, {"minItems", 1}}}}},
+                  {"required", {"tool_calls"}}}
+          : ojson{{"type", "object"}, {"properties", {{"tool_call", call}}}, {"required", {"tool_call"}}};
   if (tc.choice != ToolCalling::Choice::Auto) return {false, asked.dump()};
-  const ojson response = {{"type", "object"},
-                          {"properties", {{"response", {{"type", "string"}}}}},
-                          {"required", {"response"}}};
+  const ojson response = {
+      {"type", "object"}, {"properties", {{"response", {{"type", "string"}}}}}, {"required", {"response"}}};
   return {false, ojson{{"anyOf", {asked, response}}}.dump()};
 }
 
@@ -307,7 +319,8 @@ ToolReply parse_tool_reply(const ToolCalling& tc, const std::string& text) {
       if (open == std::string::npos) break;
       const size_t close = text.find(kClose, open + kOpen.size());
       if (close == std::string::npos) break;  // cut by max_tokens: it stays text
-      const ojson j = ojson::parse(text.substr(open + kOpen.size(), close - open - kOpen.size()), nullptr, false);
+      const ojson j =
+          ojson::parse(text.substr(open + kOpen.size(), close - open - kOpen.size()), nullptr, false);
       if (j.is_discarded() || !read_call(j, r.calls)) break;
       content += text.substr(pos, open - pos);
       pos = close + kClose.size();

@@ -1,6 +1,6 @@
-// OpenAI tool calls (a chat request's `tools`, `tool_choice`, `parallel_tool_calls`) for a model's chat template:
-// how the tools and a conversation's earlier calls and results reach the template, which constraint the
-// reply is decoded under, and how the reply is read back into `message.tool_calls`.
+// OpenAI tool calls (a chat request's `tools`, `tool_choice`, `parallel_tool_calls`) for a model's chat
+// template: how the tools and a conversation's earlier calls and results reach the template, which constraint
+// the reply is decoded under, and how the reply is read back into `message.tool_calls`.
 //
 // Two formats, chosen by the template:
 // - Hermes (the template renders `tools` and writes an earlier call as `<tool_call>\n{"name": ...`: Qwen 2.5,
@@ -31,9 +31,9 @@ struct ToolCalling {
   enum class Choice { Auto, Required, Named };
   Format format = Format::Generic;
   Choice choice = Choice::Auto;
-  std::string named;              // Choice::Named: the function
-  bool parallel = true;           // parallel_tool_calls
-  nlohmann::ordered_json tools;   // the request's, as sent
+  std::string named;             // Choice::Named: the function
+  bool parallel = true;          // parallel_tool_calls
+  nlohmann::ordered_json tools;  // the request's, as sent
 };
 
 // Reads `tools`, `tool_choice` and `parallel_tool_calls` of a chat request (`j`, keys in their order):
@@ -50,8 +50,8 @@ ToolCalling::Format tool_format(const ChatTemplate& tmpl);
 // Whether a conversation has tool calls or results in it (which the template must be given in its format).
 bool has_tool_turns(const nlohmann::ordered_json& messages);
 
-// The conversation as `format` renders it: Hermes parses each earlier call's `arguments` (a JSON string in the
-// OpenAI API) into the object the templates print, and puts `tc`'s tools in `extra` (the template's
+// The conversation as `format` renders it: Hermes parses each earlier call's `arguments` (a JSON string in
+// the OpenAI API) into the object the templates print, and puts `tc`'s tools in `extra` (the template's
 // variables); Generic turns calls and results into JSON turns and, with `tc`, puts the tools and the reply's
 // format in a system message. `tc` null: no tool may be called now (the earlier turns are still rendered).
 nlohmann::ordered_json tool_messages(const ToolCalling* tc, ToolCalling::Format format,
