@@ -121,7 +121,8 @@ TEST(ServerStructured, JsonObjectAndLlamaServerFieldsOnBothEndpoints) {
   // llama-server's grammar (GBNF): only its strings.
   json c4 = completion;
   c4["grammar"] = R"(root ::= "yes" | "no" | "maybe not")";
-  for (const json& c : post_json(f, "/v1/completions", c4)["choices"]) {
+  const json yes_no = post_json(f, "/v1/completions", c4);  // held: a range over a temporary's member dangles
+  for (const json& c : yes_no["choices"]) {
     EXPECT_EQ(c["finish_reason"], "stop");
     EXPECT_TRUE(c["text"] == "yes" || c["text"] == "no" || c["text"] == "maybe not") << c.dump();
   }
