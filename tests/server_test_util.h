@@ -135,4 +135,19 @@ inline server::ServerOptions chat_options() {
   return o;
 }
 
+// A random model writes whitespace as often as anything else, and a JSON constraint allows up to 20
+// characters of it between tokens: a logit bias of -100 on chatml-tiny's whitespace tokens (the bias applies
+// under a constraint, as llama.cpp's and OpenAI's do) leaves JSON short enough to end inside its 128
+// positions.
+inline json whitespace_bias() {
+  const Tokenizer& tok = chat_model().tok;
+  json bias = json::object();
+  for (int32_t id = 0; id < tok.n_vocab(); ++id) {
+    if (tok.is_special(id)) continue;
+    const std::string b = tok.token_bytes(id);
+    if (!b.empty() && b.find_first_not_of(" \t\r\n") == std::string::npos) bias[std::to_string(id)] = -100;
+  }
+  return bias;
+}
+
 }  // namespace minigpt::server_test

@@ -38,26 +38,12 @@ std::string membership_violations(const std::string& text) {
   return "";
 }
 
-// A random model writes whitespace as often as anything else, and the engine allows up to 20 characters of
-// it between JSON tokens: a logit bias of -100 on the whitespace tokens (llama.cpp's and OpenAI's bias
-// applies under a constraint too) leaves JSON short enough to end inside the fixture's 128 positions.
-json no_whitespace() {
-  const Tokenizer& tok = chat_model().tok;
-  json bias = json::object();
-  for (int32_t id = 0; id < tok.n_vocab(); ++id) {
-    if (tok.is_special(id)) continue;
-    const std::string b = tok.token_bytes(id);
-    if (!b.empty() && b.find_first_not_of(" \t\r\n") == std::string::npos) bias[std::to_string(id)] = -100;
-  }
-  return bias;
-}
-
 json structured_chat_body(json extra) {
   json body = {{"messages", {json{{"role", "user"}, {"content", "A colour and a membership, as JSON."}}}},
                {"temperature", 1},
                {"n", 4},
                {"seed", 7},
-               {"logit_bias", no_whitespace()}};
+               {"logit_bias", whitespace_bias()}};
   body.update(extra);
   return body;
 }
@@ -106,7 +92,7 @@ TEST(ServerStructured, JsonObjectAndLlamaServerFieldsOnBothEndpoints) {
                                       structured_chat_body({{"response_format", {{"type", "json_object"}}}})),
                             object, true);
   const json completion = {{"prompt", "JSON: "}, {"temperature", 1},  {"n", 4},
-                           {"seed", 5},          {"max_tokens", 100}, {"logit_bias", no_whitespace()}};
+                           {"seed", 5},          {"max_tokens", 100}, {"logit_bias", whitespace_bias()}};
   json c1 = completion;
   c1["response_format"] = {{"type", "json_object"}};
   stopped += check_stopped_choices(post_json(f, "/v1/completions", c1), object, false);

@@ -88,19 +88,6 @@ server::ServerOptions long_options() {
   return o;
 }
 
-// As test_server_structured.cpp: whitespace tokens at -100, so that a random model's JSON ends inside the
-// fixture's 128 positions.
-json without_whitespace() {
-  const Tokenizer& tok = chat_model().tok;
-  json bias = json::object();
-  for (int32_t id = 0; id < tok.n_vocab(); ++id) {
-    if (tok.is_special(id)) continue;
-    const std::string b = tok.token_bytes(id);
-    if (!b.empty() && b.find_first_not_of(" \t\r\n") == std::string::npos) bias[std::to_string(id)] = -100;
-  }
-  return bias;
-}
-
 json tools_body(json extra) {
   json body = {{"messages", {json{{"role", "user"}, {"content", "Weather?"}}}},
                {"tools", kTools},
@@ -108,7 +95,7 @@ json tools_body(json extra) {
                {"n", 4},
                {"seed", 3},
                {"max_tokens", 120},
-               {"logit_bias", without_whitespace()}};
+               {"logit_bias", whitespace_bias()}};
   body.update(extra);
   return body;
 }
