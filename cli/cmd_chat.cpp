@@ -27,7 +27,9 @@
 #include "minigpt/error.h"
 #include "minigpt/generate.h"
 #include "minigpt/generation_config.h"
+#include "minigpt/speculative.h"
 #include "sampling_flags.h"
+#include "speculative_flags.h"
 
 namespace minigpt::cli {
 namespace {
@@ -40,8 +42,9 @@ struct ChatCliOptions : SamplingFlags {
   bool system_given = false;
   std::string chat_template;  // --chat-template FILE
   std::optional<int64_t> ctx_size;
-  std::string prompt_log;      // --prompt-log FILE
-  ConstraintFlags constraint;  // --json-schema, --grammar-file, --json-object
+  std::string prompt_log;        // --prompt-log FILE
+  ConstraintFlags constraint;    // --json-schema, --grammar-file, --json-object
+  SpeculativeFlags speculative;  // --prompt-lookup, --draft-model, --draft-max ...
 };
 
 // The tokens `a` and `b` begin with alike.
@@ -55,7 +58,8 @@ int run_chat(ChatCliOptions& o, const std::function<bool(const char*)>& given) {
   const auto dir = resolve_model_dir(o.model);
   const ModelSource source = ModelSource::open(dir);
   check_tokenizer_source(o.model.tokenizer, source);
-  auto model = Model::load(source, load_options(o.model));
+  const LoadOptions lo = load_options(o.model);
+  auto model = Model::load(source, lo);
   const Config& c = model->config();
   const Tokenizer tok = load_tokenizer(o.model.tokenizer, source, c.n_vocab);
   std::optional<ChatTemplate> tmpl;
@@ -84,6 +88,7 @@ int run_chat(ChatCliOptions& o, const std::function<bool(const char*)>& given) {
   g.sampling.seed = o.seed ? *o.seed : std::random_device{}() * 0x100000001ull ^ std::random_device{}();
   if (g.max_new_tokens == -1) g.max_new_tokens = n_ctx;
   g.grammar = compile_constraint(o.constraint, tok, c.n_vocab);  // structured output, if asked
+  g.speculative = speculative_options(o.speculative, lo, c.n_vocab);
   validate_options(g, c, &tok);
 
   std::ofstream log;
@@ -107,6 +112,9 @@ int run_chat(ChatCliOptions& o, const std::function<bool(const char*)>& given) {
   SessionOptions so;
   so.n_ctx = n_ctx;
   Session session(model, so);
+  // Speculative decoding (--prompt-lookup, --draft-model): one drafter across the turns.
+  std::unique_ptr<Speculator> spec;
+  if (g.speculative.enabled()) spec = std::make_unique<Speculator>(g.speculative, *model, n_ctx);
   ojson messages = system;
   std::vector<int32_t> cached;  // the tokens whose keys and values the session holds
   bool at_line_start = true;
@@ -170,7 +178,8 @@ int run_chat(ChatCliOptions& o, const std::function<bool(const char*)>& given) {
     GenerateCallbacks cb;
     cb.on_text = show;
     Generator gen(c, &tok, g, ids, cb);
-    while (gen.push(logits)) {
+    bool going = gen.push(logits);
+    while (going) {
       if (g_interrupts.load() > 0) {
         gen.finish(StopReason::Cancelled);
         break;
@@ -179,10 +188,15 @@ int run_chat(ChatCliOptions& o, const std::function<bool(const char*)>& given) {
         gen.finish(StopReason::Context);
         break;
       }
-      const int32_t t = gen.next();
-      logits = session.eval(std::span<const int32_t>(&t, 1));
-      cached.push_back(t);
+      if (spec) {
+        going = spec->step(session, 0, gen);
+      } else {
+        const int32_t t = gen.next();
+        going = gen.push(session.eval(std::span<const int32_t>(&t, 1)));
+      }
     }
+    // What the cache holds: the rendering and the reply's tokens evaluated so far.
+    cached.assign(gen.history().begin(), gen.history().begin() + ptrdiff_t(session.n_past()));
     const GenerateResult& r = gen.result();
     if (log) {
       log << ojson{{"prompt", prompt},
@@ -222,6 +236,7 @@ const bool registered_chat = register_command(
       add_sampling_flags(app, *o,
                          "Tokens per reply at most (default: until the end of the turn or a full context)");
       add_constraint_flags(app, o->constraint);
+      add_speculative_flags(app, o->speculative);
       app.add_option_function<int64_t>(
           "-c,--ctx-size", [o](const int64_t& c) { o->ctx_size = c; },
           "Context size in tokens, the KV cache's length (default: the model's context, at most 4096; 0 = "

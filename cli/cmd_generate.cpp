@@ -17,7 +17,9 @@
 #include "minigpt/error.h"
 #include "minigpt/generate.h"
 #include "minigpt/generation_config.h"
+#include "minigpt/speculative.h"
 #include "sampling_flags.h"
+#include "speculative_flags.h"
 
 namespace minigpt::cli {
 namespace {
@@ -37,7 +39,8 @@ struct GenerateCliOptions : SamplingFlags {
   std::string overflow;  // --context-overflow; empty: error, or slide with -i
   std::optional<int64_t> ctx_size;
   bool interactive = false;
-  ConstraintFlags constraint;  // --json-schema, --grammar-file, --json-object
+  ConstraintFlags constraint;    // --json-schema, --grammar-file, --json-object
+  SpeculativeFlags speculative;  // --prompt-lookup, --draft-model, --draft-max ...
 };
 
 // --json's logit_bias: {"id": bias} as the OpenAI API writes it, a token's last bias, -inf as null.
@@ -75,6 +78,9 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
   SessionOptions so;
   so.n_ctx = n_ctx;
   Session session(model, so);
+  // Speculative decoding (--prompt-lookup, --draft-model): one drafter across the turns.
+  std::unique_ptr<Speculator> spec;
+  if (g.speculative.enabled()) spec = std::make_unique<Speculator>(g.speculative, *model, n_ctx);
   std::vector<int32_t> history;  // every token of the conversation, evaluated or not
   size_t window = 0;             // history[window] is at position 0 of the session
   std::vector<int32_t> pending;  // tokens sampled but not evaluated yet (the last of a turn)
@@ -135,7 +141,8 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
     const size_t base = window;
     Generator gen(c, &tok, g, std::vector<int32_t>(history.begin() + ptrdiff_t(base), history.end()), cb);
     bool full = false;
-    while (gen.push(logits)) {
+    bool going = gen.push(logits);
+    while (going) {
       if (g_interrupts.load() > 0) {
         gen.finish(StopReason::Cancelled);
         break;
@@ -151,11 +158,16 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
         const int64_t keep = slide_keep(n_ctx);
         session.reset();
         window = base + h.size() - size_t(keep);
-        logits = session.eval(std::span<const int32_t>(h.data() + h.size() - size_t(keep), size_t(keep)));
+        going = gen.push(
+            session.eval(std::span<const int32_t>(h.data() + h.size() - size_t(keep), size_t(keep))));
+        continue;
+      }
+      if (spec) {
+        going = spec->step(session, 0, gen);
         continue;
       }
       const int32_t next = gen.next();
-      logits = session.eval(std::span<const int32_t>(&next, 1));
+      going = gen.push(session.eval(std::span<const int32_t>(&next, 1)));
     }
     // The tokens generated stay in the conversation (also those of a stop string, as llama.cpp keeps them);
     // the last one sampled is evaluated with the next turn's input.
@@ -233,7 +245,8 @@ int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& 
                                                    : !o.file.empty() ? read_prompt(o)
                                                                      : "")
                                                 : read_prompt(o);
-  auto model = Model::load(source, load_options(o.model));
+  const LoadOptions lo = load_options(o.model);
+  auto model = Model::load(source, lo);
   const Tokenizer tok = load_tokenizer(o.model.tokenizer, source, model->config().n_vocab);
   std::vector<int32_t> prompt;
   try {
@@ -269,6 +282,7 @@ int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& 
   if (g.max_new_tokens == -1 && o.interactive) g.max_new_tokens = n_ctx;
   g.max_new_tokens = resolve_max_new_tokens(g.max_new_tokens, int64_t(prompt.size()), n_ctx);
   g.grammar = compile_constraint(o.constraint, tok, model->config().n_vocab);  // structured output, if asked
+  g.speculative = speculative_options(o.speculative, lo, model->config().n_vocab);
   // Everything that can be refused is refused before a byte is written.
   validate_options(g, model->config(), &tok);
   if (o.interactive) return run_interactive(o, model, tok, g, n_ctx, prompt_text, prompt);
@@ -320,6 +334,9 @@ int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& 
                     {"ttft_ms", r.first_token_seconds * 1e3},
                     {"stop_reason", stop_reason_name(r.reason)},
                     {"slides", r.slides},
+                    {"decode_steps", r.decode_steps},
+                    {"drafted_tokens", r.drafted},
+                    {"accepted_tokens", r.accepted},
                     {"seed", greedy ? json(nullptr) : json(g.sampling.seed)},
                     {"sampling",
                      {{"temperature", g.sampling.temperature},
@@ -358,6 +375,7 @@ const bool registered_generate =
       app.add_flag("--no-echo", o->no_echo, "Do not print the prompt before the generated text");
       add_sampling_flags(app, *o);
       add_constraint_flags(app, o->constraint);
+      add_speculative_flags(app, o->speculative);
       app.add_option("--context-overflow", o->overflow,
                      "When the context is full: error, truncate (the prompt's oldest tokens) or slide (the "
                      "oldest tokens, generation goes on) (default error; with -i, slide)")

@@ -62,8 +62,9 @@ std::optional<Layer> layer_of(const std::string& rel) {
       {"model.h", {"model", 8}},          {"session.h", {"session", 9}},
       {"sampler.h", {"run", 10}},         {"constraint.h", {"run", 10}},
       {"generate.h", {"run", 10}},        {"generation_config.h", {"run", 10}},
-      {"attention.h", {"run", 10}},       {"perplexity.h", {"run", 10}},
-      {"minigpt.h", {"run", 10}},         {"chat.h", {"chat", 11}},
+      {"speculative.h", {"run", 10}},     {"attention.h", {"run", 10}},
+      {"perplexity.h", {"run", 10}},      {"minigpt.h", {"run", 10}},
+      {"chat.h", {"chat", 11}},
   };
   static const std::vector<std::pair<std::string, Layer>> kFolders = {
       {"src/core/", {"core", 0}},

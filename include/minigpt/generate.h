@@ -36,6 +36,20 @@ enum class StopReason {
 };
 const char* stop_reason_name(StopReason r);
 
+// Speculative decoding (speculative.h): drafted tokens verified in one forward step; the output is what plain
+// decoding gives, token for token.
+struct SpeculativeOptions {
+  bool prompt_lookup = false;  // draft by prompt lookup (n-grams of the prompt and of the output so far)
+  std::shared_ptr<const Model> draft_model;  // or by this model, greedily (the target's vocabulary)
+  int64_t draft_max = 8;                     // k, the tokens drafted per step, at most
+  int64_t draft_min = 0;  // and at least, once the acceptance has brought it down (0: plain steps then)
+  int64_t ngram_min = 1;  // prompt lookup's n-gram lengths, longest first
+  int64_t ngram_max = 4;
+  bool enabled() const { return prompt_lookup || draft_model != nullptr; }
+  // Throws Error(Argument) naming the field when a value is out of range or both sources are given.
+  void validate() const;
+};
+
 struct GenerateOptions {
   int64_t max_new_tokens = 128;
   SamplingParams sampling;
@@ -56,6 +70,7 @@ struct GenerateOptions {
   // generation ends when it has (an end-of-text id where it may end; with none, its text complete).
   std::shared_ptr<const Grammar> grammar;
   int64_t top_logprobs = 0;  // fill GeneratedToken::top with this many alternatives
+  SpeculativeOptions speculative;
 };
 
 struct GeneratedToken {
@@ -76,6 +91,12 @@ struct GenerateResult {
   double prefill_seconds = 0;      // evaluating the prompt
   double first_token_seconds = 0;  // from the start to the first sampled token
   double decode_seconds = 0;       // from the first sampled token to the end
+  // Forward steps of the model after the prompt's, and with speculation the tokens drafted and accepted: a
+  // step yields 1 + its accepted drafts (tokens per step = (tokens - 1) / decode_steps, the first token
+  // coming from the prompt's step).
+  int64_t decode_steps = 0;
+  int64_t drafted = 0;
+  int64_t accepted = 0;
 };
 
 struct GenerateCallbacks {
@@ -122,6 +143,8 @@ class Generator {
   // Ends generation (the context is full, the caller cancels): releases what was held back.
   void finish(StopReason reason);
   bool done() const { return done_; }
+  // Tokens still allowed by max_new_tokens.
+  int64_t remaining() const { return o_.max_new_tokens - int64_t(r_.tokens.size()); }
   // Every id of the sequence: the prompt, then the generated ones.
   const std::vector<int32_t>& history() const { return history_; }
   GenerateResult& result() { return r_; }
@@ -155,6 +178,8 @@ class Generator {
 // Ctrl-C there, and its stream=True iterator returns after each): each step() evaluates what is pending (the
 // prompt first, then the token sampled last, or the window again after a slide) and samples the next token,
 // emitting it through the callbacks. generate() runs steps until the end.
+class Speculator;  // speculative.h
+
 class Generation {
  public:
   // Validates the options and prepares the prompt as generate() does (Error(Argument) for bad options or an
@@ -181,6 +206,7 @@ class Generation {
   int64_t dropped_ = 0;
   std::function<void()> on_prefilled_;
   std::unique_ptr<Generator> gen_;
+  std::unique_ptr<Speculator> spec_;  // o_.speculative's, when enabled
   bool prefilled_ = false;
   bool failed_ = false;
 };

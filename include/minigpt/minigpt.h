@@ -24,5 +24,6 @@
 #include "minigpt/registry.h"           // backends by name ("cpu", "cuda")
 #include "minigpt/sampler.h"            // SamplingParams, Sampler
 #include "minigpt/session.h"            // Session: one run's KV cache; eval() gives logits
+#include "minigpt/speculative.h"        // speculative decoding: drafts verified in one step
 #include "minigpt/tensor.h"             // DType, Tensor
 #include "minigpt/tokenizer.h"          // Tokenizer::load, encode, decode, StreamDecoder

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "minigpt/error.h"
+#include "minigpt/speculative.h"
 #include "tokenizer/utf8.h"
 
 namespace minigpt {
@@ -52,6 +53,7 @@ void validate_options(const GenerateOptions& o, const Config& c, const Tokenizer
     throw Error(ErrorKind::Argument, "max_new_tokens: must be >= 1, got " + std::to_string(o.max_new_tokens));
   }
   o.sampling.validate();
+  o.speculative.validate();
   if (o.top_logprobs < 0 || o.top_logprobs > c.n_vocab) {
     throw Error(ErrorKind::Argument, "top_logprobs: must be in [0, " + std::to_string(c.n_vocab) + "], got " +
                                          std::to_string(o.top_logprobs));
@@ -277,6 +279,8 @@ Generation::Generation(Session& session, const Tokenizer* tokenizer, std::vector
   const Config& c = session.model().config();
   validate_options(o, c, tokenizer);
   prompt_ = prepare_prompt(std::move(prompt), o, c, tokenizer, session.n_ctx(), &dropped_);
+  if (o.speculative.enabled())
+    spec_ = std::make_unique<Speculator>(o.speculative, session.model(), session.n_ctx());
   session.reset();
   gen_ = std::make_unique<Generator>(c, tokenizer, o, prompt_, std::move(cb));
   gen_->result().prompt_dropped = dropped_;
@@ -308,9 +312,12 @@ bool Generation::step() {
       logits = session.eval(
           std::span<const int32_t>(history.data() + history.size() - size_t(keep), size_t(keep)));
       ++gen_->result().slides;
+    } else if (spec_) {
+      return spec_->step(session, 0, *gen_);
     } else {
       const int32_t next = gen_->next();
       logits = session.eval(std::span<const int32_t>(&next, 1));
+      ++gen_->result().decode_steps;
     }
     return gen_->push(logits);
   } catch (...) {
