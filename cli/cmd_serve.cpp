@@ -16,6 +16,7 @@
 #include "minigpt/generate.h"
 #include "minigpt/generation_config.h"
 #include "server/server.h"
+#include "speculative_flags.h"
 
 namespace minigpt::cli {
 namespace {
@@ -39,6 +40,7 @@ struct ServeCliOptions {
   std::vector<std::string> aliases;  // --alias, each time given: the first is the name /v1/models lists
   std::string chat_template;         // --chat-template FILE
   ServeSampling sampling;
+  SpeculativeFlags speculative;  // --prompt-lookup, --draft-model, --draft-max ...
 };
 
 // The flags over the file's defaults; a flag also makes the file's unusable value of that setting moot.
@@ -78,10 +80,12 @@ int run_serve(ServeCliOptions& o) {
   const auto dir = resolve_model_dir(o.model);
   const ModelSource source = ModelSource::open(dir);  // classified, a GGUF parsed, once for every reader
   check_tokenizer_source(o.model.tokenizer, source);
-  auto model = Model::load(source, load_options(o.model));
+  const LoadOptions lo = load_options(o.model);
+  auto model = Model::load(source, lo);
   Tokenizer tok = load_tokenizer(o.model.tokenizer, source, model->config().n_vocab);
   server::ServerOptions so = o.server;
   so.n_ctx = context_size(o.ctx_size, model->config().n_ctx);
+  so.speculative = speculative_options(o.speculative, lo, model->config().n_vocab);
   so.model_id = !o.aliases.empty() ? o.aliases.front() : fs::path(dir).lexically_normal().filename().string();
   if (so.model_id.empty()) so.model_id = fs::path(dir).lexically_normal().parent_path().filename().string();
   so.model_aliases = o.aliases;
@@ -157,6 +161,7 @@ const bool registered_serve =
     register_command("serve", "Serve the model over HTTP (OpenAI-compatible API)", [](CLI::App& app) {
       auto o = std::make_shared<ServeCliOptions>();
       add_model_options(app, o->model, false);
+      add_speculative_flags(app, o->speculative);
       add_tokenizer_option(app, o->model.tokenizer);
       app.add_option("--host", o->server.host, "Address to listen on (default 127.0.0.1: this machine only)")
           ->check(CLI::Validator(

@@ -6,16 +6,18 @@
 namespace minigpt::cli {
 
 void add_speculative_flags(CLI::App& app, SpeculativeFlags& f) {
-  auto* lookup = app.add_flag("--prompt-lookup", f.prompt_lookup,
-                              "Speculative decoding by prompt lookup: draft the tokens that followed the last "
-                              "n-gram's latest earlier occurrence in the prompt or output (same output, faster "
-                              "where the output quotes its input)");
+  auto* lookup =
+      app.add_flag("--prompt-lookup", f.prompt_lookup,
+                   "Speculative decoding by prompt lookup: draft the tokens that followed the last "
+                   "n-gram's latest earlier occurrence in the prompt or output (same output, faster "
+                   "where the output quotes its input)");
   auto* draft = app.add_option("--draft-model,--model-draft", f.draft_model,
                                "Speculative decoding with this smaller model (same vocabulary) drafting: "
                                "same output, faster where it agrees with the model")
                     ->check(nonempty_path());
   lookup->excludes(draft);
-  app.add_option("--draft-max", f.draft_max, "Tokens drafted per step at most (default 8; adapts to acceptance)")
+  app.add_option("--draft-max", f.draft_max,
+                 "Tokens drafted per step at most (default 8; adapts to acceptance)")
       ->check(in_range(1, 64));
   app.add_option("--draft-min", f.draft_min,
                  "Tokens drafted per step at least (default 0: plain steps while drafts are refused)")
@@ -26,7 +28,8 @@ void add_speculative_flags(CLI::App& app, SpeculativeFlags& f) {
       ->check(in_range(1, 64));
 }
 
-SpeculativeOptions speculative_options(const SpeculativeFlags& f, const LoadOptions& target, int64_t n_vocab) {
+SpeculativeOptions speculative_options(const SpeculativeFlags& f, const LoadOptions& target,
+                                       int64_t n_vocab) {
   SpeculativeOptions s;
   s.prompt_lookup = f.prompt_lookup;
   s.draft_max = f.draft_max;

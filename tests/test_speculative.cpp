@@ -21,9 +21,9 @@ using test::TempDir;
 
 // One fixture per family (and the layer kinds that make a cut-back cache delicate: a sliding window shorter
 // than the test sequence, a ring of windowed layers, NoPE layers).
-const char* const kFamilies[] = {"tiny",          "bigcode-mqa",    "neox-parallel", "opt-prenorm",
-                                 "llama-gqa62",   "mistral-window", "qwen2-bias",    "qwen3-headdim",
-                                 "gemma3-swa",    "gemma2-window",  "phi3-longrope-short", "smollm3-nope"};
+const char* const kFamilies[] = {"tiny",        "bigcode-mqa",    "neox-parallel",       "opt-prenorm",
+                                 "llama-gqa62", "mistral-window", "qwen2-bias",          "qwen3-headdim",
+                                 "gemma3-swa",  "gemma2-window",  "phi3-longrope-short", "smollm3-nope"};
 
 // 50 prompts of random ids, each with a repeated stretch so that prompt lookup finds n-grams to draft from.
 std::vector<std::vector<int32_t>> prompts(int64_t n_vocab, int64_t count, uint32_t seed) {
@@ -208,7 +208,7 @@ TEST(Speculative, SampledDistributionMatchesPlainAndABrokenRuleFailsTheTest) {
   o.ignore_eos = true;
   o.sampling.temperature = 1.0f;
   o.sampling.top_k = 4;
-  #if MINIGPT_TEST_ASAN
+#if MINIGPT_TEST_ASAN
   const int64_t runs = 4000;  // the sanitizers' build checks the memory; the Release build, the statistics
 #else
   const int64_t runs = 20000;
@@ -264,8 +264,12 @@ TEST(Speculative, DraftOfAnotherVocabularyIsRefusedNamingBothSizes) {
   GenerateOptions o = greedy(4);
   o.speculative.draft_model = other;
   Session session(model);
-  expect_error([&] { generate(session, nullptr, {1, 2, 3}, o); }, ErrorKind::Argument,
-               {"draft model", std::to_string(other->config().n_vocab), std::to_string(model->config().n_vocab)});
+  expect_error(
+      [&] {
+        generate(session, nullptr, {1, 2, 3}, o);
+      },
+      ErrorKind::Argument,
+      {"draft model", std::to_string(other->config().n_vocab), std::to_string(model->config().n_vocab)});
   o.speculative.prompt_lookup = true;
   expect_error([&] { generate(session, nullptr, {1, 2, 3}, o); }, ErrorKind::Argument, {"give one"});
   o.speculative.draft_model = nullptr;
@@ -282,7 +286,8 @@ TEST(Speculative, CliPromptLookupAndDraftModelGiveThePlainText) {
   ASSERT_EQ(lookup.status, 0) << lookup.err;
   EXPECT_EQ(lookup.out, plain.out);
   // The model drafting for its own F16 copy (the draft keeps its stored F32).
-  const auto draft = test::run_cli(args + " --dtype f16 --draft-model " + (test::source_dir() / "models" / "shakespeare-char").string());
+  const auto draft = test::run_cli(args + " --dtype f16 --draft-model " +
+                                   (test::source_dir() / "models" / "shakespeare-char").string());
   const auto plain16 = test::run_cli(args + " --dtype f16");
   ASSERT_EQ(draft.status, 0) << draft.err;
   EXPECT_EQ(draft.out, plain16.out);

@@ -71,9 +71,9 @@ std::shared_ptr<Drafter> make_drafter(const SpeculativeOptions& options, const M
 int64_t push_verified(Generator& gen, std::span<const float> rows, int64_t n_vocab,
                       std::span<const int32_t> drafts, bool& going);
 
-// One sequence's speculation: how many tokens to draft (adapted to the recent acceptance), the drafts, and the
-// verification's bookkeeping. The caller evaluates gen.next() and the drafts in one step (all logits), then
-// calls verify(); generate() and the CLI use step(), the server batches entries of several sequences.
+// One sequence's speculation: how many tokens to draft (adapted to the recent acceptance), the drafts, and
+// the verification's bookkeeping. The caller evaluates gen.next() and the drafts in one step (all logits),
+// then calls verify(); generate() and the CLI use step(), the server batches entries of several sequences.
 class Speculator {
  public:
   // A drafter of the caller's (a draft model the server's slots share, a test's); options give k's bounds.
@@ -86,8 +86,8 @@ class Speculator {
   // and the step have room for), none after the last token max_new_tokens allows. Valid until the next call.
   std::span<const int32_t> draft(int64_t seq, const Generator& gen, int64_t room);
   // After the step that evaluated gen.next() and the drafts from position `past0` of sequence `seq`, with
-  // their logits `rows` ([1 + drafts] x V): pushes the accepted tokens (push_verified), cuts the sequence back
-  // to what they hold (Session::keep) and adapts k. Returns whether generation goes on.
+  // their logits `rows` ([1 + drafts] x V): pushes the accepted tokens (push_verified), cuts the sequence
+  // back to what they hold (Session::keep) and adapts k. Returns whether generation goes on.
   bool verify(Session& session, int64_t seq, Generator& gen, std::span<const float> rows, int64_t past0);
   // draft(), one forward step of the target, verify(): one target step, one or more tokens.
   bool step(Session& session, int64_t seq, Generator& gen);
@@ -95,8 +95,8 @@ class Speculator {
  private:
   std::shared_ptr<Drafter> drafter_;
   SpeculativeOptions o_;
-  int64_t k_;            // tokens to draft next
-  int64_t plain_ = 0;    // plain steps since k fell to 0 (a draft is tried again after a few)
+  int64_t k_;          // tokens to draft next
+  int64_t plain_ = 0;  // plain steps since k fell to 0 (a draft is tried again after a few)
   std::vector<int32_t> drafts_;
   std::vector<int32_t> step_;  // gen.next() and the drafts
 };

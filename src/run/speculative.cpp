@@ -16,7 +16,8 @@ void SpeculativeOptions::validate() const {
     }
   };
   if (prompt_lookup && draft_model) {
-    throw Error(ErrorKind::Argument, "speculative: prompt lookup and a draft model are two draft sources; give one");
+    throw Error(ErrorKind::Argument,
+                "speculative: prompt lookup and a draft model are two draft sources; give one");
   }
   range("draft_max", draft_max, 1, 64);
   range("draft_min", draft_min, 0, draft_max);
@@ -24,7 +25,8 @@ void SpeculativeOptions::validate() const {
   range("ngram_max", ngram_max, ngram_min, 64);
 }
 
-PromptLookup::PromptLookup(int64_t ngram_min, int64_t ngram_max) : ngram_min_(ngram_min), ngram_max_(ngram_max) {}
+PromptLookup::PromptLookup(int64_t ngram_min, int64_t ngram_max)
+    : ngram_min_(ngram_min), ngram_max_(ngram_max) {}
 
 void PromptLookup::draft(int64_t, std::span<const int32_t> h, int64_t k, std::vector<int32_t>& out) {
   out.clear();
@@ -48,8 +50,9 @@ SessionOptions draft_session_options(const std::shared_ptr<const Model>& model, 
   if (!model) throw Error(ErrorKind::Argument, "draft model: none given");
   const Model& draft = *model;
   if (draft.config().n_vocab != target.n_vocab) {
-    throw Error(ErrorKind::Argument, "draft model: its vocabulary has " + std::to_string(draft.config().n_vocab) +
-                                         " tokens, the model's " + std::to_string(target.n_vocab) +
+    throw Error(ErrorKind::Argument, "draft model: its vocabulary has " +
+                                         std::to_string(draft.config().n_vocab) + " tokens, the model's " +
+                                         std::to_string(target.n_vocab) +
                                          " tokens: a draft must share the model's vocabulary");
   }
   SessionOptions so;
@@ -59,15 +62,12 @@ SessionOptions draft_session_options(const std::shared_ptr<const Model>& model, 
   return so;
 }
 
-int32_t argmax(std::span<const float> v) {
-  return int32_t(std::max_element(v.begin(), v.end()) - v.begin());
-}
+int32_t argmax(std::span<const float> v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
 
 }  // namespace
 
 DraftModel::DraftModel(std::shared_ptr<const Model> draft, const Config& target, int64_t n_ctx, int64_t n_seq)
-    : session_(draft, draft_session_options(draft, target, n_ctx, n_seq)),
-      seqs_(size_t(n_seq)) {}
+    : session_(draft, draft_session_options(draft, target, n_ctx, n_seq)), seqs_(size_t(n_seq)) {}
 
 void DraftModel::draft(int64_t seq, std::span<const int32_t> history, int64_t k, std::vector<int32_t>& out) {
   out.clear();

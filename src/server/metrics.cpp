@@ -62,6 +62,10 @@ std::string Server::Impl::metrics_text() {
          "Prompt tokens not evaluated: another choice of the request evaluated the same prompt (n > 1).",
          s.prompt_tokens_shared.load());
   scalar("minigpt_generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens.load());
+  scalar("minigpt_draft_tokens_total", "counter", "Tokens drafted for speculative decoding.",
+         s.draft_tokens.load());
+  scalar("minigpt_draft_tokens_accepted_total", "counter",
+         "Drafted tokens the model agreed with (each saved a forward step).", s.draft_tokens_accepted.load());
   scalar("minigpt_steps_total", "counter", "Forward steps run (each batches every running sequence).",
          s.steps.load());
   scalar("minigpt_queue_depth", "gauge", "Choices waiting for a slot.", s.queued.load());

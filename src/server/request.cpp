@@ -157,7 +157,10 @@ const std::set<std::string> kCommonFields = {"model", "max_tokens", "temperature
                                              "n_predict", "repeat_penalty", "repeat_last_n",
                                              // structured output: OpenAI's response_format, llama-server's
                                              // json_schema and grammar (parse_constraint)
-                                             "response_format", "json_schema", "grammar"};
+                                             "response_format", "json_schema", "grammar",
+                                             // speculative decoding: minigpt's prompt_lookup, llama-server's
+                                             // speculative.n_max / n_min (0: off)
+                                             "prompt_lookup", "speculative.n_max", "speculative.n_min"};
 
 void check_known(const json& j, const std::set<std::string>& own) {
   for (const auto& [key, value] : j.items()) {
@@ -366,6 +369,19 @@ void parse_common(const json& j, CompletionRequest& r, const Config& c, const Re
   if (has(j, "user") && !j["user"].is_string()) bad_type("user", j["user"], "a string");
   if (has(j, "ignore_eos")) r.gen.ignore_eos = get_bool(j["ignore_eos"], "ignore_eos");
   if (has(j, "cache_prompt")) r.cache_prompt = get_bool(j["cache_prompt"], "cache_prompt");
+  SpeculativeOptions& spec = r.gen.speculative;
+  spec = limits.speculative;
+  if (has(j, "prompt_lookup")) {
+    spec.prompt_lookup = get_bool(j["prompt_lookup"], "prompt_lookup");
+    if (spec.prompt_lookup) spec.draft_model = nullptr;  // the request's source, in place of the server's
+  }
+  if (has(j, "speculative.n_max")) {
+    spec.draft_max = get_int(j["speculative.n_max"], "speculative.n_max", 0, 64);
+    if (spec.draft_max == 0) spec = SpeculativeOptions{};  // off for this request
+  }
+  if (has(j, "speculative.n_min")) {
+    spec.draft_min = get_int(j["speculative.n_min"], "speculative.n_min", 0, spec.draft_max);
+  }
 }
 
 // The checks after every field is read: sampling, and each prompt within the context.

@@ -32,7 +32,9 @@ struct Scheduler::Slot {
   const ChoiceSpec* spec = nullptr;
   size_t prefilled = 0;  // prompt tokens evaluated
   std::unique_ptr<Generator> gen;
-  int32_t next = 0;  // the token to evaluate in the next step
+  std::unique_ptr<Speculator> speculator;  // when the choice speculates
+  int32_t next = 0;                        // the token to evaluate in the next step
+  std::vector<int32_t> step;               // a speculating step's tokens: next, then the drafts
   std::vector<double> prompt_lp;
   std::vector<std::vector<std::pair<int32_t, double>>> prompt_top;
   Clock::time_point last_token;
@@ -62,6 +64,9 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, const Tokenizer* tokeni
                      const SchedulerOptions& o)
     : model_(std::move(model)), tokenizer_(tokenizer), o_(o), session_(model_, session_options(o)) {
   n_ctx_ = session_.n_ctx();
+  if (o.speculative.draft_model) {
+    draft_ = std::make_shared<DraftModel>(o.speculative.draft_model, model_->config(), n_ctx_, o.n_parallel);
+  }
   for (int64_t i = 0; i < o.n_parallel; ++i) {
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->seq = i;
@@ -235,6 +240,13 @@ void Scheduler::step() {
         slot->task->post({Event::Kind::Token, slot->choice, t, {}, {}, StopReason::Length, {}});
       };
       s.gen = std::make_unique<Generator>(c, tokenizer_, s.spec->options, s.spec->prompt, std::move(cb));
+      s.speculator.reset();
+      if (const SpeculativeOptions& so = s.spec->options.speculative; so.enabled()) {
+        std::shared_ptr<Drafter> drafter = so.draft_model && so.draft_model == o_.speculative.draft_model
+                                               ? draft_
+                                               : make_drafter(so, *model_, n_ctx_, 1);
+        s.speculator = std::make_unique<Speculator>(std::move(drafter), so);
+      }
     }
     // busy before queued: /metrics reads the queue depth first, so a choice moving from the queue to a slot
     // is never seen in neither
@@ -249,15 +261,33 @@ void Scheduler::step() {
   std::vector<Session::SeqTokens> entries;
   std::vector<Slot*> owners;
   std::vector<int64_t> takes;
+  std::vector<int64_t> pasts;  // each entry's sequence's positions before the step
+  int64_t decoding = 0;
+  for (auto& sp : slots_) decoding += sp->task && sp->prefilled == sp->spec->prompt.size() ? 1 : 0;
+  int64_t budget = o_.batch_size;
   for (auto& sp : slots_) {
     Slot& s = *sp;
     if (s.task && s.prefilled == s.spec->prompt.size()) {
-      entries.push_back({s.seq, std::span<const int32_t>(&s.next, 1), false});
+      // Drafts only while this is the one sequence decoding: with more, the step already reads each weight
+      // once for several tokens, and drafts would make it longer for all of them.
+      std::span<const int32_t> drafts;
+      if (s.speculator && decoding == 1) {
+        const int64_t room = std::min(n_ctx_ - session_.n_past(s.seq), budget) - 1;
+        drafts = s.speculator->draft(s.seq, *s.gen, room);
+        budget -= int64_t(drafts.size());
+      }
+      if (drafts.empty()) {
+        entries.push_back({s.seq, std::span<const int32_t>(&s.next, 1), false});
+      } else {
+        s.step.assign(1, s.next);
+        s.step.insert(s.step.end(), drafts.begin(), drafts.end());
+        entries.push_back({s.seq, s.step, true});
+      }
       owners.push_back(&s);
       takes.push_back(0);
+      pasts.push_back(session_.n_past(s.seq));
     }
   }
-  int64_t budget = o_.batch_size;
   for (auto& sp : slots_) {
     Slot& s = *sp;
     if (!s.task || s.leader != nullptr || s.prefilled == s.spec->prompt.size() || budget == 0) continue;
@@ -267,6 +297,7 @@ void Scheduler::step() {
                        s.spec->prompt_logprobs});
     owners.push_back(&s);
     takes.push_back(take);
+    pasts.push_back(session_.n_past(s.seq));
   }
   if (entries.empty()) return;
 
@@ -300,9 +331,19 @@ void Scheduler::step() {
     finish_slot(x, StopReason::Length);
     return false;
   };
-  // The choice's next token from the logits of its last one.
-  auto advance = [&](Slot& x, std::span<const float> last) {
-    if (!x.gen->push(last)) {
+  // The choice's next token from the logits of its last one (with drafts: `last` is every row, the tokens
+  // the model agrees with are kept and the sequence is cut back to them).
+  auto advance = [&](Slot& x, std::span<const float> last, bool drafted = false, int64_t past0 = 0) {
+    const GenerateResult& r = x.gen->result();
+    const int64_t drafted0 = r.drafted, accepted0 = r.accepted;
+    const bool going =
+        drafted ? x.speculator->verify(session_, x.seq, *x.gen, last, past0) : x.gen->push(last);
+    if (drafted) {
+      x.kv.resize(size_t(session_.n_past(x.seq)));
+      stats_.draft_tokens += r.drafted - drafted0;
+      stats_.draft_tokens_accepted += r.accepted - accepted0;
+    }
+    if (!going) {
       finish_slot(x, x.gen->result().reason);
     } else if (session_.n_past(x.seq) == n_ctx_) {
       finish_slot(x, StopReason::Context);
@@ -335,7 +376,8 @@ void Scheduler::step() {
   for (size_t i = 0; i < entries.size(); ++i) {
     Slot& s = *owners[i];
     const int64_t take = takes[i];
-    const int64_t rows = entries[i].all_logits ? take : 1;
+    const bool drafted = take == 0 && entries[i].all_logits;  // a decoding entry with drafts
+    const int64_t rows = entries[i].all_logits ? int64_t(entries[i].tokens.size()) : 1;
     const std::span<const float> all = logits.subspan(row * size_t(V), size_t(rows * V));
     row += size_t(rows);
     const std::span<const float> last = all.subspan(size_t((rows - 1) * V), size_t(V));
@@ -359,7 +401,11 @@ void Scheduler::step() {
         follow(s, last);
         if (!prompt_done(s)) continue;
       }
-      advance(s, last);
+      if (drafted) {
+        advance(s, all, true, pasts[i]);
+      } else {
+        advance(s, last);
+      }
     } catch (const std::exception& e) {
       s.task->post({Event::Kind::Failed, s.choice, {}, {}, {}, StopReason::Cancelled, e.what()});
       s.gen.reset();

@@ -17,6 +17,7 @@
 
 #include "minigpt/generate.h"
 #include "minigpt/session.h"
+#include "minigpt/speculative.h"
 
 namespace minigpt::server {
 
@@ -99,6 +100,7 @@ struct SchedulerStats {
   std::atomic<int64_t> prompt_tokens{0}, generated_tokens{0}, steps{0};
   std::atomic<int64_t> prompt_tokens_cached{0};  // prompt tokens not evaluated: a slot's cache held them
   std::atomic<int64_t> prompt_tokens_shared{0};  // prompt tokens not evaluated: copied from another choice
+  std::atomic<int64_t> draft_tokens{0}, draft_tokens_accepted{0};  // speculative decoding's
   std::atomic<int64_t> queued{0}, busy{0};
   std::mutex m;  // guards the histograms
   // Time to first token, from the request's arrival; the gaps between one choice's tokens.
@@ -111,6 +113,9 @@ struct SchedulerOptions {
   int64_t n_ctx = 0;
   int64_t batch_size = 256;
   int64_t max_queue = 64;
+  // The server's draft source (a choice's options say whether it speculates): with a draft model, one
+  // DraftModel keeps a draft cache per slot.
+  SpeculativeOptions speculative;
 };
 
 class Scheduler {
@@ -140,6 +145,7 @@ class Scheduler {
   void finish_slot(Slot& s, StopReason reason);
 
   std::shared_ptr<const Model> model_;
+  std::shared_ptr<Drafter> draft_;  // the server's draft model's, shared by the slots; null: none
   const Tokenizer* tokenizer_;
   SchedulerOptions o_;
   int64_t n_ctx_ = 0;

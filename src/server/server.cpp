@@ -289,9 +289,11 @@ Server::Server(std::shared_ptr<const Model> model, Tokenizer tokenizer, ServerOp
   so.n_ctx = d.o.n_ctx;
   so.batch_size = d.o.batch_size;
   so.max_queue = d.o.max_queue;
+  so.speculative = d.o.speculative;
   d.sched = std::make_unique<Scheduler>(d.model, &d.tok, so);
   d.limits.n_ctx = d.sched->n_ctx();
   d.limits.model_defaults = d.o.generation_defaults;
+  d.limits.speculative = d.o.speculative;
   d.limits.max_choices = std::min<int64_t>(64, d.o.max_queue);
   d.limits.model_names = {d.o.model_id};
   for (const std::string& a : d.o.model_aliases) {

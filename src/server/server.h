@@ -55,6 +55,9 @@ struct RequestLimits {
   // The names a request's "model" may give: the served model's id and its aliases. A request without one is
   // served; another name is a 404 model_not_found. Empty: any name.
   std::vector<std::string> model_names;
+  // The server's speculative decoding (--prompt-lookup, --draft-model): every request's unless it says
+  // otherwise (prompt_lookup, speculative.n_max, speculative.n_min).
+  SpeculativeOptions speculative;
 };
 
 // One /v1/completions request, checked.
@@ -141,6 +144,10 @@ struct ServerOptions {
   // refusals included (method, path, status, tokens, time). Null: stderr, prefixed "minigpt: ".
   std::function<void(const std::string&)> log;
   bool verbose = false;  // the access line also gives the request's model, sampling settings and length
+  // Speculative decoding for every request (a request may turn it off or change k): prompt lookup, or a draft
+  // model of the same vocabulary. It runs while at most one sequence decodes (with more, the batch already
+  // reads each weight once for several tokens).
+  SpeculativeOptions speculative;
 };
 
 class Server {
