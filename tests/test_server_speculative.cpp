@@ -1,5 +1,5 @@
-// serve with speculative decoding (--prompt-lookup, --draft-model; a request's prompt_lookup and llama-server's
-// speculative.n_max / n_min): greedy replies equal the plain ones, alone and four at a time.
+// serve with speculative decoding (--prompt-lookup, --draft-model; a request's prompt_lookup and
+// llama-server's speculative.n_max / n_min): greedy replies equal the plain ones, alone and four at a time.
 #include <future>
 
 #include "server_test_util.h"
@@ -87,9 +87,9 @@ TEST(ServerSpeculative, BadSpeculativeFieldsAre400NamingTheField) {
     EXPECT_EQ(r["error"]["param"], field) << r.dump();
   }
   // n_min above n_max
-  const json r = post_json(f, "/v1/completions",
-                           {{"prompt", "ROMEO:"}, {"max_tokens", 4}, {"speculative.n_max", 2}, {"speculative.n_min", 3}},
-                           400);
+  const json r = post_json(
+      f, "/v1/completions",
+      {{"prompt", "ROMEO:"}, {"max_tokens", 4}, {"speculative.n_max", 2}, {"speculative.n_min", 3}}, 400);
   EXPECT_EQ(r["error"]["param"], "speculative.n_min") << r.dump();
 }
 

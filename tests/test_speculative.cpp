@@ -2,11 +2,13 @@
 // family, both draft sources and k from 1 to 8; sampled output keeps the model's distribution (a chi-square
 // test that fails when the accept rule is broken); drafts of another vocabulary are refused.
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <random>
 
 #include "minigpt/generate.h"
 #include "minigpt/model.h"
+#include "minigpt/registry.h"
 #include "minigpt/session.h"
 #include "minigpt/speculative.h"
 #include "model/random_weights.h"
@@ -239,6 +241,66 @@ TEST(Speculative, SampledDistributionMatchesPlainAndABrokenRuleFailsTheTest) {
   for (const auto& [toks, n] : spec) with_draft += toks.size() > 1 && toks[1] == 7 ? n : 0;
   EXPECT_GT(with_draft, 0);
   EXPECT_LT(with_draft, runs);
+}
+
+// A speculative step's queries are computed as decode computes each alone, bit for bit: a run of 9 queries at
+// depths past 512 (where decode cuts a query's keys into chunks for the threads) against 9 decode steps, with
+// 2 KV heads (so a lone decode step has fewer heads than threads x 4 and splits, a step of 9 would not).
+TEST(Speculative, AttentionOfAStepsQueriesEqualsEachAloneBitForBit) {
+  auto be = make_backend("cpu", BackendOptions{2, 0, std::nullopt, Bf16Math::Auto});
+  const int64_t H = 4, Hkv = 2, D = 64, KV = Hkv * D, T = 9;
+  for (const int64_t pos0 : {5, 700}) {
+    const int64_t S = pos0 + T;
+    const auto q = test::randn(size_t(T * H * D), 1), k = test::randn(size_t(S * KV), 2),
+               v = test::randn(size_t(S * KV), 3);
+    auto view = [](const std::vector<float>& x, int64_t rows, int64_t cols) {
+      return make_tensor(const_cast<float*>(x.data()), DType::F32, Device::Host, rows, cols);
+    };
+    const std::vector<int32_t> no_ids(size_t(S), 0);
+    const auto cache = be->make_kv_cache(KvCacheSpec{1, Hkv, D, S, 1});
+    const SeqRun before{0, 0, pos0, 0};
+    be->store_kv(*cache, 0, view(k, pos0, KV), view(v, pos0, KV), Step{no_ids.data(), pos0, {&before, 1}});
+    std::vector<float> alone(size_t(T * H * D)), together(size_t(T * H * D));
+    for (int64_t t = 0; t < T; ++t) {  // decode: store one key, attend one query
+      const SeqRun run{0, 0, 1, pos0 + t};
+      const Step step{no_ids.data(), 1, {&run, 1}};
+      be->store_kv(*cache, 0, view(k, S, KV).row_slice(pos0 + t, 1), view(v, S, KV).row_slice(pos0 + t, 1),
+                   step);
+      be->attention(view(alone, T, H * D).row_slice(t, 1), view(q, T, H * D).row_slice(t, 1), *cache, 0, step,
+                    H, 0.125f);
+    }
+    const SeqRun run{0, 0, T, pos0};  // the same keys stored again, then the 9 queries in one step
+    const Step step{no_ids.data(), T, {&run, 1}};
+    be->store_kv(*cache, 0, view(k, S, KV).row_slice(pos0, T), view(v, S, KV).row_slice(pos0, T), step);
+    be->attention(view(together, T, H * D), view(q, T, H * D), *cache, 0, step, H, 0.125f);
+    EXPECT_EQ(0, std::memcmp(alone.data(), together.data(), alone.size() * sizeof(float)))
+        << "depth " << pos0;
+  }
+}
+
+// On quantized weights (activations quantized per row: a rounding moves with the tiniest difference) a step's
+// rows equal decode's, bit for bit: what makes greedy speculation on a real quantized model plain decoding's.
+TEST(Speculative, QuantizedStepRowsEqualDecodeBitForBit) {
+  for (const char* file : {"llama-gqa62-q4_k_m.gguf", "llama-gqa62-q4_0.gguf", "gemma3-linear-q4_k_m.gguf"}) {
+    SCOPED_TRACE(file);
+    auto model = Model::load(test::gguf_fixtures() / file, LoadOptions::threads(2));
+    const int64_t V = model->config().n_vocab, T = 9;
+    const auto ids = prompts(V, 1, 3)[0];
+    std::vector<int32_t> more(ids);
+    for (int64_t i = 0; i < 40; ++i) more.push_back(int32_t((i * 37) % V));
+    const std::vector<int32_t> head(more.begin(), more.end() - T), tail(more.end() - T, more.end());
+    Session a(model), b(model);
+    a.eval(head);
+    b.eval(head);
+    std::vector<float> alone;
+    for (const int32_t t : tail) {
+      const auto l = a.eval(std::span<const int32_t>(&t, 1));
+      alone.insert(alone.end(), l.begin(), l.end());
+    }
+    const auto together = b.eval_all(tail);
+    ASSERT_EQ(alone.size(), together.size());
+    EXPECT_EQ(0, std::memcmp(alone.data(), together.data(), alone.size() * sizeof(float)));
+  }
 }
 
 TEST(Speculative, PromptLookupDraftsWhatFollowedTheLatestLongestMatch) {

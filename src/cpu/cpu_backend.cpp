@@ -867,12 +867,13 @@ class CpuBackend final : public Backend {
   void decode_attention(Tensor out, const Tensor& q, CpuKvCache& cache, int64_t layer, const Step& step,
                         int64_t group, float scale) {
     const int64_t Hkv = cache.spec().n_kv_head, D = cache.spec().head_dim, S = cache.stride(layer);
-    const int64_t W = cache.spec().window_of(layer), nth = pool_.size(),
-                  units = int64_t(step.runs.size()) * Hkv;
+    const int64_t W = cache.spec().window_of(layer), nth = pool_.size();
     // At least kMinChunk keys per chunk: shorter ones cost more in merging and thread hand-over than the
-    // balance gains.
+    // balance gains. How a query's keys are cut depends on its own key count only, never on the step's other
+    // queries: a query is computed alike alone (decode) and among others (a speculative step's drafts, the
+    // server's batch), so that a verified draft's logits are bit for bit those plain decoding would give.
     constexpr int64_t kMinChunk = 256;
-    const int64_t chunks_max = units % nth == 0 || units >= 4 * nth ? 1 : nth;
+    const int64_t chunks_max = nth;
     struct DecodeTask {
       int32_t run, kvh;
       int64_t key0, n_keys, part;  // part: index of its G x (D + 2) floats in `parts`, -1 when whole
@@ -966,9 +967,23 @@ class CpuBackend final : public Backend {
                                            std::to_string(D) + " over " + std::to_string(Hkv) + " KV heads");
     }
     const int64_t group = n_head / Hkv, W = cache.spec().window_of(layer);
+    // Runs of up to kDecodeRunMax queries (decode, a speculative step's drafts) go through the decode kernel
+    // one query at a time, as runs of one: each query's arithmetic is then decode's own, whatever else the
+    // step holds (its keys are all stored before attention), so verified drafts equal plain decoding.
+    constexpr int64_t kDecodeRunMax = 16;
     if (D % 8 == 0 && cpu::attention_decode_available() &&
-        std::all_of(step.runs.begin(), step.runs.end(), [](const SeqRun& r) { return r.n == 1; })) {
-      decode_attention(out, q, cache, layer, step, group, scale);
+        std::all_of(step.runs.begin(), step.runs.end(),
+                    [](const SeqRun& r) { return r.n <= kDecodeRunMax; })) {
+      if (std::all_of(step.runs.begin(), step.runs.end(), [](const SeqRun& r) { return r.n == 1; })) {
+        decode_attention(out, q, cache, layer, step, group, scale);
+        return;
+      }
+      thread_local std::vector<SeqRun> singles;
+      singles.clear();
+      for (const SeqRun& r : step.runs) {
+        for (int64_t i = 0; i < r.n; ++i) singles.push_back({r.seq, r.first + i, 1, r.pos0 + i});
+      }
+      decode_attention(out, q, cache, layer, Step{step.tokens, step.n_tokens, singles}, group, scale);
       return;
     }
     // The tasks: per run, per query head, a tile of queries. A run of up to 4 queries (decode) is one tile
