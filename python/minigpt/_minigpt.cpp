@@ -394,6 +394,7 @@ struct PyGenerateResult {
   int64_t prompt_dropped = 0;
   int64_t slides = 0;
   double prefill_seconds = 0, first_token_seconds = 0, decode_seconds = 0;
+  int64_t decode_steps = 0, drafted = 0, accepted = 0;
 
   std::optional<std::vector<double>> logprobs() const {
     if (tokens.empty() || !tokens[0].logprob) return std::nullopt;
@@ -406,6 +407,7 @@ struct PyGenerateResult {
 // One generate() call: a leased session, the Generation over it, and what its callbacks collected.
 struct GenerateRun {
   std::shared_ptr<ModelState> m;
+  std::shared_ptr<ModelState> draft;  // speculative=<a Model>: its steps run inside ours
   SessionLease session;
   const Tokenizer* tok = nullptr;
   bool want_logprobs = false;
@@ -418,9 +420,14 @@ struct GenerateRun {
   GenerateRun(std::shared_ptr<ModelState> model, int64_t n_ctx)
       : m(model), session(std::move(model), n_ctx) {}
 
-  // One step with the GIL released and the model's compute held.
+  // One step with the GIL released and the model's compute held, and the draft model's too when it is
+  // another (its steps run inside ours, and another thread may be generating with it).
   bool step() {
     nb::gil_scoped_release release;
+    if (draft && draft != m) {
+      std::scoped_lock lock(m->compute, draft->compute);
+      return gen->step();
+    }
     std::lock_guard<std::mutex> lock(m->compute);
     return gen->step();
   }
@@ -439,6 +446,9 @@ struct GenerateRun {
     out.prefill_seconds = r.prefill_seconds;
     out.first_token_seconds = r.first_token_seconds;
     out.decode_seconds = r.decode_seconds;
+    out.decode_steps = r.decode_steps;
+    out.drafted = r.drafted;
+    out.accepted = r.accepted;
     return out;
   }
 };
@@ -466,6 +476,10 @@ struct GenerateArgs {
   std::optional<std::string> json_schema;
   std::optional<std::string> grammar;
   bool json_object = false;
+  // Speculative decoding (--prompt-lookup, --draft-model and their bounds): at most one source.
+  bool prompt_lookup = false;
+  std::shared_ptr<ModelState> draft;
+  int64_t draft_max = 8, draft_min = 0, lookup_ngram_min = 1, lookup_ngram_max = 4;
   // chat(): `prompt` is the conversation, a JSON array of messages (the Python side's json.dumps).
   bool chat = false;
 };
@@ -506,6 +520,48 @@ std::vector<int32_t> chat_prompt(ModelState& m, const std::string& messages, int
                     (n_ctx < m.model->config().n_ctx ? " (ctx_size enlarges the context)" : ""));
   }
   return ids;
+}
+
+// An integer keyword's range, with the CLI's message for its flag (cli/common.cpp's in_range).
+void check_range(const char* keyword, int64_t v, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi) {
+    throw Error(ErrorKind::Argument, std::string(keyword) + ": " + std::to_string(v) + " is outside [" +
+                                         std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+}
+
+// speculative=, draft_max, draft_min, lookup_ngram_min and lookup_ngram_max, as `minigpt generate` reads
+// --prompt-lookup, --draft-model and the flags of those names (cli/speculative_flags.cpp): each bound in the
+// CLI's range, then SpeculativeOptions::validate() (draft_min <= draft_max); a draft model of another
+// vocabulary refused naming both sizes. The bounds are checked whether or not speculative= is given.
+SpeculativeOptions speculative_options(const ModelState& m, const GenerateArgs& a) {
+  check_range("draft_max", a.draft_max, 1, 64);
+  check_range("draft_min", a.draft_min, 0, 64);
+  check_range("lookup_ngram_min", a.lookup_ngram_min, 1, 64);
+  check_range("lookup_ngram_max", a.lookup_ngram_max, 1, 64);
+  if (a.lookup_ngram_max < a.lookup_ngram_min) {
+    // validate() names its field, ngram_max; here the keyword.
+    throw Error(ErrorKind::Argument, "lookup_ngram_max: must be in [" + std::to_string(a.lookup_ngram_min) +
+                                         ", 64], got " + std::to_string(a.lookup_ngram_max));
+  }
+  SpeculativeOptions s;
+  s.prompt_lookup = a.prompt_lookup;
+  s.draft_max = a.draft_max;
+  s.draft_min = a.draft_min;
+  s.ngram_min = a.lookup_ngram_min;
+  s.ngram_max = a.lookup_ngram_max;
+  if (a.draft) {
+    const int64_t draft_vocab = a.draft->model->config().n_vocab, vocab = m.model->config().n_vocab;
+    if (draft_vocab != vocab) {
+      throw Error(ErrorKind::Argument, "speculative: " + a.draft->path + " has a vocabulary of " +
+                                           std::to_string(draft_vocab) + " tokens, the model " +
+                                           std::to_string(vocab) +
+                                           " tokens: a draft must share the model's vocabulary");
+    }
+    s.draft_model = a.draft->model;
+  }
+  s.validate();
+  return s;
 }
 
 // As `minigpt generate` prepares a run from its flags (cli/cmd_generate.cpp): the prompt encoded with the
@@ -594,10 +650,12 @@ std::unique_ptr<GenerateRun> start_generation(const std::shared_ptr<ModelState>&
   g.max_new_tokens = a.chat && g.max_new_tokens == -1
                          ? n_ctx
                          : resolve_max_new_tokens(g.max_new_tokens, int64_t(prompt.size()), n_ctx);
+  g.speculative = speculative_options(*m, a);
   validate_options(g, c, tok);
   g.grammar = compile_grammar(*m, a);
 
   auto run = std::make_unique<GenerateRun>(m, n_ctx);
+  run->draft = a.draft;
   run->tok = tok;
   run->seed = seed;
   run->want_logprobs = g.logprobs;
@@ -959,6 +1017,7 @@ class PyModel {
     return d;
   }
   const std::string& path() const { return m_->path; }
+  const std::shared_ptr<ModelState>& state() const { return m_; }
   const std::string& backend() const { return m_->backend; }
   int64_t n_params() const { return m_->model->n_params(); }
   std::string repr() const {
@@ -999,6 +1058,24 @@ std::optional<uint64_t> seed_from(nb::handle obj) {
     throw Error(ErrorKind::Argument, "seed: " + text + " is outside [0, 18446744073709551615]");
   }
   return uint64_t(v);
+}
+
+// speculative= (--prompt-lookup, --draft-model): None, "prompt_lookup", or a Model to draft with.
+void speculative_from(nb::handle obj, GenerateArgs& a) {
+  if (obj.is_none()) return;
+  if (nb::isinstance<nb::str>(obj)) {
+    const std::string s = nb::cast<std::string>(obj);
+    if (s != "prompt_lookup") {
+      throw Error(ErrorKind::Argument,
+                  "speculative: " + s + " not in {prompt_lookup} (or a minigpt.Model to draft with)");
+    }
+    a.prompt_lookup = true;
+    return;
+  }
+  PyModel* draft = nullptr;
+  if (!nb::try_cast(obj, draft) || draft == nullptr)
+    throw nb::type_error("speculative: 'prompt_lookup' or a minigpt.Model (the draft) is needed");
+  a.draft = draft->state();
 }
 
 std::vector<std::string> stop_from(nb::handle obj) {
@@ -1062,6 +1139,16 @@ GenerateArgs args_from(const nb::dict& options, bool chat) {
       a.grammar = optional_keyword<std::string>(v, n, "a str (a GBNF grammar)");
     } else if (name == "json_object") {
       a.json_object = keyword<bool>(v, n, "a bool");
+    } else if (name == "speculative") {
+      speculative_from(v, a);
+    } else if (name == "draft_max") {
+      a.draft_max = keyword<int64_t>(v, n, "an int");
+    } else if (name == "draft_min") {
+      a.draft_min = keyword<int64_t>(v, n, "an int");
+    } else if (name == "lookup_ngram_min") {
+      a.lookup_ngram_min = keyword<int64_t>(v, n, "an int");
+    } else if (name == "lookup_ngram_max") {
+      a.lookup_ngram_max = keyword<int64_t>(v, n, "an int");
     } else if (!chat && name == "context_overflow") {
       a.context_overflow = keyword<std::string>(v, n, "a str");
     } else if (!chat && name == "special") {
@@ -1148,6 +1235,12 @@ NB_MODULE(_minigpt, m) {
       .def_ro("first_token_seconds", &PyGenerateResult::first_token_seconds,
               "From the start to the first sampled token.")
       .def_ro("decode_seconds", &PyGenerateResult::decode_seconds, "From the first sampled token to the end.")
+      .def_ro("decode_steps", &PyGenerateResult::decode_steps,
+              "Forward steps of the model after the prompt's: one per token after the first, fewer with "
+              "speculative= (each step yields 1 + its accepted drafts).")
+      .def_ro("drafted", &PyGenerateResult::drafted, "Tokens speculative= drafted (0 without it).")
+      .def_ro("accepted", &PyGenerateResult::accepted,
+              "Drafted tokens the model kept (each one a token that took no step of its own).")
       .def("__repr__", [](const PyGenerateResult& r) {
         return "minigpt.GenerateResult(text=" +
                nb::cast<std::string>(nb::repr(nb::str(r.text.c_str(), r.text.size()))) + ", ids=<" +

@@ -44,6 +44,11 @@ class ChatOptions(TypedDict, total=False):
     json_schema: JsonSchema | None
     grammar: str | None
     json_object: bool
+    speculative: Literal["prompt_lookup"] | _minigpt.Model | None
+    draft_max: int
+    draft_min: int
+    lookup_ngram_min: int
+    lookup_ngram_max: int
 
 
 class GenerateOptions(ChatOptions, total=False):
@@ -153,6 +158,14 @@ class Model(_minigpt.Model):
         JSON object, as ``--json-schema``, ``--grammar-file`` and ``--json-object``; one the engine refuses
         raises ArgumentError (a ValueError) with its message.
 
+        Speculative decoding: ``speculative="prompt_lookup"`` drafts the tokens that followed the latest
+        earlier occurrence of the last n-gram (``lookup_ngram_min`` to ``lookup_ngram_max`` tokens, 1 to 4) in
+        the prompt or the output, ``speculative=draft`` (a Model of the same vocabulary, smaller or in lower
+        precision) drafts greedily, as ``--prompt-lookup`` and ``--draft-model``; the model checks up to
+        ``draft_max`` (8) drafted tokens in one step (at least ``draft_min``, 0, once acceptance brings it
+        down). The tokens are those plain decoding gives, greedy or sampled with the same seed; the result's
+        ``decode_steps``, ``drafted`` and ``accepted`` count the steps and drafts.
+
         Returns a GenerateResult (text without the prompt, ids, tokens, stop_reason, timings); with
         ``stream=True``, a GenerateStream: an iterator of text pieces as they come, whose ``result`` is the
         GenerateResult once it has ended. Ctrl-C raises KeyboardInterrupt within one token. Errors are
@@ -195,8 +208,9 @@ class Model(_minigpt.Model):
         (add_generation_prompt=True) and tokenized as apply_chat_template(tokenize=True). The reply ends at
         an end-of-turn token (the model's eos ids and the template's: <|im_end|>, <|eot_id|>), a stop
         string, ``max_new_tokens`` (default: the model's, else until the context is full) or a full context.
-        The keywords are generate()'s (ChatOptions: the sampling settings, ``ctx_size``, ``logprobs`` and
-        the structured output ones, ``json_schema``, ``grammar``, ``json_object``). Returns what generate()
+        The keywords are generate()'s (ChatOptions: the sampling settings, ``ctx_size``, ``logprobs``, the
+        structured output ones, ``json_schema``, ``grammar``, ``json_object``, and speculative decoding's,
+        ``speculative``, ``draft_max``, ``draft_min``, ``lookup_ngram_min``, ``lookup_ngram_max``). Returns what generate()
         returns: ``text`` is the reply, ``prompt_ids`` the rendered conversation's ids. A model without a
         chat template raises ArgumentError saying so.
         """

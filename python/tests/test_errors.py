@@ -23,6 +23,8 @@ KEYWORDS = {
     "--threads": "threads", "--backend": "backend", "--context-overflow": "context_overflow",
     "--seed": "seed", "--logit-bias": "logit_bias", "--stride": "stride", "--chunks": "chunks",
     "-b/--batch-size": "batch_size", "top_logprobs": "logprobs", "--bf16-math": "bf16_math",
+    "--draft-max": "draft_max", "--draft-min": "draft_min", "--lookup-ngram-min": "lookup_ngram_min",
+    "--lookup-ngram-max": "lookup_ngram_max",
 }  # fmt: skip
 
 
@@ -128,6 +130,13 @@ GENERATE_CASES: list[tuple[dict[str, Any], list[str]]] = [
     (dict(context_overflow="wrap"), ["--context-overflow", "wrap"]),
     (dict(logprobs=100000), ["--json", "--top-logprobs", "100000"]),
     (dict(logit_bias={300: 1.0}), ["--logit-bias", "300+1"]),
+    (dict(draft_max=0, speculative="prompt_lookup"), ["--prompt-lookup", "--draft-max", "0"]),
+    (dict(draft_max=65), ["--draft-max", "65"]),
+    (dict(draft_min=-1, speculative="prompt_lookup"), ["--prompt-lookup", "--draft-min", "-1"]),
+    (dict(draft_min=9, speculative="prompt_lookup"), ["--prompt-lookup", "--draft-min", "9"]),
+    (dict(draft_max=2, draft_min=3, speculative="prompt_lookup"), ["--prompt-lookup", "--draft-max", "2", "--draft-min", "3"]),
+    (dict(lookup_ngram_min=0, speculative="prompt_lookup"), ["--prompt-lookup", "--lookup-ngram-min", "0"]),
+    (dict(lookup_ngram_max=65, speculative="prompt_lookup"), ["--prompt-lookup", "--lookup-ngram-max", "65"]),
     (dict(prompt="x" * 200), []),  # longer than the context of 128
 ]  # fmt: skip
 
