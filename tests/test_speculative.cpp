@@ -6,6 +6,7 @@
 #include <map>
 #include <random>
 
+#include "cpu/cpu.h"
 #include "minigpt/generate.h"
 #include "minigpt/model.h"
 #include "minigpt/registry.h"
@@ -278,12 +279,24 @@ TEST(Speculative, AttentionOfAStepsQueriesEqualsEachAloneBitForBit) {
   }
 }
 
-// On quantized weights (activations quantized per row: a rounding moves with the tiniest difference) a step's
-// rows equal decode's, bit for bit: what makes greedy speculation on a real quantized model plain decoding's.
-TEST(Speculative, QuantizedStepRowsEqualDecodeBitForBit) {
-  for (const char* file : {"llama-gqa62-q4_k_m.gguf", "llama-gqa62-q4_0.gguf", "gemma3-linear-q4_k_m.gguf"}) {
+// A step's rows equal decode's, bit for bit: on quantized weights (activations quantized per row: a rounding
+// moves with the tiniest difference, and greedy tokens with it) and on 16-bit and F32 ones. (At the AVX-512
+// levels the 16-bit and F32 batch kernels sum in another order: there those rows differ in the last bits.)
+TEST(Speculative, StepRowsEqualDecodeBitForBit) {
+  const bool avx512 = cpu_info().kernel_level.rfind("avx512", 0) == 0 || cpu_info().kernel_level == "amx";
+  for (const char* file : {"llama-gqa62-q4_k_m.gguf", "llama-gqa62-q4_0.gguf", "gemma3-linear-q4_k_m.gguf",
+                           "llama-gqa62-f32.gguf", "llama-gqa62-f16", "qwen3-headdim-f32.gguf"}) {
     SCOPED_TRACE(file);
-    auto model = Model::load(test::gguf_fixtures() / file, LoadOptions::threads(2));
+    const std::string f = file;
+    const bool wide = f.find("q4") == std::string::npos;
+    if (wide && avx512) {  // the quantized files came first and were checked
+      GTEST_SKIP() << "at the " << cpu_info().kernel_level
+                   << " level the 16-bit and F32 batch kernels sum in another order than decode's";
+    }
+    LoadOptions lo = LoadOptions::threads(2);
+    if (f == "llama-gqa62-f16") lo.weight_dtype = DType::F16;
+    auto model =
+        Model::load(test::gguf_fixtures() / (f == "llama-gqa62-f16" ? "llama-gqa62-f32.gguf" : file), lo);
     const int64_t V = model->config().n_vocab, T = 9;
     const auto ids = prompts(V, 1, 3)[0];
     std::vector<int32_t> more(ids);
