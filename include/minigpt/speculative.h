@@ -91,12 +91,22 @@ class Speculator {
   bool verify(Session& session, int64_t seq, Generator& gen, std::span<const float> rows, int64_t past0);
   // draft(), one forward step of the target, verify(): one target step, one or more tokens.
   bool step(Session& session, int64_t seq, Generator& gen);
+  // A step of `rows` tokens (gen.next() and the drafts) took `seconds`, drafting included where it was timed:
+  // the cost model k is chosen by. step() observes its own steps.
+  void observe(int64_t rows, double seconds);
 
  private:
   std::shared_ptr<Drafter> drafter_;
   SpeculativeOptions o_;
-  int64_t k_;          // tokens to draft next
-  int64_t plain_ = 0;  // plain steps since k fell to 0 (a draft is tried again after a few)
+  // k maximises the expected tokens per second: with a the chance that a draft is kept (given the ones
+  // before it were) and a step of r rows costing t0 + t1 r, a step of k drafts yields (1 - a^(k+1)) / (1 - a)
+  // tokens for t0 + t1 (k + 1). Both are estimated as the run goes, with older steps forgotten.
+  int64_t choose_k() const;
+  int64_t k_;           // tokens to draft next
+  int64_t plain_ = 0;   // plain steps since k fell to 0 (a draft is tried again after a few)
+  double kept_ = 0.7;   // drafts kept, decayed sum (a prior of 7 in 10)
+  double tried_ = 1.0;  // drafts whose fate was decided (kept, or the first refused), decayed sum
+  double sw_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;  // the step times' weighted least squares
   std::vector<int32_t> drafts_;
   std::vector<int32_t> step_;  // gen.next() and the drafts
 };

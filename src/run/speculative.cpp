@@ -2,6 +2,8 @@
 #include "minigpt/speculative.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <string>
 
 #include "minigpt/error.h"
@@ -162,22 +164,58 @@ bool Speculator::verify(Session& session, int64_t seq, Generator& gen, std::span
   r.drafted += n;
   r.accepted += accepted;
   if (n > 0) {
-    // transformers' schedule for assisted generation: two more after a step that kept every draft, one
-    // fewer after one that did not.
-    k_ = accepted == n ? std::min(o_.draft_max, k_ + 2) : std::max(o_.draft_min, k_ - 1);
+    constexpr double kDecay = 0.9;
+    kept_ = kDecay * kept_ + double(accepted);
+    tried_ = kDecay * tried_ + double(accepted) + (accepted < n ? 1.0 : 0.0);
+    k_ = choose_k();
   }
   drafts_.clear();
   return going;
 }
 
+void Speculator::observe(int64_t rows, double seconds) {
+  constexpr double kDecay = 0.95;
+  const double x = double(rows);
+  sw_ = kDecay * sw_ + 1;
+  sx_ = kDecay * sx_ + x;
+  sy_ = kDecay * sy_ + seconds;
+  sxx_ = kDecay * sxx_ + x * x;
+  sxy_ = kDecay * sxy_ + x * seconds;
+  if (k_ > 0) k_ = choose_k();
+}
+
+int64_t Speculator::choose_k() const {
+  const double a = std::clamp(kept_ / tried_, 0.0, 0.999);
+  // Each row past the first costs c of a one-row step: from the fitted line where the steps' row counts
+  // varied enough, else a prior (a CPU's small-batch product costs about half a step per row).
+  double c = 0.5;
+  const double den = sw_ * sxx_ - sx_ * sx_;
+  if (sw_ >= 4 && den > 0.5 * sw_ * sw_) {
+    const double t1 = (sw_ * sxy_ - sx_ * sy_) / den, t0 = (sy_ - t1 * sx_) / sw_;
+    if (t0 + t1 > 0) c = std::clamp(t1 / (t0 + t1), 0.01, 4.0);
+  }
+  int64_t best = o_.draft_min;
+  double best_rate = -1;
+  for (int64_t k = o_.draft_min; k <= o_.draft_max; ++k) {
+    const double tokens = (1 - std::pow(a, double(k + 1))) / (1 - a);
+    const double rate = tokens / (1 + c * double(k));
+    if (rate > best_rate * 1.0001) best = k, best_rate = rate;
+  }
+  return best;
+}
+
 bool Speculator::step(Session& session, int64_t seq, Generator& gen) {
+  const auto t0 = std::chrono::steady_clock::now();
   const int64_t past0 = session.n_past(seq);
   const int64_t room = std::min(session.n_ctx() - past0, session.max_batch()) - 1;
   const std::span<const int32_t> d = draft(seq, gen, room);
   step_.assign(1, gen.next());
   step_.insert(step_.end(), d.begin(), d.end());
   const std::span<const float> rows = d.empty() ? session.eval(step_, seq) : session.eval_all(step_, seq);
-  return verify(session, seq, gen, rows, past0);
+  const int64_t n = int64_t(step_.size());
+  const bool going = verify(session, seq, gen, rows, past0);
+  observe(n, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return going;
 }
 
 }  // namespace minigpt
