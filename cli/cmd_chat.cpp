@@ -175,6 +175,7 @@ int run_chat(ChatCliOptions& o, const std::function<bool(const char*)>& given) {
     cached.assign(ids.begin(), ids.end());
     std::span<const float> logits =
         session.eval(std::span<const int32_t>(ids.data() + keep, ids.size() - keep));
+    if (spec) spec->prepare(0, ids);
     GenerateCallbacks cb;
     cb.on_text = show;
     Generator gen(c, &tok, g, ids, cb);

@@ -140,6 +140,7 @@ int run_interactive(GenerateCliOptions& o, std::shared_ptr<const Model> model, c
     // The sampler sees the window (for --repetition-penalty), as generate() sees its prompt.
     const size_t base = window;
     Generator gen(c, &tok, g, std::vector<int32_t>(history.begin() + ptrdiff_t(base), history.end()), cb);
+    if (spec) spec->prepare(0, gen.history());
     bool full = false;
     bool going = gen.push(logits);
     while (going) {

@@ -376,5 +376,31 @@ TEST(Speculative, CliPromptLookupAndDraftModelGiveThePlainText) {
   }
 }
 
+// generate -i and chat over several turns: the same text with both draft sources as without.
+TEST(Speculative, InteractiveAndChatTurnsGiveThePlainText) {
+  const std::string shipped = (test::source_dir() / "models" / "shakespeare-char").string();
+  const std::string turns = "ROMEO: ROMEO:\nJULIET: JULIET:\nROMEO:\n";
+  const std::string gen = "generate -i -m " + shipped + " --temperature 0 -n 40 -r '\n\n'";
+  const auto plain = test::run_cli(gen, turns);
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  for (const std::string& flags :
+       std::vector<std::string>{" --prompt-lookup --draft-min 1", " --draft-model " + shipped}) {
+    const auto r = test::run_cli(gen + flags, turns);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out, plain.out) << flags;
+  }
+  const std::string chat_model = fixture_dir("chatml-tiny").string();
+  const std::string chat = "chat -m " + chat_model + " -t 1 --temperature 0 -n 24";
+  const std::string lines = "hello hello hello\nagain again\n";
+  const auto chat_plain = test::run_cli(chat, lines);
+  ASSERT_EQ(chat_plain.status, 0) << chat_plain.err;
+  for (const std::string& flags :
+       std::vector<std::string>{" --prompt-lookup --draft-min 1", " --draft-model " + chat_model}) {
+    const auto r = test::run_cli(chat + flags, lines);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out, chat_plain.out) << flags;
+  }
+}
+
 }  // namespace
 }  // namespace minigpt

@@ -28,6 +28,9 @@ class Drafter {
   // Up to k tokens that may follow `history` (the whole sequence: prompt and generated, its last token
   // sampled but not evaluated yet) of sequence `seq`, appended to `out` (cleared first). None is fine.
   virtual void draft(int64_t seq, std::span<const int32_t> history, int64_t k, std::vector<int32_t>& out) = 0;
+  // The sequence's prompt (`history`, all of it) was evaluated: a drafter with a model of its own evaluates
+  // it now too, in the prompt's time rather than the first draft's.
+  virtual void prepare(int64_t seq, std::span<const int32_t> history) { (void)seq, (void)history; }
 };
 
 // Prompt lookup (transformers' prompt_lookup_num_tokens, llama.cpp's lookup decoding): the sequence's last n
@@ -51,8 +54,12 @@ class DraftModel : public Drafter {
   // vocabulary differs from the target's (naming both sizes).
   DraftModel(std::shared_ptr<const Model> draft, const Config& target, int64_t n_ctx, int64_t n_seq);
   void draft(int64_t seq, std::span<const int32_t> history, int64_t k, std::vector<int32_t>& out) override;
+  void prepare(int64_t seq, std::span<const int32_t> history) override;
 
  private:
+  // Brings the draft's cache to hold `history` (from its window's start) but its last `leave` tokens, and
+  // returns the logits after it (empty when nothing was evaluated).
+  std::span<const float> catch_up(int64_t seq, std::span<const int32_t> history, int64_t k);
   struct Seq {
     std::vector<int32_t> kv;  // the tokens its cache holds: history[offset, offset + kv.size())
     size_t offset = 0;        // where its window of the history starts (past the draft's context: moves on)
@@ -89,6 +96,8 @@ class Speculator {
   // their logits `rows` ([1 + drafts] x V): pushes the accepted tokens (push_verified), cuts the sequence
   // back to what they hold (Session::keep) and adapts k. Returns whether generation goes on.
   bool verify(Session& session, int64_t seq, Generator& gen, std::span<const float> rows, int64_t past0);
+  // The prompt was evaluated (before the first token is sampled): Drafter::prepare.
+  void prepare(int64_t seq, std::span<const int32_t> prompt) { drafter_->prepare(seq, prompt); }
   // draft(), one forward step of the target, verify(): one target step, one or more tokens.
   bool step(Session& session, int64_t seq, Generator& gen);
   // A step of `rows` tokens (gen.next() and the drafts) took `seconds`, drafting included where it was timed:
@@ -102,11 +111,15 @@ class Speculator {
   // before it were) and a step of r rows costing t0 + t1 r, a step of k drafts yields (1 - a^(k+1)) / (1 - a)
   // tokens for t0 + t1 (k + 1). Both are estimated as the run goes, with older steps forgotten.
   int64_t choose_k() const;
-  int64_t k_;           // tokens to draft next
-  int64_t plain_ = 0;   // plain steps since k fell to 0 (a draft is tried again after a few)
-  double kept_ = 0.7;   // drafts kept, decayed sum (a prior of 7 in 10)
-  double tried_ = 1.0;  // drafts whose fate was decided (kept, or the first refused), decayed sum
-  double sw_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;  // the step times' weighted least squares
+  int64_t k_;             // tokens to draft next
+  int64_t plain_ = 0;     // plain steps since k fell to 0 (a draft is tried again after probe_ of them)
+  int64_t probe_ = 8;     // doubled each time a tried draft does not pay, up to 256
+  bool probing_ = false;  // this step's draft is such a try
+  double kept_ = 0.7;     // drafts kept, decayed sum (a prior of 7 in 10)
+  double tried_ = 1.0;    // drafts whose fate was decided (kept, or the first refused), decayed sum
+  double one_ = 0;        // seconds of a one-row step (decayed mean; 0: none timed yet)
+  double per_ = 0;  // seconds each row past the first adds, drafting included (decayed mean; 0: none yet)
+  int64_t since_one_ = 0;  // steps since the last one-row step (one is run now and then to time it)
   std::vector<int32_t> drafts_;
   std::vector<int32_t> step_;  // gen.next() and the drafts
 };

@@ -297,6 +297,7 @@ bool Generation::step() {
     if (!prefilled_) {
       const auto t0 = clock_type::now();
       logits = session.eval(prompt_);
+      if (spec_) spec_->prepare(0, prompt_);
       gen_->result().prefill_seconds = since(t0);
       prefilled_ = true;
       if (on_prefilled_) on_prefilled_();

@@ -71,9 +71,11 @@ int32_t argmax(std::span<const float> v) { return int32_t(std::max_element(v.beg
 DraftModel::DraftModel(std::shared_ptr<const Model> draft, const Config& target, int64_t n_ctx, int64_t n_seq)
     : session_(draft, draft_session_options(draft, target, n_ctx, n_seq)), seqs_(size_t(n_seq)) {}
 
-void DraftModel::draft(int64_t seq, std::span<const int32_t> history, int64_t k, std::vector<int32_t>& out) {
-  out.clear();
-  if (history.empty() || k < 1) return;
+void DraftModel::prepare(int64_t seq, std::span<const int32_t> history) {
+  if (!history.empty()) catch_up(seq, history, 1);
+}
+
+std::span<const float> DraftModel::catch_up(int64_t seq, std::span<const int32_t> history, int64_t k) {
   Seq& s = seqs_.at(size_t(seq));
   const int64_t n_ctx = session_.n_ctx();
   // The draft sees the history from `offset`: past its context it starts again from the last half, once,
@@ -85,19 +87,27 @@ void DraftModel::draft(int64_t seq, std::span<const int32_t> history, int64_t k,
     session_.reset(seq);
   }
   const std::span<const int32_t> h = history.subspan(s.offset);
-  if (int64_t(h.size()) + k > n_ctx) k = n_ctx - int64_t(h.size());
-  if (k < 1) return;
+  // What the cache holds of h, but at least its last token is evaluated again (its logits draft).
   size_t common = 0;
   while (common < s.kv.size() && common + 1 < h.size() && s.kv[common] == h[common]) ++common;
   common = size_t(session_.keepable(seq, int64_t(common)));
   session_.keep(seq, int64_t(common));
-  s.kv.resize(common);
-  std::span<const float> logits = session_.eval(h.subspan(common), seq);
   s.kv.assign(h.begin(), h.end());
+  return session_.eval(h.subspan(common), seq);
+}
+
+void DraftModel::draft(int64_t seq, std::span<const int32_t> history, int64_t k, std::vector<int32_t>& out) {
+  out.clear();
+  const int64_t n_ctx = session_.n_ctx();
+  k = std::min(k, n_ctx - 1);
+  if (history.empty() || k < 1) return;
+  std::span<const float> logits = catch_up(seq, history, k);
+  Seq& s = seqs_.at(size_t(seq));
+  k = std::min(k, n_ctx - int64_t(s.kv.size()));
   for (;;) {
     const int32_t t = argmax(logits);
     out.push_back(t);
-    if (int64_t(out.size()) == k) break;
+    if (int64_t(out.size()) >= k) break;
     logits = session_.eval(std::span<const int32_t>(&t, 1), seq);
     s.kv.push_back(t);
   }
@@ -137,14 +147,17 @@ Speculator::~Speculator() = default;
 std::span<const int32_t> Speculator::draft(int64_t seq, const Generator& gen, int64_t room) {
   drafts_.clear();
   // Every token past the first needs max_new_tokens' room: the last one allowed is sampled from a row.
-  const int64_t k = std::min({k_, room, gen.remaining() - 1});
+  // A one-row step now and then times what a row costs (the first one at once).
+  if (++since_one_ > 32 || one_ == 0) return {};
   if (k_ == 0) {
-    // Drafting stopped paying; a single draft every few steps finds out when it pays again.
-    if (++plain_ < 8) return {};
+    // Drafting stopped paying; a single draft now and then finds out when it pays again (less often each
+    // time it does not: a draft model's probe evaluates what it missed since the last one).
+    if (++plain_ < probe_) return {};
     plain_ = 0;
     k_ = 1;
-    return draft(seq, gen, room);
+    probing_ = true;
   }
+  const int64_t k = std::min({k_, room, gen.remaining() - 1});
   if (k < 1) return {};
   drafter_->draft(seq, gen.history(), k, drafts_);
   if (int64_t(drafts_.size()) > k) drafts_.resize(size_t(k));
@@ -168,32 +181,30 @@ bool Speculator::verify(Session& session, int64_t seq, Generator& gen, std::span
     kept_ = kDecay * kept_ + double(accepted);
     tried_ = kDecay * tried_ + double(accepted) + (accepted < n ? 1.0 : 0.0);
     k_ = choose_k();
+    if (probing_) probe_ = k_ == 0 ? std::min<int64_t>(256, 2 * probe_) : 8;
+    probing_ = false;
   }
   drafts_.clear();
   return going;
 }
 
 void Speculator::observe(int64_t rows, double seconds) {
-  constexpr double kDecay = 0.95;
-  const double x = double(rows);
-  sw_ = kDecay * sw_ + 1;
-  sx_ = kDecay * sx_ + x;
-  sy_ = kDecay * sy_ + seconds;
-  sxx_ = kDecay * sxx_ + x * x;
-  sxy_ = kDecay * sxy_ + x * seconds;
+  constexpr double kDecay = 0.8;
+  if (rows == 1) {
+    one_ = one_ == 0 ? seconds : kDecay * one_ + (1 - kDecay) * seconds;
+    since_one_ = 0;
+  } else if (one_ > 0) {
+    const double per = std::max(0.0, seconds - one_) / double(rows - 1);
+    per_ = per_ == 0 ? per : kDecay * per_ + (1 - kDecay) * per;
+  }
   if (k_ > 0) k_ = choose_k();
 }
 
 int64_t Speculator::choose_k() const {
   const double a = std::clamp(kept_ / tried_, 0.0, 0.999);
-  // Each row past the first costs c of a one-row step: from the fitted line where the steps' row counts
-  // varied enough, else a prior (a CPU's small-batch product costs about half a step per row).
-  double c = 0.5;
-  const double den = sw_ * sxx_ - sx_ * sx_;
-  if (sw_ >= 4 && den > 0.5 * sw_ * sw_) {
-    const double t1 = (sw_ * sxy_ - sx_ * sy_) / den, t0 = (sy_ - t1 * sx_) / sw_;
-    if (t0 + t1 > 0) c = std::clamp(t1 / (t0 + t1), 0.01, 4.0);
-  }
+  // Each row past the first costs c of a one-row step, as timed, or before that a prior (a CPU's
+  // small-batch product costs about half a step per row).
+  const double c = one_ > 0 && per_ > 0 ? std::clamp(per_ / one_, 0.01, 8.0) : 0.5;
   int64_t best = o_.draft_min;
   double best_rate = -1;
   for (int64_t k = o_.draft_min; k <= o_.draft_max; ++k) {

@@ -265,6 +265,8 @@ void Scheduler::step() {
   int64_t decoding = 0;
   for (auto& sp : slots_) decoding += sp->task && sp->prefilled == sp->spec->prompt.size() ? 1 : 0;
   int64_t budget = o_.batch_size;
+  Slot* timed = nullptr;  // the speculating sequence, whose step is timed when it runs alone
+  const Clock::time_point t_step = Clock::now();
   for (auto& sp : slots_) {
     Slot& s = *sp;
     if (s.task && s.prefilled == s.spec->prompt.size()) {
@@ -272,8 +274,14 @@ void Scheduler::step() {
       // once for several tokens, and drafts would make it longer for all of them.
       std::span<const int32_t> drafts;
       if (s.speculator && decoding == 1) {
+        timed = &s;
         const int64_t room = std::min(n_ctx_ - session_.n_past(s.seq), budget) - 1;
-        drafts = s.speculator->draft(s.seq, *s.gen, room);
+        try {
+          drafts = s.speculator->draft(s.seq, *s.gen, room);
+        } catch (const std::exception&) {  // the draft model failed: this choice goes on without drafts
+          s.speculator.reset();
+          timed = nullptr;
+        }
         budget -= int64_t(drafts.size());
       }
       if (drafts.empty()) {
@@ -400,6 +408,13 @@ void Scheduler::step() {
         if (s.prefilled < prompt.size()) continue;
         follow(s, last);
         if (!prompt_done(s)) continue;
+        if (s.speculator) {
+          try {
+            s.speculator->prepare(s.seq, prompt);
+          } catch (const std::exception&) {  // the draft model failed: this choice goes on without drafts
+            s.speculator.reset();
+          }
+        }
       }
       if (drafted) {
         advance(s, all, true, pasts[i]);
@@ -411,6 +426,11 @@ void Scheduler::step() {
       s.gen.reset();
       finish_slot(s, StopReason::Cancelled);
     }
+  }
+  // What a speculating step of this many rows costs, drafting included (speculative.h: how k is chosen).
+  if (timed != nullptr && entries.size() == 1) {
+    timed->speculator->observe(int64_t(entries[0].tokens.size()),
+                               std::chrono::duration<double>(Clock::now() - t_step).count());
   }
 }
 
