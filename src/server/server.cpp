@@ -289,6 +289,8 @@ Server::Server(std::shared_ptr<const Model> model, Tokenizer tokenizer, ServerOp
   so.n_ctx = d.o.n_ctx;
   so.batch_size = d.o.batch_size;
   so.max_queue = d.o.max_queue;
+  so.cache_ram = d.o.cache_ram;
+  so.cache_block = d.o.cache_block;
   d.sched = std::make_unique<Scheduler>(d.model, &d.tok, so);
   d.limits.n_ctx = d.sched->n_ctx();
   d.limits.model_defaults = d.o.generation_defaults;
