@@ -29,12 +29,9 @@ server::ServerOptions cache_options(int64_t n_parallel, size_t cache_ram) {
 }
 
 json complete(const ServerFixture& f, const std::string& prompt, bool cache = true) {
-  return post_json(f, "/v1/completions",
-                   {{"prompt", prompt},
-                    {"max_tokens", 12},
-                    {"temperature", 0},
-                    {"logprobs", 1},
-                    {"cache_prompt", cache}});
+  return post_json(
+      f, "/v1/completions",
+      {{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0}, {"logprobs", 1}, {"cache_prompt", cache}});
 }
 
 int64_t cached(const json& r) { return r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(); }
