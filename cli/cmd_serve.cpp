@@ -13,6 +13,7 @@
 #include "command.h"
 #include "common.h"
 #include "cpu/cpu.h"
+#include "io/io.h"
 #include "minigpt/error.h"
 #include "minigpt/generate.h"
 #include "minigpt/generation_config.h"
@@ -158,6 +159,16 @@ int run_serve(ServeCliOptions& o) {
                                               : "");
   std::fprintf(stderr, "minigpt: serving %s at http://%s:%d/v1 (%lld slots, context %s)\n", names.c_str(),
                host.c_str(), port, (long long)so.n_parallel, ctx.c_str());
+  if (so.cache_ram > 0 && srv.prompt_cache_bytes() == 0) {
+    std::fprintf(stderr,
+                 "minigpt: prompt cache: off: this model's keys and values cannot be exported on the %s backend "
+                 "(a windowed layer keeps only its last positions, or the backend cannot); each slot keeps its "
+                 "own prompt\n",
+                 model->backend().name().c_str());
+  } else if (so.cache_ram > 0) {
+    std::fprintf(stderr, "minigpt: prompt cache: up to %s of host memory (--cache-ram)\n",
+                 format_bytes(so.cache_ram).c_str());
+  }
   srv.run();
   done = true;
   watcher.join();

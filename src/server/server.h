@@ -162,6 +162,9 @@ class Server {
   // the running and queued requests have finished, each stream with its last chunk and [DONE]; with
   // `cancel`, those end at the next step instead, with finish_reason "abort" (as vLLM says it).
   void stop(bool cancel);
+  // The host prompt cache's limit in bytes: ServerOptions::cache_ram, or 0 when it is off (asked off, or this
+  // model's keys and values cannot be exported: Session::exports_kv).
+  size_t prompt_cache_bytes() const;
 
  private:
   struct Impl;
