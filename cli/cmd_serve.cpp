@@ -160,11 +160,12 @@ int run_serve(ServeCliOptions& o) {
   std::fprintf(stderr, "minigpt: serving %s at http://%s:%d/v1 (%lld slots, context %s)\n", names.c_str(),
                host.c_str(), port, (long long)so.n_parallel, ctx.c_str());
   if (so.cache_ram > 0 && srv.prompt_cache_bytes() == 0) {
-    std::fprintf(stderr,
-                 "minigpt: prompt cache: off: this model's keys and values cannot be exported on the %s backend "
-                 "(a windowed layer keeps only its last positions, or the backend cannot); each slot keeps its "
-                 "own prompt\n",
-                 model->backend().name().c_str());
+    std::fprintf(
+        stderr,
+        "minigpt: prompt cache: off: this model's keys and values cannot be exported on the %s backend "
+        "(a windowed layer keeps only its last positions, or the backend cannot); each slot keeps its "
+        "own prompt\n",
+        model->backend().name().c_str());
   } else if (so.cache_ram > 0) {
     std::fprintf(stderr, "minigpt: prompt cache: up to %s of host memory (--cache-ram)\n",
                  format_bytes(so.cache_ram).c_str());

@@ -7,10 +7,11 @@
 namespace minigpt::cli {
 
 void add_prompt_cache_flags(CLI::App& app, PromptCacheFlags& f) {
-  auto* file = app.add_option("--prompt-cache", f.file,
-                              "Keep the prompt's keys and values in this file: a later run whose prompt begins "
-                              "with the same tokens evaluates only the rest (the file names the model; "
-                              "another model's is refused)");
+  auto* file =
+      app.add_option("--prompt-cache", f.file,
+                     "Keep the prompt's keys and values in this file: a later run whose prompt begins "
+                     "with the same tokens evaluates only the rest (the file names the model; "
+                     "another model's is refused)");
   app.add_flag("--prompt-cache-ro", f.read_only, "With --prompt-cache: use the file, never write it")
       ->needs(file);
 }
@@ -37,8 +38,8 @@ void use_prompt_cache(const PromptCacheFlags& f, Session& session, const std::st
     st->prompt.assign(prompt.begin(), prompt.end());
     const PromptRestore r = restore_prompt_cache(s, file, prompt, st->model);
     st->held = r.tokens;
-    std::fprintf(stderr, "minigpt: --prompt-cache %s: %lld of the prompt's %zu tokens restored\n", file.c_str(),
-                 (long long)r.restored, prompt.size());
+    std::fprintf(stderr, "minigpt: --prompt-cache %s: %lld of the prompt's %zu tokens restored\n",
+                 file.c_str(), (long long)r.restored, prompt.size());
     return r.restored;
   };
   cb.on_prefilled = [st, file, read_only, &session, then = std::move(cb.on_prefilled)] {

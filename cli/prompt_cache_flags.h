@@ -14,7 +14,7 @@
 namespace minigpt::cli {
 
 struct PromptCacheFlags {
-  std::string file;       // --prompt-cache; empty: none
+  std::string file;        // --prompt-cache; empty: none
   bool read_only = false;  // --prompt-cache-ro: restore, never write
 };
 

@@ -25,7 +25,8 @@ struct CliRun {
 };
 
 CliRun generate_json(const std::string& model, const std::string& prompt, const std::string& extra) {
-  const auto r = test::run_cli("generate -m " + model + " -p '" + prompt + "' --temperature 0 -n 16 --json " + extra);
+  const auto r =
+      test::run_cli("generate -m " + model + " -p '" + prompt + "' --temperature 0 -n 16 --json " + extra);
   CliRun out{r.status, {}, {}, r.err};
   std::istringstream in(r.out);
   for (std::string line; std::getline(in, line);) {
@@ -57,8 +58,9 @@ TEST(PromptCacheFile, ASecondRunEvaluatesOnlyTheNewSuffixAndGivesTheSameTokens) 
   const CliRun second = generate_json(shipped(), kP + kMore, "--prompt-cache " + file);
   ASSERT_EQ(second.status, 0) << second.err;
   EXPECT_EQ(second.summary["prompt_tokens_restored"], n1);
-  EXPECT_NE(second.err.find(std::to_string(n1) + " of the prompt's " + std::to_string(n2) + " tokens restored"),
-            std::string::npos)
+  EXPECT_NE(
+      second.err.find(std::to_string(n1) + " of the prompt's " + std::to_string(n2) + " tokens restored"),
+      std::string::npos)
       << second.err;
   const CliRun plain = generate_json(shipped(), kP + kMore, "");
   EXPECT_EQ(plain.summary["prompt_tokens_restored"], 0);
@@ -107,12 +109,13 @@ TEST(PromptCacheFile, ATruncatedOrCorruptFileIsRefused) {
   };
   std::string flipped = whole;
   flipped[flipped.size() - 100] ^= 0x10;  // a value of the keys and values
-  for (const Case& c : std::vector<Case>{{whole.substr(0, whole.size() - 1), "truncated"},
-                                         {whole.substr(0, 40), "shorter than its 64-byte header"},
-                                         {whole + "x", "trailing bytes"},
-                                         {flipped, "checksum does not match"},
-                                         {"not a cache file at all, but long enough for a header of 64 bytes...",
-                                          "does not begin with MGPTPCF1"}}) {
+  for (const Case& c :
+       std::vector<Case>{{whole.substr(0, whole.size() - 1), "truncated"},
+                         {whole.substr(0, 40), "shorter than its 64-byte header"},
+                         {whole + "x", "trailing bytes"},
+                         {flipped, "checksum does not match"},
+                         {"not a cache file at all, but long enough for a header of 64 bytes...",
+                          "does not begin with MGPTPCF1"}}) {
     test::write_file(file, c.bytes);
     const CliRun r = generate_json(shipped(), kP + kMore, "--prompt-cache " + file);
     EXPECT_NE(r.status, 0) << c.says;
@@ -138,8 +141,7 @@ TEST(PromptCacheFile, TheReaderChecksEveryField) {
   write_prompt_file(path, m, tokens, kv);
   const std::string bytes = test::read_file(path);
   auto parse = [](const std::string& b, int64_t n) {
-    const ByteSource src =
-        ByteSource::in_memory(reinterpret_cast<const uint8_t*>(b.data()), b.size(), "mem");
+    const ByteSource src = ByteSource::in_memory(reinterpret_cast<const uint8_t*>(b.data()), b.size(), "mem");
     const PromptFileHeader h = read_prompt_file_header(src);
     return read_prompt_file_body(src, h, n);
   };

@@ -21,7 +21,7 @@ namespace minigpt {
 PromptFileModel prompt_file_model(const Session& session, const std::string& name);
 
 struct PromptRestore {
-  int64_t restored = 0;          // positions of the prompt sequence 0 now holds
+  int64_t restored = 0;         // positions of the prompt sequence 0 now holds
   std::vector<int32_t> tokens;  // the file's tokens (empty: no file)
 };
 // When `file` exists: checks that it is this model's (Error(Argument) naming both) and whole (Error(Format)),

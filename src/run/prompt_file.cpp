@@ -90,7 +90,8 @@ PromptFileHeader read_prompt_file_header(const ByteSource& src) {
   if (h.model.position_bytes == 0 || h.model.position_bytes > (uint64_t(1) << 32)) {
     bad(s, "position_bytes " + std::to_string(h.model.position_bytes) + " is outside [1, 2^32]");
   }
-  if (n_vocab == 0 || n_vocab > (uint64_t(1) << 31)) bad(s, "n_vocab " + std::to_string(n_vocab) + " is out of range");
+  if (n_vocab == 0 || n_vocab > (uint64_t(1) << 31))
+    bad(s, "n_vocab " + std::to_string(n_vocab) + " is out of range");
   if (n_tokens > (uint64_t(1) << 31)) bad(s, "n_tokens " + std::to_string(n_tokens) + " is out of range");
   if (name_bytes > kMaxNameBytes) bad(s, "the model's name is " + std::to_string(name_bytes) + " bytes");
   h.model.n_vocab = int64_t(n_vocab);
@@ -110,14 +111,17 @@ PromptFileHeader read_prompt_file_header(const ByteSource& src) {
   return h;
 }
 
-void check_prompt_file_model(const PromptFileHeader& h, const PromptFileModel& want, const std::string& source) {
+void check_prompt_file_model(const PromptFileHeader& h, const PromptFileModel& want,
+                             const std::string& source) {
   const PromptFileModel& got = h.model;
-  if (got.identity != want.identity || got.position_bytes != want.position_bytes || got.n_vocab != want.n_vocab) {
+  if (got.identity != want.identity || got.position_bytes != want.position_bytes ||
+      got.n_vocab != want.n_vocab) {
     throw Error(ErrorKind::Argument, source + ": the prompt cache was made for " + got.name + ", not for " +
                                          want.name + " (delete it, or give another file)");
   }
   if (got.dtype != want.dtype) {
-    throw Error(ErrorKind::Argument, source + ": the prompt cache holds " + std::string(dtype_name(got.dtype)) +
+    throw Error(ErrorKind::Argument, source + ": the prompt cache holds " +
+                                         std::string(dtype_name(got.dtype)) +
                                          " keys and values, this run's cache is " +
                                          std::string(dtype_name(want.dtype)) + " (--cache-type)");
   }
@@ -146,7 +150,8 @@ PromptFileBody read_prompt_file_body(const ByteSource& src, const PromptFileHead
   sum.add(h.model.name.data(), h.model.name.size());
   const std::vector<int32_t> tokens = read_prompt_file_tokens(src, h);
   for (int32_t t : tokens) {
-    uint8_t b[4] = {uint8_t(t), uint8_t(uint32_t(t) >> 8), uint8_t(uint32_t(t) >> 16), uint8_t(uint32_t(t) >> 24)};
+    uint8_t b[4] = {uint8_t(t), uint8_t(uint32_t(t) >> 8), uint8_t(uint32_t(t) >> 16),
+                    uint8_t(uint32_t(t) >> 24)};
     sum.add(b, 4);
   }
   PromptFileBody body;
@@ -169,9 +174,9 @@ PromptFileBody read_prompt_file_body(const ByteSource& src, const PromptFileHead
 void write_prompt_file(const std::filesystem::path& path, const PromptFileModel& model,
                        std::span<const int32_t> tokens, std::span<const char> kv) {
   if (kv.size() != tokens.size() * model.position_bytes) {
-    throw Error(ErrorKind::Argument, "write_prompt_file: " + std::to_string(kv.size()) + " bytes of keys and values for " +
-                                         std::to_string(tokens.size()) + " tokens of " +
-                                         std::to_string(model.position_bytes));
+    throw Error(ErrorKind::Argument, "write_prompt_file: " + std::to_string(kv.size()) +
+                                         " bytes of keys and values for " + std::to_string(tokens.size()) +
+                                         " tokens of " + std::to_string(model.position_bytes));
   }
   const std::string name = model.name.substr(0, size_t(kMaxNameBytes));
   std::string tok_bytes;

@@ -54,7 +54,8 @@ inline constexpr uint64_t kMaxNameBytes = 4096;
 PromptFileHeader read_prompt_file_header(const ByteSource& src);
 // Error(Argument) "SOURCE: made for MODEL (...), not for MODEL (...)" when the header is another model's (or
 // its keys and values another dtype's).
-void check_prompt_file_model(const PromptFileHeader& h, const PromptFileModel& want, const std::string& source);
+void check_prompt_file_model(const PromptFileHeader& h, const PromptFileModel& want,
+                             const std::string& source);
 // The first n <= h.n_tokens tokens and their keys and values (n * position_bytes), after the checksum of the
 // whole body and every token's range are checked (Error(Format) naming the source): a corrupt file gives
 // nothing.

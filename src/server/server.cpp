@@ -329,7 +329,9 @@ Server::~Server() {
   if (impl_->stopper.joinable()) impl_->stopper.join();
 }
 
-size_t Server::prompt_cache_bytes() const { return size_t(impl_->sched->stats().host_cache_max_bytes.load()); }
+size_t Server::prompt_cache_bytes() const {
+  return size_t(impl_->sched->stats().host_cache_max_bytes.load());
+}
 
 int Server::bind() {
   Impl& d = *impl_;

@@ -1,6 +1,6 @@
 // libFuzzer target: the file of `generate --prompt-cache` (src/run/prompt_file.h): any bytes give a header
-// whose sizes and offsets match the input, tokens in the vocabulary and keys and values of the size the header
-// says, or an Error; nothing is read outside the input.
+// whose sizes and offsets match the input, tokens in the vocabulary and keys and values of the size the
+// header says, or an Error; nothing is read outside the input.
 #include <cstdint>
 #include <cstdlib>
 
