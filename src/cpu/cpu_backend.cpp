@@ -867,6 +867,17 @@ class CpuBackend final : public Backend {
     transfer_kv(static_cast<CpuKvCache&>(cache), seq, from, n,
                 const_cast<char*>(static_cast<const char*>(host)), true);
   }
+  // One position's keys (HD rows' element `pos` of K [HD, S]) to or from `host` (HD elements).
+  template <typename T>
+  static void gather_k(char* k, char* host, int64_t HD, int64_t S, int64_t pos, bool to_cache) {
+    T* kt = reinterpret_cast<T*>(k) + pos;
+    T* h = reinterpret_cast<T*>(host);
+    if (to_cache) {
+      for (int64_t r = 0; r < HD; ++r) kt[r * S] = h[r];
+    } else {
+      for (int64_t r = 0; r < HD; ++r) h[r] = kt[r * S];
+    }
+  }
   // Between the cache's K [Hkv, D, S] and V [Hkv, S, D] and the host's position-major layout
   // (Backend::read_kv): to the cache when `to_cache`, else from it. One task per layer.
   void transfer_kv(CpuKvCache& cache, int64_t seq, int64_t from, int64_t n, char* host, bool to_cache) {
@@ -897,13 +908,11 @@ class CpuBackend final : public Backend {
           char* hk = hl + size_t(p) * pos_bytes;  // this position's keys (row r = h * D + d), then values
           char* hv = hk + size_t(HD) * e;
           const int64_t pos = from + p;
-          for (int64_t r = 0; r < HD; ++r) {
-            char* c = kc + size_t(r * S + pos) * e;
-            if (to_cache) {
-              std::memcpy(c, hk + size_t(r) * e, e);
-            } else {
-              std::memcpy(hk + size_t(r) * e, c, e);
-            }
+          // K is transposed: a position's keys are one element of each row, S elements apart.
+          if (e == 4) {
+            gather_k<uint32_t>(kc, hk, HD, S, pos, to_cache);
+          } else {
+            gather_k<uint16_t>(kc, hk, HD, S, pos, to_cache);
           }
           for (int64_t h = 0; h < sp.n_kv_head; ++h) {
             char* c = vc + size_t((h * S + pos) * D) * e;

@@ -96,7 +96,7 @@ int64_t PromptCache::store(std::span<const int32_t> tokens,
       nb.parent = parent;
       nb.depth = i;
       nb.tokens.assign(bt.begin(), bt.end());
-      nb.kv = std::make_unique<char[]>(block_bytes_);
+      nb.kv.reset(new char[block_bytes_]);  // not zeroed: read() fills it
       read(i * block_, block_, nb.kv.get());
       nb.used = now;
       order_.insert({now, -i, key});

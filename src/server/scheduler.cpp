@@ -126,8 +126,9 @@ void Scheduler::finish_slot(Slot& s, StopReason reason) {
     const std::string& text = s.gen->result().text;
     if (text.size() > s.text_posted) tail.text = text.substr(s.text_posted);
   }
-  s.task->post({Event::Kind::Finished, s.choice, std::move(tail), {}, {}, reason, {}, generated});
+  // Kept before the answer goes out: a client that reads /metrics after its answer sees the cache hold it.
   save_prefix(s);
+  s.task->post({Event::Kind::Finished, s.choice, std::move(tail), {}, {}, reason, {}, generated});
   // Choices waiting for this one's prompt evaluate it themselves now.
   for (auto& f : slots_) {
     if (f->leader == &s) f->leader = nullptr;
