@@ -18,6 +18,7 @@
 #include "minigpt/generate.h"
 #include "minigpt/generation_config.h"
 #include "minigpt/speculative.h"
+#include "prompt_cache_flags.h"
 #include "sampling_flags.h"
 #include "speculative_flags.h"
 
@@ -41,6 +42,7 @@ struct GenerateCliOptions : SamplingFlags {
   bool interactive = false;
   ConstraintFlags constraint;    // --json-schema, --grammar-file, --json-object
   SpeculativeFlags speculative;  // --prompt-lookup, --draft-model, --draft-max ...
+  PromptCacheFlags prompt_cache;
 };
 
 // --json's logit_bias: {"id": bias} as the OpenAI API writes it, a token's last bias, -inf as null.
@@ -314,6 +316,8 @@ int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& 
     if (!o.no_echo) cb.on_prefilled = [&prompt_text] { write_stdout(prompt_text); };
     cb.on_text = [](std::string_view t) { write_stdout(t); };
   }
+  use_prompt_cache(o.prompt_cache, session, std::filesystem::path(dir).lexically_normal().filename().string(),
+                   cb);
   const GenerateResult r = generate(session, &tok, prompt, g, cb);
 
   const double prefill_tps = r.prefill_seconds > 0 ? double(r.prompt.size()) / r.prefill_seconds : 0.0;
@@ -329,6 +333,7 @@ int run_generate(GenerateCliOptions& o, const std::function<bool(const char*)>& 
   if (o.json_out) {
     json summary = {{"prompt_tokens", r.prompt.size()},
                     {"prompt_tokens_dropped", r.prompt_dropped},
+                    {"prompt_tokens_restored", r.prompt_restored},
                     {"prefill_tok_s", prefill_tps},
                     {"generated_tokens", n_gen},
                     {"decode_tok_s", timed ? json(decode_tps) : json(nullptr)},
@@ -398,6 +403,8 @@ const bool registered_generate =
           "Chat-style turns with one KV cache: type a line, the model continues until a stop string "
           "(--stop, -r), EOS or -n tokens; Ctrl-C stops a generation, Ctrl-D ends");
       interactive->excludes(json_flag);
+      add_prompt_cache_flags(app, o->prompt_cache);
+      interactive->excludes("--prompt-cache");
       app.add_option(
              "-r,--reverse-prompt", o->gen.stop,
              "Stop generating and give the turn back at this string, shown as what the next line follows "

@@ -1,6 +1,7 @@
 // minigpt serve: the OpenAI-compatible HTTP server (src/server/server.h).
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -12,6 +13,7 @@
 #include "command.h"
 #include "common.h"
 #include "cpu/cpu.h"
+#include "io/io.h"
 #include "minigpt/error.h"
 #include "minigpt/generate.h"
 #include "minigpt/generation_config.h"
@@ -40,8 +42,18 @@ struct ServeCliOptions {
   std::vector<std::string> aliases;  // --alias, each time given: the first is the name /v1/models lists
   std::string chat_template;         // --chat-template FILE
   ServeSampling sampling;
-  SpeculativeFlags speculative;  // --prompt-lookup, --draft-model, --draft-max ...
+  SpeculativeFlags speculative;          // --prompt-lookup, --draft-model, --draft-max ...
+  std::optional<int64_t> cache_ram_mib;  // --cache-ram; default: default_cache_ram()
 };
+
+// llama-server's 8192 MiB, but at most a quarter of the machine's memory: the cache is a cache, never the
+// reason the machine swaps.
+size_t default_cache_ram() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  const size_t mib = size_t(1) << 20, want = 8192 * mib;
+  if (pages <= 0 || page <= 0) return want;
+  return std::min(want, size_t(pages) * size_t(page) / 4);
+}
 
 // The flags over the file's defaults; a flag also makes the file's unusable value of that setting moot.
 void apply_sampling_flags(const ServeSampling& f, GenerationDefaults& gd) {
@@ -86,6 +98,7 @@ int run_serve(ServeCliOptions& o) {
   server::ServerOptions so = o.server;
   so.n_ctx = context_size(o.ctx_size, model->config().n_ctx);
   so.speculative = speculative_options(o.speculative, lo, model->config().n_vocab);
+  so.cache_ram = o.cache_ram_mib ? size_t(*o.cache_ram_mib) << 20 : default_cache_ram();
   so.model_id = !o.aliases.empty() ? o.aliases.front() : fs::path(dir).lexically_normal().filename().string();
   if (so.model_id.empty()) so.model_id = fs::path(dir).lexically_normal().parent_path().filename().string();
   so.model_aliases = o.aliases;
@@ -150,6 +163,17 @@ int run_serve(ServeCliOptions& o) {
                                               : "");
   std::fprintf(stderr, "minigpt: serving %s at http://%s:%d/v1 (%lld slots, context %s)\n", names.c_str(),
                host.c_str(), port, (long long)so.n_parallel, ctx.c_str());
+  if (so.cache_ram > 0 && srv.prompt_cache_bytes() == 0) {
+    std::fprintf(
+        stderr,
+        "minigpt: prompt cache: off: this model's keys and values cannot be exported on the %s backend "
+        "(a windowed layer keeps only its last positions, or the backend cannot); each slot keeps its "
+        "own prompt\n",
+        model->backend().name().c_str());
+  } else if (so.cache_ram > 0) {
+    std::fprintf(stderr, "minigpt: prompt cache: up to %s of host memory (--cache-ram)\n",
+                 format_bytes(so.cache_ram).c_str());
+  }
   srv.run();
   done = true;
   watcher.join();
@@ -189,6 +213,10 @@ const bool registered_serve =
       app.add_option("--max-queue", o->server.max_queue,
                      "Choices that may wait for a slot; beyond it requests get 503 (default 64)")
           ->check(in_range(1, 100000));
+      app.add_option("--cache-ram", o->cache_ram_mib,
+                     "Host memory in MiB for the prompt cache shared by the slots and requests (default "
+                     "8192, at most a quarter of the machine's memory; 0: off)")
+          ->check(in_range(0, int64_t(1) << 30));
       app.add_option("--max-body", o->server.max_body, "Largest request body in bytes (default 1 MiB)")
           ->check(in_range(64, int64_t(1) << 30));
       // An empty key ("--api-key $KEY" with KEY unset) would have served without any key, without a word; a

@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-60}
 shift || true
-ALL=(fuzz_safetensors fuzz_config fuzz_tokenizer_load fuzz_encode fuzz_id_list fuzz_logits_file fuzz_gguf fuzz_llmc fuzz_llama2c fuzz_spm_files fuzz_server_request fuzz_chat_request fuzz_chat_template fuzz_grammar)
+ALL=(fuzz_safetensors fuzz_config fuzz_tokenizer_load fuzz_encode fuzz_id_list fuzz_logits_file fuzz_gguf fuzz_llmc fuzz_llama2c fuzz_spm_files fuzz_server_request fuzz_chat_request fuzz_chat_template fuzz_grammar fuzz_prompt_file)
 [ $# -gt 0 ] && TARGETS=("$@") || TARGETS=("${ALL[@]}")
 BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 
@@ -18,7 +18,7 @@ BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 declare -A MAX_LEN=([fuzz_safetensors]=4096 [fuzz_config]=4096 [fuzz_tokenizer_load]=8192 [fuzz_encode]=1024
                     [fuzz_id_list]=256 [fuzz_logits_file]=4096 [fuzz_gguf]=4096
                     [fuzz_llmc]=2048 [fuzz_llama2c]=2048 [fuzz_spm_files]=32768 [fuzz_server_request]=2048
-                    [fuzz_chat_request]=2048 [fuzz_chat_template]=4096 [fuzz_grammar]=2048)
+                    [fuzz_chat_request]=2048 [fuzz_chat_template]=4096 [fuzz_grammar]=2048 [fuzz_prompt_file]=1024)
 
 if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
   echo "fuzz: installing clang and libFuzzer"

@@ -82,6 +82,26 @@ def block_family_seeds():
             put("fuzz_config", name + ".json", f.read())
 
 
+def prompt_file(dtype, pos_bytes, n_vocab, name, tokens):
+    """A prompt cache file as src/run/prompt_file.h lays it out; its keys and values are bytes 0, 1, 2, ..."""
+    mask = (1 << 64) - 1
+
+    def splitmix64(x):
+        z = (x + 0x9E3779B97F4A7C15) & mask
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        return z ^ (z >> 31)
+
+    body = name.encode() + struct.pack("<%di" % len(tokens), *tokens)
+    body += bytes(i % 256 for i in range(len(tokens) * pos_bytes))
+    h = 0x6D696E6967707400
+    padded = body + b"\0" * (-len(body) % 8)
+    for i in range(0, len(padded), 8):
+        h = splitmix64(h ^ struct.unpack_from("<Q", padded, i)[0])
+    head = b"MGPTPCF1" + struct.pack("<IIQQQQQQ", dtype, 0, 42, pos_bytes, n_vocab, len(tokens), len(name), h)
+    return head + body
+
+
 def main():
     block_family_seeds()
     f32 = lambda *v: struct.pack("<%df" % len(v), *v)
@@ -229,6 +249,9 @@ def main():
     ]
     for i, b in enumerate(bodies):
         put("fuzz_server_request", "body%d" % i, json.dumps(b))
+    # generate --prompt-cache files (src/run/prompt_file.h): the layout and checksum written out here again
+    for name, dtype, pos_bytes, tokens in [("f32_3", 0, 8, [1, 2, 3]), ("f16_2", 1, 4, [0, 9]), ("empty", 2, 6, [])]:
+        put("fuzz_prompt_file", name, prompt_file(dtype, pos_bytes, 10, "m (gpt2)", tokens))
 
 
 if __name__ == "__main__":

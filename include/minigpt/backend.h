@@ -248,6 +248,20 @@ class Backend {
   // same cache (several choices of one prompt evaluate it once). copies_kv(): whether the backend can.
   virtual bool copies_kv() const { return false; }
   virtual void copy_kv(KvCache& cache, int64_t from, int64_t to, int64_t n);
+  // Positions [from, from + n) of sequence `seq`'s keys and values, every layer, to or from host memory (a
+  // prompt cache beyond the KV cache: the server's host cache, the CLI's --prompt-cache file). The host
+  // layout is position-major, so that any run of positions is one contiguous piece of an export:
+  // position by position, each position's layers in order, each layer's keys (Hkv * D) then values
+  // (Hkv * D), in the cache's dtype: kv_position_bytes() bytes a position. exports_kv(): whether the backend
+  // can (else Error(Unsupported)). A layer that keeps a ring (KvCache::ring_capacity) is not exported:
+  // Error(Unsupported) (the session never asks).
+  virtual bool exports_kv() const { return false; }
+  static size_t kv_position_bytes(const KvCache& cache) {
+    const KvCacheSpec& s = cache.spec();
+    return size_t(s.n_layer * 2 * s.n_kv_head * s.head_dim) * dtype_size(cache.dtype());
+  }
+  virtual void read_kv(const KvCache& cache, int64_t seq, int64_t from, int64_t n, void* host);
+  virtual void write_kv(KvCache& cache, int64_t seq, int64_t from, int64_t n, const void* host);
 
   // One forward step: `ops` queues its ops, which take exactly this step. The same `key` (a session)
   // promises the same op sequence on the same buffers whenever the step has the same shape (token count

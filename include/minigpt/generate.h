@@ -83,6 +83,7 @@ struct GeneratedToken {
 struct GenerateResult {
   std::vector<int32_t> prompt;  // as evaluated (after BOS substitution or truncation)
   int64_t prompt_dropped = 0;   // ids truncation removed from the front
+  int64_t prompt_restored = 0;  // prompt positions a prompt cache held (GenerateCallbacks::restore_prompt)
   std::vector<int32_t> tokens;  // generated ids (an ending EOS not included)
   std::string text;             // generated text, cut before a stop string
   StopReason reason = StopReason::Length;
@@ -104,6 +105,10 @@ struct GenerateCallbacks {
   std::function<void(std::string_view)> on_text;        // text safe to show now (held back while it may be
                                                   // the start of a stop string; never a partial character)
   std::function<void()> on_prefilled;  // the prompt was evaluated (nothing failed so far)
+  // Before the prompt is evaluated (generate(), Generation): may restore a prefix of the prompt (as prepared)
+  // into the session's sequence 0 from a prompt cache, and returns how many positions it holds (fewer than
+  // the prompt's: its last token is evaluated for its logits); only the rest is evaluated.
+  std::function<int64_t(Session& session, std::span<const int32_t> prompt)> restore_prompt = nullptr;
 };
 
 // The tokens --context-overflow keeps, at the end of what is there: `truncate` of an overlong prompt keeps
@@ -205,6 +210,7 @@ class Generation {
   std::vector<int32_t> prompt_;
   int64_t dropped_ = 0;
   std::function<void()> on_prefilled_;
+  std::function<int64_t(Session&, std::span<const int32_t>)> restore_prompt_;
   std::unique_ptr<Generator> gen_;
   std::unique_ptr<Speculator> spec_;  // o_.speculative's, when enabled
   bool prefilled_ = false;

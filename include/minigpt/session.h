@@ -74,6 +74,16 @@ class Session {
   // keys and values between sequences), else Error(Unsupported).
   bool can_copy() const;
   void copy_prefix(int64_t from, int64_t to, int64_t n);
+  // A prompt cache beyond the KV cache (Backend::read_kv): positions [from, from + n) of sequence `seq`,
+  // kv_position_bytes() bytes each, to or from host memory. exports_kv(): whether the backend can and no
+  // layer keeps a ring of its last positions only (a windowed layer's ring holds too little of a prefix to
+  // export it; such models go without the cache). read_kv needs from + n <= n_past(seq); write_kv needs
+  // from <= n_past(seq) and leaves the sequence holding from + n positions (forgetting the rest). Errors:
+  // Error(Argument) for positions outside that, Error(Unsupported) where !exports_kv().
+  bool exports_kv() const;
+  size_t kv_position_bytes() const;
+  void read_kv(int64_t seq, int64_t from, int64_t n, void* host) const;
+  void write_kv(int64_t seq, int64_t from, int64_t n, const void* host);
 
   int64_t n_past(int64_t seq = 0) const;
   int64_t n_ctx() const { return n_ctx_; }

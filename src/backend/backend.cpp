@@ -47,6 +47,16 @@ void Backend::copy_kv(KvCache& cache, int64_t from, int64_t to, int64_t n) {
               name() + " backend: copying keys and values between sequences is not supported");
 }
 
+void Backend::read_kv(const KvCache& cache, int64_t seq, int64_t from, int64_t n, void* host) {
+  (void)cache, (void)seq, (void)from, (void)n, (void)host;
+  throw Error(ErrorKind::Unsupported, name() + " backend: exporting keys and values is not supported");
+}
+
+void Backend::write_kv(KvCache& cache, int64_t seq, int64_t from, int64_t n, const void* host) {
+  (void)cache, (void)seq, (void)from, (void)n, (void)host;
+  throw Error(ErrorKind::Unsupported, name() + " backend: importing keys and values is not supported");
+}
+
 }  // namespace minigpt
 
 namespace minigpt {

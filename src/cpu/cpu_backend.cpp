@@ -858,6 +858,75 @@ class CpuBackend final : public Backend {
     }
   }
 
+  bool exports_kv() const override { return true; }
+  void read_kv(const KvCache& cache, int64_t seq, int64_t from, int64_t n, void* host) override {
+    transfer_kv(const_cast<CpuKvCache&>(static_cast<const CpuKvCache&>(cache)), seq, from, n,
+                static_cast<char*>(host), false);
+  }
+  void write_kv(KvCache& cache, int64_t seq, int64_t from, int64_t n, const void* host) override {
+    transfer_kv(static_cast<CpuKvCache&>(cache), seq, from, n,
+                const_cast<char*>(static_cast<const char*>(host)), true);
+  }
+  // One position's keys (HD rows' element `pos` of K [HD, S]) to or from `host` (HD elements).
+  template <typename T>
+  static void gather_k(char* k, char* host, int64_t HD, int64_t S, int64_t pos, bool to_cache) {
+    T* kt = reinterpret_cast<T*>(k) + pos;
+    T* h = reinterpret_cast<T*>(host);
+    if (to_cache) {
+      for (int64_t r = 0; r < HD; ++r) kt[r * S] = h[r];
+    } else {
+      for (int64_t r = 0; r < HD; ++r) h[r] = kt[r * S];
+    }
+  }
+  // Between the cache's K [Hkv, D, S] and V [Hkv, S, D] and the host's position-major layout
+  // (Backend::read_kv): to the cache when `to_cache`, else from it. One task per layer.
+  void transfer_kv(CpuKvCache& cache, int64_t seq, int64_t from, int64_t n, char* host, bool to_cache) {
+    const KvCacheSpec& sp = cache.spec();
+    if (seq < 0 || seq >= sp.n_seq || from < 0 || n < 0 || from + n > sp.n_ctx) {
+      throw Error(ErrorKind::Argument, std::string("cpu ") + (to_cache ? "write_kv" : "read_kv") +
+                                           ": positions [" + std::to_string(from) + ", " +
+                                           std::to_string(from + n) + ") of sequence " + std::to_string(seq) +
+                                           ", of a cache of " + std::to_string(sp.n_seq) + " x " +
+                                           std::to_string(sp.n_ctx));
+    }
+    for (int64_t layer = 0; layer < sp.n_layer; ++layer) {
+      if (cache.ring_capacity(layer) > 0) {
+        throw Error(ErrorKind::Unsupported, "cpu backend: layer " + std::to_string(layer) +
+                                                " keeps a ring of its last positions, which is not exported");
+      }
+    }
+    if (n == 0) return;
+    const int64_t HD = sp.n_kv_head * sp.head_dim, D = sp.head_dim;
+    const size_t e = cache.elem(), pos_bytes = kv_position_bytes(cache), layer_bytes = size_t(2 * HD) * e;
+    pool_.parallel_for(sp.n_layer, [&](int64_t l0, int64_t l1) {
+      for (int64_t layer = l0; layer < l1; ++layer) {
+        const int64_t S = cache.stride(layer);
+        char* kc = cache.k<char>(layer, seq);
+        char* vc = cache.v<char>(layer, seq);
+        char* hl = host + size_t(layer) * layer_bytes;
+        for (int64_t p = 0; p < n; ++p) {
+          char* hk = hl + size_t(p) * pos_bytes;  // this position's keys (row r = h * D + d), then values
+          char* hv = hk + size_t(HD) * e;
+          const int64_t pos = from + p;
+          // K is transposed: a position's keys are one element of each row, S elements apart.
+          if (e == 4) {
+            gather_k<uint32_t>(kc, hk, HD, S, pos, to_cache);
+          } else {
+            gather_k<uint16_t>(kc, hk, HD, S, pos, to_cache);
+          }
+          for (int64_t h = 0; h < sp.n_kv_head; ++h) {
+            char* c = vc + size_t((h * S + pos) * D) * e;
+            if (to_cache) {
+              std::memcpy(c, hv + size_t(h * D) * e, size_t(D) * e);
+            } else {
+              std::memcpy(hv + size_t(h * D) * e, c, size_t(D) * e);
+            }
+          }
+        }
+      }
+    });
+  }
+
   // A decode step (one query per sequence): one task per sequence, KV head and chunk of keys, the `group`
   // query heads of the KV head together (cpu::attention_decode reads each cached key and value once for
   // all of them). The keys are cut into chunks, one per thread, where the tasks would not share out evenly

@@ -275,7 +275,7 @@ void Generator::finish(StopReason reason) {
 
 Generation::Generation(Session& session, const Tokenizer* tokenizer, std::vector<int32_t> prompt,
                        const GenerateOptions& o, GenerateCallbacks cb)
-    : session_(&session), o_(o), on_prefilled_(cb.on_prefilled) {
+    : session_(&session), o_(o), on_prefilled_(cb.on_prefilled), restore_prompt_(cb.restore_prompt) {
   const Config& c = session.model().config();
   validate_options(o, c, tokenizer);
   prompt_ = prepare_prompt(std::move(prompt), o, c, tokenizer, session.n_ctx(), &dropped_);
@@ -296,7 +296,14 @@ bool Generation::step() {
     std::span<const float> logits;
     if (!prefilled_) {
       const auto t0 = clock_type::now();
-      logits = session.eval(prompt_);
+      int64_t held = 0;
+      if (restore_prompt_ && prompt_.size() > 1) {
+        held = std::clamp<int64_t>(restore_prompt_(session, prompt_), 0, int64_t(prompt_.size()) - 1);
+        if (session.n_past() != held) session.reset();  // a callback that did not restore what it said
+        held = session.n_past();
+        gen_->result().prompt_restored = held;
+      }
+      logits = session.eval(std::span<const int32_t>(prompt_).subspan(size_t(held)));
       if (spec_) spec_->prepare(0, prompt_);
       gen_->result().prefill_seconds = since(t0);
       prefilled_ = true;

@@ -57,10 +57,28 @@ std::string Server::Impl::metrics_text() {
   SchedulerStats& s = sched->stats();
   scalar("minigpt_prompt_tokens_total", "counter", "Prompt tokens evaluated.", s.prompt_tokens.load());
   scalar("minigpt_prompt_tokens_cached_total", "counter",
-         "Prompt tokens not evaluated: a slot's cache held them.", s.prompt_tokens_cached.load());
+         "Prompt tokens not evaluated: a slot's cache or the host prompt cache held them.",
+         s.prompt_tokens_cached.load());
   scalar("minigpt_prompt_tokens_shared_total", "counter",
          "Prompt tokens not evaluated: another choice of the request evaluated the same prompt (n > 1).",
          s.prompt_tokens_shared.load());
+  scalar("minigpt_prompt_cache_hits_total", "counter",
+         "Prompts the host prompt cache (--cache-ram) gave a prefix to, beyond what their slot held.",
+         s.host_cache_hits.load());
+  scalar(
+      "minigpt_prompt_cache_misses_total", "counter",
+      "Prompts that might have used the host prompt cache and found nothing more there than in their slot.",
+      s.host_cache_misses.load());
+  scalar("minigpt_prompt_cache_tokens_total", "counter",
+         "Prompt tokens not evaluated: the host prompt cache held them (also in "
+         "minigpt_prompt_tokens_cached_total).",
+         s.host_cache_tokens.load());
+  scalar("minigpt_prompt_cache_bytes", "gauge", "Bytes of keys and values the host prompt cache holds.",
+         s.host_cache_bytes.load());
+  scalar("minigpt_prompt_cache_max_bytes", "gauge",
+         "The host prompt cache's limit (--cache-ram); 0: off, or this model's keys and values cannot be "
+         "exported.",
+         s.host_cache_max_bytes.load());
   scalar("minigpt_generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens.load());
   scalar("minigpt_draft_tokens_total", "counter", "Tokens drafted for speculative decoding.",
          s.draft_tokens.load());

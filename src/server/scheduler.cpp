@@ -67,6 +67,10 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, const Tokenizer* tokeni
   if (o.speculative.draft_model) {
     draft_ = std::make_shared<DraftModel>(o.speculative.draft_model, model_->config(), n_ctx_, o.n_parallel);
   }
+  if (o.cache_ram > 0 && session_.exports_kv()) {
+    host_cache_ = std::make_unique<PromptCache>(o.cache_ram, o.cache_block, session_.kv_position_bytes());
+    stats_.host_cache_max_bytes = int64_t(o.cache_ram);
+  }
   for (int64_t i = 0; i < o.n_parallel; ++i) {
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->seq = i;
@@ -127,6 +131,8 @@ void Scheduler::finish_slot(Slot& s, StopReason reason) {
     const std::string& text = s.gen->result().text;
     if (text.size() > s.text_posted) tail.text = text.substr(s.text_posted);
   }
+  // Kept before the answer goes out: a client that reads /metrics after its answer sees the cache hold it.
+  save_prefix(s);
   s.task->post({Event::Kind::Finished, s.choice, std::move(tail), {}, {}, reason, {}, generated});
   // Choices waiting for this one's prompt evaluate it themselves now.
   for (auto& f : slots_) {
@@ -139,6 +145,45 @@ void Scheduler::finish_slot(Slot& s, StopReason reason) {
   std::lock_guard<std::mutex> l(m_);
   --active_;
   stats_.busy = active_;
+}
+
+void Scheduler::save_prefix(Slot& s) {
+  if (!host_cache_) return;
+  const int64_t n = std::min(int64_t(s.kv.size()), session_.n_past(s.seq));
+  if (n < host_cache_->block()) return;
+  try {
+    host_cache_->store(std::span<const int32_t>(s.kv).first(size_t(n)),
+                       [&](int64_t pos, int64_t k, void* host) { session_.read_kv(s.seq, pos, k, host); });
+  } catch (const std::exception&) {
+    // Only a cache: the request is done, and a prefix not kept is evaluated again.
+  }
+  stats_.host_cache_bytes = int64_t(host_cache_->bytes());
+}
+
+int64_t Scheduler::restore_prefix(Slot& s, int64_t reuse) {
+  const std::vector<int32_t>& prompt = s.spec->prompt;
+  // At least the prompt's last token is evaluated: its logits give the first generated token.
+  const int64_t found = std::min<int64_t>(host_cache_->lookup(prompt), int64_t(prompt.size()) - 1);
+  if (found <= reuse) {
+    ++stats_.host_cache_misses;
+    return reuse;
+  }
+  try {
+    host_cache_->restore(prompt, reuse, found, [&](int64_t pos, int64_t k, const void* host) {
+      session_.write_kv(s.seq, pos, k, host);
+    });
+  } catch (const std::exception&) {
+    // What was written before the failure stays (write_kv keeps n_past right); the rest is evaluated.
+  }
+  const int64_t held = session_.n_past(s.seq);
+  s.kv.assign(prompt.begin(), prompt.begin() + held);
+  if (held > reuse) {
+    ++stats_.host_cache_hits;
+    stats_.host_cache_tokens += held - reuse;
+  } else {
+    ++stats_.host_cache_misses;
+  }
+  return held;
 }
 
 Scheduler::Slot* Scheduler::pick_slot(const ChoiceSpec& spec, int64_t& reuse) {
@@ -212,6 +257,9 @@ void Scheduler::step() {
       reuse = session_.keepable(s.seq, reuse);  // a windowed layer's ring may no longer hold that prefix
       session_.keep(s.seq, reuse);
       s.kv.resize(size_t(reuse));
+      if (host_cache_ && s.leader == nullptr && s.spec->cache_prompt && !s.spec->prompt_logprobs) {
+        reuse = restore_prefix(s, reuse);
+      }
       s.last_used = ++clock_;
       s.cached = reuse;
       stats_.prompt_tokens_cached += reuse;

@@ -2,6 +2,9 @@
 // every decoding sequence and chunks of the prompts being prefilled (up to batch_size tokens in all) and
 // runs them as ONE forward step, so that every weight is read once for all of them. A request that arrives
 // joins at the next step; a finished or cancelled one frees its slot at once.
+// A freed slot keeps its sequence's keys and values for a later prompt that begins with the same tokens;
+// with a host prompt cache (cache_ram), a freed slot's prefix is also kept there, in blocks, and a prompt
+// starts from the longest prefix either holds.
 #pragma once
 
 #include <atomic>
@@ -18,6 +21,7 @@
 #include "minigpt/generate.h"
 #include "minigpt/session.h"
 #include "minigpt/speculative.h"
+#include "server/prompt_cache.h"
 
 namespace minigpt::server {
 
@@ -101,6 +105,10 @@ struct SchedulerStats {
   std::atomic<int64_t> prompt_tokens_cached{0};  // prompt tokens not evaluated: a slot's cache held them
   std::atomic<int64_t> prompt_tokens_shared{0};  // prompt tokens not evaluated: copied from another choice
   std::atomic<int64_t> draft_tokens{0}, draft_tokens_accepted{0};  // speculative decoding's
+  // The host prompt cache (PromptCache): admissions it gave a prefix to (beyond the slot's own) or did not
+  // (a prompt that may use a cache), the prompt tokens it gave, the bytes it holds and may hold.
+  std::atomic<int64_t> host_cache_hits{0}, host_cache_misses{0}, host_cache_tokens{0};
+  std::atomic<int64_t> host_cache_bytes{0}, host_cache_max_bytes{0};
   std::atomic<int64_t> queued{0}, busy{0};
   std::mutex m;  // guards the histograms
   // Time to first token, from the request's arrival; the gaps between one choice's tokens.
@@ -116,6 +124,10 @@ struct SchedulerOptions {
   // The server's draft source (a choice's options say whether it speculates): with a draft model, one
   // DraftModel keeps a draft cache per slot.
   SpeculativeOptions speculative;
+  // The host prompt cache (PromptCache): at most this many bytes; 0: none. Off anyway where the session
+  // cannot export its keys and values (Session::exports_kv).
+  size_t cache_ram = 0;
+  int64_t cache_block = 64;  // tokens per block of it
 };
 
 class Scheduler {
@@ -143,6 +155,10 @@ class Scheduler {
   void loop();
   void step();
   void finish_slot(Slot& s, StopReason reason);
+  // The slot's evaluated tokens into the host cache (the blocks it lacks).
+  void save_prefix(Slot& s);
+  // Extends the slot's prefix `reuse` (the positions its sequence keeps of the prompt) from the host cache.
+  int64_t restore_prefix(Slot& s, int64_t reuse);
 
   std::shared_ptr<const Model> model_;
   std::shared_ptr<Drafter> draft_;  // the server's draft model's, shared by the slots; null: none
@@ -150,6 +166,7 @@ class Scheduler {
   SchedulerOptions o_;
   int64_t n_ctx_ = 0;
   Session session_;
+  std::unique_ptr<PromptCache> host_cache_;  // null: none
   std::vector<std::unique_ptr<Slot>> slots_;
   struct Queued {
     std::shared_ptr<Task> task;

@@ -290,6 +290,8 @@ Server::Server(std::shared_ptr<const Model> model, Tokenizer tokenizer, ServerOp
   so.batch_size = d.o.batch_size;
   so.max_queue = d.o.max_queue;
   so.speculative = d.o.speculative;
+  so.cache_ram = d.o.cache_ram;
+  so.cache_block = d.o.cache_block;
   d.sched = std::make_unique<Scheduler>(d.model, &d.tok, so);
   d.limits.n_ctx = d.sched->n_ctx();
   d.limits.model_defaults = d.o.generation_defaults;
@@ -327,6 +329,10 @@ Server::Server(std::shared_ptr<const Model> model, Tokenizer tokenizer, ServerOp
 Server::~Server() {
   stop(true);
   if (impl_->stopper.joinable()) impl_->stopper.join();
+}
+
+size_t Server::prompt_cache_bytes() const {
+  return size_t(impl_->sched->stats().host_cache_max_bytes.load());
 }
 
 int Server::bind() {

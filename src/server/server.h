@@ -122,11 +122,15 @@ std::string legacy_token_string(std::string_view text);
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;            // 0: any free port (bind() returns it)
-  int64_t n_parallel = 4;     // sequences decoded together (-np)
-  int64_t n_ctx = 0;          // positions per sequence; 0: the model's
-  int64_t batch_size = 256;   // tokens per forward step in all (prompt chunks share it; decode comes first)
-  int64_t max_queue = 64;     // choices waiting for a slot; more: 503
+  int port = 8080;           // 0: any free port (bind() returns it)
+  int64_t n_parallel = 4;    // sequences decoded together (-np)
+  int64_t n_ctx = 0;         // positions per sequence; 0: the model's
+  int64_t batch_size = 256;  // tokens per forward step in all (prompt chunks share it; decode comes first)
+  int64_t max_queue = 64;    // choices waiting for a slot; more: 503
+  // The host prompt cache (--cache-ram): prompt prefixes' keys and values beyond the slots, at most this many
+  // bytes, in blocks of cache_block tokens; 0: none (the slots keep their own prefixes still).
+  size_t cache_ram = 0;
+  int64_t cache_block = 64;
   size_t max_body = 1 << 20;  // request bytes; more: 413
   std::string api_key;        // non-empty: every endpoint but /health needs "Authorization: Bearer KEY"
   std::string model_id;       // what /v1/models and responses call the model
@@ -165,6 +169,9 @@ class Server {
   // the running and queued requests have finished, each stream with its last chunk and [DONE]; with
   // `cancel`, those end at the next step instead, with finish_reason "abort" (as vLLM says it).
   void stop(bool cancel);
+  // The host prompt cache's limit in bytes: ServerOptions::cache_ram, or 0 when it is off (asked off, or this
+  // model's keys and values cannot be exported: Session::exports_kv).
+  size_t prompt_cache_bytes() const;
 
  private:
   struct Impl;

@@ -125,6 +125,47 @@ void Session::copy_prefix(int64_t from, int64_t to, int64_t n) {
   n_past_[size_t(to)] = n;
 }
 
+bool Session::exports_kv() const {
+  if (!model_->backend().exports_kv()) return false;
+  for (int64_t l = 0; l < cache_->spec().n_layer; ++l) {
+    if (cache_->ring_capacity(l) > 0) return false;
+  }
+  return true;
+}
+
+size_t Session::kv_position_bytes() const { return Backend::kv_position_bytes(*cache_); }
+
+void Session::read_kv(int64_t seq, int64_t from, int64_t n, void* host) const {
+  check_seq(seq);
+  if (from < 0 || n < 0 || from + n > n_past_[size_t(seq)]) {
+    throw Error(ErrorKind::Argument, "read_kv: positions [" + std::to_string(from) + ", " +
+                                         std::to_string(from + n) + ") of sequence " + std::to_string(seq) +
+                                         ", which holds " + std::to_string(n_past_[size_t(seq)]));
+  }
+  if (!exports_kv()) {
+    throw Error(ErrorKind::Unsupported, "read_kv: this model's keys and values cannot be exported on the " +
+                                            model_->backend().name() + " backend");
+  }
+  model_->backend().read_kv(*cache_, seq, from, n, host);
+}
+
+void Session::write_kv(int64_t seq, int64_t from, int64_t n, const void* host) {
+  check_seq(seq);
+  if (from < 0 || n < 0 || from > n_past_[size_t(seq)] || from + n > n_ctx_) {
+    throw Error(ErrorKind::Argument, "write_kv: positions [" + std::to_string(from) + ", " +
+                                         std::to_string(from + n) + ") of sequence " + std::to_string(seq) +
+                                         ", which holds " + std::to_string(n_past_[size_t(seq)]) + " of " +
+                                         std::to_string(n_ctx_));
+  }
+  if (!exports_kv()) {
+    throw Error(ErrorKind::Unsupported, "write_kv: this model's keys and values cannot be imported on the " +
+                                            model_->backend().name() + " backend");
+  }
+  n_past_[size_t(seq)] = from;  // a failure below leaves only what was there before `from`
+  model_->backend().write_kv(*cache_, seq, from, n, host);
+  n_past_[size_t(seq)] = from + n;
+}
+
 int64_t Session::n_past(int64_t seq) const {
   check_seq(seq);
   return n_past_[size_t(seq)];
