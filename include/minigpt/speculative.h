@@ -21,6 +21,10 @@
 
 namespace minigpt {
 
+// The most rows a verification step has: the CPU backend computes a step of up to 16 tokens of a sequence as
+// decode computes each (the GEMVs, attention one query at a time), bit for bit, so draft_max is capped at 15.
+inline constexpr int64_t kMaxStepRows = 16;
+
 // Proposes the tokens that follow a sequence.
 class Drafter {
  public:

@@ -157,7 +157,9 @@ std::span<const int32_t> Speculator::draft(int64_t seq, const Generator& gen, in
     k_ = 1;
     probing_ = true;
   }
-  const int64_t k = std::min({k_, room, gen.remaining() - 1});
+  // At most kMaxStepRows - 1 drafts: a longer step would be computed as a prefill, not as decode computes
+  // each token, and the verified tokens would not be plain decoding's bit for bit.
+  const int64_t k = std::min({k_, room, gen.remaining() - 1, kMaxStepRows - 1});
   if (k < 1) return {};
   drafter_->draft(seq, gen.history(), k, drafts_);
   if (int64_t(drafts_.size()) > k) drafts_.resize(size_t(k));
